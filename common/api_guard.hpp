@@ -1,0 +1,38 @@
+// The exception firewall: every exported C function runs its body through
+// api_call(), which catches everything, maps it to a status and records the
+// last-error message. Nothing thrown inside ever reaches a C caller.
+#pragma once
+
+#include <new>
+#include <string>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+
+namespace gradcomm {
+
+template <class Body>
+gcommStatus_t api_call(const char* function, Body&& body) noexcept {
+  try {
+    body();
+    return gcommSuccess;
+  } catch (const Error& e) {
+    set_last_error(cat(function, ": ", e.message()));
+    log_line(LogLevel::kInfo, cat(function, " failed: ", status_name(e.status()), ": ", e.message()));
+    return e.status();
+  } catch (const std::bad_alloc&) {
+    set_last_error(std::string(function) + ": out of host memory");
+    return gcommOutOfMemory;
+  } catch (const std::exception& e) {
+    set_last_error(std::string(function) + ": internal error: " + e.what());
+    return gcommInternalError;
+  } catch (...) {
+    set_last_error(std::string(function) + ": internal error: unknown exception");
+    return gcommInternalError;
+  }
+}
+
+}  // namespace gradcomm
+
+// In an exported function: `return GCOMM_API_CALL({ ...body... });`
+#define GCOMM_API_CALL(...) ::gradcomm::api_call(__func__, [&]() __VA_ARGS__)

@@ -1,0 +1,48 @@
+// Devices: "is a usable GPU present", device validation, and the guard that
+// switches to an object's device and restores the caller's.
+#pragma once
+
+#include <string>
+
+#include "gradcomm/gradcomm.h"
+
+namespace gradcomm {
+
+// Number of usable CUDA devices; 0 when there is no GPU or no driver (never an
+// error, never a crash). Cached after the first call.
+int cuda_device_count() noexcept;
+inline bool gpu_available() noexcept { return cuda_device_count() > 0; }
+// Why there is no GPU ("" if there is one), e.g. "cudaErrorInsufficientDriver: ...".
+std::string no_gpu_reason();
+
+// Throws gcommInvalidArgument unless the descriptor names the host or a visible
+// CUDA device. Returns the normalised descriptor (host ordinal = -1).
+gcommDevice_t validate_device(const gcommDevice_t& device, const char* what = "device");
+std::string describe_device(const gcommDevice_t& device);
+inline bool is_host(const gcommDevice_t& device) { return device.kind == gcommDeviceHost; }
+
+// True if the primary context of CUDA device `ordinal` exists (so switching to
+// it creates nothing). False when it cannot be told.
+bool primary_context_active(int ordinal) noexcept;
+
+// Makes `ordinal` the current CUDA device for the guard's lifetime; a host device
+// (ordinal < 0) does nothing. On exit it restores the caller's device if the
+// caller's device has a live context. It never creates a context on a device
+// gradcomm was not given: if the caller had never used its current device (no
+// context on it yet), restoring it would create one, so the current device is
+// left on ours instead.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int ordinal);
+  explicit DeviceGuard(const gcommDevice_t& device)
+      : DeviceGuard(device.kind == gcommDeviceCuda ? device.ordinal : -1) {}
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+  bool switched_ = false;
+};
+
+}  // namespace gradcomm

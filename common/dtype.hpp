@@ -1,0 +1,42 @@
+// Data type helpers shared by every layer (host-side; element math that runs on
+// the device lives in kernels/).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/error.hpp"
+
+namespace gradcomm {
+
+inline bool is_valid_dtype(gcommDataType_t dtype) noexcept {
+  return static_cast<int>(dtype) >= 0 && static_cast<int>(dtype) < gcommNumDataTypes;
+}
+
+inline size_t dtype_size(gcommDataType_t dtype) noexcept { return dtype == gcommFloat32 ? 4 : 2; }
+
+inline const char* dtype_name(gcommDataType_t dtype) noexcept {
+  switch (dtype) {
+    case gcommFloat32: return "f32";
+    case gcommFloat16: return "f16";
+    case gcommBfloat16: return "bf16";
+    default: return "unknown";
+  }
+}
+
+// Throws gcommInvalidArgument naming `what` unless dtype is a gcommDataType_t value.
+inline gcommDataType_t checked_dtype(gcommDataType_t dtype, const char* what) {
+  require(is_valid_dtype(dtype), what, ": ", static_cast<int>(dtype),
+          " is not a gcommDataType_t (gcommFloat32, gcommFloat16, gcommBfloat16)");
+  return dtype;
+}
+
+// count * element size, or gcommInvalidArgument if it overflows size_t.
+inline size_t checked_bytes(size_t count, gcommDataType_t dtype, const char* what) {
+  size_t element = dtype_size(dtype);
+  require(count <= SIZE_MAX / element, what, ": ", count, " elements of ", dtype_name(dtype),
+          " overflow the address space");
+  return count * element;
+}
+
+}  // namespace gradcomm

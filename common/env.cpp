@@ -1,0 +1,66 @@
+#include "common/env.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <strings.h>
+
+#include "common/log.hpp"
+
+namespace gradcomm {
+
+std::optional<std::string> env_string(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || value[0] == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+int64_t env_int(const char* name, int64_t default_value, int64_t min_value, int64_t max_value) {
+  auto text = env_string(name);
+  if (!text) return default_value;
+  errno = 0;
+  char* end = nullptr;
+  long long value = std::strtoll(text->c_str(), &end, 10);
+  if (errno != 0 || end == text->c_str() || *end != '\0' || value < min_value || value > max_value) {
+    GCOMM_WARN(name, "='", *text, "' is not an integer in [", min_value, ", ", max_value,
+               "]; using the default ", default_value);
+    return default_value;
+  }
+  GCOMM_INFO(name, " set by environment to ", value);
+  return value;
+}
+
+double env_double(const char* name, double default_value, double min_value, double max_value) {
+  auto text = env_string(name);
+  if (!text) return default_value;
+  errno = 0;
+  char* end = nullptr;
+  double value = std::strtod(text->c_str(), &end);
+  if (errno != 0 || end == text->c_str() || *end != '\0' || !(value >= min_value && value <= max_value)) {
+    GCOMM_WARN(name, "='", *text, "' is not a number in [", min_value, ", ", max_value,
+               "]; using the default ", default_value);
+    return default_value;
+  }
+  GCOMM_INFO(name, " set by environment to ", value);
+  return value;
+}
+
+namespace knobs {
+
+LogLevel debug_level() {
+  // Not logged through GCOMM_WARN: the log level is what is being decided here.
+  auto text = env_string("GRADCOMM_DEBUG");
+  if (!text) return LogLevel::kWarn;
+  if (strcasecmp(text->c_str(), "NONE") == 0) return LogLevel::kNone;
+  if (strcasecmp(text->c_str(), "WARN") == 0) return LogLevel::kWarn;
+  if (strcasecmp(text->c_str(), "INFO") == 0) return LogLevel::kInfo;
+  if (strcasecmp(text->c_str(), "TRACE") == 0) return LogLevel::kTrace;
+  std::fprintf(stderr, "%s gradcomm WARN GRADCOMM_DEBUG='%s' is not one of NONE, WARN, INFO, TRACE; using WARN\n",
+               log_prefix().c_str(), text->c_str());
+  return LogLevel::kWarn;
+}
+
+double timeout_seconds() { return env_double("GRADCOMM_TIMEOUT_S", 300.0, 0.001, 1e7); }
+
+}  // namespace knobs
+}  // namespace gradcomm

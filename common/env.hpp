@@ -1,0 +1,27 @@
+// Every environment knob gradcomm reads is declared here, in one place. Values
+// are parsed on first use; an override is logged at INFO, a malformed value is
+// logged at WARN and the default is kept.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace gradcomm {
+
+enum class LogLevel : int;
+
+// Raw accessors (unset or empty -> nullopt / default).
+std::optional<std::string> env_string(const char* name);
+int64_t env_int(const char* name, int64_t default_value, int64_t min_value, int64_t max_value);
+double env_double(const char* name, double default_value, double min_value, double max_value);
+
+namespace knobs {
+// GRADCOMM_DEBUG: NONE, WARN (default), INFO, TRACE. Read on every call (cheap), so
+// tests can change it; log.cpp caches the level.
+LogLevel debug_level();
+// GRADCOMM_TIMEOUT_S: timeout of init and of every collective, seconds (default 300).
+double timeout_seconds();
+}  // namespace knobs
+
+}  // namespace gradcomm

@@ -1,0 +1,66 @@
+#include "common/nccl_check.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <mutex>
+
+#include "common/log.hpp"
+
+namespace gradcomm {
+
+void throw_nccl_error(ncclResult_t result, const char* expr, const char* file, int line) {
+  (void)cudaGetLastError();
+  const char* detail = ncclGetLastError(nullptr);
+  std::string msg = cat(expr, " failed: ", ncclGetErrorString(result), " at ", file, ":", line);
+  if (detail != nullptr && detail[0] != '\0') msg += cat(" (NCCL: ", detail, ")");
+  GCOMM_INFO(msg);
+  gcommStatus_t status = gcommNcclError;
+  if (result == ncclInvalidArgument || result == ncclInvalidUsage) status = gcommInvalidArgument;
+  if (result == ncclRemoteError) status = gcommRemoteError;
+  throw Error(status, msg);
+}
+
+int nccl_built_version() noexcept { return NCCL_VERSION_CODE; }
+
+int nccl_loaded_version() noexcept {
+  static int version = [] {
+    int v = 0;
+    if (ncclGetVersion(&v) != ncclSuccess) return 0;
+    if (v < NCCL_VERSION_CODE) {
+      GCOMM_WARN("loaded NCCL ", nccl_version_string(v), " is older than the NCCL ",
+                 nccl_version_string(NCCL_VERSION_CODE),
+                 " gradcomm was built against; features newer than the loaded NCCL are disabled");
+    }
+    return v;
+  }();
+  return version;
+}
+
+std::string nccl_version_string(int code) {
+  return cat(code / 10000, ".", (code / 100) % 100, ".", code % 100);
+}
+
+int nccl_feature_min_version(NcclFeature feature) noexcept {
+  switch (feature) {
+    case NcclFeature::kNonBlockingInit: return 21400;
+    case NcclFeature::kCommSplit: return 21800;
+    case NcclFeature::kCommShrink: return 22700;
+  }
+  return 0;
+}
+
+const char* nccl_feature_name(NcclFeature feature) noexcept {
+  switch (feature) {
+    case NcclFeature::kNonBlockingInit: return "non-blocking init";
+    case NcclFeature::kCommSplit: return "ncclCommSplit";
+    case NcclFeature::kCommShrink: return "ncclCommShrink";
+  }
+  return "?";
+}
+
+bool nccl_has(NcclFeature feature) noexcept {
+  int min = nccl_feature_min_version(feature);
+  return nccl_loaded_version() >= min && nccl_built_version() >= min;
+}
+
+}  // namespace gradcomm

@@ -1,0 +1,67 @@
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "common/api_guard.hpp"
+#include "common/device.hpp"
+#include "support/gpu.hpp"
+
+namespace gradcomm {
+namespace {
+
+TEST(Device, CountingDevicesNeverFails) {
+  int n = cuda_device_count();
+  EXPECT_GE(n, 0);
+  if (n == 0) {
+    EXPECT_FALSE(no_gpu_reason().empty());
+  }
+  EXPECT_EQ(cuda_device_count(), n) << "the probe is cached";
+}
+
+TEST(Device, HostIsAlwaysValid) {
+  gcommDevice_t host = gcommHostDevice();
+  host.ordinal = 17;  // ignored for the host, normalised to -1
+  gcommDevice_t d = validate_device(host);
+  EXPECT_EQ(d.kind, gcommDeviceHost);
+  EXPECT_EQ(d.ordinal, -1);
+  EXPECT_EQ(describe_device(d), "host");
+}
+
+TEST(Device, InvalidDescriptorsAreRefusedWithAReason) {
+  gcommDevice_t bad;
+  bad.kind = static_cast<gcommDeviceKind_t>(9);
+  bad.ordinal = 0;
+  EXPECT_EQ(api_call("t", [&] { validate_device(bad); }), gcommInvalidArgument);
+  EXPECT_NE(std::string(last_error()).find("unknown device kind 9"), std::string::npos);
+
+  int count = cuda_device_count();
+  EXPECT_EQ(api_call("t", [&] { validate_device(gcommCudaDevice(count)); }), gcommInvalidArgument);
+  EXPECT_NE(std::string(last_error()).find("cuda:" + std::to_string(count)), std::string::npos);
+  EXPECT_EQ(api_call("t", [&] { validate_device(gcommCudaDevice(-1)); }), gcommInvalidArgument);
+}
+
+TEST(Device, HostGuardDoesNothing) {
+  DeviceGuard guard(gcommHostDevice());
+  SUCCEED();
+}
+
+TEST(DeviceGpu, GuardSwitchesAndRestores) {
+  GCOMM_SKIP_WITHOUT_GPU();
+  int count = cuda_device_count();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  {
+    DeviceGuard guard(count - 1);
+    int current = -1;
+    ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+    EXPECT_EQ(current, count - 1);
+  }
+  int after = -1;
+  ASSERT_EQ(cudaGetDevice(&after), cudaSuccess);
+  EXPECT_EQ(after, 0);
+  EXPECT_TRUE(primary_context_active(0));
+}
+
+}  // namespace
+}  // namespace gradcomm
