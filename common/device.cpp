@@ -69,6 +69,34 @@ gcommDevice_t validate_device(const gcommDevice_t& device, const char* what) {
   return device;
 }
 
+PointerInfo pointer_info(const void* ptr) noexcept {
+  PointerInfo info;
+  if (ptr == nullptr || !gpu_available()) return info;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return info;
+  }
+  switch (attr.type) {
+    case cudaMemoryTypeDevice: info.kind = MemoryKind::kDevice; break;
+    case cudaMemoryTypeManaged: info.kind = MemoryKind::kManaged; break;
+    case cudaMemoryTypeHost: info.kind = MemoryKind::kPinnedHost; break;
+    default: info.kind = MemoryKind::kHost; break;
+  }
+  info.device = info.kind == MemoryKind::kHost ? -1 : attr.device;
+  return info;
+}
+
+const char* memory_kind_name(MemoryKind kind) noexcept {
+  switch (kind) {
+    case MemoryKind::kHost: return "host memory";
+    case MemoryKind::kPinnedHost: return "pinned host memory";
+    case MemoryKind::kDevice: return "device memory";
+    case MemoryKind::kManaged: return "managed memory";
+  }
+  return "?";
+}
+
 bool primary_context_active(int ordinal) noexcept {
   static PrimaryCtxGetState get_state = nullptr;
   static DeviceGet device_get = nullptr;

@@ -21,6 +21,15 @@ gcommDevice_t validate_device(const gcommDevice_t& device, const char* what = "d
 std::string describe_device(const gcommDevice_t& device);
 inline bool is_host(const gcommDevice_t& device) { return device.kind == gcommDeviceHost; }
 
+// Where a pointer's memory lives. Without a GPU every pointer is host memory.
+enum class MemoryKind { kHost, kPinnedHost, kDevice, kManaged };
+struct PointerInfo {
+  MemoryKind kind = MemoryKind::kHost;
+  int device = -1;  // CUDA ordinal for kDevice / kManaged / kPinnedHost (if known)
+};
+PointerInfo pointer_info(const void* ptr) noexcept;
+const char* memory_kind_name(MemoryKind kind) noexcept;
+
 // True if the primary context of CUDA device `ordinal` exists (so switching to
 // it creates nothing). False when it cannot be told.
 bool primary_context_active(int ordinal) noexcept;

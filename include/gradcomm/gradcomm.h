@@ -82,6 +82,14 @@ static inline gcommDevice_t gcommCudaDevice(int ordinal) {
   return d;
 }
 
+/** A buffer of gradient elements: @p count elements of @p dtype at @p data.
+ *  @p data may be NULL only when @p count is 0. */
+typedef struct gcommTensor {
+  void* data;
+  size_t count;
+  gcommDataType_t dtype;
+} gcommTensor_t;
+
 /** A CUDA stream (binary-compatible with cudaStream_t). NULL is the legacy default
  *  stream. For host objects a stream is only an ordering token. */
 typedef struct CUstream_st* gcommStream_t;
@@ -186,5 +194,8 @@ GCOMM_API gcommStatus_t gcommSetLogConfig(const gcommLogConfig_t* config);
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+
+/* The layers' APIs. */
+/* @layer-headers: each layer adds its #include line below. */
 
 #endif /* GRADCOMM_GRADCOMM_H */

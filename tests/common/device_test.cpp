@@ -65,3 +65,25 @@ TEST(DeviceGpu, GuardSwitchesAndRestores) {
 
 }  // namespace
 }  // namespace gradcomm
+
+namespace gradcomm {
+namespace {
+TEST(Device, HostPointersAreHostMemory) {
+  int x = 0;
+  PointerInfo info = pointer_info(&x);
+  EXPECT_EQ(info.kind, MemoryKind::kHost);
+  EXPECT_EQ(info.device, -1);
+  EXPECT_EQ(pointer_info(nullptr).kind, MemoryKind::kHost);
+}
+
+TEST(DeviceGpu, DevicePointersAreDeviceMemory) {
+  GCOMM_SKIP_WITHOUT_GPU();
+  void* p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 256), cudaSuccess);
+  PointerInfo info = pointer_info(p);
+  EXPECT_EQ(info.kind, MemoryKind::kDevice);
+  EXPECT_EQ(info.device, 0);
+  cudaFree(p);
+}
+}  // namespace
+}  // namespace gradcomm
