@@ -1,0 +1,61 @@
+// The transport interface: what moves bytes between ranks. One implementation
+// per folder (comm/nccl/, comm/local/). The Communicator (comm/communicator.hpp)
+// owns a Transport and adds what every transport shares: argument validation,
+// sequence numbers, the watchdog, abort state and the C API.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/error.hpp"
+#include "gradcomm/comm.h"
+
+namespace gradcomm::comm {
+
+enum class Collective { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kBarrier };
+const char* collective_name(Collective op) noexcept;
+
+// One collective call, already validated by the Communicator.
+struct CollectiveArgs {
+  Collective op = Collective::kAllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // all-reduce/broadcast/reduce: elements; all-gather: sendcount; reduce-scatter: recvcount
+  gcommDataType_t dtype = gcommFloat32;
+  gcommRedOp_t redop = gcommSum;
+  int root = 0;
+  gcommStream_t stream = nullptr;
+  uint64_t seq = 0;  // per-communicator sequence number, for error messages
+};
+
+// A transport is driven by one thread at a time (its rank's thread).
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const noexcept = 0;
+  virtual int size() const noexcept = 0;
+  virtual gcommDevice_t device() const noexcept = 0;
+  virtual gcommTransport_t kind() const noexcept = 0;
+
+  // Host transports run the collective to completion (bounded by the timeout;
+  // throw gcommTimeout naming the ranks that did not arrive). CUDA transports
+  // enqueue it on args.stream and return.
+  virtual void run(const CollectiveArgs& args) = 0;
+
+  // Group calls (only meaningful for NCCL; others may treat them as no-ops).
+  virtual void group_start() {}
+  virtual void group_end() {}
+
+  // Non-blocking poll for an asynchronous failure (NCCL async error, a peer that
+  // aborted). gcommSuccess if healthy; otherwise fills `message`.
+  virtual gcommStatus_t poll_async_error(std::string& message) noexcept = 0;
+
+  // Makes every pending and later operation fail promptly (ncclCommAbort, wake
+  // waiting local peers). Must be callable from another thread (the watchdog).
+  virtual void abort() noexcept = 0;
+};
+
+}  // namespace gradcomm::comm

@@ -1,0 +1,152 @@
+/*
+ * gradcomm communicators: rendezvous, the NCCL and local transports, collectives,
+ * timeouts and abort.
+ *
+ * Thread and stream contract:
+ *  - A communicator is used by one thread at a time (like an NCCL communicator);
+ *    the N communicators of gcommCommInitLocal / gcommCommInitAll are each driven by
+ *    their own thread (InitAll communicators may also be driven from one thread
+ *    inside gcommGroupStart/End).
+ *  - Collectives on a CUDA communicator are enqueued on the caller's stream and
+ *    return without waiting (like NCCL). Collectives on a host communicator run
+ *    to completion before returning; the stream is ignored.
+ *  - Every collective has a timeout (config timeout_s, else GRADCOMM_TIMEOUT_S, else
+ *    300 s). A watchdog aborts a communicator whose collective does not complete in
+ *    time or whose NCCL reports an asynchronous error; from then on every call
+ *    returns gcommTimeout, gcommAborted or gcommRemoteError with a message naming
+ *    the operation, its size and its sequence number. Destroy always works.
+ */
+#ifndef GRADCOMM_COMM_H
+#define GRADCOMM_COMM_H
+
+#include "gradcomm/gradcomm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gcommComm* gcommComm_t;
+
+/** Reduction operators. Values are part of the ABI. */
+typedef enum gcommRedOp {
+  gcommSum = 0,
+  gcommAvg = 1, /**< sum / world size */
+  gcommMax = 2,
+  gcommMin = 3,
+  gcommNumRedOps = 4
+} gcommRedOp_t;
+
+/** Which transport moves the bytes. */
+typedef enum gcommTransport {
+  gcommTransportAuto = 0,  /**< NCCL for CUDA devices, local for the host */
+  gcommTransportNccl = 1,  /**< NCCL (CUDA devices only) */
+  gcommTransportLocal = 2  /**< ranks as threads of one process (gcommCommInitLocal) */
+} gcommTransport_t;
+
+/** Communicator configuration (versioned config struct, version 1).
+ *  Fields left at their "unset" value are taken from the launcher's environment
+ *  (torchrun: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; Open MPI:
+ *  OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK; Slurm: SLURM_PROCID, SLURM_NTASKS,
+ *  SLURM_LOCALID) by gcommCommInitFromEnv, or are required by gcommCommInit. */
+typedef struct gcommCommConfig {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  int rank;              /**< -1: unset */
+  int world_size;        /**< -1: unset */
+  int local_rank;        /**< -1: unset (selects the GPU when device.ordinal is -1) */
+  int master_port;       /**< -1: unset */
+  const char* master_addr; /**< NULL: unset. Rank 0 listens here; the others connect. */
+  const char* job_key;   /**< NULL: GRADCOMM_JOB_KEY, else "gradcomm". Peers with another key are refused. */
+  gcommDevice_t device;  /**< host, or CUDA ordinal; a CUDA ordinal of -1 means "from local_rank" */
+  double timeout_s;      /**< <= 0: GRADCOMM_TIMEOUT_S, else 300 s. Init and every collective. */
+  gcommTransport_t transport;
+  int32_t reserved_v1;   /**< keeps the version-1 fields 8-byte aligned; leave 0 */
+} gcommCommConfig_t;
+
+#define GCOMM_COMM_CONFIG_INITIALIZER                                                       \
+  { GCOMM_CONFIG_HEADER(gcommCommConfig_t), -1, -1, -1, -1, NULL, NULL, {gcommDeviceCuda, -1}, \
+    0.0, gcommTransportAuto, 0 }
+
+/** Creates this process's communicator from the launcher's environment (fields
+ *  set in @p config win over the environment). Blocks until every rank arrived or
+ *  the timeout passed; the timeout error names the ranks that never arrived. */
+GCOMM_API gcommStatus_t gcommCommInitFromEnv(const gcommCommConfig_t* config, gcommComm_t* comm);
+
+/** Like gcommCommInitFromEnv, but rank, world_size, master_addr and master_port
+ *  must be set in @p config; the environment is not read for them. */
+GCOMM_API gcommStatus_t gcommCommInit(const gcommCommConfig_t* config, gcommComm_t* comm);
+
+/** Creates an NCCL communicator from an ncclUniqueId the caller already shared
+ *  (@p unique_id points to the ncclUniqueId's bytes; @p id_bytes must be its
+ *  size, 128). config->rank, world_size and a CUDA device are required. */
+GCOMM_API gcommStatus_t gcommCommInitFromUniqueId(const gcommCommConfig_t* config, const void* unique_id,
+                                                  size_t id_bytes, gcommComm_t* comm);
+
+/** Wraps an ncclComm_t the caller owns. gradcomm never destroys it (Destroy frees
+ *  only gradcomm's state); Abort does abort it. @p device must be its device. */
+GCOMM_API gcommStatus_t gcommCommWrapNccl(void* nccl_comm, gcommDevice_t device, double timeout_s,
+                                          gcommComm_t* comm);
+
+/** One NCCL communicator per listed GPU, all in this process (like ncclCommInitAll).
+ *  @p devices may be NULL for 0..ndev-1. Writes @p ndev handles. */
+GCOMM_API gcommStatus_t gcommCommInitAll(int ndev, const int* devices, gcommComm_t* comms);
+
+/** @p nranks communicators on the local transport: ranks are threads of this
+ *  process, on the host or all on one GPU (@p device). Writes @p nranks handles;
+ *  each must be driven by its own thread. timeout_s and job_key are read from
+ *  @p config (may be NULL); the rest of it is ignored. */
+GCOMM_API gcommStatus_t gcommCommInitLocal(int nranks, gcommDevice_t device, const gcommCommConfig_t* config,
+                                           gcommComm_t* comms);
+
+/** Frees the communicator (after an abort too). Waits at most the timeout for
+ *  its outstanding work; never hangs. */
+GCOMM_API gcommStatus_t gcommCommDestroy(gcommComm_t comm);
+
+/** Aborts: outstanding and later operations fail with gcommAborted; peers see a
+ *  remote failure or time out. Destroy is still required. */
+GCOMM_API gcommStatus_t gcommCommAbort(gcommComm_t comm);
+
+GCOMM_API gcommStatus_t gcommCommRank(gcommComm_t comm, int* rank);
+GCOMM_API gcommStatus_t gcommCommSize(gcommComm_t comm, int* size);
+GCOMM_API gcommStatus_t gcommCommDevice(gcommComm_t comm, gcommDevice_t* device);
+/** gcommTransportNccl or gcommTransportLocal. */
+GCOMM_API gcommStatus_t gcommCommTransport(gcommComm_t comm, gcommTransport_t* transport);
+
+/** gcommSuccess while healthy; otherwise the status that aborted the communicator
+ *  (its message is put in the last-error message). Does not block. */
+GCOMM_API gcommStatus_t gcommCommGetAsyncError(gcommComm_t comm, gcommStatus_t* async_status);
+
+/** Waits (up to the timeout) until every collective enqueued so far completed. */
+GCOMM_API gcommStatus_t gcommCommSynchronize(gcommComm_t comm);
+
+/* Collectives: NCCL's semantics. sendbuf == recvbuf is the in-place variant. */
+GCOMM_API gcommStatus_t gcommAllReduce(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                       gcommDataType_t dtype, gcommRedOp_t op, gcommStream_t stream);
+GCOMM_API gcommStatus_t gcommBroadcast(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                       gcommDataType_t dtype, int root, gcommStream_t stream);
+GCOMM_API gcommStatus_t gcommReduce(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                    gcommDataType_t dtype, gcommRedOp_t op, int root, gcommStream_t stream);
+/** recvbuf holds size*sendcount elements, rank r's block at offset r*sendcount. */
+GCOMM_API gcommStatus_t gcommAllGather(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
+                                       gcommDataType_t dtype, gcommStream_t stream);
+/** sendbuf holds size*recvcount elements; rank r receives the reduction of block r. */
+GCOMM_API gcommStatus_t gcommReduceScatter(gcommComm_t comm, const void* sendbuf, void* recvbuf,
+                                           size_t recvcount, gcommDataType_t dtype, gcommRedOp_t op,
+                                           gcommStream_t stream);
+/** Completes when every rank reached it (stream-ordered on a CUDA communicator). */
+GCOMM_API gcommStatus_t gcommBarrier(gcommComm_t comm, gcommStream_t stream);
+
+/** Group calls (ncclGroupStart/End): collectives of several communicators driven
+ *  from one thread, issued together. Per thread; groups nest. */
+GCOMM_API gcommStatus_t gcommGroupStart(void);
+GCOMM_API gcommStatus_t gcommGroupEnd(void);
+
+/** "sum", "avg", "max", "min"; "unknown" otherwise. Never NULL. */
+GCOMM_API const char* gcommRedOpName(gcommRedOp_t op);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* GRADCOMM_COMM_H */
