@@ -6,6 +6,7 @@ if(GRADCOMM_SANITIZE)
     $<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=${_gradcomm_san}>
     $<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fsanitize=${_gradcomm_san},-fno-omit-frame-pointer>)
-  add_link_options(-fsanitize=${_gradcomm_san})
+  # Only host links: nvcc device-link steps must not see the flag.
+  add_link_options($<$<LINK_LANGUAGE:C,CXX>:-fsanitize=${_gradcomm_san}>)
   message(STATUS "gradcomm: sanitizers: ${_gradcomm_san}")
 endif()

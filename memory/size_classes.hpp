@@ -36,14 +36,18 @@ constexpr size_t kMaxRequest = std::numeric_limits<size_t>::max() / 2;
 // "No limit" for the config's size fields.
 constexpr uint64_t kUnlimited = std::numeric_limits<uint64_t>::max();
 
-constexpr size_t round_up(size_t bytes, size_t multiple) { return (bytes + multiple - 1) / multiple * multiple; }
+constexpr size_t round_up(size_t bytes, size_t multiple) {
+  return (bytes + multiple - 1) / multiple * multiple;
+}
 
 // The block size that serves a request of `bytes` (bytes <= kMaxRequest).
 constexpr size_t round_size(size_t bytes) {
   return bytes < kMinBlockSize ? kMinBlockSize : round_up(bytes, kMinBlockSize);
 }
 
-constexpr bool is_small(size_t rounded) { return rounded <= kSmallSize; }
+constexpr bool is_small(size_t rounded) {
+  return rounded <= kSmallSize;
+}
 
 // How much to ask the upstream for when no cached block fits a rounded request.
 constexpr size_t segment_size(size_t rounded) {

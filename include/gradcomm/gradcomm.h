@@ -197,6 +197,7 @@ GCOMM_API gcommStatus_t gcommSetLogConfig(const gcommLogConfig_t* config);
 
 /* The layers' APIs. */
 /* @layer-headers: each layer adds its #include line below. */
+#include "gradcomm/memory.h"
 #include "gradcomm/comm.h"
 
 #endif /* GRADCOMM_GRADCOMM_H */

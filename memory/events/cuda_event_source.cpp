@@ -18,6 +18,9 @@ class CudaEventSource final : public EventSource {
  public:
   explicit CudaEventSource(int ordinal) : ordinal_(ordinal) {}
   ~CudaEventSource() override {
+    // Never switch to the device just to destroy nothing (switching can create
+    // its context).
+    if (events_.empty()) return;
     try {
       DeviceGuard guard(ordinal_);
       for (cudaEvent_t e : events_) GCOMM_CUDA_WARN(cudaEventDestroy(e));
@@ -33,6 +36,8 @@ class CudaEventSource final : public EventSource {
       cudaEvent_t e = nullptr;
       GCOMM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       events_.push_back(e);
+      // So that release(), which must not throw, never needs to grow free_.
+      free_.reserve(events_.size());
       index = events_.size() - 1;
     } else {
       index = free_.back();

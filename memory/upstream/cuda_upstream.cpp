@@ -6,8 +6,8 @@
 
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
-#include "common/log.hpp"
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "memory/upstream/upstream.hpp"
 
 namespace gradcomm {
@@ -55,6 +55,8 @@ class CudaDeviceUpstream final : public CudaUpstreamBase {
     }
   }
   const char* kind_name() const noexcept override { return "device memory"; }
+  // cudaFree synchronizes the device before it returns the memory.
+  bool deallocate_waits_for_device() const noexcept override { return true; }
 };
 
 class CudaPinnedUpstream final : public CudaUpstreamBase {

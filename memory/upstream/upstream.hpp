@@ -33,6 +33,10 @@ class Upstream {
   virtual gcommDevice_t device() const noexcept = 0;
   // E.g. "device memory", "pinned host memory", "host memory".
   virtual const char* kind_name() const noexcept = 0;
+  // True when deallocate() itself waits for all device work (cudaFree does), or
+  // when no device work can touch the memory (plain host memory): the cache may
+  // then give back a free segment without waiting for the streams that freed it.
+  virtual bool deallocate_waits_for_device() const noexcept { return false; }
   // Free/total memory of the device if it can be told cheaply, for OOM messages.
   virtual std::optional<MemoryInfo> memory_info() const noexcept { return std::nullopt; }
 };

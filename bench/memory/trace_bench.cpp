@@ -1,0 +1,69 @@
+// Replays the training-like trace (training_trace.hpp) through the caching
+// allocator over a virtual upstream (addresses only, so the trace's GiBs cost
+// nothing) and reports fragmentation: peak reserved / peak allocated, and /
+// peak requested. Time per replayed op measures the cache's bookkeeping.
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "memory/caching_allocator.hpp"
+#include "memory/testing/test_upstreams.hpp"
+#include "training_trace.hpp"
+
+using namespace gradcomm;
+using namespace gradcomm::memory;
+
+namespace {
+
+void replay(benchmark::State& state, AllocatorOptions options, double jitter) {
+  bench::TraceParams params;
+  params.jitter = jitter;
+  const std::vector<bench::TraceOp> trace = bench::make_training_trace(params);
+  std::vector<void*> ptrs(bench::trace_ids(trace));
+  const gcommStream_t streams[2] = {reinterpret_cast<gcommStream_t>(0x10),
+                                    reinterpret_cast<gcommStream_t>(0x20)};
+  AllocatorStats last;
+  for (auto _ : state) {
+    VirtualUpstream upstream;
+    ImmediateEvents events;
+    CachingAllocator alloc(upstream, events, options);
+    for (const bench::TraceOp& op : trace) {
+      if (op.alloc) {
+        ptrs[op.id] = alloc.allocate(op.bytes, streams[op.stream]);
+      } else {
+        alloc.deallocate(ptrs[op.id], streams[op.stream]);
+      }
+    }
+    last = alloc.stats();
+  }
+  const double reserved = static_cast<double>(last.reserved_bytes.all().peak);
+  state.counters["peak_reserved_MiB"] = reserved / (1 << 20);
+  state.counters["peak_allocated_MiB"] = static_cast<double>(last.allocated_bytes.all().peak) / (1 << 20);
+  state.counters["reserved_per_allocated"] = reserved / static_cast<double>(last.allocated_bytes.all().peak);
+  state.counters["reserved_per_requested"] = reserved / static_cast<double>(last.requested_bytes.all().peak);
+  state.counters["upstream_allocs"] = static_cast<double>(last.upstream_allocs);
+  state.counters["trace_allocs"] = static_cast<double>(last.malloc_calls);
+  state.counters["ops_per_s"] =
+      benchmark::Counter(static_cast<double>(trace.size()), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_TraceReplay_Defaults(benchmark::State& state) {
+  replay(state, AllocatorOptions{}, 0.25);
+}
+BENCHMARK(BM_TraceReplay_Defaults)->Unit(benchmark::kMillisecond);
+
+void BM_TraceReplay_MaxSplit64MiB(benchmark::State& state) {
+  AllocatorOptions o;
+  o.max_split_size = 64 << 20;
+  replay(state, o, 0.25);
+}
+BENCHMARK(BM_TraceReplay_MaxSplit64MiB)->Unit(benchmark::kMillisecond);
+
+void BM_TraceReplay_StaticShapes(benchmark::State& state) {
+  replay(state, AllocatorOptions{}, 0.0);
+}
+BENCHMARK(BM_TraceReplay_StaticShapes)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
