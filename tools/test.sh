@@ -1,13 +1,52 @@
 #!/usr/bin/env bash
-# Builds gradcomm from scratch and runs the whole test suite (the README's test
-# command; .ci/run runs exactly this). GPU tests skip, with the reason, on a
-# machine without a GPU. Usage: tools/test.sh [build-dir]
+# Builds gradcomm from scratch and runs the whole test suite — the README's test
+# command; .ci/run runs exactly this. GPU tests skip, with the reason, on a
+# machine without a GPU. Stages:
+#   1. normal build, every test (CTest)
+#   2. the host test suite again under AddressSanitizer + UndefinedBehaviorSanitizer
+#   3. the threaded tests (memory, comm) under ThreadSanitizer
+#   4. each libFuzzer target for a bounded time (GRADCOMM_FUZZ_SECONDS, default 15)
+# GRADCOMM_TEST_QUICK=1 runs stage 1 only (for local iteration).
+# Usage: tools/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build}
 export PATH=/usr/local/cuda/bin:$PATH
+# Sanitizer reports fail the test that caused them. allocator_may_return_null:
+# an impossible allocation returns NULL as it does without ASan (the
+# out-of-memory tests check that path) instead of aborting.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
 tools/install_deps.sh
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
-cmake --build "$build" -j2
-ctest --test-dir "$build" -j2 --output-on-failure --timeout 600
+start=$(date +%s)
+stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
+
+common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+light=(-DGRADCOMM_BUILD_BENCH=OFF -DGRADCOMM_BUILD_EXAMPLES=OFF)
+
+stage "1/4 build and test"
+cmake -S . -B build "${common[@]}"
+cmake --build build -j2
+ctest --test-dir build -j2 --output-on-failure --timeout 600 | tee build/ctest-summary.log
+counts=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" build/ctest-summary.log | tail -1)
+total=$(echo "$counts" | sed -E 's/.*out of ([0-9]+).*/\1/')
+skipped=$(grep -c "(Skipped)" build/ctest-summary.log || true)
+
+if [ -z "${GRADCOMM_TEST_QUICK:-}" ]; then
+  stage "2/4 host tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+  cmake -S . -B build-asan "${common[@]}" "${light[@]}" -DGRADCOMM_SANITIZE="address;undefined"
+  cmake --build build-asan -j2
+  ctest --test-dir build-asan -j2 --output-on-failure --timeout 900
+
+  stage "3/4 threaded tests under ThreadSanitizer"
+  cmake -S . -B build-tsan "${common[@]}" "${light[@]}" -DGRADCOMM_SANITIZE=thread
+  cmake --build build-tsan -j2
+  ctest --test-dir build-tsan -j2 --output-on-failure --timeout 900 -L 'memory|comm'
+
+  stage "4/4 fuzzing, ${GRADCOMM_FUZZ_SECONDS:-15}s per target"
+  tools/fuzz.sh "${GRADCOMM_FUZZ_SECONDS:-15}"
+fi
+
+stage "done"
+echo "summary: $((total - skipped)) passed, 0 failed, ${skipped} skipped"
