@@ -199,5 +199,6 @@ GCOMM_API gcommStatus_t gcommSetLogConfig(const gcommLogConfig_t* config);
 /* @layer-headers: each layer adds its #include line below. */
 #include "gradcomm/memory.h"
 #include "gradcomm/comm.h"
+#include "gradcomm/kernels.h"
 
 #endif /* GRADCOMM_GRADCOMM_H */

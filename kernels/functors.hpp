@@ -1,0 +1,80 @@
+// Per-element operations, shared by the CUDA kernels (kernels/cuda_kernels.cu)
+// and the host twins (kernels/host_kernels.cpp): the same object computes the
+// same function on both. An op works on register values of one tensor's two
+// sides, `a` (type TA) and `b` (type TB); its flags say which side is read and
+// written, so the kernel moves only those bytes (16-byte vectors when aligned).
+// operator() returns true when it produced a non-finite value (found-inf).
+#pragma once
+
+#include "kernels/element.hpp"
+
+namespace gradcomm::kernels {
+
+// g *= s in place (a = the gradient; b unused). Inf/NaN are written too, as
+// PyTorch does.
+template <class T>
+struct UnscaleOp {
+  using TA = T;
+  using TB = T;
+  static constexpr bool kReadA = true, kWriteA = true, kReadB = false, kWriteB = false;
+  float s;
+  GCOMM_HD bool operator()(TA& a, TB&) const {
+    float v = to_float(a) * s;
+    a = from_float<T>(v);
+    return !is_finite(v);
+  }
+};
+
+// bucket = cast(src * s) (a = the source tensor, b = its place in the bucket).
+template <class TSrc, class TBucket>
+struct PackOp {
+  using TA = TSrc;
+  using TB = TBucket;
+  static constexpr bool kReadA = true, kWriteA = false, kReadB = false, kWriteB = true;
+  float s;
+  GCOMM_HD bool operator()(TA& a, TB& b) const {
+    b = from_float<TBucket>(to_float(a) * s);
+    return false;
+  }
+};
+
+// dst = cast(bucket * s [+ dst]) (a = its place in the bucket, b = the
+// destination), flagging non-finite results. ACCUMULATE is a template flag so
+// the plain form never reads the destination.
+template <class TBucket, class TDst, bool ACCUMULATE>
+struct UnpackOp {
+  using TA = TBucket;
+  using TB = TDst;
+  static constexpr bool kReadA = true, kWriteA = false, kReadB = ACCUMULATE, kWriteB = true;
+  float s;
+  GCOMM_HD bool operator()(TA& a, TB& b) const {
+    float v = to_float(a) * s;
+    if (ACCUMULATE) v = to_float(b) + v;
+    b = from_float<TDst>(v);
+    return !is_finite(v);
+  }
+};
+
+// One element through an op, from and to memory: what the host twin runs, and
+// the kernels' scalar path.
+template <class Op>
+GCOMM_HD bool apply_at(const Op& op, void* a, void* b, size_t i) {
+  using TA = typename Op::TA;
+  using TB = typename Op::TB;
+  TA va{};
+  TB vb{};
+  if (Op::kReadA) va = static_cast<TA*>(a)[i];
+  if (Op::kReadB) vb = static_cast<TB*>(b)[i];
+  bool nonfinite = op(va, vb);
+  if (Op::kWriteA) static_cast<TA*>(a)[i] = va;
+  if (Op::kWriteB) static_cast<TB*>(b)[i] = vb;
+  return nonfinite;
+}
+
+// The factor clip-by-global-norm multiplies by: 1 when the norm is within bounds.
+GCOMM_HD float clip_factor(float norm, float max_norm) {
+  float f = max_norm / (norm + 1e-6f);
+  return f < 1.0f ? f : 1.0f;
+}
+
+}  // namespace gradcomm::kernels

@@ -1,0 +1,72 @@
+// Host twins: the same functors as the CUDA kernels, run in plain loops. They
+// are the reference in tests and what runs on machines without a GPU.
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "kernels/backend.hpp"
+#include "kernels/functors.hpp"
+
+namespace gradcomm::kernels::host {
+
+namespace {
+template <class Op>
+bool run(const Op& op, const Pair* pairs, size_t n) {
+  bool nonfinite = false;
+  for (size_t k = 0; k < n; ++k)
+    for (size_t i = 0; i < pairs[k].n; ++i) nonfinite |= apply_at(op, pairs[k].a, pairs[k].b, i);
+  return nonfinite;
+}
+
+template <class A, class B>
+bool dispatch_pair(const OpSpec& spec, float s, const Pair* pairs, size_t n) {
+  switch (spec.kind) {
+    case OpKind::kPack: return run(PackOp<A, B>{s}, pairs, n);
+    case OpKind::kUnpack:
+      return spec.accumulate ? run(UnpackOp<A, B, true>{s}, pairs, n) : run(UnpackOp<A, B, false>{s}, pairs, n);
+    default: return std::is_same<A, B>::value ? run(UnscaleOp<A>{s}, pairs, n) : false;
+  }
+}
+}  // namespace
+
+void apply(const OpSpec& spec, const Pair* pairs, size_t n) {
+  float s = spec.scale;
+  if (spec.device_scale != nullptr) s *= *spec.device_scale;
+  if (spec.kind == OpKind::kClip) s = clip_factor(*spec.norm, spec.max_norm);
+  bool nonfinite = dispatch_dtype(spec.a_dtype, [&](auto a) {
+    return dispatch_dtype(spec.b_dtype, [&](auto b) {
+      return dispatch_pair<decltype(a), decltype(b)>(spec, s, pairs, n);
+    });
+  });
+  // Clip never flags; unscale and unpack flag like PyTorch: set, never cleared.
+  if (nonfinite && spec.found_inf != nullptr && spec.kind != OpKind::kClip) *spec.found_inf = 1.0f;
+}
+
+void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* per_tensor) {
+  // Squares summed in double per chunk, chunks summed in order per tensor, and
+  // tensors in order: the grouping the CUDA kernels use.
+  double total = 0.0;
+  for (size_t k = 0; k < n; ++k) {
+    double tensor_sum = 0.0;
+    dispatch_dtype(tensors[k].dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const T* x = static_cast<const T*>(tensors[k].data);
+      for (size_t c = 0; c < chunks_of(tensors[k].count); ++c) {
+        double chunk = 0.0;
+        size_t end = std::min(tensors[k].count, (c + 1) * kChunkElements);
+        for (size_t i = c * kChunkElements; i < end; ++i) {
+          double v = to_float(x[i]);
+          chunk += v * v;
+        }
+        tensor_sum += chunk;
+      }
+    });
+    if (per_tensor != nullptr) per_tensor[k] = static_cast<float>(std::sqrt(tensor_sum));
+    total += tensor_sum;
+  }
+  *global_norm = static_cast<float>(std::sqrt(total));
+}
+
+void update_scale(ScalerState* state, const ScalerParams& params) { kernels::update_scale(*state, params); }
+
+}  // namespace gradcomm::kernels::host

@@ -1,0 +1,258 @@
+// Validation and dispatch of the kernels layer's operations. Everything is
+// checked before anything runs: a refused call launches nothing.
+#include "kernels/ops.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "common/device.hpp"
+#include "common/dtype.hpp"
+#include "kernels/backend.hpp"
+#include "kernels/functors.hpp"
+
+namespace gradcomm::kernels {
+
+namespace {
+
+// Is memory at `ptr` usable by the target? Host targets take host (pageable,
+// pinned or managed) memory; CUDA targets take device memory of their device or
+// managed memory.
+void check_location(const void* ptr, const Target& target, const char* what) {
+  PointerInfo info = pointer_info(ptr);
+  if (target.cuda()) {
+    bool ok = (info.kind == MemoryKind::kDevice && info.device == target.device.ordinal) ||
+              info.kind == MemoryKind::kManaged;
+    require(ok, what, " is ", memory_kind_name(info.kind),
+            info.kind == MemoryKind::kDevice ? cat(" of cuda:", info.device) : std::string(), " but the call runs on ",
+            describe_device(target.device), ", which needs device memory of that GPU");
+  } else {
+    require(info.kind != MemoryKind::kDevice, what, " is device memory of cuda:", info.device,
+            " but the call runs on the host; pass the CUDA device (gcommCudaDevice) instead");
+  }
+}
+
+void check_scalar(const void* ptr, const Target& target, const char* what, bool required) {
+  if (ptr == nullptr) {
+    require(!required, "argument '", what, "' must not be NULL");
+    return;
+  }
+  check_location(ptr, target, what);
+}
+
+// Checks a tensor list and returns the total bytes (for overflow checks).
+void check_tensors(const gcommTensor_t* tensors, size_t n, const Target& target, const char* what) {
+  require(tensors != nullptr || n == 0, "argument '", what, "' is NULL but its count is ", n);
+  for (size_t k = 0; k < n; ++k) {
+    const gcommTensor_t& t = tensors[k];
+    checked_dtype(t.dtype, cat(what, "[", k, "].dtype").c_str());
+    require(t.data != nullptr || t.count == 0, what, "[", k, "] has ", t.count, " elements but its data is NULL");
+    size_t bytes = checked_bytes(t.count, t.dtype, cat(what, "[", k, "]").c_str());
+    require(reinterpret_cast<uintptr_t>(t.data) <= UINTPTR_MAX - bytes, what, "[", k, "]: ", t.count,
+            " elements from ", t.data, " wrap around the address space");
+    if (t.count > 0) check_location(t.data, target, cat(what, "[", k, "].data").c_str());
+  }
+}
+
+struct Range {
+  uintptr_t begin, end;
+  size_t index;
+};
+
+// Throws if any two non-empty ranges overlap.
+void check_disjoint(std::vector<Range> ranges, const char* what) {
+  ranges.erase(std::remove_if(ranges.begin(), ranges.end(), [](const Range& r) { return r.begin == r.end; }),
+               ranges.end());
+  std::sort(ranges.begin(), ranges.end(), [](const Range& x, const Range& y) { return x.begin < y.begin; });
+  for (size_t i = 1; i < ranges.size(); ++i)
+    require(ranges[i].begin >= ranges[i - 1].end, what, ": tensors ", ranges[i - 1].index, " and ", ranges[i].index,
+            " overlap");
+}
+
+std::vector<Range> tensor_ranges(const gcommTensor_t* t, size_t n) {
+  std::vector<Range> r(n);
+  for (size_t k = 0; k < n; ++k) {
+    uintptr_t b = reinterpret_cast<uintptr_t>(t[k].data);
+    r[k] = Range{b, b + t[k].count * dtype_size(t[k].dtype), k};
+  }
+  return r;
+}
+
+// The bucket's element offsets (given, or back to back), validated: no overflow,
+// no two tensors sharing bucket elements.
+std::vector<size_t> bucket_offsets(const gcommTensor_t* t, size_t n, const size_t* offsets, gcommDataType_t bucket_dtype) {
+  std::vector<size_t> result(n);
+  size_t next = 0;
+  std::vector<Range> ranges(n);
+  for (size_t k = 0; k < n; ++k) {
+    size_t off = offsets != nullptr ? offsets[k] : next;
+    require(off <= SIZE_MAX - t[k].count, "offsets[", k, "] + count overflows");
+    checked_bytes(off + t[k].count, bucket_dtype, "bucket");
+    result[k] = off;
+    ranges[k] = Range{off, off + t[k].count, k};
+    next = off + t[k].count;
+  }
+  if (offsets != nullptr) check_disjoint(ranges, "bucket offsets");
+  return result;
+}
+
+void run(const OpSpec& spec, const std::vector<Pair>& pairs, const Target& target) {
+  if (pairs.empty()) return;
+  if (target.cuda()) {
+    DeviceGuard guard(target.device);
+    cuda::apply(spec, pairs.data(), pairs.size(), target.stream);
+  } else {
+    host::apply(spec, pairs.data(), pairs.size());
+  }
+}
+
+// Unscale and clip work per dtype: one run per dtype present, in list order.
+void run_per_dtype(OpSpec spec, const gcommTensor_t* t, size_t n, const Target& target) {
+  for (int d = 0; d < gcommNumDataTypes; ++d) {
+    std::vector<Pair> pairs;
+    for (size_t k = 0; k < n; ++k)
+      if (t[k].dtype == d) pairs.push_back(Pair{t[k].data, t[k].data, t[k].count});
+    spec.a_dtype = spec.b_dtype = static_cast<gcommDataType_t>(d);
+    run(spec, pairs, target);
+  }
+}
+
+}  // namespace
+
+Target make_target(gcommDevice_t device, gcommStream_t stream) { return Target{validate_device(device), stream}; }
+
+void unscale_and_check(const gcommTensor_t* grads, size_t n, const float* inv_scale, float* found_inf,
+                       const Target& target) {
+  check_tensors(grads, n, target, "grads");
+  check_scalar(inv_scale, target, "inv_scale", true);
+  check_scalar(found_inf, target, "found_inf", false);
+  check_disjoint(tensor_ranges(grads, n), "grads");
+  OpSpec spec;
+  spec.kind = OpKind::kUnscale;
+  spec.device_scale = inv_scale;
+  spec.found_inf = found_inf;
+  run_per_dtype(spec, grads, n, target);
+}
+
+void pack(const gcommTensor_t* src, size_t n, const size_t* offsets, void* bucket, gcommDataType_t bucket_dtype,
+          float scale, const float* device_scale, const Target& target) {
+  checked_dtype(bucket_dtype, "bucket_dtype");
+  check_tensors(src, n, target, "src");
+  std::vector<size_t> off = bucket_offsets(src, n, offsets, bucket_dtype);
+  bool any = std::any_of(src, src + n, [](const gcommTensor_t& t) { return t.count > 0; });
+  require(bucket != nullptr || !any, "argument 'bucket' must not be NULL");
+  if (any) check_location(bucket, target, "bucket");
+  check_scalar(device_scale, target, "device_scale", false);
+  for (int d = 0; d < gcommNumDataTypes; ++d) {
+    std::vector<Pair> pairs;
+    for (size_t k = 0; k < n; ++k)
+      if (src[k].dtype == d)
+        pairs.push_back(Pair{src[k].data, static_cast<char*>(bucket) + off[k] * dtype_size(bucket_dtype), src[k].count});
+    OpSpec spec;
+    spec.kind = OpKind::kPack;
+    spec.a_dtype = static_cast<gcommDataType_t>(d);
+    spec.b_dtype = bucket_dtype;
+    spec.scale = scale;
+    spec.device_scale = device_scale;
+    run(spec, pairs, target);
+  }
+}
+
+void unpack(const void* bucket, gcommDataType_t bucket_dtype, const size_t* offsets, const gcommTensor_t* dst,
+            size_t n, float scale, const float* device_scale, bool accumulate, float* found_inf,
+            const Target& target) {
+  checked_dtype(bucket_dtype, "bucket_dtype");
+  check_tensors(dst, n, target, "dst");
+  check_disjoint(tensor_ranges(dst, n), "dst");
+  std::vector<size_t> off = bucket_offsets(dst, n, offsets, bucket_dtype);
+  bool any = std::any_of(dst, dst + n, [](const gcommTensor_t& t) { return t.count > 0; });
+  require(bucket != nullptr || !any, "argument 'bucket' must not be NULL");
+  if (any) check_location(bucket, target, "bucket");
+  check_scalar(device_scale, target, "device_scale", false);
+  check_scalar(found_inf, target, "found_inf", false);
+  for (int d = 0; d < gcommNumDataTypes; ++d) {
+    std::vector<Pair> pairs;
+    for (size_t k = 0; k < n; ++k)
+      if (dst[k].dtype == d)
+        pairs.push_back(Pair{const_cast<char*>(static_cast<const char*>(bucket)) + off[k] * dtype_size(bucket_dtype),
+                             dst[k].data, dst[k].count});
+    OpSpec spec;
+    spec.kind = OpKind::kUnpack;
+    spec.a_dtype = bucket_dtype;
+    spec.b_dtype = static_cast<gcommDataType_t>(d);
+    spec.scale = scale;
+    spec.device_scale = device_scale;
+    spec.accumulate = accumulate;
+    spec.found_inf = found_inf;
+    run(spec, pairs, target);
+  }
+}
+
+size_t norm_workspace_bytes(const gcommTensor_t* tensors, size_t n) {
+  require(tensors != nullptr || n == 0, "argument 'tensors' is NULL but its count is ", n);
+  size_t chunks = 0;
+  for (size_t k = 0; k < n; ++k) chunks += chunks_of(tensors[k].count);
+  // partials + per-tensor squares (doubles) + the chunk tables (u64 + u32 per tensor).
+  return (chunks + n) * sizeof(double) + n * (sizeof(unsigned long long) + sizeof(unsigned int));
+}
+
+void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* per_tensor, void* workspace,
+             size_t workspace_bytes, const Target& target) {
+  check_tensors(tensors, n, target, "tensors");
+  check_scalar(global_norm, target, "global_norm", true);
+  check_scalar(per_tensor, target, "per_tensor", false);
+  if (target.cuda()) {
+    size_t need = norm_workspace_bytes(tensors, n);
+    require(workspace_bytes >= need, "workspace of ", workspace_bytes, " bytes is too small: ", need,
+            " needed (ask with workspace = NULL)");
+    check_scalar(workspace, target, "workspace", true);
+    require(reinterpret_cast<uintptr_t>(workspace) % alignof(double) == 0, "workspace must be 8-byte aligned");
+    DeviceGuard guard(target.device);
+    cuda::l2_norm(tensors, n, global_norm, per_tensor, static_cast<double*>(workspace), target.stream);
+  } else {
+    host::l2_norm(tensors, n, global_norm, per_tensor);
+  }
+}
+
+void clip_by_global_norm(const gcommTensor_t* tensors, size_t n, float max_norm, float* global_norm,
+                         void* workspace, size_t workspace_bytes, const Target& target) {
+  require(max_norm > 0.0f && is_finite(max_norm), "max_norm must be a positive finite number, not ", max_norm);
+  check_disjoint(tensor_ranges(tensors, n), "tensors");
+  l2_norm(tensors, n, global_norm, nullptr, workspace, workspace_bytes, target);
+  OpSpec spec;
+  spec.kind = OpKind::kClip;
+  spec.norm = global_norm;
+  spec.max_norm = max_norm;
+  run_per_dtype(spec, tensors, n, target);
+}
+
+void cast(const void* src, gcommDataType_t src_dtype, void* dst, gcommDataType_t dst_dtype, size_t count,
+          const Target& target) {
+  gcommTensor_t s{const_cast<void*>(src), count, checked_dtype(src_dtype, "src_dtype")};
+  checked_dtype(dst_dtype, "dst_dtype");
+  check_tensors(&s, 1, target, "src");
+  gcommTensor_t d{dst, count, dst_dtype};
+  check_tensors(&d, 1, target, "dst");
+  if (count == 0) return;
+  uintptr_t sb = reinterpret_cast<uintptr_t>(src), db = reinterpret_cast<uintptr_t>(dst);
+  require(sb == db ? src_dtype == dst_dtype
+                   : (sb + count * dtype_size(src_dtype) <= db || db + count * dtype_size(dst_dtype) <= sb),
+          "src and dst overlap (only an exact in-place cast to the same dtype is allowed)");
+  OpSpec spec;
+  spec.kind = OpKind::kPack;
+  spec.a_dtype = src_dtype;
+  spec.b_dtype = dst_dtype;
+  run(spec, {Pair{const_cast<void*>(src), dst, count}}, target);
+}
+
+void update_scale(ScalerState* state, const ScalerParams& params, const Target& target) {
+  check_scalar(state, target, "state", true);
+  if (target.cuda()) {
+    DeviceGuard guard(target.device);
+    cuda::update_scale(state, params, target.stream);
+  } else {
+    host::update_scale(state, params);
+  }
+}
+
+}  // namespace gradcomm::kernels

@@ -1,0 +1,60 @@
+// The kernels layer's internal API: each call validates its arguments (nothing
+// runs on bad input), then runs the host twin now (host target) or enqueues the
+// CUDA kernel on the target's stream (CUDA target). The reducer calls these.
+//
+// Tensor lists are gcommTensor_t arrays. Bucket layouts are element offsets:
+// tensor k occupies [offsets[k], offsets[k] + count_k) of the bucket (NULL
+// offsets = packed back to back). A float* "device scalar" lives where the
+// target says (device memory for CUDA, host memory for the host).
+#pragma once
+
+#include <cstddef>
+
+#include "gradcomm/gradcomm.h"
+#include "kernels/scaler_math.hpp"
+
+namespace gradcomm::kernels {
+
+struct Target {
+  gcommDevice_t device;
+  gcommStream_t stream;
+  bool cuda() const { return device.kind == gcommDeviceCuda; }
+};
+
+// Validates the device descriptor and returns the target (throws on a bad one).
+Target make_target(gcommDevice_t device, gcommStream_t stream);
+
+// found_inf (may be NULL) is set to 1.0f if any result is Inf/NaN; never cleared.
+void unscale_and_check(const gcommTensor_t* grads, size_t n, const float* inv_scale, float* found_inf,
+                       const Target& target);
+
+// bucket <- cast(src * scale * (*device_scale)); device_scale may be NULL.
+void pack(const gcommTensor_t* src, size_t n, const size_t* offsets, void* bucket, gcommDataType_t bucket_dtype,
+          float scale, const float* device_scale, const Target& target);
+
+// dst <- cast(bucket * scale * (*device_scale) [+ dst]); found_inf as above.
+void unpack(const void* bucket, gcommDataType_t bucket_dtype, const size_t* offsets, const gcommTensor_t* dst,
+            size_t n, float scale, const float* device_scale, bool accumulate, float* found_inf,
+            const Target& target);
+
+// Workspace bytes for l2_norm / clip_by_global_norm on this tensor list.
+size_t norm_workspace_bytes(const gcommTensor_t* tensors, size_t n);
+
+// global_norm = sqrt(sum of squares) over every element; per_tensor[k] (may be
+// NULL) the norm of tensor k. Deterministic: the same inputs give the same bits.
+void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* per_tensor, void* workspace,
+             size_t workspace_bytes, const Target& target);
+
+// Computes the global norm into global_norm, then multiplies every tensor by
+// max_norm / (norm + 1e-6) if that is below 1 — all on the target, no host sync.
+void clip_by_global_norm(const gcommTensor_t* tensors, size_t n, float max_norm, float* global_norm,
+                         void* workspace, size_t workspace_bytes, const Target& target);
+
+// dst <- cast(src), count elements.
+void cast(const void* src, gcommDataType_t src_dtype, void* dst, gcommDataType_t dst_dtype, size_t count,
+          const Target& target);
+
+// The loss-scale rule on a ScalerState living on the target.
+void update_scale(ScalerState* state, const ScalerParams& params, const Target& target);
+
+}  // namespace gradcomm::kernels

@@ -1,0 +1,110 @@
+// The kernels' C API through libgradcomm.so, on the host: each call works and
+// each refuses bad input with a status and a message, launching nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gradcomm/gradcomm.h"
+
+namespace {
+
+const gcommDevice_t kHost = gcommHostDevice();
+std::string last() { return gcommGetLastError(); }
+
+TEST(KernelsApi, UnscalePackUnpackOnTheHost) {
+  std::vector<float> a = {2, 4, 6}, b = {8, 10};
+  gcommTensor_t t[2] = {{a.data(), 3, gcommFloat32}, {b.data(), 2, gcommFloat32}};
+  float inv = 0.5f, found = 0;
+  ASSERT_EQ(gcommUnscaleAndCheck(t, 2, &inv, &found, kHost, nullptr), gcommSuccess) << last();
+  EXPECT_EQ(a[2], 3.0f);
+  EXPECT_EQ(found, 0.0f);
+  std::vector<uint16_t> bucket(5);
+  ASSERT_EQ(gcommPack(t, 2, nullptr, bucket.data(), gcommBfloat16, 1.0f, nullptr, kHost, nullptr), gcommSuccess);
+  EXPECT_EQ(bucket[0], 0x3f80);  // 1.0 in bf16
+  ASSERT_EQ(gcommUnpack(bucket.data(), gcommBfloat16, nullptr, t, 2, 2.0f, nullptr, 1, &found, kHost, nullptr),
+            gcommSuccess);
+  EXPECT_EQ(a[0], 3.0f);  // 1 + 1*2
+  EXPECT_EQ(b[1], 15.0f);  // 5 + 5*2
+}
+
+TEST(KernelsApi, NormClipAndCast) {
+  std::vector<float> a = {3, 4};
+  gcommTensor_t t{a.data(), 2, gcommFloat32};
+  size_t ws = 99;
+  ASSERT_EQ(gcommNormWorkspaceSize(&t, 1, &ws), gcommSuccess);
+  float norm = 0;
+  ASSERT_EQ(gcommL2Norm(&t, 1, &norm, nullptr, nullptr, 0, kHost, nullptr), gcommSuccess);
+  EXPECT_EQ(norm, 5.0f);
+  ASSERT_EQ(gcommClipByGlobalNorm(&t, 1, 1.0f, &norm, nullptr, 0, kHost, nullptr), gcommSuccess);
+  EXPECT_NEAR(a[0], 0.6f, 1e-6);
+  uint16_t h[2];
+  ASSERT_EQ(gcommCast(a.data(), gcommFloat32, h, gcommFloat16, 2, kHost, nullptr), gcommSuccess);
+}
+
+TEST(KernelsApi, BadInputIsRefusedAndNothingRuns) {
+  std::vector<float> a = {2, 4};
+  gcommTensor_t t{a.data(), 2, gcommFloat32};
+  float inv = 0.5f, found = 0;
+  EXPECT_EQ(gcommUnscaleAndCheck(&t, 1, nullptr, &found, kHost, nullptr), gcommInvalidArgument);
+  EXPECT_NE(last().find("gcommUnscaleAndCheck: argument 'inv_scale'"), std::string::npos) << last();
+  gcommDevice_t bad_device = gcommCudaDevice(64);
+  EXPECT_EQ(gcommUnscaleAndCheck(&t, 1, &inv, &found, bad_device, nullptr), gcommInvalidArgument);
+  EXPECT_EQ(a[0], 2.0f);
+  EXPECT_EQ(gcommCast(a.data(), static_cast<gcommDataType_t>(9), a.data(), gcommFloat32, 2, kHost, nullptr),
+            gcommInvalidArgument);
+  EXPECT_EQ(gcommCast(a.data(), gcommFloat32, a.data() + 1, gcommFloat32, 1, kHost, nullptr), gcommSuccess)
+      << "disjoint neighbours are fine";
+  EXPECT_EQ(gcommCast(a.data(), gcommFloat32, reinterpret_cast<char*>(a.data()) + 2, gcommFloat16, 2, kHost, nullptr),
+            gcommInvalidArgument);
+  EXPECT_EQ(gcommNormWorkspaceSize(&t, 1, nullptr), gcommInvalidArgument);
+}
+
+TEST(KernelsApi, GradScalerLifecycleAndBadHandles) {
+  gcommGradScalerConfig_t c = GCOMM_GRAD_SCALER_CONFIG_INITIALIZER;
+  c.init_scale = 4.0f;
+  gcommGradScaler_t s = nullptr;
+  ASSERT_EQ(gcommGradScalerCreate(kHost, &c, &s), gcommSuccess) << last();
+  std::vector<float> g = {4, std::numeric_limits<float>::infinity()};
+  gcommTensor_t t{g.data(), 2, gcommFloat32};
+  ASSERT_EQ(gcommGradScalerUnscale(s, &t, 1, nullptr), gcommSuccess);
+  EXPECT_EQ(g[0], 1.0f);
+  int found = 0, skipped = 0;
+  ASSERT_EQ(gcommGradScalerGetFoundInf(s, nullptr, &found), gcommSuccess);
+  EXPECT_EQ(found, 1);
+  ASSERT_EQ(gcommGradScalerUpdate(s, nullptr), gcommSuccess);
+  ASSERT_EQ(gcommGradScalerGetSkipped(s, nullptr, &skipped), gcommSuccess);
+  EXPECT_EQ(skipped, 1);
+  float scale = 0;
+  ASSERT_EQ(gcommGradScalerGetScale(s, nullptr, &scale), gcommSuccess);
+  EXPECT_EQ(scale, 2.0f);
+  const float* dscale = nullptr;
+  ASSERT_EQ(gcommGradScalerDeviceState(s, &dscale, nullptr, nullptr, nullptr), gcommSuccess);
+  EXPECT_EQ(*dscale, 2.0f);  // host scaler: host memory
+  ASSERT_EQ(gcommGradScalerDestroy(s), gcommSuccess);
+  EXPECT_EQ(gcommGradScalerUpdate(s, nullptr), gcommInvalidArgument);
+  EXPECT_NE(last().find("not a live gcommGradScaler_t"), std::string::npos) << last();
+  EXPECT_EQ(gcommGradScalerDestroy(s), gcommInvalidArgument);
+}
+
+TEST(KernelsApi, GradScalerConfigIsVersionedAndValidated) {
+  gcommGradScalerConfig_t c;
+  std::memset(&c, 0, sizeof(c));
+  gcommGradScaler_t s = nullptr;
+  EXPECT_EQ(gcommGradScalerCreate(kHost, &c, &s), gcommInvalidArgument);
+  EXPECT_EQ(s, nullptr);
+  c = GCOMM_GRAD_SCALER_CONFIG_INITIALIZER;
+  c.growth_factor = 0.5f;
+  EXPECT_EQ(gcommGradScalerCreate(kHost, &c, &s), gcommInvalidArgument);
+  EXPECT_NE(last().find("growth_factor"), std::string::npos) << last();
+  EXPECT_EQ(gcommGradScalerCreate(kHost, nullptr, &s), gcommSuccess) << "NULL config = defaults";
+  float scale = 0;
+  ASSERT_EQ(gcommGradScalerGetScale(s, nullptr, &scale), gcommSuccess);
+  EXPECT_EQ(scale, 65536.0f);
+  EXPECT_EQ(gcommGradScalerDestroy(s), gcommSuccess);
+}
+
+}  // namespace
