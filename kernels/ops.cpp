@@ -40,18 +40,24 @@ void check_scalar(const void* ptr, const Target& target, const char* what, bool 
   check_location(ptr, target, what);
 }
 
-// Checks a tensor list and returns the total bytes (for overflow checks).
+// Checks a tensor list. Messages are only formatted on failure: this runs on
+// every call, over thousands of tensors.
 void check_tensors(const gcommTensor_t* tensors, size_t n, const Target& target, const char* what) {
   require(tensors != nullptr || n == 0, "argument '", what, "' is NULL but its count is ", n);
   for (size_t k = 0; k < n; ++k) {
     const gcommTensor_t& t = tensors[k];
-    checked_dtype(t.dtype, cat(what, "[", k, "].dtype").c_str());
+    if (!is_valid_dtype(t.dtype)) checked_dtype(t.dtype, cat(what, "[", k, "].dtype").c_str());
     require(t.data != nullptr || t.count == 0, what, "[", k, "] has ", t.count, " elements but its data is NULL");
-    size_t bytes = checked_bytes(t.count, t.dtype, cat(what, "[", k, "]").c_str());
+    if (t.count > SIZE_MAX / dtype_size(t.dtype)) checked_bytes(t.count, t.dtype, cat(what, "[", k, "]").c_str());
+    size_t bytes = t.count * dtype_size(t.dtype);
     require(reinterpret_cast<uintptr_t>(t.data) <= UINTPTR_MAX - bytes, what, "[", k, "]: ", t.count,
             " elements from ", t.data, " wrap around the address space");
-    if (t.count > 0) check_location(t.data, target, cat(what, "[", k, "].data").c_str());
+    if (t.count > 0 && target.cuda()) check_location(t.data, target, what);
   }
+  // On the host, device memory can only appear if a GPU is present.
+  if (!target.cuda() && gpu_available())
+    for (size_t k = 0; k < n; ++k)
+      if (tensors[k].count > 0) check_location(tensors[k].data, target, what);
 }
 
 struct Range {
