@@ -4,9 +4,8 @@
  *
  * Thread and stream contract:
  *  - A communicator is used by one thread at a time (like an NCCL communicator);
- *    the N communicators of gcommCommInitLocal / gcommCommInitAll are each driven by
- *    their own thread (InitAll communicators may also be driven from one thread
- *    inside gcommGroupStart/End).
+ *    the N communicators of gcommCommInitLocal are each driven by their own thread
+ *    (a collective returns only when every rank's thread has called it).
  *  - Collectives on a CUDA communicator are enqueued on the caller's stream and
  *    return without waiting (like NCCL). Collectives on a host communicator run
  *    to completion before returning; the stream is ignored.
@@ -68,29 +67,10 @@ typedef struct gcommCommConfig {
   { GCOMM_CONFIG_HEADER(gcommCommConfig_t), -1, -1, -1, -1, NULL, NULL, {gcommDeviceCuda, -1}, \
     0.0, gcommTransportAuto, 0 }
 
-/** Creates this process's communicator from the launcher's environment (fields
- *  set in @p config win over the environment). Blocks until every rank arrived or
- *  the timeout passed; the timeout error names the ranks that never arrived. */
-GCOMM_API gcommStatus_t gcommCommInitFromEnv(const gcommCommConfig_t* config, gcommComm_t* comm);
-
-/** Like gcommCommInitFromEnv, but rank, world_size, master_addr and master_port
- *  must be set in @p config; the environment is not read for them. */
-GCOMM_API gcommStatus_t gcommCommInit(const gcommCommConfig_t* config, gcommComm_t* comm);
-
-/** Creates an NCCL communicator from an ncclUniqueId the caller already shared
- *  (@p unique_id points to the ncclUniqueId's bytes; @p id_bytes must be its
- *  size, 128). config->rank, world_size and a CUDA device are required. */
-GCOMM_API gcommStatus_t gcommCommInitFromUniqueId(const gcommCommConfig_t* config, const void* unique_id,
-                                                  size_t id_bytes, gcommComm_t* comm);
-
-/** Wraps an ncclComm_t the caller owns. gradcomm never destroys it (Destroy frees
- *  only gradcomm's state); Abort does abort it. @p device must be its device. */
-GCOMM_API gcommStatus_t gcommCommWrapNccl(void* nccl_comm, gcommDevice_t device, double timeout_s,
-                                          gcommComm_t* comm);
-
-/** One NCCL communicator per listed GPU, all in this process (like ncclCommInitAll).
- *  @p devices may be NULL for 0..ndev-1. Writes @p ndev handles. */
-GCOMM_API gcommStatus_t gcommCommInitAll(int ndev, const int* devices, gcommComm_t* comms);
+/* Not yet implemented (see docs/comm.md): creation from a launcher's environment
+ * or explicit rendezvous values (TCP store), from a shared ncclUniqueId, by wrapping
+ * a caller's ncclComm_t, and one NCCL communicator per GPU of the process. The
+ * config struct above already carries their fields. */
 
 /** @p nranks communicators on the local transport: ranks are threads of this
  *  process, on the host or all on one GPU (@p device). Writes @p nranks handles;

@@ -1,0 +1,171 @@
+// C API of the communicators (include/gradcomm/comm.h).
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "comm/local/local_transport.hpp"
+#include "common/api_guard.hpp"
+#include "common/config.hpp"
+#include "common/env.hpp"
+#include "common/handle_registry.hpp"
+
+using namespace gradcomm;
+using namespace gradcomm::comm;
+
+struct gcommComm {
+  Communicator comm;
+  gcommComm(std::unique_ptr<Transport> t, double timeout_s) : comm(std::move(t), timeout_s) {}
+};
+
+namespace {
+
+HandleRegistry<gcommComm>& comms() {
+  static HandleRegistry<gcommComm> registry("gcommComm_t");
+  return registry;
+}
+
+thread_local int t_group_depth = 0;
+
+double timeout_from(const gcommCommConfig_t& c) {
+  require(!(c.timeout_s != c.timeout_s), "timeout_s is NaN");
+  return c.timeout_s > 0 ? c.timeout_s : knobs::timeout_seconds();
+}
+
+// Runs one collective through the communicator behind `handle`.
+void run(gcommComm_t handle, Collective op, const void* send, void* recv, size_t count, gcommDataType_t dtype,
+         gcommRedOp_t redop, int root, gcommStream_t stream) {
+  CollectiveArgs a;
+  a.op = op;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.dtype = dtype;
+  a.redop = redop;
+  a.root = root;
+  a.stream = stream;
+  comms().get(handle)->comm.collective(a);
+}
+
+}  // namespace
+
+extern "C" {
+
+GCOMM_API gcommStatus_t gcommCommInitLocal(int nranks, gcommDevice_t device, const gcommCommConfig_t* config,
+                                           gcommComm_t* out) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(out);
+    const gcommCommConfig_t defaults = GCOMM_COMM_CONFIG_INITIALIZER;
+    gcommCommConfig_t c = read_config(config, defaults, "gcommCommConfig_t");
+    require(c.transport == gcommTransportAuto || c.transport == gcommTransportLocal,
+            "config.transport must be gcommTransportAuto or gcommTransportLocal for gcommCommInitLocal");
+    double timeout = timeout_from(c);
+    auto transports = make_local_transports(nranks, device, timeout);
+    std::vector<std::unique_ptr<gcommComm>> made;
+    for (auto& t : transports) made.push_back(std::make_unique<gcommComm>(std::move(t), timeout));
+    // Nothing is published until every rank's communicator exists.
+    for (int r = 0; r < nranks; ++r) {
+      out[r] = made[r].release();
+      comms().add(out[r]);
+    }
+  });
+}
+
+GCOMM_API gcommStatus_t gcommCommDestroy(gcommComm_t comm) {
+  return GCOMM_API_CALL({ delete comms().remove(comm); });
+}
+
+GCOMM_API gcommStatus_t gcommCommAbort(gcommComm_t comm) {
+  return GCOMM_API_CALL({ comms().get(comm)->comm.abort(); });
+}
+
+GCOMM_API gcommStatus_t gcommCommRank(gcommComm_t comm, int* rank) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(rank);
+    *rank = comms().get(comm)->comm.rank();
+  });
+}
+
+GCOMM_API gcommStatus_t gcommCommSize(gcommComm_t comm, int* size) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(size);
+    *size = comms().get(comm)->comm.size();
+  });
+}
+
+GCOMM_API gcommStatus_t gcommCommDevice(gcommComm_t comm, gcommDevice_t* device) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(device);
+    *device = comms().get(comm)->comm.device();
+  });
+}
+
+GCOMM_API gcommStatus_t gcommCommTransport(gcommComm_t comm, gcommTransport_t* transport) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(transport);
+    *transport = comms().get(comm)->comm.kind();
+  });
+}
+
+GCOMM_API gcommStatus_t gcommCommGetAsyncError(gcommComm_t comm, gcommStatus_t* async_status) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(async_status);
+    std::string message;
+    *async_status = comms().get(comm)->comm.health(message);
+    if (*async_status != gcommSuccess) set_last_error(message);
+  });
+}
+
+GCOMM_API gcommStatus_t gcommCommSynchronize(gcommComm_t comm) {
+  return GCOMM_API_CALL({ comms().get(comm)->comm.synchronize(); });
+}
+
+GCOMM_API gcommStatus_t gcommAllReduce(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                       gcommDataType_t dtype, gcommRedOp_t op, gcommStream_t stream) {
+  return GCOMM_API_CALL({ run(comm, Collective::kAllReduce, sendbuf, recvbuf, count, dtype, op, 0, stream); });
+}
+
+GCOMM_API gcommStatus_t gcommBroadcast(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                       gcommDataType_t dtype, int root, gcommStream_t stream) {
+  return GCOMM_API_CALL({ run(comm, Collective::kBroadcast, sendbuf, recvbuf, count, dtype, gcommSum, root, stream); });
+}
+
+GCOMM_API gcommStatus_t gcommReduce(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                    gcommDataType_t dtype, gcommRedOp_t op, int root, gcommStream_t stream) {
+  return GCOMM_API_CALL({ run(comm, Collective::kReduce, sendbuf, recvbuf, count, dtype, op, root, stream); });
+}
+
+GCOMM_API gcommStatus_t gcommAllGather(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
+                                       gcommDataType_t dtype, gcommStream_t stream) {
+  return GCOMM_API_CALL({ run(comm, Collective::kAllGather, sendbuf, recvbuf, sendcount, dtype, gcommSum, 0, stream); });
+}
+
+GCOMM_API gcommStatus_t gcommReduceScatter(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
+                                           gcommDataType_t dtype, gcommRedOp_t op, gcommStream_t stream) {
+  return GCOMM_API_CALL({ run(comm, Collective::kReduceScatter, sendbuf, recvbuf, recvcount, dtype, op, 0, stream); });
+}
+
+GCOMM_API gcommStatus_t gcommBarrier(gcommComm_t comm, gcommStream_t stream) {
+  return GCOMM_API_CALL({ run(comm, Collective::kBarrier, nullptr, nullptr, 0, gcommFloat32, gcommSum, 0, stream); });
+}
+
+GCOMM_API gcommStatus_t gcommGroupStart(void) {
+  return GCOMM_API_CALL({ ++t_group_depth; });
+}
+
+GCOMM_API gcommStatus_t gcommGroupEnd(void) {
+  return GCOMM_API_CALL({
+    if (t_group_depth == 0) fail(gcommInvalidState, "gcommGroupEnd without a matching gcommGroupStart on this thread");
+    --t_group_depth;
+  });
+}
+
+GCOMM_API const char* gcommRedOpName(gcommRedOp_t op) {
+  switch (op) {
+    case gcommSum: return "sum";
+    case gcommAvg: return "avg";
+    case gcommMax: return "max";
+    case gcommMin: return "min";
+    default: return "unknown";
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,211 @@
+#include "comm/communicator.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <optional>
+
+#include "common/cuda_check.hpp"
+#include "common/device.hpp"
+#include "common/dtype.hpp"
+#include "common/log.hpp"
+
+namespace gradcomm::comm {
+
+namespace {
+bool is_cuda(const gcommDevice_t& d) { return d.kind == gcommDeviceCuda; }
+
+// Is `ptr` usable by a communicator on `device`?
+void check_buffer(const void* ptr, const gcommDevice_t& device, const char* what) {
+  PointerInfo info = pointer_info(ptr);
+  if (is_cuda(device)) {
+    require((info.kind == MemoryKind::kDevice && info.device == device.ordinal) || info.kind == MemoryKind::kManaged,
+            what, " is ", memory_kind_name(info.kind), " but the communicator is on ", describe_device(device),
+            " and needs device memory of that GPU");
+  } else {
+    require(info.kind != MemoryKind::kDevice, what, " is device memory of cuda:", info.device,
+            " but the communicator is on the host");
+  }
+}
+}  // namespace
+
+Communicator::Communicator(std::unique_ptr<Transport> transport, double timeout_s)
+    : transport_(std::move(transport)), timeout_s_(timeout_s) {
+  if (is_cuda(transport_->device())) watchdog_ = std::thread([this] { watchdog_loop(); });
+}
+
+Communicator::~Communicator() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+  if (is_cuda(device())) {
+    DeviceGuard guard(device());
+    for (auto& p : pending_) GCOMM_CUDA_WARN(cudaEventDestroy(static_cast<cudaEvent_t>(p.event)));
+    for (void* e : spare_events_) GCOMM_CUDA_WARN(cudaEventDestroy(static_cast<cudaEvent_t>(e)));
+  }
+}
+
+void Communicator::validate(const CollectiveArgs& a) const {
+  require(static_cast<int>(a.redop) >= 0 && static_cast<int>(a.redop) < gcommNumRedOps, "op ",
+          static_cast<int>(a.redop), " is not a gcommRedOp_t (gcommSum, gcommAvg, gcommMax, gcommMin)");
+  if (a.op == Collective::kBarrier) return;
+  checked_dtype(a.dtype, "dtype");
+  if (a.op == Collective::kBroadcast || a.op == Collective::kReduce)
+    require(a.root >= 0 && a.root < size(), "root ", a.root, " is not a rank (0..", size() - 1, ")");
+  // The largest buffer of the call: all-gather's receive and reduce-scatter's
+  // send hold size() blocks.
+  size_t big = a.count;
+  if (a.op == Collective::kAllGather || a.op == Collective::kReduceScatter) {
+    require(a.count <= SIZE_MAX / static_cast<size_t>(size()), "count ", a.count, " times ", size(),
+            " ranks overflows");
+    big = a.count * size();
+  }
+  checked_bytes(big, a.dtype, "count");
+  if (a.count == 0) return;
+  bool needs_send = a.op != Collective::kBroadcast || rank() == a.root;
+  bool needs_recv = a.op != Collective::kReduce || rank() == a.root;
+  if (needs_send) {
+    require(a.send != nullptr, "sendbuf is NULL but count is ", a.count);
+    check_buffer(a.send, device(), "sendbuf");
+  }
+  if (needs_recv) {
+    require(a.recv != nullptr, "recvbuf is NULL but count is ", a.count);
+    check_buffer(a.recv, device(), "recvbuf");
+  }
+}
+
+void Communicator::record_failure(gcommStatus_t status, const std::string& message) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_ != gcommSuccess) return;
+    failure_ = status;
+    failure_message_ = message;
+  } catch (...) {
+  }
+  GCOMM_WARN("communicator rank ", rank(), " failed: ", message);
+}
+
+void Communicator::throw_failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fail(failure_, "the communicator has failed and only accepts destroy: ", failure_message_);
+}
+
+void* Communicator::take_event() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!spare_events_.empty()) {
+      void* e = spare_events_.back();
+      spare_events_.pop_back();
+      return e;
+    }
+  }
+  cudaEvent_t e = nullptr;
+  GCOMM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return e;
+}
+
+void Communicator::collective(CollectiveArgs a) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_ != gcommSuccess) {
+      fail(failure_, "the communicator has failed and only accepts destroy: ", failure_message_);
+    }
+  }
+  validate(a);
+  a.seq = next_seq_++;
+  std::string what = cat(collective_name(a.op), " #", a.seq, " of ", a.count * dtype_size(a.dtype), " bytes");
+  std::optional<DeviceGuard> guard;
+  if (is_cuda(device())) guard.emplace(device());
+  try {
+    transport_->run(a);
+  } catch (const Error& e) {
+    // Argument mismatches between ranks leave the communicator usable; anything
+    // else (timeout, abort, a peer's failure, CUDA/NCCL errors) fails it.
+    if (e.status() != gcommInvalidArgument) record_failure(e.status(), cat(what, ": ", e.message()));
+    throw;
+  }
+  if (!is_cuda(device())) return;
+  void* event = take_event();
+  GCOMM_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), reinterpret_cast<cudaStream_t>(a.stream)));
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s_));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_.push_back(Pending{event, deadline, what});
+  }
+  cv_.notify_all();
+}
+
+void Communicator::watchdog_loop() {
+  DeviceGuard guard(device());
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(20));
+    // Retire completed collectives, in order.
+    while (!pending_.empty()) {
+      cudaError_t q = cudaEventQuery(static_cast<cudaEvent_t>(pending_.front().event));
+      if (q == cudaErrorNotReady) break;
+      if (q != cudaSuccess) {
+        (void)cudaGetLastError();
+        std::string msg = cat(pending_.front().what, ": ", cudaGetErrorName(q), " (", cudaGetErrorString(q), ")");
+        lock.unlock();
+        record_failure(gcommCudaError, msg);
+        transport_->abort();
+        lock.lock();
+      }
+      spare_events_.push_back(pending_.front().event);
+      pending_.pop_front();
+    }
+    std::string async_message;
+    gcommStatus_t async = transport_->poll_async_error(async_message);
+    bool late = !pending_.empty() && std::chrono::steady_clock::now() > pending_.front().deadline && failure_ == gcommSuccess;
+    if (async != gcommSuccess || late) {
+      std::string msg = late ? cat(pending_.front().what, " did not complete within ", timeout_s_,
+                                   " s; the communicator was aborted")
+                             : async_message;
+      lock.unlock();
+      record_failure(late ? gcommTimeout : async, msg);
+      transport_->abort();
+      lock.lock();
+    }
+  }
+}
+
+void Communicator::abort() noexcept {
+  record_failure(gcommAborted, cat("rank ", rank(), " was aborted by its owner (gcommCommAbort)"));
+  transport_->abort();
+  cv_.notify_all();
+}
+
+gcommStatus_t Communicator::health(std::string& message) noexcept {
+  std::string async_message;
+  gcommStatus_t async = transport_->poll_async_error(async_message);
+  if (async != gcommSuccess) record_failure(async, async_message);
+  std::lock_guard<std::mutex> lock(mutex_);
+  message = failure_message_;
+  return failure_;
+}
+
+void Communicator::synchronize() {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s_));
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!pending_.empty() && failure_ == gcommSuccess) {
+    if (std::chrono::steady_clock::now() > deadline) break;
+    cv_.wait_for(lock, std::chrono::milliseconds(5));
+  }
+  if (failure_ != gcommSuccess) {
+    lock.unlock();
+    throw_failure();
+  }
+  // The watchdog turns an overdue collective into a failure; report it as such here too.
+  if (!pending_.empty()) {
+    std::string what = pending_.front().what;
+    lock.unlock();
+    fail(gcommTimeout, what, " did not complete within ", timeout_s_, " s");
+  }
+}
+
+}  // namespace gradcomm::comm

@@ -1,0 +1,75 @@
+// The Communicator: what every transport shares. It validates each call before
+// anything is enqueued, numbers the calls, keeps the health state (healthy, or
+// failed with the status and message of the first failure), and, for CUDA
+// transports, runs a watchdog that aborts the transport when an enqueued
+// collective does not complete within the timeout or the transport reports an
+// asynchronous error. After a failure every call returns that failure.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/transport.hpp"
+
+namespace gradcomm::comm {
+
+class Communicator {
+ public:
+  Communicator(std::unique_ptr<Transport> transport, double timeout_s);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return transport_->rank(); }
+  int size() const { return transport_->size(); }
+  gcommDevice_t device() const { return transport_->device(); }
+  gcommTransport_t kind() const { return transport_->kind(); }
+  double timeout_s() const { return timeout_s_; }
+  Transport& transport() { return *transport_; }
+
+  // Validates, then runs (host) or enqueues (CUDA) the collective. Throws the
+  // failure state if the communicator already failed; records a failure of the
+  // transport into it (the first one wins).
+  void collective(CollectiveArgs args);
+
+  // Fails the communicator with gcommAborted and aborts the transport.
+  void abort() noexcept;
+  // gcommSuccess, or the failure (message filled). Polls the transport too.
+  gcommStatus_t health(std::string& message) noexcept;
+  // Waits (bounded by the timeout) for every enqueued collective to complete.
+  void synchronize();
+
+ private:
+  struct Pending {
+    void* event;  // cudaEvent_t
+    std::chrono::steady_clock::time_point deadline;
+    std::string what;
+  };
+  void validate(const CollectiveArgs& a) const;
+  void record_failure(gcommStatus_t status, const std::string& message) noexcept;
+  [[noreturn]] void throw_failure() const;
+  void watchdog_loop();
+  void* take_event();
+
+  std::unique_ptr<Transport> transport_;
+  const double timeout_s_;
+  uint64_t next_seq_ = 1;
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  gcommStatus_t failure_ = gcommSuccess;
+  std::string failure_message_;
+  std::deque<Pending> pending_;
+  std::vector<void*> spare_events_;
+  bool stopping_ = false;
+  std::thread watchdog_;
+};
+
+}  // namespace gradcomm::comm

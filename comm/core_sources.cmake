@@ -1,0 +1,3 @@
+list(APPEND GRADCOMM_COMM_SOURCES
+  communicator.cpp
+  api/comm_api.cpp)

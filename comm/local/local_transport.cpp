@@ -1,0 +1,216 @@
+#include "comm/local/local_transport.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <vector>
+
+#include "comm/local/local_reduce.hpp"
+#include "comm/local/rendezvous.hpp"
+#include "common/cuda_check.hpp"
+#include "common/device.hpp"
+#include "common/dtype.hpp"
+
+namespace gradcomm::comm {
+
+namespace {
+
+// State shared by the ranks of one local group.
+struct LocalGroup {
+  LocalGroup(int n, gcommDevice_t dev, double timeout_s) : rv(n, timeout_s), device(dev) {}
+  ~LocalGroup() {
+    if (device.kind != gcommDeviceCuda) return;
+    DeviceGuard guard(device);
+    for (auto* list : {&ready, &computed, &done})
+      for (cudaEvent_t e : *list) GCOMM_CUDA_WARN(cudaEventDestroy(e));
+    if (dev_scratch != nullptr) GCOMM_CUDA_WARN(cudaFree(dev_scratch));
+  }
+  Rendezvous rv;
+  gcommDevice_t device;
+  // Reduction scratch (float), grown by rank 0 at the start of an op, when every
+  // rank has finished the previous one (each op ends with a barrier).
+  std::vector<float> host_scratch;
+  float* dev_scratch = nullptr;
+  size_t dev_scratch_elems = 0;
+  // Per-rank events (GPU): inputs ready, phase 1 done, op done.
+  std::vector<cudaEvent_t> ready, computed, done;
+};
+
+// Rank r's share [lo, hi) of n elements.
+void slice(size_t count, int nranks, int r, size_t& lo, size_t& hi) {
+  lo = count * r / nranks;
+  hi = count * (r + 1) / nranks;
+}
+
+class LocalTransport final : public Transport {
+ public:
+  LocalTransport(std::shared_ptr<LocalGroup> group, int rank) : group_(std::move(group)), rank_(rank) {}
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return group_->rv.size(); }
+  gcommDevice_t device() const noexcept override { return group_->device; }
+  gcommTransport_t kind() const noexcept override { return gcommTransportLocal; }
+
+  void run(const CollectiveArgs& a) override {
+    std::string what = cat(collective_name(a.op), " #", a.seq, " (", a.count * dtype_size(a.dtype), " bytes)");
+    CallSignature sig{a.op, a.count, a.dtype, a.redop, a.root};
+    if (a.op == Collective::kBarrier) sig.count = 0;
+    if (gpu()) {
+      run_gpu(a, sig, what);
+    } else {
+      run_host(a, sig, what);
+    }
+  }
+
+  gcommStatus_t poll_async_error(std::string& message) noexcept override {
+    (void)message;
+    return gcommSuccess;  // failures surface in run(); the group is poisoned for peers
+  }
+
+  void abort() noexcept override { group_->rv.fail(rank_, gcommAborted, cat("rank ", rank_, " aborted its communicator")); }
+
+ private:
+  bool gpu() const { return group_->device.kind == gcommDeviceCuda; }
+  size_t es(const CollectiveArgs& a) const { return dtype_size(a.dtype); }
+  const void* send_at(int q, size_t elem, const CollectiveArgs& a) const {
+    return static_cast<const char*>(group_->rv.send_of(q)) + elem * es(a);
+  }
+  void* recv_at(int q, size_t elem, const CollectiveArgs& a) const {
+    return static_cast<char*>(group_->rv.recv_of(q)) + elem * es(a);
+  }
+  std::vector<const void*> sends(size_t offset, const CollectiveArgs& a) const {
+    std::vector<const void*> s(size());
+    for (int q = 0; q < size(); ++q) s[q] = send_at(q, offset, a);
+    return s;
+  }
+
+  void run_host(const CollectiveArgs& a, const CallSignature& sig, const std::string& what) {
+    Rendezvous& rv = group_->rv;
+    int n = size();
+    if (a.op == Collective::kAllReduce && rank_ == 0 && group_->host_scratch.size() < a.count)
+      group_->host_scratch.resize(a.count);
+    rv.exchange(rank_, sig, a.send, a.recv, what);
+    switch (a.op) {
+      case Collective::kAllReduce: {
+        size_t lo, hi;
+        slice(a.count, n, rank_, lo, hi);
+        local_host::reduce_to_float(sends(0, a).data(), n, lo, hi - lo, a.dtype, a.redop,
+                                    group_->host_scratch.data() + lo);
+        rv.arrive_and_wait(rank_, what);
+        local_host::float_to_typed(group_->host_scratch.data(), a.recv, a.count, a.dtype);
+        break;
+      }
+      case Collective::kReduce:
+        if (rank_ == a.root) local_host::reduce_to_typed(sends(0, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv);
+        break;
+      case Collective::kReduceScatter:
+        local_host::reduce_to_typed(sends(rank_ * a.count, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv);
+        break;
+      case Collective::kBroadcast:
+        if (a.recv != rv.send_of(a.root)) std::memcpy(a.recv, rv.send_of(a.root), a.count * es(a));
+        break;
+      case Collective::kAllGather:
+        for (int q = 0; q < n; ++q) {
+          void* dst = recv_at(rank_, q * a.count, a);
+          // In place, block q of this rank's buffer is rank q's input only for q == rank.
+          if (dst != rv.send_of(q)) std::memcpy(dst, rv.send_of(q), a.count * es(a));
+        }
+        break;
+      case Collective::kBarrier: break;
+    }
+    // Nobody returns (and reuses its buffers) before every rank has read them.
+    rv.arrive_and_wait(rank_, what);
+  }
+
+  void run_gpu(const CollectiveArgs& a, const CallSignature& sig, const std::string& what) {
+    Rendezvous& rv = group_->rv;
+    LocalGroup& g = *group_;
+    int n = size();
+    DeviceGuard guard(g.device);
+    auto stream = reinterpret_cast<cudaStream_t>(a.stream);
+    if (a.op == Collective::kAllReduce && rank_ == 0 && g.dev_scratch_elems < a.count) {
+      // Growing the scratch: every rank's previous op has completed on the host
+      // side, but its kernels may still run: wait for them first.
+      for (int q = 0; q < n; ++q) GCOMM_CUDA_CHECK(cudaEventSynchronize(g.done[q]));
+      if (g.dev_scratch != nullptr) GCOMM_CUDA_CHECK(cudaFree(g.dev_scratch));
+      g.dev_scratch = nullptr;
+      g.dev_scratch_elems = 0;
+      void* p = nullptr;
+      GCOMM_CUDA_CHECK(cudaMalloc(&p, a.count * sizeof(float)));
+      g.dev_scratch = static_cast<float*>(p);
+      g.dev_scratch_elems = a.count;
+    }
+    GCOMM_CUDA_CHECK(cudaEventRecord(g.ready[rank_], stream));
+    rv.exchange(rank_, sig, a.send, a.recv, what);
+    // Phase 1 reads every rank's input (and, for all-reduce, rewrites the
+    // scratch the previous op's phase 2 read): wait for both.
+    for (int q = 0; q < n; ++q) {
+      GCOMM_CUDA_CHECK(cudaStreamWaitEvent(stream, g.ready[q], 0));
+      GCOMM_CUDA_CHECK(cudaStreamWaitEvent(stream, g.done[q], 0));
+    }
+    switch (a.op) {
+      case Collective::kAllReduce: {
+        size_t lo, hi;
+        slice(a.count, n, rank_, lo, hi);
+        local_cuda::reduce_to_float(sends(0, a).data(), n, lo, hi - lo, a.dtype, a.redop, g.dev_scratch + lo, a.stream);
+        break;
+      }
+      case Collective::kReduce:
+        if (rank_ == a.root)
+          local_cuda::reduce_to_typed(sends(0, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv, a.stream);
+        break;
+      case Collective::kReduceScatter:
+        local_cuda::reduce_to_typed(sends(rank_ * a.count, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv,
+                                    a.stream);
+        break;
+      case Collective::kBroadcast:
+        if (a.recv != rv.send_of(a.root) && a.count > 0)
+          GCOMM_CUDA_CHECK(cudaMemcpyAsync(a.recv, rv.send_of(a.root), a.count * es(a), cudaMemcpyDeviceToDevice, stream));
+        break;
+      case Collective::kAllGather:
+        for (int q = 0; q < n; ++q) {
+          void* dst = recv_at(rank_, q * a.count, a);
+          if (dst != rv.send_of(q) && a.count > 0)
+            GCOMM_CUDA_CHECK(cudaMemcpyAsync(dst, rv.send_of(q), a.count * es(a), cudaMemcpyDeviceToDevice, stream));
+        }
+        break;
+      case Collective::kBarrier: break;
+    }
+    GCOMM_CUDA_CHECK(cudaEventRecord(g.computed[rank_], stream));
+    rv.arrive_and_wait(rank_, what);
+    // This rank's stream continues only after every rank finished reading its
+    // buffers (phase 1 everywhere), so later work may overwrite them.
+    for (int q = 0; q < n; ++q) GCOMM_CUDA_CHECK(cudaStreamWaitEvent(stream, g.computed[q], 0));
+    if (a.op == Collective::kAllReduce)
+      local_cuda::float_to_typed(g.dev_scratch, a.recv, a.count, a.dtype, a.stream);
+    GCOMM_CUDA_CHECK(cudaEventRecord(g.done[rank_], stream));
+    // No rank re-records its events (next op) before every peer has enqueued its waits on them.
+    rv.arrive_and_wait(rank_, what);
+  }
+
+  std::shared_ptr<LocalGroup> group_;
+  int rank_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Transport>> make_local_transports(int nranks, gcommDevice_t device, double timeout_s) {
+  require(nranks >= 1 && nranks <= kMaxLocalRanks, "nranks must be in [1, ", kMaxLocalRanks, "], not ", nranks);
+  require(timeout_s > 0, "timeout must be positive, not ", timeout_s);
+  device = validate_device(device);
+  auto group = std::make_shared<LocalGroup>(nranks, device, timeout_s);
+  if (device.kind == gcommDeviceCuda) {
+    DeviceGuard guard(device);
+    for (auto* list : {&group->ready, &group->computed, &group->done})
+      for (int r = 0; r < nranks; ++r) {
+        cudaEvent_t e = nullptr;
+        GCOMM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        list->push_back(e);
+      }
+  }
+  std::vector<std::unique_ptr<Transport>> result;
+  for (int r = 0; r < nranks; ++r) result.push_back(std::make_unique<LocalTransport>(group, r));
+  return result;
+}
+
+}  // namespace gradcomm::comm

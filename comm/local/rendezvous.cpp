@@ -1,0 +1,108 @@
+#include "comm/local/rendezvous.hpp"
+
+#include <sstream>
+
+#include "common/dtype.hpp"
+#include "common/log.hpp"
+
+namespace gradcomm::comm {
+
+std::string describe(const CallSignature& s) {
+  std::ostringstream os;
+  os << collective_name(s.op);
+  if (s.op != Collective::kBarrier) {
+    os << "(count " << s.count << ", " << dtype_name(s.dtype);
+    if (s.op == Collective::kAllReduce || s.op == Collective::kReduce || s.op == Collective::kReduceScatter)
+      os << ", " << gcommRedOpName(s.redop);
+    if (s.op == Collective::kBroadcast || s.op == Collective::kReduce) os << ", root " << s.root;
+    os << ")";
+  }
+  return os.str();
+}
+
+Rendezvous::Rendezvous(int nranks, double timeout_s)
+    : nranks_(nranks),
+      timeout_(timeout_s),
+      arrived_gen_(nranks, 0),
+      sig_(nranks),
+      send_(nranks, nullptr),
+      recv_(nranks, nullptr),
+      slot_(nranks, nullptr) {}
+
+bool Rendezvous::failed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failed_;
+}
+
+void Rendezvous::fail(int rank, gcommStatus_t status, const std::string& message) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failed_) {
+      failed_ = true;
+      failed_by_ = rank;
+      failed_status_ = status;
+      failed_message_ = message;
+    }
+  } catch (...) {
+  }
+  cv_.notify_all();
+}
+
+void Rendezvous::throw_failure(int rank) {
+  if (failed_by_ == rank)
+    gradcomm::fail(failed_status_ == gcommTimeout ? gcommTimeout : gcommAborted, failed_message_);
+  gradcomm::fail(gcommRemoteError, "rank ", failed_by_, " failed: ", failed_message_);
+}
+
+void Rendezvous::arrive_and_wait(int rank, const std::string& what) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (failed_) throw_failure(rank);
+  uint64_t gen = generation_;
+  arrived_gen_[rank] = gen + 1;
+  if (++arrived_ == nranks_) {
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(timeout_);
+  bool done = cv_.wait_until(lock, deadline, [&] { return generation_ != gen || failed_; });
+  if (generation_ != gen) return;  // completed (even if someone failed right after)
+  if (failed_) throw_failure(rank);
+  if (!done) {
+    std::ostringstream missing;
+    int n_missing = 0;
+    for (int r = 0; r < nranks_; ++r)
+      if (arrived_gen_[r] != gen + 1) missing << (n_missing++ ? "," : "") << r;
+    std::string msg = cat(what, ": rank", n_missing > 1 ? "s " : " ", missing.str(), " never arrived within ",
+                          timeout_.count(), " s (local transport; every rank's thread must call the same collectives "
+                                            "in the same order)");
+    lock.unlock();
+    fail(rank, gcommTimeout, msg);
+    GCOMM_WARN(msg);
+    gradcomm::fail(gcommTimeout, msg);
+  }
+}
+
+void Rendezvous::exchange(int rank, const CallSignature& sig, const void* send, void* recv, const std::string& what) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sig_[rank] = sig;
+    send_[rank] = send;
+    recv_[rank] = recv;
+  }
+  arrive_and_wait(rank, what);
+  // Every rank compares every signature after the same barrier: all agree.
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (int r = 0; r < nranks_; ++r) {
+    if (sig_[r] == sig_[0]) continue;
+    std::string msg = cat(what, ": ranks called different collectives: rank 0 called ", describe(sig_[0]), ", rank ",
+                          r, " called ", describe(sig_[r]));
+    lock.unlock();
+    // Wait for every rank to read the signatures before anyone may overwrite them.
+    arrive_and_wait(rank, what);
+    gradcomm::fail(gcommInvalidArgument, msg);
+  }
+}
+
+}  // namespace gradcomm::comm

@@ -1,0 +1,77 @@
+// The meeting point of the local transport's ranks (threads of one process):
+// a barrier with a deadline, abort, and detection of ranks that call different
+// collectives. Every wait is bounded by the timeout; a rank that times out or
+// aborts poisons the group, so peers fail promptly instead of hanging.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "comm/transport.hpp"
+
+namespace gradcomm::comm {
+
+// What every rank must agree on for one collective.
+struct CallSignature {
+  Collective op = Collective::kBarrier;
+  size_t count = 0;
+  gcommDataType_t dtype = gcommFloat32;
+  gcommRedOp_t redop = gcommSum;
+  int root = 0;
+  bool operator==(const CallSignature& o) const {
+    return op == o.op && count == o.count && dtype == o.dtype && redop == o.redop && root == o.root;
+  }
+};
+std::string describe(const CallSignature& s);
+
+class Rendezvous {
+ public:
+  Rendezvous(int nranks, double timeout_s);
+
+  int size() const { return nranks_; }
+
+  // Waits until every rank arrived at this barrier (each rank calls it the same
+  // number of times). Throws gcommTimeout naming the ranks that never arrived,
+  // gcommAborted if this rank's transport was aborted, gcommRemoteError if a peer
+  // failed first. `what` names the operation for messages.
+  void arrive_and_wait(int rank, const std::string& what);
+
+  // Posts this rank's signature and pointers, waits for all, and checks that all
+  // ranks called the same collective (gcommInvalidArgument on every rank if not).
+  void exchange(int rank, const CallSignature& sig, const void* send, void* recv, const std::string& what);
+  const void* send_of(int rank) const { return send_[rank]; }
+  void* recv_of(int rank) const { return recv_[rank]; }
+  // Opaque per-rank slots (CUDA events on a GPU), published before an arrive_and_wait.
+  void set_slot(int rank, void* value) { slot_[rank] = value; }
+  void* slot_of(int rank) const { return slot_[rank]; }
+
+  // Marks the group failed (abort by `rank`, or a failure seen by it) and wakes
+  // every waiter. Safe from any thread.
+  void fail(int rank, gcommStatus_t status, const std::string& message) noexcept;
+  bool failed() const;
+
+ private:
+  [[noreturn]] void throw_failure(int rank);
+
+  const int nranks_;
+  const std::chrono::duration<double> timeout_;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  uint64_t generation_ = 0;
+  int arrived_ = 0;
+  std::vector<uint64_t> arrived_gen_;  // per rank: the last generation it arrived at
+  bool failed_ = false;
+  int failed_by_ = -1;
+  gcommStatus_t failed_status_ = gcommSuccess;
+  std::string failed_message_;
+  std::vector<CallSignature> sig_;
+  std::vector<const void*> send_;
+  std::vector<void*> recv_;
+  std::vector<void*> slot_;
+};
+
+}  // namespace gradcomm::comm

@@ -1,0 +1,138 @@
+// The local transport and the communicator when things go wrong: mismatched
+// calls, a stuck peer (timeout naming it), abort from another thread, calls
+// after a failure, bad arguments — each a clear status, never a hang.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ranks.hpp"
+
+namespace gradcomm::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(LocalFailures, MismatchedCollectivesFailOnEveryRankAndTheCommStaysUsable) {
+  auto comms = make_local(2);
+  std::vector<float> a(8, 1.0f), b(8, 2.0f);
+  auto errors = run_ranks(comms, [&](int r, gcommComm_t c) -> std::string {
+    gcommStatus_t s = r == 0 ? gcommAllReduce(c, a.data(), a.data(), 8, gcommFloat32, gcommSum, nullptr)
+                             : gcommBroadcast(c, b.data(), b.data(), 8, gcommFloat32, 0, nullptr);
+    return s == gcommInvalidArgument ? gcommGetLastError() : "unexpected status";
+  });
+  for (auto& e : errors) EXPECT_TRUE(contains(e, "different collectives")) << e;
+  EXPECT_TRUE(contains(errors[0], "rank 1 called broadcast")) << errors[0];
+  // Still usable.
+  errors = run_ranks(comms, [&](int r, gcommComm_t c) -> std::string {
+    std::vector<float>& buf = r == 0 ? a : b;
+    return gcommAllReduce(c, buf.data(), buf.data(), 8, gcommFloat32, gcommSum, nullptr) == gcommSuccess
+               ? ""
+               : gcommGetLastError();
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  destroy(comms);
+}
+
+TEST(LocalFailures, StuckPeerTimesOutNamingItThenEveryCallFails) {
+  auto comms = make_local(3, 0.3);
+  std::vector<std::vector<float>> bufs(3, std::vector<float>(16, 1.0f));
+  auto start = Clock::now();
+  auto errors = run_ranks(comms, [&](int r, gcommComm_t c) -> std::string {
+    if (r == 2) return "";  // never calls
+    gcommStatus_t s = gcommAllReduce(c, bufs[r].data(), bufs[r].data(), 16, gcommFloat32, gcommSum, nullptr);
+    return std::string(gcommGetStatusName(s)) + ": " + gcommGetLastError();
+  });
+  double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_LT(elapsed, 5.0) << "bounded by the timeout";
+  for (int r = 0; r < 2; ++r) {
+    // One rank times out; the other sees it as a remote failure (or times out too).
+    EXPECT_TRUE(contains(errors[r], "gcommTimeout") || contains(errors[r], "gcommRemoteError")) << errors[r];
+    EXPECT_TRUE(contains(errors[r], "rank 2 never arrived")) << errors[r];
+  }
+  // The late rank finds the group failed instead of hanging.
+  gcommStatus_t late = gcommAllReduce(comms[2], bufs[2].data(), bufs[2].data(), 16, gcommFloat32, gcommSum, nullptr);
+  EXPECT_EQ(late, gcommRemoteError) << gcommGetLastError();
+  // A failed communicator refuses everything but destroy, with the first failure.
+  gcommStatus_t again = gcommBarrier(comms[0], nullptr);
+  EXPECT_NE(again, gcommSuccess);
+  EXPECT_TRUE(contains(gcommGetLastError(), "only accepts destroy")) << gcommGetLastError();
+  gcommStatus_t health = gcommSuccess;
+  EXPECT_EQ(gcommCommGetAsyncError(comms[0], &health), gcommSuccess);
+  EXPECT_NE(health, gcommSuccess);
+  destroy(comms);
+}
+
+TEST(LocalFailures, AbortFromAnotherThreadWakesTheWaiter) {
+  auto comms = make_local(2, 60.0);
+  std::vector<float> buf(4, 1.0f);
+  gcommStatus_t status = gcommSuccess;
+  std::string message;
+  auto start = Clock::now();
+  std::thread waiter([&] {
+    status = gcommAllReduce(comms[0], buf.data(), buf.data(), 4, gcommFloat32, gcommSum, nullptr);
+    message = gcommGetLastError();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(gcommCommAbort(comms[1]), gcommSuccess);
+  waiter.join();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 10.0);
+  EXPECT_EQ(status, gcommRemoteError) << message;
+  EXPECT_TRUE(contains(message, "rank 1 aborted")) << message;
+  EXPECT_EQ(gcommAllReduce(comms[1], buf.data(), buf.data(), 4, gcommFloat32, gcommSum, nullptr), gcommAborted);
+  destroy(comms);
+}
+
+TEST(LocalFailures, BadArgumentsAreRefusedBeforeAnythingRuns) {
+  auto comms = make_local(1);
+  gcommComm_t c = comms[0];
+  std::vector<float> buf(4, 1.0f);
+  EXPECT_EQ(gcommAllReduce(c, nullptr, buf.data(), 4, gcommFloat32, gcommSum, nullptr), gcommInvalidArgument);
+  EXPECT_TRUE(contains(gcommGetLastError(), "gcommAllReduce: sendbuf is NULL")) << gcommGetLastError();
+  EXPECT_EQ(gcommAllReduce(c, buf.data(), buf.data(), 4, static_cast<gcommDataType_t>(9), gcommSum, nullptr),
+            gcommInvalidArgument);
+  EXPECT_EQ(gcommAllReduce(c, buf.data(), buf.data(), 4, gcommFloat32, static_cast<gcommRedOp_t>(7), nullptr),
+            gcommInvalidArgument);
+  EXPECT_EQ(gcommBroadcast(c, buf.data(), buf.data(), 4, gcommFloat32, 1, nullptr), gcommInvalidArgument);
+  EXPECT_TRUE(contains(gcommGetLastError(), "root 1 is not a rank")) << gcommGetLastError();
+  EXPECT_EQ(gcommAllGather(c, buf.data(), buf.data(), SIZE_MAX / 2, gcommFloat32, nullptr), gcommInvalidArgument);
+  int rank = -1, size = -1;
+  EXPECT_EQ(gcommCommRank(c, &rank), gcommSuccess);
+  EXPECT_EQ(gcommCommSize(c, &size), gcommSuccess);
+  EXPECT_EQ(rank, 0);
+  EXPECT_EQ(size, 1);
+  EXPECT_EQ(gcommCommRank(c, nullptr), gcommInvalidArgument);
+  gcommTransport_t kind;
+  EXPECT_EQ(gcommCommTransport(c, &kind), gcommSuccess);
+  EXPECT_EQ(kind, gcommTransportLocal);
+  EXPECT_EQ(buf[0], 1.0f);
+  EXPECT_EQ(gcommAllReduce(c, buf.data(), buf.data(), 4, gcommFloat32, gcommSum, nullptr), gcommSuccess)
+      << "refused calls leave the communicator usable";
+  destroy(comms);
+  EXPECT_EQ(gcommCommDestroy(c), gcommInvalidArgument);
+  EXPECT_TRUE(contains(gcommGetLastError(), "not a live gcommComm_t")) << gcommGetLastError();
+  EXPECT_EQ(gcommAllReduce(c, buf.data(), buf.data(), 4, gcommFloat32, gcommSum, nullptr), gcommInvalidArgument);
+}
+
+TEST(LocalFailures, CreationIsValidated) {
+  gcommComm_t out[2];
+  EXPECT_EQ(gcommCommInitLocal(0, gcommHostDevice(), nullptr, out), gcommInvalidArgument);
+  EXPECT_EQ(gcommCommInitLocal(65, gcommHostDevice(), nullptr, out), gcommInvalidArgument);
+  EXPECT_EQ(gcommCommInitLocal(2, gcommHostDevice(), nullptr, nullptr), gcommInvalidArgument);
+  gcommCommConfig_t bad = GCOMM_COMM_CONFIG_INITIALIZER;
+  bad.magic = 0;
+  EXPECT_EQ(gcommCommInitLocal(2, gcommHostDevice(), &bad, out), gcommInvalidArgument);
+  EXPECT_TRUE(contains(gcommGetLastError(), "_INITIALIZER")) << gcommGetLastError();
+  EXPECT_EQ(gcommGroupEnd(), gcommInvalidState);
+  EXPECT_EQ(gcommGroupStart(), gcommSuccess);
+  EXPECT_EQ(gcommGroupEnd(), gcommSuccess);
+  EXPECT_STREQ(gcommRedOpName(gcommAvg), "avg");
+}
+
+}  // namespace
+}  // namespace gradcomm::test

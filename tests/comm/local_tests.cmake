@@ -1,0 +1,4 @@
+gradcomm_add_test(gradcomm_comm_local_tests
+  SOURCES local/collectives_test.cpp local/failure_test.cpp
+  LIBS gradcomm::gradcomm
+  LABELS comm)
