@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Usage: check_perf.sh PERF NRANKS JSON — short host sweeps with validation: every
+# collective, #wrong must be 0, the table and the JSON must be well formed.
+set -euo pipefail
+perf=$1 n=$2 json=$3
+for c in all_reduce all_gather reduce_scatter broadcast reduce; do
+  for d in float half bfloat16; do
+    out=$("$perf" --local "$n" -C "$c" -d "$d" -b 8 -e 64K -f 4 -n 3 -w 1 -c 1 -J "$json")
+    echo "$out" | grep -q "Avg bus bandwidth" || { echo "$out"; echo "no Avg bus bandwidth line"; exit 1; }
+    echo "$out" | grep -q "Out of bounds values : 0 OK" || { echo "$out"; echo "wrong values"; exit 1; }
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['results'] and all(r['wrong_out']==0 and r['wrong_in']==0 for r in d['results']), d" "$json"
+  done
+done
+echo "perf sweep on $n local ranks: ok"

@@ -1,0 +1,327 @@
+// gradcomm-perf: a bandwidth checker whose table reads like nccl-tests'
+// all_reduce_perf (same columns, busbw factors, core flags), on gradcomm's
+// public C API. Ranks are threads on the local transport (--local N; the
+// default), on GPU 0 when there is one, else on the host.
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gradcomm/gradcomm.h"
+#include "perf_options.hpp"
+
+namespace {
+
+struct Row {
+  size_t bytes = 0, count = 0;
+  double time_us[2] = {0, 0}, algbw[2] = {0, 0}, busbw[2] = {0, 0};
+  long wrong[2] = {0, 0};
+};
+
+struct Setup {
+  PerfOptions o;
+  int nranks = 2;
+  gcommDevice_t device = gcommHostDevice();
+  std::vector<gcommComm_t> comms;
+  std::vector<Row> rows;
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  std::string error;
+};
+
+bool is(const Setup& s, const char* c) { return s.o.collective == c; }
+size_t esize(gcommDataType_t d) { return d == gcommFloat32 ? 4 : 2; }
+
+double bus_factor(const Setup& s) {
+  double n = s.nranks;
+  if (is(s, "all_reduce")) return 2.0 * (n - 1) / n;
+  if (is(s, "all_gather") || is(s, "reduce_scatter")) return (n - 1) / n;
+  return 1.0;
+}
+
+// Small integers: every sum over up to 64 ranks is exact in every dtype.
+float value(int rank, size_t i) { return static_cast<float>(static_cast<int>((rank * 3 + i) % 11) - 5); }
+
+float reduce_values(const Setup& s, size_t i) {
+  float acc = value(0, i);
+  for (int q = 1; q < s.nranks; ++q) {
+    float v = value(q, i);
+    acc = s.o.op == gcommMax ? std::max(acc, v) : s.o.op == gcommMin ? std::min(acc, v) : acc + v;
+  }
+  return s.o.op == gcommAvg ? acc / s.nranks : acc;
+}
+
+void fail_with(Setup& s, const std::string& what) {
+  std::lock_guard<std::mutex> lock(s.error_mutex);
+  if (s.error.empty()) s.error = what;
+  s.failed = true;
+}
+
+#define PERF_CHECK(setup, call)                                                             \
+  do {                                                                                     \
+    gcommStatus_t st_ = (call);                                                            \
+    if (st_ != gcommSuccess) {                                                             \
+      fail_with(setup, std::string(#call " -> ") + gcommGetStatusName(st_) + ": " + gcommGetLastError()); \
+      return;                                                                              \
+    }                                                                                      \
+  } while (0)
+
+// One rank's buffers, on the rank's device; host staging for fill and check.
+struct Buffers {
+  bool gpu;
+  void* send = nullptr;
+  void* recv = nullptr;
+  size_t bytes;
+  Buffers(bool on_gpu, size_t b) : gpu(on_gpu), bytes(b) {
+    if (gpu) {
+      if (cudaMalloc(&send, bytes) != cudaSuccess || cudaMalloc(&recv, bytes) != cudaSuccess) send = recv = nullptr;
+    } else {
+      send = std::calloc(1, bytes);
+      recv = std::calloc(1, bytes);
+    }
+  }
+  ~Buffers() {
+    if (gpu) {
+      cudaFree(send);
+      cudaFree(recv);
+    } else {
+      std::free(send);
+      std::free(recv);
+    }
+  }
+};
+
+// Writes value(rank, i) for i < count at dst (device or host), in the dtype.
+bool fill(const Setup& s, void* dst, int rank, size_t count, bool gpu) {
+  std::vector<float> f(count);
+  for (size_t i = 0; i < count; ++i) f[i] = value(rank, i);
+  std::vector<unsigned char> typed(count * esize(s.o.dtype) + 1);
+  if (gcommCast(f.data(), gcommFloat32, typed.data(), s.o.dtype, count, gcommHostDevice(), nullptr) != gcommSuccess)
+    return false;
+  if (gpu) return cudaMemcpy(dst, typed.data(), count * esize(s.o.dtype), cudaMemcpyHostToDevice) == cudaSuccess;
+  std::memcpy(dst, typed.data(), count * esize(s.o.dtype));
+  return true;
+}
+
+std::vector<float> fetch(const Setup& s, const void* src, size_t count, bool gpu) {
+  std::vector<unsigned char> typed(count * esize(s.o.dtype) + 1);
+  if (gpu) cudaMemcpy(typed.data(), src, count * esize(s.o.dtype), cudaMemcpyDeviceToHost);
+  else std::memcpy(typed.data(), src, count * esize(s.o.dtype));
+  std::vector<float> f(count);
+  gcommCast(typed.data(), s.o.dtype, f.data(), gcommFloat32, count, gcommHostDevice(), nullptr);
+  return f;
+}
+
+long count_wrong(const Setup& s, int rank, const std::vector<float>& got, size_t count) {
+  double tol = s.o.op != gcommAvg ? 0.0 : s.o.dtype == gcommFloat32 ? 1e-6 : s.o.dtype == gcommFloat16 ? 2e-3 : 1e-2;
+  long wrong = 0;
+  auto bad = [&](float g, float e) { return !(std::fabs(g - e) <= tol * std::max(1.0f, std::fabs(e))); };
+  if (is(s, "all_gather")) {
+    for (int q = 0; q < s.nranks; ++q)
+      for (size_t i = 0; i < count; ++i) wrong += bad(got[q * count + i], value(q, i));
+  } else if (is(s, "reduce_scatter")) {
+    for (size_t i = 0; i < count; ++i) wrong += bad(got[i], reduce_values(s, rank * count + i));
+  } else if (is(s, "broadcast")) {
+    for (size_t i = 0; i < count; ++i) wrong += bad(got[i], value(s.o.root, i));
+  } else if (is(s, "reduce") && rank != s.o.root) {
+    return 0;
+  } else {
+    for (size_t i = 0; i < count; ++i) wrong += bad(got[i], reduce_values(s, i));
+  }
+  return wrong;
+}
+
+gcommStatus_t issue(const Setup& s, gcommComm_t c, const void* send, void* recv, size_t count, cudaStream_t st) {
+  auto stream = reinterpret_cast<gcommStream_t>(st);
+  if (is(s, "all_gather")) return gcommAllGather(c, send, recv, count, s.o.dtype, stream);
+  if (is(s, "reduce_scatter")) return gcommReduceScatter(c, send, recv, count, s.o.dtype, s.o.op, stream);
+  if (is(s, "broadcast")) return gcommBroadcast(c, send, recv, count, s.o.dtype, s.o.root, stream);
+  if (is(s, "reduce")) return gcommReduce(c, send, recv, count, s.o.dtype, s.o.op, s.o.root, stream);
+  return gcommAllReduce(c, send, recv, count, s.o.dtype, s.o.op, stream);
+}
+
+void rank_main(Setup& s, int rank, const std::vector<size_t>& sizes) {
+  bool gpu = s.device.kind == gcommDeviceCuda;
+  gcommComm_t c = s.comms[rank];
+  cudaStream_t stream = nullptr;
+  if (gpu) {
+    cudaSetDevice(s.device.ordinal);
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  }
+  Buffers buf(gpu, s.o.max_bytes + 64);
+  if (buf.send == nullptr || buf.recv == nullptr) return fail_with(s, "cannot allocate the test buffers");
+  const size_t es = esize(s.o.dtype);
+  bool grouped = is(s, "all_gather") || is(s, "reduce_scatter");
+  for (size_t k = 0; k < sizes.size() && !s.failed; ++k) {
+    // count: elements per rank block for all-gather / reduce-scatter (nccl-tests' size is the whole buffer).
+    size_t total = sizes[k] / es;
+    size_t count = grouped ? total / s.nranks : total;
+    for (int in_place = 0; in_place < 2; ++in_place) {
+      char* send = static_cast<char*>(buf.send);
+      char* recv = in_place ? send : static_cast<char*>(buf.recv);
+      if (in_place && is(s, "all_gather")) send = recv + rank * count * es;
+      if (in_place && is(s, "reduce_scatter")) recv = send + rank * count * es;
+      size_t send_count = is(s, "reduce_scatter") ? count * s.nranks : count;
+      if (!fill(s, send, rank, send_count, gpu)) return fail_with(s, "cannot fill the send buffer");
+      for (int w = 0; w < s.o.warmup; ++w) PERF_CHECK(s, issue(s, c, send, recv, count, stream));
+      PERF_CHECK(s, gcommBarrier(c, reinterpret_cast<gcommStream_t>(stream)));
+      if (gpu) cudaStreamSynchronize(stream);
+      PERF_CHECK(s, gcommBarrier(c, nullptr));
+      auto t0 = std::chrono::steady_clock::now();
+      for (int it = 0; it < s.o.iters; ++it) PERF_CHECK(s, issue(s, c, send, recv, count, stream));
+      if (gpu) cudaStreamSynchronize(stream);
+      PERF_CHECK(s, gcommBarrier(c, nullptr));
+      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / s.o.iters;
+      long wrong = 0;
+      if (s.o.check) {
+        if (!fill(s, send, rank, send_count, gpu)) return fail_with(s, "cannot fill the send buffer");
+        PERF_CHECK(s, issue(s, c, send, recv, count, stream));
+        if (gpu) cudaStreamSynchronize(stream);
+        size_t recv_count = is(s, "all_gather") ? count * s.nranks : count;
+        const char* result = in_place && is(s, "all_gather") ? recv : recv;
+        wrong = count_wrong(s, rank, fetch(s, result, recv_count, gpu), count);
+      }
+      PERF_CHECK(s, gcommBarrier(c, nullptr));
+      if (rank == 0) {
+        Row& row = s.rows[k];
+        row.bytes = sizes[k];
+        row.count = grouped ? count * s.nranks : count;
+        row.time_us[in_place] = us;
+        row.algbw[in_place] = static_cast<double>(grouped ? count * s.nranks * es : count * es) / us / 1e3;
+        row.busbw[in_place] = row.algbw[in_place] * bus_factor(s);
+      }
+      static std::mutex wrong_mutex;
+      std::lock_guard<std::mutex> lock(wrong_mutex);
+      s.rows[k].wrong[in_place] += wrong;
+    }
+    if (rank == 0 && isatty(STDOUT_FILENO) && sizes.size() > 8)
+      std::fprintf(stderr, "\r  [%zu/%zu] %zu bytes done   ", k + 1, sizes.size(), sizes[k]);
+  }
+  if (rank == 0 && isatty(STDOUT_FILENO) && sizes.size() > 8) std::fprintf(stderr, "\r%40s\r", "");
+  if (gpu) cudaStreamDestroy(stream);
+}
+
+std::vector<size_t> size_list(const PerfOptions& o) {
+  std::vector<size_t> sizes;
+  for (size_t b = o.min_bytes; b <= o.max_bytes;) {
+    sizes.push_back(b);
+    size_t next = o.step_factor > 0 ? static_cast<size_t>(static_cast<double>(b) * o.step_factor) : b + o.step_bytes;
+    if (next <= b) break;
+    b = next;
+  }
+  return sizes;
+}
+
+void print_header(const Setup& s) {
+  size_t need = 0;
+  gcommGetEnvironmentReport(nullptr, 0, &need);
+  std::vector<char> env(need + 1);
+  gcommGetEnvironmentReport(env.data(), env.size(), nullptr);
+  std::string report(env.data());
+  size_t pos = 0;
+  while ((pos = report.find('\n', pos)) != std::string::npos && pos + 1 < report.size()) report.replace(pos, 1, "\n# ", 0, 3), pos += 3;
+  std::printf("# gradcomm-perf %s: %s\n# %s", gcommGetVersionString(), s.o.collective.c_str(), report.c_str());
+  std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d validation: %d\n",
+              s.nranks, s.device.kind == gcommDeviceCuda ? 1 : 0, s.o.min_bytes, s.o.max_bytes,
+              s.o.step_factor > 0 ? s.o.step_factor : static_cast<double>(s.o.step_bytes),
+              s.o.step_factor > 0 ? "factor" : "bytes", s.o.warmup, s.o.iters, s.o.check ? 1 : 0);
+  std::printf("#\n# Transport: local (%d ranks as threads of one process) on %s\n", s.nranks,
+              s.device.kind == gcommDeviceCuda ? ("cuda:" + std::to_string(s.device.ordinal)).c_str()
+                                               : "the host (no GPU: numbers are host memory copies, not GPU bandwidth)");
+  for (int r = 0; r < s.nranks; ++r)
+    std::printf("#  Rank %2d Group  0 Pid %6d on %10s device %2d\n", r, static_cast<int>(getpid()),
+                s.device.kind == gcommDeviceCuda ? "cuda" : "host", s.device.kind == gcommDeviceCuda ? s.device.ordinal : -1);
+  std::printf("#\n%-62s%-42s%s\n", "#", "out-of-place", "in-place");
+  std::printf("#%12s%14s%10s%8s%8s%11s%8s%8s%7s%11s%8s%8s%7s\n", "size", "count", "type", "redop", "root", "time",
+              "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  std::printf("#%12s%14s%10s%8s%8s%11s%8s%8s%7s%11s%8s%8s%7s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
+              "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Setup s;
+  int exit_code = 0;
+  if (!parse_perf_options(argc, argv, s.o, exit_code)) return exit_code;
+  int gpus = 0;
+  gcommGetCudaDeviceCount(&gpus);
+  if (s.o.gpus > 0 && s.o.local_ranks == 0) {
+    std::fprintf(stderr,
+                 "gradcomm-perf: -g (one NCCL rank per GPU) needs the NCCL transport, which is not implemented yet; "
+                 "use --local N\n");
+    return 2;
+  }
+  s.nranks = s.o.local_ranks > 0 ? s.o.local_ranks : 2;
+  s.device = gpus > 0 ? gcommCudaDevice(0) : gcommHostDevice();
+  if (gpus == 0 && !s.o.iters_given) {
+    // Host runs copy through host memory on a few cores: keep the default sweep short.
+    s.o.iters = 5;
+    s.o.warmup = std::min(s.o.warmup, 1);
+  }
+  if (s.o.root >= s.nranks) {
+    std::fprintf(stderr, "gradcomm-perf: root %d is not a rank (0..%d)\n", s.o.root, s.nranks - 1);
+    return 2;
+  }
+  s.comms.assign(s.nranks, nullptr);
+  gcommCommConfig_t cfg = GCOMM_COMM_CONFIG_INITIALIZER;
+  if (gcommCommInitLocal(s.nranks, s.device, &cfg, s.comms.data()) != gcommSuccess) {
+    std::fprintf(stderr, "gradcomm-perf: %s\n", gcommGetLastError());
+    return 1;
+  }
+  std::vector<size_t> sizes = size_list(s.o);
+  s.rows.resize(sizes.size());
+  print_header(s);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < s.nranks; ++r) threads.emplace_back([&, r] { rank_main(s, r, sizes); });
+  for (auto& t : threads) t.join();
+  for (gcommComm_t c : s.comms) gcommCommDestroy(c);
+  if (s.failed) {
+    std::fprintf(stderr, "gradcomm-perf: %s\n", s.error.c_str());
+    return 1;
+  }
+  const char* op = is(s, "all_gather") || is(s, "broadcast") ? "none" : gcommRedOpName(s.o.op);
+  int root = is(s, "broadcast") || is(s, "reduce") ? s.o.root : -1;
+  double bw_sum = 0;
+  long wrong = 0;
+  for (const Row& r : s.rows) {
+    std::printf("%13zu%14zu%10s%8s%8d%11.2f%8.2f%8.2f%7ld%11.2f%8.2f%8.2f%7ld\n", r.bytes, r.count, dtype_label(s.o.dtype),
+                op, root, r.time_us[0], r.algbw[0], r.busbw[0], r.wrong[0], r.time_us[1], r.algbw[1], r.busbw[1],
+                r.wrong[1]);
+    bw_sum += r.busbw[0] + r.busbw[1];
+    wrong += r.wrong[0] + r.wrong[1];
+  }
+  double avg = s.rows.empty() ? 0 : bw_sum / (2.0 * s.rows.size());
+  std::printf("# Out of bounds values : %ld %s\n# Avg bus bandwidth    : %g \n#\n", wrong, wrong ? "FAILED" : "OK", avg);
+  if (!s.o.json_path.empty()) {
+    FILE* f = std::fopen(s.o.json_path.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "gradcomm-perf: cannot write %s\n", s.o.json_path.c_str());
+      return 1;
+    }
+    std::fprintf(f, "{\"tool\": \"gradcomm-perf\", \"version\": \"%s\", \"collective\": \"%s\", \"dtype\": \"%s\", "
+                    "\"op\": \"%s\", \"root\": %d, \"nranks\": %d, \"transport\": \"local\", \"device\": \"%s\", "
+                    "\"iters\": %d, \"avg_busbw\": %g, \"results\": [",
+                 gcommGetVersionString(), s.o.collective.c_str(), dtype_label(s.o.dtype), op, root, s.nranks,
+                 s.device.kind == gcommDeviceCuda ? "cuda" : "host", s.o.iters, avg);
+    for (size_t k = 0; k < s.rows.size(); ++k) {
+      const Row& r = s.rows[k];
+      std::fprintf(f, "%s\n {\"bytes\": %zu, \"count\": %zu, \"time_out_us\": %g, \"algbw_out\": %g, \"busbw_out\": %g, "
+                      "\"wrong_out\": %ld, \"time_in_us\": %g, \"algbw_in\": %g, \"busbw_in\": %g, \"wrong_in\": %ld}",
+                   k ? "," : "", r.bytes, r.count, r.time_us[0], r.algbw[0], r.busbw[0], r.wrong[0], r.time_us[1],
+                   r.algbw[1], r.busbw[1], r.wrong[1]);
+    }
+    std::fprintf(f, "\n]}\n");
+    std::fclose(f);
+  }
+  return wrong ? 1 : 0;
+}
