@@ -5,7 +5,11 @@ if(GRADCOMM_SANITIZE)
   add_compile_options(
     $<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=${_gradcomm_san}>
     $<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>
-    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fsanitize=${_gradcomm_san},-fno-omit-frame-pointer>)
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fno-omit-frame-pointer>)
+  # nvcc splits -Xcompiler values at commas: one flag per sanitizer.
+  foreach(_san ${GRADCOMM_SANITIZE})
+    add_compile_options($<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fsanitize=${_san}>)
+  endforeach()
   # Only host links: nvcc device-link steps must not see the flag.
   add_link_options($<$<LINK_LANGUAGE:C,CXX>:-fsanitize=${_gradcomm_san}>)
   if("undefined" IN_LIST GRADCOMM_SANITIZE)

@@ -1,8 +1,11 @@
 // C API of the communicators (include/gradcomm/comm.h).
+#include <cstring>
 #include <vector>
 
 #include "comm/communicator.hpp"
 #include "comm/local/local_transport.hpp"
+#include "comm/nccl/nccl_transport.hpp"
+#include "common/device.hpp"
 #include "common/api_guard.hpp"
 #include "common/config.hpp"
 #include "common/env.hpp"
@@ -166,6 +169,68 @@ GCOMM_API const char* gcommRedOpName(gcommRedOp_t op) {
     case gcommMin: return "min";
     default: return "unknown";
   }
+}
+
+}  // extern "C"
+
+// ---- NCCL creation paths -------------------------------------------------------
+
+extern "C" {
+
+GCOMM_API gcommStatus_t gcommCommInitFromUniqueId(const gcommCommConfig_t* config, const void* unique_id,
+                                                  size_t id_bytes, gcommComm_t* out) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(out);
+    GCOMM_REQUIRE_NOT_NULL(unique_id);
+    require(id_bytes == sizeof(ncclUniqueId), "id_bytes is ", id_bytes, " but an ncclUniqueId has ",
+            sizeof(ncclUniqueId), " bytes");
+    GCOMM_REQUIRE_NOT_NULL(config);
+    const gcommCommConfig_t defaults = GCOMM_COMM_CONFIG_INITIALIZER;
+    gcommCommConfig_t c = read_config(config, defaults, "gcommCommConfig_t");
+    require(c.transport == gcommTransportAuto || c.transport == gcommTransportNccl,
+            "config.transport must be gcommTransportAuto or gcommTransportNccl here");
+    gcommDevice_t device = c.device;
+    if (device.kind == gcommDeviceCuda && device.ordinal < 0) device.ordinal = c.local_rank;
+    require(device.kind == gcommDeviceCuda && device.ordinal >= 0,
+            "config.device must be a CUDA device (or set config.local_rank)");
+    ncclUniqueId id;
+    std::memcpy(&id, unique_id, sizeof(id));
+    double timeout = timeout_from(c);
+    auto comm = std::make_unique<gcommComm>(make_nccl_transport_from_id(id, c.rank, c.world_size, device, timeout),
+                                            timeout);
+    *out = comm.release();
+    comms().add(*out);
+  });
+}
+
+GCOMM_API gcommStatus_t gcommCommWrapNccl(void* nccl_comm, gcommDevice_t device, double timeout_s,
+                                          gcommComm_t* out) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(out);
+    GCOMM_REQUIRE_NOT_NULL(nccl_comm);
+    require(device.kind == gcommDeviceCuda, "an NCCL communicator lives on a CUDA device");
+    device = validate_device(device);
+    require(!(timeout_s != timeout_s), "timeout_s is NaN");
+    double timeout = timeout_s > 0 ? timeout_s : knobs::timeout_seconds();
+    auto transport = std::make_unique<NcclTransport>(static_cast<ncclComm_t>(nccl_comm), false, device);
+    auto comm = std::make_unique<gcommComm>(std::move(transport), timeout);
+    *out = comm.release();
+    comms().add(*out);
+  });
+}
+
+GCOMM_API gcommStatus_t gcommCommInitAll(int ndev, const int* devices, gcommComm_t* out) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(out);
+    double timeout = knobs::timeout_seconds();
+    auto transports = make_nccl_transports_all(ndev, devices);
+    std::vector<std::unique_ptr<gcommComm>> made;
+    for (auto& t : transports) made.push_back(std::make_unique<gcommComm>(std::move(t), timeout));
+    for (int r = 0; r < ndev; ++r) {
+      out[r] = made[r].release();
+      comms().add(out[r]);
+    }
+  });
 }
 
 }  // extern "C"

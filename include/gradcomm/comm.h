@@ -3,9 +3,9 @@
  * timeouts and abort.
  *
  * Thread and stream contract:
- *  - A communicator is used by one thread at a time (like an NCCL communicator);
- *    the N communicators of gcommCommInitLocal are each driven by their own thread
- *    (a collective returns only when every rank's thread has called it).
+ *  - A communicator is used by one thread at a time (like an NCCL communicator).
+ *    The N communicators of gcommCommInitLocal are each driven by their own thread
+ *    (a host collective returns only when every rank's thread has called it).
  *  - Collectives on a CUDA communicator are enqueued on the caller's stream and
  *    return without waiting (like NCCL). Collectives on a host communicator run
  *    to completion before returning; the stream is ignored.
@@ -67,10 +67,29 @@ typedef struct gcommCommConfig {
   { GCOMM_CONFIG_HEADER(gcommCommConfig_t), -1, -1, -1, -1, NULL, NULL, {gcommDeviceCuda, -1}, \
     0.0, gcommTransportAuto, 0 }
 
-/* Not yet implemented (see docs/comm.md): creation from a launcher's environment
- * or explicit rendezvous values (TCP store), from a shared ncclUniqueId, by wrapping
- * a caller's ncclComm_t, and one NCCL communicator per GPU of the process. The
- * config struct above already carries their fields. */
+/* Not yet implemented (see docs/comm.md): creation from a launcher's environment or
+ * from explicit rendezvous values (MASTER_ADDR/PORT through a TCP store). The config
+ * struct above already carries their fields. Until then, share an ncclUniqueId
+ * yourself (gcommCommInitFromUniqueId) or wrap your framework's ncclComm_t. */
+
+/** Creates an NCCL communicator from an ncclUniqueId the caller already shared
+ *  (@p unique_id points to the ncclUniqueId's bytes; @p id_bytes must be its size,
+ *  128). config->rank, config->world_size and a CUDA config->device (or
+ *  config->local_rank) are required. Init is non-blocking and polled against the
+ *  timeout (NCCL >= 2.14); a rank that never arrives makes it fail with gcommTimeout. */
+GCOMM_API gcommStatus_t gcommCommInitFromUniqueId(const gcommCommConfig_t* config, const void* unique_id,
+                                                  size_t id_bytes, gcommComm_t* comm);
+
+/** Wraps an ncclComm_t the caller owns. gradcomm never destroys it (Destroy frees
+ *  only gradcomm's state); Abort, or the watchdog, does abort it (ncclCommAbort).
+ *  @p device must be its device. @p timeout_s <= 0: GRADCOMM_TIMEOUT_S, else 300 s. */
+GCOMM_API gcommStatus_t gcommCommWrapNccl(void* nccl_comm, gcommDevice_t device, double timeout_s,
+                                          gcommComm_t* comm);
+
+/** One NCCL communicator per listed GPU, all in this process (ncclCommInitAll).
+ *  @p devices may be NULL for 0..ndev-1. Writes @p ndev handles; drive each from
+ *  its own thread, or all from one thread inside gcommGroupStart/End. */
+GCOMM_API gcommStatus_t gcommCommInitAll(int ndev, const int* devices, gcommComm_t* comms);
 
 /** @p nranks communicators on the local transport: ranks are threads of this
  *  process, on the host or all on one GPU (@p device). Writes @p nranks handles;

@@ -2,3 +2,7 @@ gradcomm_add_test(gradcomm_comm_local_tests
   SOURCES local/collectives_test.cpp local/failure_test.cpp
   LIBS gradcomm::gradcomm
   LABELS comm)
+gradcomm_add_test(gradcomm_comm_gpu_tests
+  SOURCES gpu_test.cpp
+  LIBS gradcomm::gradcomm gradcomm_common
+  LABELS comm gpu)

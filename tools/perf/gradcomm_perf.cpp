@@ -1,7 +1,8 @@
 // gradcomm-perf: a bandwidth checker whose table reads like nccl-tests'
 // all_reduce_perf (same columns, busbw factors, core flags), on gradcomm's
-// public C API. Ranks are threads on the local transport (--local N; the
-// default), on GPU 0 when there is one, else on the host.
+// public C API. With GPUs: one NCCL rank per GPU (-g N, default all), each
+// driven by its own thread; --local N: N ranks as threads on the local
+// transport (on GPU 0, or on the host when there is no GPU, the default there).
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@ struct Setup {
   PerfOptions o;
   int nranks = 2;
   gcommDevice_t device = gcommHostDevice();
+  bool nccl = false;  // NCCL, rank r on GPU r; else the local transport on `device`
   std::vector<gcommComm_t> comms;
   std::vector<Row> rows;
   std::atomic<bool> failed{false};
@@ -154,7 +156,7 @@ void rank_main(Setup& s, int rank, const std::vector<size_t>& sizes) {
   gcommComm_t c = s.comms[rank];
   cudaStream_t stream = nullptr;
   if (gpu) {
-    cudaSetDevice(s.device.ordinal);
+    cudaSetDevice(s.nccl ? rank : s.device.ordinal);
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   }
   Buffers buf(gpu, s.o.max_bytes + 64);
@@ -234,12 +236,17 @@ void print_header(const Setup& s) {
               s.nranks, s.device.kind == gcommDeviceCuda ? 1 : 0, s.o.min_bytes, s.o.max_bytes,
               s.o.step_factor > 0 ? s.o.step_factor : static_cast<double>(s.o.step_bytes),
               s.o.step_factor > 0 ? "factor" : "bytes", s.o.warmup, s.o.iters, s.o.check ? 1 : 0);
-  std::printf("#\n# Transport: local (%d ranks as threads of one process) on %s\n", s.nranks,
-              s.device.kind == gcommDeviceCuda ? ("cuda:" + std::to_string(s.device.ordinal)).c_str()
-                                               : "the host (no GPU: numbers are host memory copies, not GPU bandwidth)");
-  for (int r = 0; r < s.nranks; ++r)
+  if (s.nccl)
+    std::printf("#\n# Transport: nccl (%d rank(s), one per GPU, threads of one process)\n", s.nranks);
+  else
+    std::printf("#\n# Transport: local (%d ranks as threads of one process) on %s\n", s.nranks,
+                s.device.kind == gcommDeviceCuda ? ("cuda:" + std::to_string(s.device.ordinal)).c_str()
+                                                 : "the host (no GPU: numbers are host memory copies, not GPU bandwidth)");
+  for (int r = 0; r < s.nranks; ++r) {
+    int dev = s.nccl ? r : s.device.kind == gcommDeviceCuda ? s.device.ordinal : -1;
     std::printf("#  Rank %2d Group  0 Pid %6d on %10s device %2d\n", r, static_cast<int>(getpid()),
-                s.device.kind == gcommDeviceCuda ? "cuda" : "host", s.device.kind == gcommDeviceCuda ? s.device.ordinal : -1);
+                dev >= 0 ? "cuda" : "host", dev);
+  }
   std::printf("#\n%-62s%-42s%s\n", "#", "out-of-place", "in-place");
   std::printf("#%12s%14s%10s%8s%8s%11s%8s%8s%7s%11s%8s%8s%7s\n", "size", "count", "type", "redop", "root", "time",
               "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
@@ -255,13 +262,13 @@ int main(int argc, char** argv) {
   if (!parse_perf_options(argc, argv, s.o, exit_code)) return exit_code;
   int gpus = 0;
   gcommGetCudaDeviceCount(&gpus);
-  if (s.o.gpus > 0 && s.o.local_ranks == 0) {
-    std::fprintf(stderr,
-                 "gradcomm-perf: -g (one NCCL rank per GPU) needs the NCCL transport, which is not implemented yet; "
-                 "use --local N\n");
+  // NCCL, one rank per GPU of this process, unless --local was asked for or there is no GPU.
+  s.nccl = s.o.local_ranks == 0 && gpus > 0;
+  if (s.o.gpus > gpus) {
+    std::fprintf(stderr, "gradcomm-perf: -g %d but only %d GPU(s) are visible\n", s.o.gpus, gpus);
     return 2;
   }
-  s.nranks = s.o.local_ranks > 0 ? s.o.local_ranks : 2;
+  s.nranks = s.o.local_ranks > 0 ? s.o.local_ranks : s.nccl ? (s.o.gpus > 0 ? s.o.gpus : gpus) : 2;
   s.device = gpus > 0 ? gcommCudaDevice(0) : gcommHostDevice();
   if (gpus == 0 && !s.o.iters_given) {
     // Host runs copy through host memory on a few cores: keep the default sweep short.
@@ -274,7 +281,9 @@ int main(int argc, char** argv) {
   }
   s.comms.assign(s.nranks, nullptr);
   gcommCommConfig_t cfg = GCOMM_COMM_CONFIG_INITIALIZER;
-  if (gcommCommInitLocal(s.nranks, s.device, &cfg, s.comms.data()) != gcommSuccess) {
+  gcommStatus_t init = s.nccl ? gcommCommInitAll(s.nranks, nullptr, s.comms.data())
+                              : gcommCommInitLocal(s.nranks, s.device, &cfg, s.comms.data());
+  if (init != gcommSuccess) {
     std::fprintf(stderr, "gradcomm-perf: %s\n", gcommGetLastError());
     return 1;
   }
@@ -309,10 +318,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::fprintf(f, "{\"tool\": \"gradcomm-perf\", \"version\": \"%s\", \"collective\": \"%s\", \"dtype\": \"%s\", "
-                    "\"op\": \"%s\", \"root\": %d, \"nranks\": %d, \"transport\": \"local\", \"device\": \"%s\", "
+                    "\"op\": \"%s\", \"root\": %d, \"nranks\": %d, \"transport\": \"%s\", \"device\": \"%s\", "
                     "\"iters\": %d, \"avg_busbw\": %g, \"results\": [",
                  gcommGetVersionString(), s.o.collective.c_str(), dtype_label(s.o.dtype), op, root, s.nranks,
-                 s.device.kind == gcommDeviceCuda ? "cuda" : "host", s.o.iters, avg);
+                 s.nccl ? "nccl" : "local", s.device.kind == gcommDeviceCuda ? "cuda" : "host", s.o.iters, avg);
     for (size_t k = 0; k < s.rows.size(); ++k) {
       const Row& r = s.rows[k];
       std::fprintf(f, "%s\n {\"bytes\": %zu, \"count\": %zu, \"time_out_us\": %g, \"algbw_out\": %g, \"busbw_out\": %g, "

@@ -1,0 +1,211 @@
+#include "comm/nccl/nccl_transport.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <thread>
+
+#include "common/cuda_check.hpp"
+#include "common/device.hpp"
+#include "common/dtype.hpp"
+#include "common/log.hpp"
+#include "common/nccl_check.hpp"
+
+namespace gradcomm::comm {
+
+namespace {
+
+ncclDataType_t nccl_type(gcommDataType_t d) {
+  switch (d) {
+    case gcommFloat16: return ncclFloat16;
+    case gcommBfloat16: return ncclBfloat16;
+    default: return ncclFloat32;
+  }
+}
+
+ncclRedOp_t nccl_op(gcommRedOp_t op) {
+  switch (op) {
+    case gcommAvg: return ncclAvg;
+    case gcommMax: return ncclMax;
+    case gcommMin: return ncclMin;
+    default: return ncclSum;
+  }
+}
+
+// A call on a non-blocking communicator may return ncclInProgress: the work is
+// being enqueued; wait for it (bounded) like any other NCCL call's completion.
+void check_call(ncclComm_t comm, ncclResult_t r, const char* expr, const std::string& what) {
+  if (r == ncclInProgress) {
+    wait_nccl_ready(comm, std::chrono::steady_clock::now() + std::chrono::seconds(60), what);
+    return;
+  }
+  if (r != ncclSuccess) throw_nccl_error(r, expr, __FILE__, __LINE__);
+}
+
+}  // namespace
+
+void wait_nccl_ready(ncclComm_t comm, std::chrono::steady_clock::time_point deadline, const std::string& what) {
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    GCOMM_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress)
+      fail(state == ncclRemoteError ? gcommRemoteError : gcommNcclError, what, ": NCCL reported ",
+           ncclGetErrorString(state), " (", ncclGetLastError(comm), ")");
+    if (std::chrono::steady_clock::now() > deadline) fail(gcommTimeout, what, " did not complete in time");
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+NcclTransport::NcclTransport(ncclComm_t comm, bool owned, gcommDevice_t device)
+    : comm_(comm), owned_(owned), device_(device) {
+  GCOMM_NCCL_CHECK(ncclCommUserRank(comm_, &rank_));
+  GCOMM_NCCL_CHECK(ncclCommCount(comm_, &size_));
+  int cuda_device = -1;
+  GCOMM_NCCL_CHECK(ncclCommCuDevice(comm_, &cuda_device));
+  require(cuda_device == device_.ordinal, "the NCCL communicator is on cuda:", cuda_device, ", not on ",
+          describe_device(device_));
+  DeviceGuard guard(device_);
+  void* p = nullptr;
+  GCOMM_CUDA_CHECK(cudaMalloc(&p, sizeof(float)));
+  barrier_buffer_ = static_cast<float*>(p);
+}
+
+NcclTransport::~NcclTransport() {
+  DeviceGuard guard(device_);
+  GCOMM_CUDA_WARN(cudaFree(barrier_buffer_));
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  if (owned_ && !aborted_) {
+    ncclResult_t r = ncclCommDestroy(comm_);
+    if (r != ncclSuccess) GCOMM_WARN("ncclCommDestroy failed: ", ncclGetErrorString(r));
+  }
+}
+
+void NcclTransport::run(const CollectiveArgs& a) {
+  require(!aborted_, "the NCCL communicator was aborted");
+  auto stream = reinterpret_cast<cudaStream_t>(a.stream);
+  std::string what = cat(collective_name(a.op), " #", a.seq);
+  ncclDataType_t t = nccl_type(a.dtype);
+  try {
+    enqueue(a, t, stream, what);
+  } catch (const Error&) {
+    abort();  // a failed or stuck NCCL call leaves the communicator unusable
+    throw;
+  }
+}
+
+void NcclTransport::enqueue(const CollectiveArgs& a, ncclDataType_t t, cudaStream_t stream, const std::string& what) {
+  switch (a.op) {
+    case Collective::kAllReduce:
+      check_call(comm_, ncclAllReduce(a.send, a.recv, a.count, t, nccl_op(a.redop), comm_, stream), "ncclAllReduce", what);
+      break;
+    case Collective::kBroadcast:
+      check_call(comm_, ncclBroadcast(a.send, a.recv, a.count, t, a.root, comm_, stream), "ncclBroadcast", what);
+      break;
+    case Collective::kReduce:
+      check_call(comm_, ncclReduce(a.send, a.recv, a.count, t, nccl_op(a.redop), a.root, comm_, stream), "ncclReduce",
+                 what);
+      break;
+    case Collective::kAllGather:
+      check_call(comm_, ncclAllGather(a.send, a.recv, a.count, t, comm_, stream), "ncclAllGather", what);
+      break;
+    case Collective::kReduceScatter:
+      check_call(comm_, ncclReduceScatter(a.send, a.recv, a.count, t, nccl_op(a.redop), comm_, stream),
+                 "ncclReduceScatter", what);
+      break;
+    case Collective::kBarrier:
+      check_call(comm_, ncclAllReduce(barrier_buffer_, barrier_buffer_, 1, ncclFloat32, ncclSum, comm_, stream),
+                 "ncclAllReduce (barrier)", what);
+      break;
+  }
+}
+
+void NcclTransport::group_start() { GCOMM_NCCL_CHECK(ncclGroupStart()); }
+void NcclTransport::group_end() { GCOMM_NCCL_CHECK(ncclGroupEnd()); }
+
+gcommStatus_t NcclTransport::poll_async_error(std::string& message) noexcept {
+  if (aborted_) return gcommSuccess;  // the abort itself was recorded by whoever aborted
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  if (aborted_) return gcommSuccess;
+  ncclResult_t state = ncclSuccess;
+  if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return gcommSuccess;
+  if (state == ncclSuccess || state == ncclInProgress) return gcommSuccess;
+  try {
+    message = cat("NCCL asynchronous error: ", ncclGetErrorString(state), " (", ncclGetLastError(comm_), ")");
+  } catch (...) {
+  }
+  return state == ncclRemoteError ? gcommRemoteError : gcommNcclError;
+}
+
+void NcclTransport::abort() noexcept {
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  if (aborted_.exchange(true)) return;
+  // Abort even a wrapped communicator: the caller asked for it (or a timeout
+  // did); documented in comm.h. It is freed by ncclCommAbort.
+  ncclResult_t r = ncclCommAbort(comm_);
+  if (r != ncclSuccess) GCOMM_WARN("ncclCommAbort failed: ", ncclGetErrorString(r));
+}
+
+std::vector<std::unique_ptr<Transport>> make_nccl_transports_all(int ndev, const int* devices) {
+  require(ndev >= 1, "ndev must be >= 1, not ", ndev);
+  std::vector<int> list(ndev);
+  for (int i = 0; i < ndev; ++i) {
+    list[i] = devices != nullptr ? devices[i] : i;
+    validate_device(gcommCudaDevice(list[i]), "devices");
+    for (int j = 0; j < i; ++j)
+      require(list[j] != list[i], "cuda:", list[i], " is listed twice: NCCL needs one rank per GPU (use the local "
+                                  "transport, gcommCommInitLocal, for several ranks on one GPU)");
+  }
+  std::vector<ncclComm_t> comms(ndev, nullptr);
+  {
+    // ncclCommInitAll switches devices itself; restore the caller's afterwards.
+    DeviceGuard guard(list[0]);
+    GCOMM_NCCL_CHECK(ncclCommInitAll(comms.data(), ndev, list.data()));
+  }
+  std::vector<std::unique_ptr<Transport>> result;
+  try {
+    for (int i = 0; i < ndev; ++i) result.push_back(std::make_unique<NcclTransport>(comms[i], true, gcommCudaDevice(list[i])));
+  } catch (...) {
+    for (size_t i = result.size(); i < comms.size(); ++i) (void)ncclCommDestroy(comms[i]);
+    throw;
+  }
+  return result;
+}
+
+std::unique_ptr<Transport> make_nccl_transport_from_id(const ncclUniqueId& id, int rank, int nranks,
+                                                       gcommDevice_t device, double timeout_s) {
+  require(nranks >= 1 && rank >= 0 && rank < nranks, "rank ", rank, " / world size ", nranks, " is not valid");
+  require(device.kind == gcommDeviceCuda, "the NCCL transport needs a CUDA device");
+  device = validate_device(device);
+  DeviceGuard guard(device);
+  ncclComm_t comm = nullptr;
+  std::string what = cat("NCCL init of rank ", rank, " of ", nranks, " on ", describe_device(device));
+  if (nccl_has(NcclFeature::kNonBlockingInit)) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
+    if (r != ncclSuccess && r != ncclInProgress) throw_nccl_error(r, "ncclCommInitRankConfig", __FILE__, __LINE__);
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
+    try {
+      wait_nccl_ready(comm, deadline, what);
+    } catch (const Error& e) {
+      (void)ncclCommAbort(comm);
+      if (e.status() == gcommTimeout)
+        fail(gcommTimeout, what, " did not complete within ", timeout_s,
+             " s: check that every rank was started, with the same unique id and world size");
+      throw;
+    }
+  } else {
+    GCOMM_WARN("NCCL ", nccl_version_string(nccl_loaded_version()),
+               " has no non-blocking init: init is blocking and cannot time out");
+    GCOMM_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+  }
+  try {
+    return std::make_unique<NcclTransport>(comm, true, device);
+  } catch (...) {
+    (void)ncclCommDestroy(comm);
+    throw;
+  }
+}
+
+}  // namespace gradcomm::comm

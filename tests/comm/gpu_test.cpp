@@ -1,0 +1,122 @@
+// GPU paths of the communicators (run on a GPU machine; skip here with the
+// reason): NCCL of size 1 through gcommCommInitAll, wrapping a caller's
+// ncclComm_t (never destroyed by gradcomm), abort then destroy, and the local
+// transport with several ranks on one GPU against the host reference.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <thread>
+#include <vector>
+
+#include "gradcomm/gradcomm.h"
+#include "support/gpu.hpp"
+
+namespace {
+
+std::vector<float> ramp(size_t n, float base) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = base + static_cast<float>(i % 13);
+  return v;
+}
+
+struct DeviceVec {
+  float* p = nullptr;
+  size_t n;
+  explicit DeviceVec(const std::vector<float>& h) : n(h.size()) {
+    EXPECT_EQ(cudaMalloc(&p, n * sizeof(float)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p, h.data(), n * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~DeviceVec() { cudaFree(p); }
+  std::vector<float> get() const {
+    std::vector<float> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+};
+
+TEST(CommGpu, NcclCommunicatorOfSizeOneRunsEveryCollective) {
+  GCOMM_SKIP_WITHOUT_GPU();
+  gcommComm_t c = nullptr;
+  ASSERT_EQ(gcommCommInitAll(1, nullptr, &c), gcommSuccess) << gcommGetLastError();
+  gcommTransport_t kind;
+  ASSERT_EQ(gcommCommTransport(c, &kind), gcommSuccess);
+  EXPECT_EQ(kind, gcommTransportNccl);
+  auto h = ramp(4099, 1.0f);
+  DeviceVec send(h), recv(ramp(4099, 100.0f));
+  ASSERT_EQ(gcommAllReduce(c, send.p, recv.p, h.size(), gcommFloat32, gcommSum, nullptr), gcommSuccess)
+      << gcommGetLastError();
+  ASSERT_EQ(gcommBroadcast(c, send.p, send.p, h.size(), gcommFloat32, 0, nullptr), gcommSuccess);
+  ASSERT_EQ(gcommAllGather(c, send.p, recv.p, h.size(), gcommFloat32, nullptr), gcommSuccess);
+  ASSERT_EQ(gcommReduceScatter(c, send.p, recv.p, h.size(), gcommFloat32, gcommAvg, nullptr), gcommSuccess);
+  ASSERT_EQ(gcommBarrier(c, nullptr), gcommSuccess);
+  ASSERT_EQ(gcommCommSynchronize(c), gcommSuccess) << gcommGetLastError();
+  EXPECT_EQ(recv.get(), h);
+  // Host memory is refused before NCCL sees it.
+  EXPECT_EQ(gcommAllReduce(c, h.data(), h.data(), h.size(), gcommFloat32, gcommSum, nullptr), gcommInvalidArgument);
+  EXPECT_EQ(gcommCommDestroy(c), gcommSuccess);
+}
+
+TEST(CommGpu, WrappedNcclCommIsNeverDestroyedByGradcomm) {
+  GCOMM_SKIP_WITHOUT_GPU();
+  ncclComm_t nc = nullptr;
+  int dev = 0;
+  ASSERT_EQ(ncclCommInitAll(&nc, 1, &dev), ncclSuccess);
+  gcommComm_t c = nullptr;
+  ASSERT_EQ(gcommCommWrapNccl(nc, gcommCudaDevice(0), 30.0, &c), gcommSuccess) << gcommGetLastError();
+  DeviceVec buf(ramp(100, 2.0f));
+  ASSERT_EQ(gcommAllReduce(c, buf.p, buf.p, 100, gcommFloat32, gcommMax, nullptr), gcommSuccess);
+  ASSERT_EQ(gcommCommSynchronize(c), gcommSuccess);
+  ASSERT_EQ(gcommCommDestroy(c), gcommSuccess);
+  int count = 0;
+  EXPECT_EQ(ncclCommCount(nc, &count), ncclSuccess) << "still alive after gcommCommDestroy";
+  EXPECT_EQ(count, 1);
+  EXPECT_EQ(ncclCommDestroy(nc), ncclSuccess);
+}
+
+TEST(CommGpu, AbortThenDestroy) {
+  GCOMM_SKIP_WITHOUT_GPU();
+  gcommComm_t c = nullptr;
+  ASSERT_EQ(gcommCommInitAll(1, nullptr, &c), gcommSuccess) << gcommGetLastError();
+  ASSERT_EQ(gcommCommAbort(c), gcommSuccess);
+  DeviceVec buf(ramp(8, 1.0f));
+  EXPECT_EQ(gcommAllReduce(c, buf.p, buf.p, 8, gcommFloat32, gcommSum, nullptr), gcommAborted);
+  gcommStatus_t health = gcommSuccess;
+  EXPECT_EQ(gcommCommGetAsyncError(c, &health), gcommSuccess);
+  EXPECT_EQ(health, gcommAborted);
+  EXPECT_EQ(gcommCommDestroy(c), gcommSuccess);
+}
+
+TEST(CommGpu, LocalRanksOnOneGpuMatchTheHostReference) {
+  GCOMM_SKIP_WITHOUT_GPU();
+  const int n = 4;
+  const size_t count = 65539;
+  std::vector<gcommComm_t> comms(n);
+  ASSERT_EQ(gcommCommInitLocal(n, gcommCudaDevice(0), nullptr, comms.data()), gcommSuccess) << gcommGetLastError();
+  std::vector<std::unique_ptr<DeviceVec>> bufs;
+  for (int r = 0; r < n; ++r) bufs.push_back(std::make_unique<DeviceVec>(ramp(count, static_cast<float>(r))));
+  std::vector<gcommStatus_t> status(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      cudaSetDevice(0);
+      cudaStream_t s;
+      cudaStreamCreate(&s);
+      for (int it = 0; it < 3; ++it)
+        status[r] = gcommAllReduce(comms[r], bufs[r]->p, bufs[r]->p, count, gcommFloat32, gcommAvg,
+                                   reinterpret_cast<gcommStream_t>(s));
+      cudaStreamSynchronize(s);
+      cudaStreamDestroy(s);
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) ASSERT_EQ(status[r], gcommSuccess);
+  // avg of (r + i%13) over r = 1.5 + i%13, a fixed point of further averaging.
+  for (int r = 0; r < n; ++r) {
+    auto h = bufs[r]->get();
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(h[i], 1.5f + static_cast<float>(i % 13)) << r << " " << i;
+  }
+  for (auto c : comms) EXPECT_EQ(gcommCommDestroy(c), gcommSuccess);
+}
+
+}  // namespace
