@@ -1,0 +1,71 @@
+// The bucket planner: a pure function from the registered gradients to the
+// buckets the reducer packs and all-reduces, in launch order. Tested alone
+// (tests/comm/reducer) and fuzzed (tests/fuzz/bucket_plan_fuzz.cpp).
+//
+// Rules (PyTorch DDP's compute_bucket_assignment_by_size is the reference):
+//  - gradients are taken in reverse registration order (backward produces them
+//    in reverse), or in an explicit order (the observed ready order, for the
+//    rebuild after the first synced step);
+//  - one open bucket per gradient dtype; a gradient joins its dtype's bucket,
+//    which closes once its wire bytes reach the cap: first_bucket_bytes for the
+//    first bucket of each dtype (so communication starts early), bucket_cap_bytes
+//    after that; a gradient of at least the cap gets a bucket of its own;
+//  - buckets are sized by WIRE bytes (an f32 gradient sent as f16 takes half);
+//  - inside a bucket every tensor starts 16-byte aligned (vector access);
+//  - buckets launch in the order they become complete: by the position, in the
+//    order, of their last gradient. The same input gives the same plan on every
+//    rank: nothing depends on addresses or hash order.
+// Zero-element gradients are allowed: they get a place (and no bytes).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "gradcomm/gradcomm.h"
+
+namespace gradcomm::comm {
+
+struct GradSpec {
+  size_t count = 0;
+  gcommDataType_t dtype = gcommFloat32;
+};
+
+constexpr int kWireSameAsGrad = -1;
+
+struct PlanOptions {
+  size_t bucket_cap_bytes = size_t{25} << 20;
+  size_t first_bucket_bytes = size_t{1} << 20;
+  int wire_dtype = kWireSameAsGrad;  // or a gcommDataType_t
+  std::vector<size_t> order;         // empty: reverse registration order
+};
+
+struct BucketEntry {
+  size_t grad;    // index in registration order
+  size_t offset;  // element offset in the bucket's wire buffer
+};
+
+struct Bucket {
+  gcommDataType_t grad_dtype = gcommFloat32;
+  gcommDataType_t wire_dtype = gcommFloat32;
+  std::vector<BucketEntry> entries;  // in the order the gradients are expected
+  size_t elements = 0;               // wire elements, padding included
+  size_t wire_bytes() const;
+};
+
+struct BucketPlan {
+  std::vector<Bucket> buckets;  // launch order
+  std::vector<size_t> bucket_of;  // per gradient (registration order)
+};
+
+// Throws gcommInvalidArgument (invalid dtype, zero caps, an order that is not a
+// permutation, sizes that overflow).
+BucketPlan plan_buckets(const std::vector<GradSpec>& grads, const PlanOptions& options);
+
+// Throws gcommInternalError with a message if `plan` breaks a rule above.
+void check_plan_invariants(const std::vector<GradSpec>& grads, const PlanOptions& options, const BucketPlan& plan);
+
+// One line per bucket, for logs.
+std::string describe_plan(const BucketPlan& plan);
+
+}  // namespace gradcomm::comm

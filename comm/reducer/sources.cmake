@@ -1,0 +1,1 @@
+list(APPEND GRADCOMM_COMM_SOURCES reducer/bucket_plan.cpp)
