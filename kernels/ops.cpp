@@ -211,7 +211,7 @@ void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* 
     size_t need = norm_workspace_bytes(tensors, n);
     require(workspace_bytes >= need, "workspace of ", workspace_bytes, " bytes is too small: ", need,
             " needed (ask with workspace = NULL)");
-    check_scalar(workspace, target, "workspace", true);
+    check_scalar(workspace, target, "workspace", need > 0);  // an empty list needs none
     require(reinterpret_cast<uintptr_t>(workspace) % alignof(double) == 0, "workspace must be 8-byte aligned");
     DeviceGuard guard(target.device);
     cuda::l2_norm(tensors, n, global_norm, per_tensor, static_cast<double*>(workspace), target.stream);
@@ -223,6 +223,8 @@ void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* 
 void clip_by_global_norm(const gcommTensor_t* tensors, size_t n, float max_norm, float* global_norm,
                          void* workspace, size_t workspace_bytes, const Target& target) {
   require(max_norm > 0.0f && is_finite(max_norm), "max_norm must be a positive finite number, not ", max_norm);
+  // The list is validated before check_disjoint reads it (NULL list, overflowing counts).
+  check_tensors(tensors, n, target, "tensors");
   check_disjoint(tensor_ranges(tensors, n), "tensors");
   l2_norm(tensors, n, global_norm, nullptr, workspace, workspace_bytes, target);
   OpSpec spec;

@@ -14,7 +14,11 @@
 #
 # Usage (on the GPU machine, repository root; .deps/ from tools/prepare_gpu_deps.sh
 # carried along):  tools/gpu_check.sh OUT_DIR
-# Env: GRADCOMM_COMMIT (when .git is absent), GPU_CHECK_SKIP_SANITIZER=1, GPU_CHECK_JOBS.
+# Env: GRADCOMM_COMMIT (when .git is absent), GPU_CHECK_SKIP_SANITIZER=1, GPU_CHECK_JOBS,
+#      GPU_CHECK_STAGES (default "build tests sanitizer bench perf peers": run a subset
+#      to fit one device call's 10 minutes), GPU_CHECK_PREBUILT=1 (build-gpu/ was built
+#      on the development machine and carried: skip the build and make its absolute
+#      paths resolve here), BENCH_REPS.
 set -uo pipefail
 out=${1:?usage: tools/gpu_check.sh OUT_DIR}
 mkdir -p "$out"
@@ -24,9 +28,11 @@ root=$(pwd)
 build=$root/build-gpu
 jobs=${GPU_CHECK_JOBS:-$(nproc)}
 export PATH=/usr/local/cuda/bin:$PATH
+stages=" ${GPU_CHECK_STAGES:-build tests sanitizer bench perf peers} "
+want() { [[ "$stages" == *" $1 "* ]]; }
 summary=$out/summary.txt
-: >"$summary"
-note() { echo "$*" | tee -a "$summary"; }
+touch "$summary"
+note() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$summary"; }
 
 # --- environment -----------------------------------------------------------------
 nccl_dir=$(python3 -c "import importlib.util as u; s = u.find_spec('nvidia.nccl'); print(list(s.submodule_search_locations)[0] if s else '')" 2>/dev/null || true)
@@ -48,27 +54,38 @@ commit=${GRADCOMM_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
 note "gpu_check: $(head -4 "$out/env.txt" | tail -1)"
 
 # --- build -------------------------------------------------------------------------
-cfg=(-S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-90})
-[ -d "$root/.deps/googletest" ] && cfg+=(-DGRADCOMM_GTEST_SOURCE_DIR="$root/.deps/googletest")
-[ -d "$root/.deps/benchmark" ] && cfg+=(-DGRADCOMM_BENCHMARK_ROOT="$root/.deps/benchmark")
-if ! { cmake "${cfg[@]}" && cmake --build "$build" -j"$jobs"; } >"$out/build.log" 2>&1; then
-  note "BUILD FAILED (see build.log)"
-  tail -30 "$out/build.log"
-  exit 1
+if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
+  # CTest files and RUNPATHs hold the development machine's absolute build path.
+  made_in=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
+  if [ -n "$made_in" ] && [ "$made_in" != "$root" ] && [ ! -e "$made_in" ]; then
+    mkdir -p "$(dirname "$made_in")" && ln -s "$root" "$made_in"
+  fi
+  note "build: prebuilt (made in ${made_in:-?})"
+elif want build; then
+  cfg=(-S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-90})
+  [ -d "$root/.deps/googletest" ] && cfg+=(-DGRADCOMM_GTEST_SOURCE_DIR="$root/.deps/googletest")
+  [ -d "$root/.deps/benchmark" ] && cfg+=(-DGRADCOMM_BENCHMARK_ROOT="$root/.deps/benchmark")
+  if ! { cmake "${cfg[@]}" && cmake --build "$build" -j"$jobs"; } >"$out/build.log" 2>&1; then
+    note "BUILD FAILED (see build.log)"
+    tail -30 "$out/build.log"
+    exit 1
+  fi
+  note "build: ok"
 fi
-note "build: ok"
-[ -f "$root/.deps/benchmark/lib/libbenchmark.so.1debian" ] && export LD_LIBRARY_PATH=$root/.deps/benchmark/lib:$LD_LIBRARY_PATH
+[ -f "$root/.deps/benchmark/lib/libbenchmark.so.1debian" ] && export LD_LIBRARY_PATH=$root/.deps/benchmark/lib:${LD_LIBRARY_PATH:-}
 "$build/tools/gradcomm-info" >>"$out/env.txt" 2>&1
 
 # --- tests -------------------------------------------------------------------------
+want tests && {
 ctest --test-dir "$build" -j4 --output-on-failure --timeout 300 >"$out/tests.log" 2>&1
 note "tests: $(grep -E 'tests passed|tests failed' "$out/tests.log" | tail -1)"
 grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|Subprocess)" "$out/tests.log" | head -20 | tee -a "$summary"
 skipped=$(grep -c "(Skipped)" "$out/tests.log" || true)
 note "tests skipped: $skipped"
+}
 
 # --- compute-sanitizer on the GPU tests --------------------------------------------
-if [ -z "${GPU_CHECK_SKIP_SANITIZER:-}" ] && command -v compute-sanitizer >/dev/null; then
+if want sanitizer && [ -z "${GPU_CHECK_SKIP_SANITIZER:-}" ] && command -v compute-sanitizer >/dev/null; then
   : >"$out/sanitizer.log"
   for t in $(find "$build/tests" -maxdepth 3 -type f -executable -name 'gradcomm_*tests'); do
     for tool in memcheck racecheck; do
@@ -83,14 +100,14 @@ fi
 
 # --- benchmarks ----------------------------------------------------------------------
 benchdir=$(mktemp -d)
-for b in $(find "$build/bench" -maxdepth 3 -type f -executable -name 'gradcomm_*bench*' | sort); do
+want bench && for b in $(find "$build/bench" -maxdepth 3 -type f -executable -name 'gradcomm_*bench*' | sort); do
   name=$(basename "$b")
   timeout 600 "$b" --benchmark_format=console --benchmark_out="$benchdir/$name.json" \
     --benchmark_out_format=json --benchmark_repetitions=${BENCH_REPS:-5} \
     --benchmark_report_aggregates_only=true >"$benchdir/$name.txt" 2>&1
   note "bench $name: exit $?"
 done
-python3 - "$benchdir" "$out/bench.json" <<'PY'
+want bench && python3 - "$benchdir" "$out/bench.json" <<'PY'
 import glob, json, os, sys
 merged = {}
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
@@ -103,7 +120,7 @@ PY
 
 # --- gradcomm-perf -------------------------------------------------------------------
 perf=$build/tools/perf/gradcomm-perf
-if [ -x "$perf" ]; then
+if want perf && [ -x "$perf" ]; then
   {
     echo "### gradcomm-perf (defaults)"; "$perf" -J "$benchdir/perf_default.json"
     echo "### gradcomm-perf --local 4 (one GPU, 4 local ranks)"; "$perf" --local 4 -b 1M -e 256M -f 2
@@ -116,12 +133,12 @@ if [ -x "$perf" ]; then
 fi
 
 # --- peers (PyTorch, NCCL) -----------------------------------------------------------
-: >"$benchdir/peers.jsonl"
-for p in $(find "$root/bench" -name '*peer*.py' | sort); do
+: >"$benchdir/peers.jsonl"; : >"$benchdir/peers.err"
+want peers && for p in $(find "$root/bench" -name '*peer*.py' | sort); do
   timeout 900 python3 "$p" >>"$benchdir/peers.jsonl" 2>>"$benchdir/peers.err"
   note "peer $(basename "$p"): exit $?"
 done
-python3 - "$benchdir/peers.jsonl" "$benchdir/peers.err" "$out/peers.json" <<'PY'
+want peers && python3 - "$benchdir/peers.jsonl" "$benchdir/peers.err" "$out/peers.json" <<'PY'
 import json, sys
 rows = []
 for line in open(sys.argv[1]):

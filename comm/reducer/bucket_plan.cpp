@@ -1,6 +1,7 @@
 #include "comm/reducer/bucket_plan.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 
 #include "common/dtype.hpp"
@@ -14,9 +15,13 @@ gcommDataType_t wire_of(const PlanOptions& o, gcommDataType_t grad) {
 }
 
 // Elements per 16 bytes of the wire dtype: tensor offsets are multiples of it.
-size_t align_elements(gcommDataType_t wire) { return 16 / dtype_size(wire); }
+size_t align_elements(gcommDataType_t wire) {
+  return 16 / dtype_size(wire);
+}
 
-size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+size_t round_up(size_t n, size_t a) {
+  return (n + a - 1) / a * a;
+}
 
 std::vector<size_t> visit_order(size_t n, const PlanOptions& o) {
   if (o.order.empty()) {
@@ -36,7 +41,9 @@ std::vector<size_t> visit_order(size_t n, const PlanOptions& o) {
 
 }  // namespace
 
-size_t Bucket::wire_bytes() const { return elements * dtype_size(wire_dtype); }
+size_t Bucket::wire_bytes() const {
+  return elements * dtype_size(wire_dtype);
+}
 
 BucketPlan plan_buckets(const std::vector<GradSpec>& grads, const PlanOptions& o) {
   require(o.bucket_cap_bytes > 0, "bucket_cap_bytes must be > 0");
@@ -46,7 +53,8 @@ BucketPlan plan_buckets(const std::vector<GradSpec>& grads, const PlanOptions& o
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!is_valid_dtype(grads[i].dtype)) checked_dtype(grads[i].dtype, cat("gradient ", i, " dtype").c_str());
     // Padded to 16 bytes, in the larger of the two element sizes.
-    require(grads[i].count <= (SIZE_MAX / 4) - 16, "gradient ", i, ": ", grads[i].count, " elements overflow");
+    require(grads[i].count <= (SIZE_MAX / 4) - 16, "gradient ", i, ": ", grads[i].count,
+            " elements overflow");
   }
   std::vector<size_t> order = visit_order(grads.size(), o);
 
@@ -81,6 +89,9 @@ BucketPlan plan_buckets(const std::vector<GradSpec>& grads, const PlanOptions& o
     }
     Bucket& b = open[d];
     size_t offset = round_up(b.elements, align_elements(wire));
+    // With caps near SIZE_MAX a bucket's bytes could wrap; no such buffer can exist.
+    require(grads[g].count <= SIZE_MAX / dtype_size(wire) - offset, "gradient ", g, ": ", grads[g].count,
+            " elements at offset ", offset, " overflow the address space of a ", dtype_name(wire), " bucket");
     b.entries.push_back(BucketEntry{g, offset});
     b.elements = offset + grads[g].count;
     open_last_pos[d] = pos;
@@ -92,7 +103,8 @@ BucketPlan plan_buckets(const std::vector<GradSpec>& grads, const PlanOptions& o
   // Launch order: when each bucket's last gradient arrives.
   std::vector<size_t> idx(closed.size());
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return closed_last_pos[a] < closed_last_pos[b]; });
+  std::sort(idx.begin(), idx.end(),
+            [&](size_t a, size_t b) { return closed_last_pos[a] < closed_last_pos[b]; });
   for (size_t i : idx) plan.buckets.push_back(std::move(closed[i]));
   for (size_t b = 0; b < plan.buckets.size(); ++b)
     for (const BucketEntry& e : plan.buckets[b].entries) plan.bucket_of[e.grad] = b;
@@ -100,7 +112,9 @@ BucketPlan plan_buckets(const std::vector<GradSpec>& grads, const PlanOptions& o
 }
 
 void check_plan_invariants(const std::vector<GradSpec>& grads, const PlanOptions& o, const BucketPlan& plan) {
-  auto broken = [](const std::string& what) { fail(gcommInternalError, "bucket plan invariant broken: ", what); };
+  auto broken = [](const std::string& what) {
+    fail(gcommInternalError, "bucket plan invariant broken: ", what);
+  };
   std::vector<size_t> order = visit_order(grads.size(), o);
   std::vector<size_t> pos_of(grads.size());
   for (size_t p = 0; p < order.size(); ++p) pos_of[order[p]] = p;
@@ -119,13 +133,18 @@ void check_plan_invariants(const std::vector<GradSpec>& grads, const PlanOptions
       if (seen[e.grad]++) broken(cat("gradient ", e.grad, " is in two buckets"));
       if (plan.bucket_of[e.grad] != b) broken(cat("bucket_of[", e.grad, "] is wrong"));
       if (grads[e.grad].dtype != k.grad_dtype) broken(cat("bucket ", b, " mixes dtypes"));
-      if ((e.offset * dtype_size(k.wire_dtype)) % 16 != 0) broken(cat("gradient ", e.grad, " is not 16-byte aligned"));
+      if ((e.offset * dtype_size(k.wire_dtype)) % 16 != 0)
+        broken(cat("gradient ", e.grad, " is not 16-byte aligned"));
       if (e.offset < end) broken(cat("gradient ", e.grad, " overlaps the previous one in bucket ", b));
+      if (grads[e.grad].count > SIZE_MAX / dtype_size(k.wire_dtype) - e.offset)
+        broken(cat("bucket ", b, " overflows the address space"));
       end = e.offset + grads[e.grad].count;
-      if (i > 0 && pos_of[e.grad] < pos_of[k.entries[i - 1].grad]) broken(cat("bucket ", b, " is out of order"));
+      if (i > 0 && pos_of[e.grad] < pos_of[k.entries[i - 1].grad])
+        broken(cat("bucket ", b, " is out of order"));
       last = std::max(last, pos_of[e.grad]);
     }
-    if (end != k.elements) broken(cat("bucket ", b, " elements ", k.elements, " != end of its last tensor ", end));
+    if (end != k.elements)
+      broken(cat("bucket ", b, " elements ", k.elements, " != end of its last tensor ", end));
     // Below the cap before its last gradient joined, unless that one was alone.
     size_t cap = first_seen[k.grad_dtype]++ == 0 ? o.first_bucket_bytes : o.bucket_cap_bytes;
     if (k.entries.size() > 1) {

@@ -54,7 +54,7 @@ struct Bucket {
 };
 
 struct BucketPlan {
-  std::vector<Bucket> buckets;  // launch order
+  std::vector<Bucket> buckets;    // launch order
   std::vector<size_t> bucket_of;  // per gradient (registration order)
 };
 
@@ -63,7 +63,8 @@ struct BucketPlan {
 BucketPlan plan_buckets(const std::vector<GradSpec>& grads, const PlanOptions& options);
 
 // Throws gcommInternalError with a message if `plan` breaks a rule above.
-void check_plan_invariants(const std::vector<GradSpec>& grads, const PlanOptions& options, const BucketPlan& plan);
+void check_plan_invariants(const std::vector<GradSpec>& grads, const PlanOptions& options,
+                           const BucketPlan& plan);
 
 // One line per bucket, for logs.
 std::string describe_plan(const BucketPlan& plan);

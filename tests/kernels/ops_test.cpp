@@ -276,6 +276,13 @@ TEST(BadInput, ClipNeedsAPositiveFiniteMaximum) {
   gcommTensor_t t{x.data(), 4, gcommFloat32};
   float norm = 0;
   for (float m : {0.0f, -1.0f, kInf, std::nanf("")}) refused([&] { clip_by_global_norm(&t, 1, m, &norm, nullptr, 0, kHost); });
+  // The tensor list is checked before anything reads it.
+  EXPECT_NE(refused([&] { clip_by_global_norm(nullptr, 3, 1.0f, &norm, nullptr, 0, kHost); }).find("'tensors' is NULL"),
+            std::string::npos);
+  gcommTensor_t huge{x.data(), SIZE_MAX / 2, gcommFloat32};
+  EXPECT_NE(refused([&] { clip_by_global_norm(&huge, 1, 1.0f, &norm, nullptr, 0, kHost); }).find("overflow"),
+            std::string::npos);
+  EXPECT_EQ(x[0], 1.0f);
 }
 
 TEST(Empty, EmptyListsAndEmptyTensorsAreFine) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "gradcomm/gradcomm.h"
+#include "half_bits.hpp"
 #include "perf_options.hpp"
 
 namespace {
@@ -104,22 +105,34 @@ struct Buffers {
 
 // Writes value(rank, i) for i < count at dst (device or host), in the dtype.
 bool fill(const Setup& s, void* dst, int rank, size_t count, bool gpu) {
-  std::vector<float> f(count);
-  for (size_t i = 0; i < count; ++i) f[i] = value(rank, i);
-  std::vector<unsigned char> typed(count * esize(s.o.dtype) + 1);
-  if (gcommCast(f.data(), gcommFloat32, typed.data(), s.o.dtype, count, gcommHostDevice(), nullptr) != gcommSuccess)
-    return false;
-  if (gpu) return cudaMemcpy(dst, typed.data(), count * esize(s.o.dtype), cudaMemcpyHostToDevice) == cudaSuccess;
-  std::memcpy(dst, typed.data(), count * esize(s.o.dtype));
+  const size_t es = esize(s.o.dtype);
+  std::vector<unsigned char> typed(count * es + 1);
+  for (size_t i = 0; i < count; ++i) {
+    float v = value(rank, i);
+    uint16_t h = s.o.dtype == gcommFloat16 ? perf::float_to_half(v) : perf::float_to_bf16(v);
+    std::memcpy(typed.data() + i * es, s.o.dtype == gcommFloat32 ? static_cast<const void*>(&v) : &h, es);
+  }
+  if (gpu) return cudaMemcpy(dst, typed.data(), count * es, cudaMemcpyHostToDevice) == cudaSuccess;
+  std::memcpy(dst, typed.data(), count * es);
   return true;
 }
 
+// Reads count elements of the dtype at src (device or host) as floats.
 std::vector<float> fetch(const Setup& s, const void* src, size_t count, bool gpu) {
-  std::vector<unsigned char> typed(count * esize(s.o.dtype) + 1);
-  if (gpu) cudaMemcpy(typed.data(), src, count * esize(s.o.dtype), cudaMemcpyDeviceToHost);
-  else std::memcpy(typed.data(), src, count * esize(s.o.dtype));
+  const size_t es = esize(s.o.dtype);
+  std::vector<unsigned char> typed(count * es + 1);
+  if (gpu) cudaMemcpy(typed.data(), src, count * es, cudaMemcpyDeviceToHost);
+  else std::memcpy(typed.data(), src, count * es);
   std::vector<float> f(count);
-  gcommCast(typed.data(), s.o.dtype, f.data(), gcommFloat32, count, gcommHostDevice(), nullptr);
+  for (size_t i = 0; i < count; ++i) {
+    if (s.o.dtype == gcommFloat32) {
+      std::memcpy(&f[i], typed.data() + i * 4, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, typed.data() + i * 2, 2);
+      f[i] = s.o.dtype == gcommFloat16 ? perf::half_to_float(h) : perf::bf16_to_float(h);
+    }
+  }
   return f;
 }
 
@@ -195,8 +208,10 @@ void rank_main(Setup& s, int rank, const std::vector<size_t>& sizes) {
       PERF_CHECK(s, gcommBarrier(c, nullptr));
       if (rank == 0) {
         Row& row = s.rows[k];
-        row.bytes = sizes[k];
+        // Like nccl-tests, the size column is what moved: the request rounded down
+        // to whole elements (and, for all-gather / reduce-scatter, whole rank blocks).
         row.count = grouped ? count * s.nranks : count;
+        row.bytes = row.count * es;
         row.time_us[in_place] = us;
         row.algbw[in_place] = static_cast<double>(grouped ? count * s.nranks * es : count * es) / us / 1e3;
         row.busbw[in_place] = row.algbw[in_place] * bus_factor(s);

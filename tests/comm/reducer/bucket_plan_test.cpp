@@ -1,11 +1,12 @@
 // The bucket planner alone: hand-checked plans, the rebuild order, invalid
 // input, and a randomized property test (invariants + determinism).
+#include "comm/reducer/bucket_plan.hpp"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
 
-#include "comm/reducer/bucket_plan.hpp"
 #include "common/api_guard.hpp"
 
 namespace gradcomm::comm {
@@ -44,7 +45,8 @@ TEST(BucketPlan, SeparateBucketsPerDtypeWithInterleavedGradients) {
   BucketPlan p = plan_buckets(g, o);
   check_plan_invariants(g, o, p);
   ASSERT_EQ(p.buckets.size(), 2u);
-  // f16 bucket's last gradient (1) comes after the f32 bucket's (0)? order 3,2,1,0: f16 last at pos 2, f32 at 3.
+  // f16 bucket's last gradient (1) comes after the f32 bucket's (0)? order 3,2,1,0: f16 last at pos 2, f32
+  // at 3.
   EXPECT_EQ(p.buckets[0].grad_dtype, gcommFloat16);
   EXPECT_EQ(grads_of(p.buckets[0]), (std::vector<size_t>{3, 1}));
   EXPECT_EQ(grads_of(p.buckets[1]), (std::vector<size_t>{2, 0}));
@@ -128,6 +130,10 @@ TEST(BucketPlan, InvalidInputIsRefused) {
   EXPECT_NE(refused(bad, PlanOptions{}).find("gradient 0 dtype"), std::string::npos);
   std::vector<GradSpec> huge = {{SIZE_MAX / 2, gcommFloat32}};
   EXPECT_NE(refused(huge, PlanOptions{}).find("overflow"), std::string::npos);
+  // Each gradient fits alone, but with caps of SIZE_MAX they would share one bucket
+  // whose byte count wraps.
+  std::vector<GradSpec> big(3, GradSpec{SIZE_MAX / 4 - 100, gcommFloat32});
+  EXPECT_NE(refused(big, caps(SIZE_MAX, SIZE_MAX)).find("gradient 1: "), std::string::npos);
 }
 
 TEST(BucketPlan, RandomListsKeepEveryInvariantAndAreDeterministic) {
