@@ -38,6 +38,19 @@ const GpuProbe& probe() {
 
 using PrimaryCtxGetState = CUresult (*)(CUdevice, unsigned int*, int*);
 using DeviceGet = CUresult (*)(CUdevice*, int);
+using PointerGetAttributes = CUresult (*)(unsigned int, CUpointer_attribute*, void**, CUdeviceptr);
+
+// A driver entry point through the runtime (no link against libcuda); nullptr if absent.
+void* driver_entry(const char* name) noexcept {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return f;
+}
 }  // namespace
 
 int cuda_device_count() noexcept {
@@ -87,6 +100,43 @@ PointerInfo pointer_info(const void* ptr) noexcept {
   return info;
 }
 
+PointerRange pointer_range(const void* ptr) noexcept {
+  PointerRange r;
+  if (ptr == nullptr || !gpu_available()) return r;
+  static const auto get = reinterpret_cast<PointerGetAttributes>(driver_entry("cuPointerGetAttributes"));
+  unsigned int type = 0;
+  unsigned int managed = 0;
+  int ordinal = -1;
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  void* data[] = {&type, &managed, &ordinal, &start, &size};
+  if (get == nullptr || get(5, attrs, data, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS || type == 0) {
+    // Unknown to the driver (pageable host memory) or no driver entry: the runtime's answer, no range.
+    r.info = pointer_info(ptr);
+    return r;
+  }
+  if (managed != 0) {
+    r.info.kind = MemoryKind::kManaged;
+  } else if (type == CU_MEMORYTYPE_DEVICE) {
+    r.info.kind = MemoryKind::kDevice;
+  } else if (type == CU_MEMORYTYPE_HOST) {
+    r.info.kind = MemoryKind::kPinnedHost;
+  } else {
+    r.info = pointer_info(ptr);
+    return r;
+  }
+  r.info.device = ordinal;
+  uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+  if (size > 0 && start <= p && p - start < size) {
+    r.begin = static_cast<uintptr_t>(start);
+    r.end = r.begin + size;
+  }
+  return r;
+}
+
 const char* memory_kind_name(MemoryKind kind) noexcept {
   switch (kind) {
     case MemoryKind::kHost: return "host memory";
@@ -98,24 +148,8 @@ const char* memory_kind_name(MemoryKind kind) noexcept {
 }
 
 bool primary_context_active(int ordinal) noexcept {
-  static PrimaryCtxGetState get_state = nullptr;
-  static DeviceGet device_get = nullptr;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    cudaDriverEntryPointQueryResult q1{}, q2{};
-    void* f1 = nullptr;
-    void* f2 = nullptr;
-    if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &f1, 12000, cudaEnableDefault, &q1) ==
-            cudaSuccess &&
-        q1 == cudaDriverEntryPointSuccess &&
-        cudaGetDriverEntryPointByVersion("cuDeviceGet", &f2, 12000, cudaEnableDefault, &q2) == cudaSuccess &&
-        q2 == cudaDriverEntryPointSuccess) {
-      get_state = reinterpret_cast<PrimaryCtxGetState>(f1);
-      device_get = reinterpret_cast<DeviceGet>(f2);
-    } else {
-      (void)cudaGetLastError();
-    }
-  });
+  static const auto get_state = reinterpret_cast<PrimaryCtxGetState>(driver_entry("cuDevicePrimaryCtxGetState"));
+  static const auto device_get = reinterpret_cast<DeviceGet>(driver_entry("cuDeviceGet"));
   if (get_state == nullptr || device_get == nullptr) return false;
   CUdevice dev{};
   if (device_get(&dev, ordinal) != CUDA_SUCCESS) return false;

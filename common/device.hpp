@@ -2,6 +2,7 @@
 // switches to an object's device and restores the caller's.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "gradcomm/gradcomm.h"
@@ -28,6 +29,18 @@ struct PointerInfo {
   int device = -1;  // CUDA ordinal for kDevice / kManaged / kPinnedHost (if known)
 };
 PointerInfo pointer_info(const void* ptr) noexcept;
+
+// pointer_info plus the bounds of the allocation holding `ptr`, so that a list of
+// tensors inside one allocation costs one driver query, not one per tensor (a
+// query costs about 0.5 us: 5000 tensors would add 2.4 ms to every call).
+// begin == end when the driver cannot tell (pageable host memory, no GPU).
+struct PointerRange {
+  PointerInfo info;
+  uintptr_t begin = 0;
+  uintptr_t end = 0;
+  bool contains(uintptr_t p) const { return begin < end && p >= begin && p < end; }
+};
+PointerRange pointer_range(const void* ptr) noexcept;
 const char* memory_kind_name(MemoryKind kind) noexcept;
 
 // True if the primary context of CUDA device `ordinal` exists (so switching to

@@ -74,6 +74,9 @@ TEST(Device, HostPointersAreHostMemory) {
   EXPECT_EQ(info.kind, MemoryKind::kHost);
   EXPECT_EQ(info.device, -1);
   EXPECT_EQ(pointer_info(nullptr).kind, MemoryKind::kHost);
+  PointerRange r = pointer_range(&x);
+  EXPECT_EQ(r.info.kind, MemoryKind::kHost);
+  EXPECT_FALSE(r.contains(reinterpret_cast<uintptr_t>(&x)));  // no range for pageable memory
 }
 
 TEST(DeviceGpu, DevicePointersAreDeviceMemory) {
@@ -83,6 +86,25 @@ TEST(DeviceGpu, DevicePointersAreDeviceMemory) {
   PointerInfo info = pointer_info(p);
   EXPECT_EQ(info.kind, MemoryKind::kDevice);
   EXPECT_EQ(info.device, 0);
+  cudaFree(p);
+}
+
+TEST(DeviceGpu, PointerRangeCoversTheWholeAllocation) {
+  GCOMM_SKIP_WITHOUT_GPU();
+  char* p = nullptr;
+  char* pinned = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&p), 1 << 20), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), 4096), cudaSuccess);
+  PointerRange r = pointer_range(p + 12345);
+  EXPECT_EQ(r.info.kind, MemoryKind::kDevice);
+  EXPECT_EQ(r.info.device, 0);
+  EXPECT_TRUE(r.contains(reinterpret_cast<uintptr_t>(p)));
+  EXPECT_TRUE(r.contains(reinterpret_cast<uintptr_t>(p) + (1 << 20) - 1));
+  EXPECT_FALSE(r.contains(reinterpret_cast<uintptr_t>(p) + (1 << 20)));
+  PointerRange h = pointer_range(pinned + 8);
+  EXPECT_EQ(h.info.kind, MemoryKind::kPinnedHost);
+  EXPECT_EQ(h.info.kind, pointer_info(pinned).kind);
+  cudaFreeHost(pinned);
   cudaFree(p);
 }
 }  // namespace

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "common/error.hpp"
 #include "kernels/grad_scaler.hpp"
 #include "kernels/ops.hpp"
 #include "reference.hpp"
@@ -86,6 +88,41 @@ TEST_F(KernelsGpu, UnscaleMatchesHostTwin) {
         expect_same_bytes(g.fetch(), h);
         EXPECT_EQ(gfound.get(), hfound) << "dtype " << d << " n " << n;
       }
+}
+
+// Locations are checked once per allocation: a host tensor between device tensors
+// of one allocation, device memory given to a host call, and pinned host memory
+// given to a CUDA call are all refused, naming the offending element.
+TEST_F(KernelsGpu, TensorsInTheWrongMemoryAreRefusedByIndex) {
+  float* slab = nullptr;
+  float* pinned = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&slab), 4096 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), 64 * sizeof(float)), cudaSuccess);
+  std::vector<float> pageable(64, 1.0f);
+  DeviceFloat inv(1.0f), found(0.0f);
+  std::vector<gcommTensor_t> ts;
+  for (int k = 0; k < 8; ++k) ts.push_back(gcommTensor_t{slab + k * 512, 512, gcommFloat32});
+  EXPECT_NO_THROW(unscale_and_check(ts.data(), ts.size(), inv.p, found.p, gpu));
+
+  auto expect_refused = [&](const std::vector<gcommTensor_t>& list, const Target& t, const char* needle) {
+    try {
+      unscale_and_check(list.data(), list.size(), t.cuda() ? inv.p : &pageable[0], nullptr, t);
+      ADD_FAILURE() << "accepted; expected a message with '" << needle << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), gcommInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  std::vector<gcommTensor_t> with_pageable = ts;
+  with_pageable.insert(with_pageable.begin() + 3, gcommTensor_t{pageable.data(), 64, gcommFloat32});
+  expect_refused(with_pageable, gpu, "grads[3] is host memory");
+  std::vector<gcommTensor_t> with_pinned = ts;
+  with_pinned.push_back(gcommTensor_t{pinned, 64, gcommFloat32});
+  expect_refused(with_pinned, gpu, "grads[8] is pinned host memory");
+  std::vector<gcommTensor_t> device_on_host = {gcommTensor_t{pageable.data(), 64, gcommFloat32}, ts[5]};
+  expect_refused(device_on_host, host, "grads[1] is device memory of cuda:0");
+  cudaFreeHost(pinned);
+  cudaFree(slab);
 }
 
 TEST_F(KernelsGpu, PackAndUnpackMatchHostTwinOnManyTensors) {
