@@ -1,4 +1,5 @@
 // C API of the communicators (include/gradcomm/comm.h).
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -16,6 +17,7 @@ using namespace gradcomm::comm;
 
 struct gcommComm {
   Communicator comm;
+  std::atomic<int> users{0};  // reducers built on it; destroy refuses while any is alive
   gcommComm(std::unique_ptr<Transport> t, double timeout_s) : comm(std::move(t), timeout_s) {}
 };
 
@@ -73,7 +75,13 @@ GCOMM_API gcommStatus_t gcommCommInitLocal(int nranks, gcommDevice_t device, con
 }
 
 GCOMM_API gcommStatus_t gcommCommDestroy(gcommComm_t comm) {
-  return GCOMM_API_CALL({ delete comms().remove(comm); });
+  return GCOMM_API_CALL({
+    int users = comms().get(comm)->users.load();
+    if (users > 0)
+      fail(gcommInvalidState, "the communicator is used by ", users,
+           " reducer(s); destroy them first (gcommReducerDestroy)");
+    delete comms().remove(comm);
+  });
 }
 
 GCOMM_API gcommStatus_t gcommCommAbort(gcommComm_t comm) {
@@ -234,3 +242,18 @@ GCOMM_API gcommStatus_t gcommCommInitAll(int ndev, const int* devices, gcommComm
 }
 
 }  // extern "C"
+
+// The reducer's C API (comm/api/reducer_api.cpp) takes communicators by handle.
+namespace gradcomm::comm {
+Communicator& acquire_communicator(gcommComm_t handle) {
+  gcommComm* c = comms().get(handle);
+  ++c->users;
+  return c->comm;
+}
+void release_communicator(gcommComm_t handle) noexcept {
+  try {
+    if (comms().contains(handle)) --comms().get(handle)->users;
+  } catch (...) {
+  }
+}
+}  // namespace gradcomm::comm

@@ -200,5 +200,6 @@ GCOMM_API gcommStatus_t gcommSetLogConfig(const gcommLogConfig_t* config);
 #include "gradcomm/memory.h"
 #include "gradcomm/comm.h"
 #include "gradcomm/kernels.h"
+#include "gradcomm/reducer.h"
 
 #endif /* GRADCOMM_GRADCOMM_H */

@@ -1,4 +1,6 @@
 // C API of the kernels layer: standalone kernels and the grad scaler.
+#include <atomic>
+
 #include "common/api_guard.hpp"
 #include "common/config.hpp"
 #include "common/handle_registry.hpp"
@@ -11,6 +13,7 @@ using namespace gradcomm::kernels;
 
 struct gcommGradScaler {
   GradScaler scaler;
+  std::atomic<int> users{0};  // reducers using it; destroy refuses while any is alive
   gcommGradScaler(gcommDevice_t device, const gcommGradScalerConfig_t& config) : scaler(device, config) {}
 };
 
@@ -87,7 +90,12 @@ GCOMM_API gcommStatus_t gcommGradScalerCreate(gcommDevice_t device, const gcommG
 }
 
 GCOMM_API gcommStatus_t gcommGradScalerDestroy(gcommGradScaler_t scaler) {
-  return GCOMM_API_CALL({ delete scalers().remove(scaler); });
+  return GCOMM_API_CALL({
+    int users = scalers().get(scaler)->users.load();
+    if (users > 0)
+      fail(gcommInvalidState, "the scaler is used by ", users, " reducer(s); destroy them first (gcommReducerDestroy)");
+    delete scalers().remove(scaler);
+  });
 }
 
 GCOMM_API gcommStatus_t gcommGradScalerUnscale(gcommGradScaler_t scaler, const gcommTensor_t* grads,
@@ -133,3 +141,18 @@ GCOMM_API gcommStatus_t gcommGradScalerGetSkipped(gcommGradScaler_t scaler, gcom
 }
 
 }  // extern "C"
+
+// The reducer's C API (comm/api/reducer_api.cpp) takes scalers by handle.
+namespace gradcomm::kernels {
+GradScaler& acquire_grad_scaler(gcommGradScaler_t handle) {
+  gcommGradScaler* s = scalers().get(handle);
+  ++s->users;
+  return s->scaler;
+}
+void release_grad_scaler(gcommGradScaler_t handle) noexcept {
+  try {
+    if (scalers().contains(handle)) --scalers().get(handle)->users;
+  } catch (...) {
+  }
+}
+}  // namespace gradcomm::kernels

@@ -2,3 +2,9 @@ gradcomm_add_test(gradcomm_bucket_plan_tests
   SOURCES reducer/bucket_plan_test.cpp
   LIBS gradcomm_comm
   LABELS comm)
+if(TARGET gradcomm_kernels AND TARGET gradcomm_memory)
+  gradcomm_add_test(gradcomm_reducer_tests
+    SOURCES reducer/reducer_test.cpp reducer/reducer_errors_test.cpp
+    LIBS gradcomm::gradcomm gradcomm_common
+    LABELS comm)
+endif()

@@ -1,0 +1,125 @@
+// C API of the reducer (include/gradcomm/reducer.h).
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "comm/api/handles.hpp"
+#include "comm/reducer/reducer.hpp"
+#include "common/api_guard.hpp"
+#include "common/config.hpp"
+#include "common/handle_registry.hpp"
+
+using namespace gradcomm;
+using namespace gradcomm::comm;
+
+// Holds the communicator and scaler handles it uses (counted, so they cannot be
+// destroyed under it) and refuses calls once either was aborted or is gone.
+struct gcommReducer {
+  gcommComm_t comm_handle;
+  gcommGradScaler_t scaler_handle;
+  std::unique_ptr<Reducer> reducer;
+  ~gcommReducer() {
+    reducer.reset();
+    release_communicator(comm_handle);
+    if (scaler_handle != nullptr) kernels::release_grad_scaler(scaler_handle);
+  }
+};
+
+namespace {
+
+HandleRegistry<gcommReducer>& reducers() {
+  static HandleRegistry<gcommReducer> registry("gcommReducer_t");
+  return registry;
+}
+
+Reducer& reducer_of(gcommReducer_t handle) { return *reducers().get(handle)->reducer; }
+
+}  // namespace
+
+extern "C" {
+
+GCOMM_API gcommStatus_t gcommReducerCreate(gcommComm_t comm, const gcommTensor_t* grads, size_t num_grads,
+                                           const gcommReducerConfig_t* config, gcommReducer_t* reducer) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(reducer);
+    const gcommReducerConfig_t defaults = GCOMM_REDUCER_CONFIG_INITIALIZER;
+    gcommReducerConfig_t c = read_config(config, defaults, "gcommReducerConfig_t");
+    ReducerOptions options = reducer_options_from(c);
+    auto made = std::make_unique<gcommReducer>();
+    made->comm_handle = nullptr;
+    made->scaler_handle = nullptr;
+    // Acquire in an order that the destructor undoes whatever fails later.
+    Communicator& communicator = acquire_communicator(comm);
+    made->comm_handle = comm;
+    kernels::GradScaler* scaler = nullptr;
+    if (c.scaler != nullptr) {
+      scaler = &kernels::acquire_grad_scaler(c.scaler);
+      made->scaler_handle = c.scaler;
+    }
+    made->reducer = std::make_unique<Reducer>(communicator, grads, num_grads, options, scaler);
+    reducers().add(made.get());
+    *reducer = made.release();
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerDestroy(gcommReducer_t reducer) {
+  return GCOMM_API_CALL({ delete reducers().remove(reducer); });
+}
+
+GCOMM_API gcommStatus_t gcommReducerBeginStep(gcommReducer_t reducer, int sync) {
+  return GCOMM_API_CALL({
+    require(sync == 0 || sync == 1, "sync must be 0 or 1, not ", sync);
+    reducer_of(reducer).begin_step(sync == 1);
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerMarkReady(gcommReducer_t reducer, size_t index, gcommStream_t stream) {
+  return GCOMM_API_CALL({ reducer_of(reducer).mark_ready(index, stream); });
+}
+
+GCOMM_API gcommStatus_t gcommReducerFinalize(gcommReducer_t reducer, gcommStream_t stream, int* skip_step) {
+  return GCOMM_API_CALL({
+    Reducer& r = reducer_of(reducer);
+    r.finalize(stream);
+    if (skip_step != nullptr) *skip_step = r.read_found_inf(stream) ? 1 : 0;
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerFoundInf(gcommReducer_t reducer, const float** device_flag) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(device_flag);
+    *device_flag = reducer_of(reducer).found_inf_flag();
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerGradData(gcommReducer_t reducer, size_t index, void** data) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(data);
+    *data = reducer_of(reducer).grad_data(index);
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerSetGradData(gcommReducer_t reducer, size_t index, void* data) {
+  return GCOMM_API_CALL({ reducer_of(reducer).set_grad_data(index, data); });
+}
+
+GCOMM_API gcommStatus_t gcommReducerGetStats(gcommReducer_t reducer, gcommReducerStats_t* stats) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(stats);
+    *stats = reducer_of(reducer).stats();
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerDescribe(gcommReducer_t reducer, char* buf, size_t capacity, size_t* needed) {
+  return GCOMM_API_CALL({
+    require(buf != nullptr || capacity == 0, "buf is NULL but capacity is ", capacity);
+    std::string text = reducer_of(reducer).describe();
+    if (needed != nullptr) *needed = text.size() + 1;
+    if (capacity == 0) return;
+    size_t n = std::min(text.size(), capacity - 1);
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,428 @@
+#include "comm/reducer/reducer.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/cuda_check.hpp"
+#include "common/device.hpp"
+#include "common/dtype.hpp"
+#include "common/log.hpp"
+#include "kernels/ops.hpp"
+
+namespace gradcomm::comm {
+
+namespace {
+
+// Buckets start 256-byte aligned in the wire buffer: every dtype's element
+// offsets stay exact and vector access stays aligned.
+constexpr size_t kBucketAlign = 256;
+// The plan broadcast sends gradient indices as floats, exact below 2^24.
+constexpr size_t kMaxGrads = size_t{1} << 24;
+
+size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+// Fills `bytes` at `ptr` with zeros, in order on `stream` (or now, on the host).
+void zero(void* ptr, size_t bytes, const gcommDevice_t& device, gcommStream_t stream) {
+  if (bytes == 0) return;
+  if (device.kind == gcommDeviceHost) {
+    std::memset(ptr, 0, bytes);
+    return;
+  }
+  DeviceGuard guard(device);
+  GCOMM_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, static_cast<cudaStream_t>(stream)));
+}
+
+// Copies bytes host -> target memory or back, in order on `stream`.
+void copy(void* dst, const void* src, size_t bytes, const gcommDevice_t& device, gcommStream_t stream,
+          cudaMemcpyKind kind) {
+  if (device.kind == gcommDeviceHost) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  DeviceGuard guard(device);
+  GCOMM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, static_cast<cudaStream_t>(stream)));
+}
+
+std::string list_indices(const std::vector<size_t>& v, size_t limit = 20) {
+  std::string s;
+  for (size_t k = 0; k < v.size() && k < limit; ++k) s += (k ? ", " : "") + std::to_string(v[k]);
+  if (v.size() > limit) s += cat(", ... (", v.size() - limit, " more)");
+  return s;
+}
+
+bool same_plan(const BucketPlan& a, const BucketPlan& b) {
+  if (a.buckets.size() != b.buckets.size()) return false;
+  for (size_t k = 0; k < a.buckets.size(); ++k) {
+    const Bucket& x = a.buckets[k];
+    const Bucket& y = b.buckets[k];
+    if (x.elements != y.elements || x.wire_dtype != y.wire_dtype || x.entries.size() != y.entries.size()) return false;
+    for (size_t e = 0; e < x.entries.size(); ++e)
+      if (x.entries[e].grad != y.entries[e].grad || x.entries[e].offset != y.entries[e].offset) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ReducerOptions reducer_options_from(const gcommReducerConfig_t& c) {
+  ReducerOptions o;
+  require(c.bucket_cap_bytes > 0, "bucket_cap_bytes must be > 0");
+  require(c.first_bucket_bytes > 0, "first_bucket_bytes must be > 0");
+  require(c.wire_dtype == GCOMM_WIRE_SAME_AS_GRAD || is_valid_dtype(static_cast<gcommDataType_t>(c.wire_dtype)),
+          "wire_dtype ", c.wire_dtype, " is neither GCOMM_WIRE_SAME_AS_GRAD (-1) nor a gcommDataType_t");
+  require(c.grad_as_bucket_view == 0 || c.grad_as_bucket_view == 1, "grad_as_bucket_view must be 0 or 1, not ",
+          c.grad_as_bucket_view);
+  require(c.average == 0 || c.average == 1, "average must be 0 or 1, not ", c.average);
+  require(c.unused_grads == gcommUnusedError || c.unused_grads == gcommUnusedAsZero, "unused_grads ",
+          c.unused_grads, " is not a gcommUnusedGrads_t (gcommUnusedError, gcommUnusedAsZero)");
+  require(c.rebuild_buckets == 0 || c.rebuild_buckets == 1, "rebuild_buckets must be 0 or 1, not ",
+          c.rebuild_buckets);
+  require(c.reserved_v1 == 0, "reserved_v1 must be 0");
+  o.bucket_cap_bytes = c.bucket_cap_bytes;
+  o.first_bucket_bytes = c.first_bucket_bytes;
+  o.wire_dtype = c.wire_dtype;
+  o.grad_as_bucket_view = c.grad_as_bucket_view == 1;
+  o.average = c.average == 1;
+  o.unused_as_zero = c.unused_grads == gcommUnusedAsZero;
+  o.rebuild_buckets = c.rebuild_buckets == 1;
+  return o;
+}
+
+Reducer::Reducer(Communicator& comm, const gcommTensor_t* grads, size_t n, const ReducerOptions& options,
+                 kernels::GradScaler* scaler)
+    : comm_(comm),
+      scaler_(scaler),
+      options_(options),
+      device_(comm.device()),
+      side_(comm.device()),
+      rebuild_pending_(options.rebuild_buckets && !options.grad_as_bucket_view) {
+  require(grads != nullptr || n == 0, "argument 'grads' is NULL but num_grads is ", n);
+  require(n > 0, "a reducer needs at least one gradient (num_grads is 0)");
+  require(n <= kMaxGrads, "num_grads ", n, " is above the limit of ", kMaxGrads);
+  if (scaler_ != nullptr)
+    require(scaler_->device().kind == device_.kind && scaler_->device().ordinal == device_.ordinal,
+            "the scaler is on ", describe_device(scaler_->device()), " but the communicator is on ",
+            describe_device(device_));
+  for (size_t i = 0; i < n; ++i) {
+    const gcommTensor_t& g = grads[i];
+    checked_dtype(g.dtype, cat("grads[", i, "].dtype").c_str());
+    checked_bytes(g.count, g.dtype, cat("grads[", i, "]").c_str());
+    if (options_.grad_as_bucket_view) {
+      require(g.data == nullptr, "grads[", i, "].data must be NULL with grad_as_bucket_view (gradcomm allocates it)");
+      require(options_.wire_dtype == kWireSameAsGrad || options_.wire_dtype == g.dtype,
+              "grad_as_bucket_view needs the wire dtype to be the gradients' dtype (grads[", i, "] is ",
+              dtype_name(g.dtype), ")");
+    } else {
+      require(g.data != nullptr || g.count == 0, "grads[", i, "] has ", g.count, " elements but its data is NULL");
+      if (g.count > 0) check_grad_location(g.data, i);
+    }
+    grads_.push_back(g);
+    specs_.push_back(GradSpec{g.count, g.dtype});
+  }
+  allocator_ = memory::make_caching_allocator(device_, gcommMemoryDefault, memory::AllocatorOptions{});
+  flags_ = static_cast<float*>(allocator_->allocate(2 * sizeof(float), side_.stream()));
+  const float init[2] = {0.0f, 1.0f};
+  copy(flags_, init, sizeof init, device_, side_.stream(), cudaMemcpyHostToDevice);
+  PlanOptions po;
+  po.bucket_cap_bytes = options_.bucket_cap_bytes;
+  po.first_bucket_bytes = options_.first_bucket_bytes;
+  po.wire_dtype = options_.wire_dtype;
+  build_wire(plan_buckets(specs_, po));
+  side_.synchronize();  // the flags and the zeroed buffers are in place before the first step
+  marked_.assign(n, 0);
+  GCOMM_INFO("reducer on ", describe_device(device_), ": ", n, " gradients, ", plan_.buckets.size(), " buckets\n",
+              describe_plan(plan_));
+}
+
+Reducer::~Reducer() {
+  try {
+    side_.synchronize();
+    if (wire_ != nullptr) allocator_->deallocate(wire_, side_.stream());
+    if (flags_ != nullptr) allocator_->deallocate(flags_, side_.stream());
+  } catch (const std::exception& e) {
+    GCOMM_WARN("reducer destroy: ", e.what());
+  }
+}
+
+void Reducer::check_grad_location(const void* data, size_t index) const {
+  PointerInfo info = pointer_info(data);
+  if (device_.kind == gcommDeviceCuda)
+    require((info.kind == MemoryKind::kDevice && info.device == device_.ordinal) || info.kind == MemoryKind::kManaged,
+            "grads[", index, "] is ", memory_kind_name(info.kind), " but the communicator is on ",
+            describe_device(device_), " and needs device memory of that GPU");
+  else
+    require(info.kind != MemoryKind::kDevice, "grads[", index, "] is device memory of cuda:", info.device,
+            " but the communicator is on the host");
+}
+
+// Lays the plan's buckets out in one allocation (bucket b at bucket_offset_[b])
+// and, with views, points the gradients into it. The old buffer is freed in
+// order on the side stream, after the last epilogue that read it.
+void Reducer::build_wire(const BucketPlan& plan) {
+  std::vector<size_t> offsets(plan.buckets.size());
+  size_t total = 0, payload = 0;
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    offsets[b] = total;
+    size_t bytes = plan.buckets[b].wire_bytes();
+    payload += bytes;
+    require(bytes <= SIZE_MAX - total - kBucketAlign, "the buckets' total size overflows");
+    total = align_up(total + bytes, kBucketAlign);
+  }
+  void* wire = total > 0 ? allocator_->allocate(total, side_.stream()) : nullptr;
+  // Padding is reduced with the payload: zeros keep it finite and initialized.
+  zero(wire, total, device_, side_.stream());
+  if (wire_ != nullptr) {
+    side_.wait_for_marked();
+    allocator_->deallocate(wire_, side_.stream());
+  }
+  wire_ = wire;
+  wire_bytes_ = total;
+  wire_payload_bytes_ = payload;
+  bucket_offset_ = std::move(offsets);
+  plan_ = plan;
+  remaining_.assign(plan_.buckets.size(), 0);
+  bucket_streams_.assign(plan_.buckets.size(), {});
+  if (options_.grad_as_bucket_view)
+    for (size_t b = 0; b < plan_.buckets.size(); ++b)
+      for (const BucketEntry& e : plan_.buckets[b].entries)
+        grads_[e.grad].data =
+            grads_[e.grad].count > 0 ? static_cast<char*>(wire_at(b)) + e.offset * dtype_size(grads_[e.grad].dtype)
+                                     : nullptr;
+}
+
+void* Reducer::wire_at(size_t bucket) const { return static_cast<char*>(wire_) + bucket_offset_[bucket]; }
+
+void Reducer::check_index(size_t index) const {
+  require(index < grads_.size(), "gradient index ", index, " is out of range (", grads_.size(),
+          " gradients registered)");
+}
+
+void Reducer::begin_step(bool sync) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (phase_ != Phase::kIdle)
+    fail(gcommInvalidState, "a step is already in progress: call gcommReducerFinalize before beginning another");
+  std::fill(marked_.begin(), marked_.end(), 0);
+  marked_count_ = 0;
+  next_bucket_ = 0;
+  for (size_t b = 0; b < plan_.buckets.size(); ++b) {
+    remaining_[b] = plan_.buckets[b].entries.size();
+    bucket_streams_[b].clear();
+  }
+  ready_order_.clear();
+  phase_ = sync ? Phase::kSynced : Phase::kAccumulating;
+}
+
+void Reducer::mark_ready(size_t index, gcommStream_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (phase_ == Phase::kIdle)
+    fail(gcommInvalidState, "gradient ", index, " was marked ready outside a step: call gcommReducerBeginStep first");
+  check_index(index);
+  if (marked_[index])
+    fail(gcommInvalidState, "gradient ", index, " was already marked ready in this step");
+  marked_[index] = 1;
+  ++marked_count_;
+  if (phase_ == Phase::kAccumulating) return;
+  if (rebuild_pending_) ready_order_.push_back(index);
+  size_t b = plan_.bucket_of[index];
+  auto& streams = bucket_streams_[b];
+  if (std::find(streams.begin(), streams.end(), stream) == streams.end()) streams.push_back(stream);
+  --remaining_[b];
+  launch_ready_buckets();
+}
+
+// Buckets launch strictly in plan order: bucket k waits for buckets 0..k-1 even
+// if it completes first, so every rank issues the same collectives in the same order.
+void Reducer::launch_ready_buckets() {
+  while (next_bucket_ < plan_.buckets.size() && remaining_[next_bucket_] == 0) launch_bucket(next_bucket_++);
+}
+
+void Reducer::launch_bucket(size_t b) {
+  const Bucket& bucket = plan_.buckets[b];
+  void* wire = wire_at(b);
+  side_.wait_for_marked();  // the previous epilogue has read this buffer
+  for (gcommStream_t s : bucket_streams_[b]) side_.wait_for(s);
+  const float world = static_cast<float>(comm_.size());
+  bool complete = remaining_[b] == 0;
+  if (!options_.grad_as_bucket_view) {
+    // One launch packs the bucket, casting to the wire dtype and dividing by the
+    // world size first, so an f16 sum cannot overflow.
+    std::vector<gcommTensor_t> src;
+    std::vector<size_t> offsets;
+    src.reserve(bucket.entries.size());
+    offsets.reserve(bucket.entries.size());
+    for (const BucketEntry& e : bucket.entries)
+      if (marked_[e.grad]) {
+        src.push_back(grads_[e.grad]);
+        offsets.push_back(e.offset);
+      }
+    if (!complete) zero(wire, bucket.wire_bytes(), device_, side_.stream());
+    kernels::pack(src.data(), src.size(), offsets.data(), wire, bucket.wire_dtype,
+                  options_.average ? 1.0f / world : 1.0f, nullptr, side_target());
+  } else if (!complete) {
+    for (const BucketEntry& e : bucket.entries)
+      if (!marked_[e.grad])
+        zero(grads_[e.grad].data, grads_[e.grad].count * dtype_size(grads_[e.grad].dtype), device_, side_.stream());
+  }
+  CollectiveArgs a;
+  a.op = Collective::kAllReduce;
+  a.send = wire;
+  a.recv = wire;
+  a.count = bucket.elements;
+  a.dtype = bucket.wire_dtype;
+  // Views are not packed, so the transport averages (NCCL's ncclAvg divides before summing).
+  a.redop = options_.grad_as_bucket_view && options_.average ? gcommAvg : gcommSum;
+  a.stream = side_.stream();
+  comm_.collective(a);
+  ++stats_.buckets_launched;
+}
+
+std::vector<size_t> Reducer::unmarked() const {
+  std::vector<size_t> v;
+  for (size_t i = grads_.size(); i-- > 0;)
+    if (!marked_[i]) v.push_back(i);
+  std::reverse(v.begin(), v.end());
+  return v;
+}
+
+void Reducer::finalize(gcommStream_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (phase_ == Phase::kIdle) fail(gcommInvalidState, "finalize without a step: call gcommReducerBeginStep first");
+  if (phase_ == Phase::kAccumulating) {
+    phase_ = Phase::kIdle;
+    ++stats_.accumulation_steps;
+    return;
+  }
+  phase_ = Phase::kIdle;  // whatever happens below, the next step can begin
+  std::vector<size_t> missing = unmarked();
+  // Missing gradients send zeros: the collectives complete on every rank.
+  while (next_bucket_ < plan_.buckets.size()) launch_bucket(next_bucket_++);
+  if (!missing.empty() && !options_.unused_as_zero) {
+    maybe_rebuild(missing);  // every rank rebuilds at the same step
+    fail(gcommInvalidState, missing.size(), " of ", grads_.size(), " gradients were never marked ready in this step: ",
+         list_indices(missing),
+         ". Their buckets were sent with zeros so the other ranks do not hang; the gradients were not updated. "
+         "Mark every gradient ready, or set unused_grads = gcommUnusedAsZero.");
+  }
+  side_.make_wait(stream);
+  epilogue(stream);
+  side_.mark(stream);
+  ++stats_.synced_steps;
+  maybe_rebuild(missing);
+}
+
+// Unpack (cast back, times 1/loss_scale) and the Inf/NaN flag, on the caller's
+// stream: one unpack per wire dtype covers every bucket, since the element
+// offsets are taken from the start of the one wire buffer.
+void Reducer::epilogue(gcommStream_t stream) {
+  kernels::Target t{device_, stream};
+  zero(flags_, sizeof(float), device_, stream);
+  const float* inv_scale = scaler_ != nullptr ? &scaler_->state()->inv_scale : nullptr;
+  if (options_.grad_as_bucket_view) {
+    kernels::unscale_and_check(grads_.data(), grads_.size(), inv_scale != nullptr ? inv_scale : flags_ + 1, flags_, t);
+  } else {
+    for (int d = 0; d < gcommNumDataTypes; ++d) {
+      auto wire_dtype = static_cast<gcommDataType_t>(d);
+      std::vector<gcommTensor_t> dst;
+      std::vector<size_t> offsets;
+      for (size_t b = 0; b < plan_.buckets.size(); ++b) {
+        if (plan_.buckets[b].wire_dtype != wire_dtype) continue;
+        size_t base = bucket_offset_[b] / dtype_size(wire_dtype);
+        for (const BucketEntry& e : plan_.buckets[b].entries) {
+          dst.push_back(grads_[e.grad]);
+          offsets.push_back(base + e.offset);
+        }
+      }
+      if (!dst.empty())
+        kernels::unpack(wire_, wire_dtype, offsets.data(), dst.data(), dst.size(), 1.0f, inv_scale, false, flags_, t);
+    }
+  }
+  if (scaler_ != nullptr) {
+    // The scaler's rule reads its own found-inf field.
+    copy(&scaler_->state()->found_inf, flags_, sizeof(float), device_, stream, cudaMemcpyDeviceToDevice);
+    scaler_->update(stream);
+  }
+}
+
+// After the first synced step: every rank adopts rank 0's ready order (the
+// gradients it never saw come last), and the plan is rebuilt if it changes.
+void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
+  if (!rebuild_pending_) return;
+  rebuild_pending_ = false;
+  size_t n = grads_.size();
+  std::vector<float> order(n);
+  size_t k = 0;
+  for (size_t i : ready_order_) order[k++] = static_cast<float>(i);
+  for (size_t j = missing.size(); j-- > 0;) order[k++] = static_cast<float>(missing[j]);
+  ready_order_.clear();
+  float* staging = static_cast<float*>(allocator_->allocate(n * sizeof(float), side_.stream()));
+  copy(staging, order.data(), n * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  CollectiveArgs a;
+  a.op = Collective::kBroadcast;
+  a.send = staging;
+  a.recv = staging;
+  a.count = n;
+  a.dtype = gcommFloat32;
+  a.root = 0;
+  a.stream = side_.stream();
+  comm_.collective(a);
+  copy(order.data(), staging, n * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
+  side_.synchronize();
+  allocator_->deallocate(staging, side_.stream());
+  PlanOptions po;
+  po.bucket_cap_bytes = options_.bucket_cap_bytes;
+  po.first_bucket_bytes = options_.first_bucket_bytes;
+  po.wire_dtype = options_.wire_dtype;
+  po.order.resize(n);
+  for (size_t i = 0; i < n; ++i) po.order[i] = static_cast<size_t>(order[i]);
+  BucketPlan rebuilt = plan_buckets(specs_, po);
+  stats_.rebuilt = 1;
+  if (same_plan(rebuilt, plan_)) return;
+  build_wire(rebuilt);
+  GCOMM_INFO("reducer: plan rebuilt in rank 0's ready order\n", describe_plan(plan_));
+}
+
+bool Reducer::read_found_inf(gcommStream_t stream) {
+  float flag = 0.0f;
+  copy(&flag, flags_, sizeof flag, device_, stream, cudaMemcpyDeviceToHost);
+  side_.synchronize(stream);
+  return flag > 0.0f;
+}
+
+void* Reducer::grad_data(size_t index) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  check_index(index);
+  return grads_[index].data;
+}
+
+void Reducer::set_grad_data(size_t index, void* data) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  check_index(index);
+  if (options_.grad_as_bucket_view)
+    fail(gcommInvalidState, "gradient ", index, " lives in gradcomm's bucket (grad_as_bucket_view); it cannot move");
+  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "gradients cannot move during a step (call finalize first)");
+  require(data != nullptr || grads_[index].count == 0, "data is NULL but gradient ", index, " has ",
+          grads_[index].count, " elements");
+  if (grads_[index].count > 0) check_grad_location(data, index);
+  grads_[index].data = data;
+}
+
+gcommReducerStats_t Reducer::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  gcommReducerStats_t s = stats_;
+  s.num_buckets = plan_.buckets.size();
+  s.wire_bytes_per_step = wire_payload_bytes_;
+  s.grad_bytes = 0;
+  for (const auto& g : grads_) s.grad_bytes += g.count * dtype_size(g.dtype);
+  return s;
+}
+
+std::string Reducer::describe() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cat("reducer: ", grads_.size(), " gradients, ", plan_.buckets.size(), " buckets, ", wire_payload_bytes_,
+             " wire bytes per step on ", describe_device(device_), " (rank ", comm_.rank(), " of ", comm_.size(), ")",
+             stats_.rebuilt ? ", rebuilt in ready order" : "", "\n", describe_plan(plan_));
+}
+
+}  // namespace gradcomm::comm

@@ -1,0 +1,103 @@
+// The reducer: registered gradients, the bucket plan, and the step state machine
+// (begin -> mark ready ... -> finalize). Buckets are packed and all-reduced on a
+// side stream as soon as they and every bucket before them are complete, so every
+// rank issues the same collectives in the same order; finalize runs the fused
+// epilogue on the caller's stream. The C API (comm/api/reducer_api.cpp) and the
+// tests drive it; docs/reducer.md explains the design.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "comm/reducer/bucket_plan.hpp"
+#include "comm/reducer/side_stream.hpp"
+#include "gradcomm/reducer.h"
+#include "kernels/grad_scaler.hpp"
+#include "memory/caching_allocator.hpp"
+
+namespace gradcomm::comm {
+
+struct ReducerOptions {
+  size_t bucket_cap_bytes = size_t{25} << 20;
+  size_t first_bucket_bytes = size_t{1} << 20;
+  int wire_dtype = kWireSameAsGrad;
+  bool grad_as_bucket_view = false;
+  bool average = true;
+  bool unused_as_zero = false;
+  bool rebuild_buckets = true;
+};
+
+// Throws gcommInvalidArgument naming the field.
+ReducerOptions reducer_options_from(const gcommReducerConfig_t& config);
+
+class Reducer {
+ public:
+  // `scaler` may be null; it must be on the communicator's device. Both must
+  // outlive the reducer. With grad_as_bucket_view every grads[i].data is NULL.
+  Reducer(Communicator& comm, const gcommTensor_t* grads, size_t n, const ReducerOptions& options,
+          kernels::GradScaler* scaler);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  void begin_step(bool sync);
+  void mark_ready(size_t index, gcommStream_t stream);
+  // Returns normally when the step succeeded; throws gcommInvalidState for unused
+  // gradients (after completing the collectives) and whatever the communicator throws.
+  void finalize(gcommStream_t stream);
+  // Synchronizes `stream` and reads the flag of the last synced step.
+  bool read_found_inf(gcommStream_t stream);
+  const float* found_inf_flag() const { return flags_; }
+
+  void* grad_data(size_t index) const;
+  void set_grad_data(size_t index, void* data);
+  gcommReducerStats_t stats() const;
+  std::string describe() const;
+
+ private:
+  enum class Phase { kIdle, kSynced, kAccumulating };
+
+  void build_wire(const BucketPlan& plan);
+  void launch_ready_buckets();
+  void launch_bucket(size_t b);
+  void epilogue(gcommStream_t stream);
+  void maybe_rebuild(const std::vector<size_t>& missing);
+  void check_grad_location(const void* data, size_t index) const;
+  std::vector<size_t> unmarked() const;
+  void check_index(size_t index) const;
+  void* wire_at(size_t bucket) const;
+  kernels::Target side_target() const { return kernels::Target{device_, side_.stream()}; }
+
+  Communicator& comm_;
+  kernels::GradScaler* scaler_;
+  const ReducerOptions options_;
+  const gcommDevice_t device_;
+  std::vector<gcommTensor_t> grads_;  // registration order; views point into wire_
+  std::vector<GradSpec> specs_;
+
+  std::unique_ptr<memory::CachingAllocator> allocator_;
+  SideStream side_;
+  BucketPlan plan_;
+  std::vector<size_t> bucket_offset_;  // byte offset of each bucket in wire_
+  void* wire_ = nullptr;
+  size_t wire_bytes_ = 0;          // allocated, padding included
+  size_t wire_payload_bytes_ = 0;  // without alignment padding between buckets
+  float* flags_ = nullptr;        // [0] found-inf of the last synced step, [1] the constant 1.0f
+
+  mutable std::mutex mutex_;
+  Phase phase_ = Phase::kIdle;
+  std::vector<uint8_t> marked_;
+  std::vector<size_t> remaining_;  // per bucket: gradients not yet marked
+  std::vector<std::vector<gcommStream_t>> bucket_streams_;
+  size_t next_bucket_ = 0;
+  size_t marked_count_ = 0;
+  std::vector<size_t> ready_order_;  // first synced step only (for the rebuild)
+  bool rebuild_pending_;
+  gcommReducerStats_t stats_{};
+};
+
+}  // namespace gradcomm::comm

@@ -1,0 +1,127 @@
+/*
+ * gradcomm reducer: what a framework calls during backward. Gradients are
+ * registered once; each step, the framework marks them ready as backward
+ * produces them, and gradcomm packs complete buckets (one launch each) and
+ * all-reduces them on its own stream while backward goes on. finalize() orders
+ * the caller's stream after the collectives and runs one fused epilogue: unpack,
+ * cast back, multiply by 1/(world_size * loss_scale), and the Inf/NaN flag; then
+ * the grad scaler's update. No host synchronization anywhere unless asked for.
+ *
+ * A step:
+ *   gcommReducerBeginStep(r, sync)         sync = 0: gradient accumulation, nothing is sent
+ *   gcommReducerMarkReady(r, i, stream)    once per gradient, in any order, after the
+ *                                          work that produced it was enqueued on `stream`
+ *   gcommReducerFinalize(r, stream, &skip) the averaged gradients are ready on `stream`
+ *
+ * Thread and stream contract:
+ *  - A reducer is driven by one thread at a time (its rank's thread); calls are
+ *    serialized internally, so hooks running on several threads are safe.
+ *  - On a CUDA communicator, packing and the collectives run on a stream the
+ *    reducer owns, ordered after the streams named in mark-ready calls with
+ *    events; the epilogue runs on the stream given to finalize.
+ *  - On a host communicator everything runs in the calling thread; a bucket's
+ *    all-reduce returns when every rank has reached it.
+ *  - Destroy the reducer before its communicator and its scaler.
+ *
+ * Bucket plan: gradients in reverse registration order, one open bucket per
+ * dtype, a small first bucket, buckets capped by wire bytes (docs/reducer.md).
+ * After the first synced step the plan is rebuilt once in the order rank 0 saw
+ * the gradients become ready (broadcast, so every rank gets the same plan); that
+ * step's finalize waits for the broadcast on the host, once.
+ */
+#ifndef GRADCOMM_REDUCER_H
+#define GRADCOMM_REDUCER_H
+
+#include "gradcomm/gradcomm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gcommReducer* gcommReducer_t;
+/* gcommComm_t and gcommGradScaler_t are spelled as their structs below: this
+ * header is also reached from gradcomm.h before comm.h/kernels.h are complete. */
+
+/** wire_dtype value: send each gradient in its own dtype. */
+#define GCOMM_WIRE_SAME_AS_GRAD (-1)
+
+/** What finalize does with a gradient that was never marked ready in a synced step. */
+typedef enum gcommUnusedGrads {
+  gcommUnusedError = 0,  /**< finalize fails with gcommInvalidState listing the indices */
+  gcommUnusedAsZero = 1  /**< the gradient contributes zero and receives the others' average */
+} gcommUnusedGrads_t;
+
+/** Reducer configuration (versioned config struct, version 1). */
+typedef struct gcommReducerConfig {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  size_t bucket_cap_bytes;   /**< 25 MiB: buckets close when their wire bytes reach it */
+  size_t first_bucket_bytes; /**< 1 MiB: the first bucket of each dtype, so communication starts early */
+  int wire_dtype;            /**< GCOMM_WIRE_SAME_AS_GRAD, or gcommFloat16 / gcommBfloat16 / gcommFloat32 */
+  int grad_as_bucket_view;   /**< 0; 1: gradcomm allocates the gradients inside its buckets
+                                  (register them with data = NULL, get their addresses with
+                                  gcommReducerGradData); packing then costs nothing */
+  int average;               /**< 1: divide by the world size; 0: sum */
+  int unused_grads;          /**< gcommUnusedGrads_t, gcommUnusedError */
+  int rebuild_buckets;       /**< 1: rebuild the plan once after the first synced step (not with views) */
+  int reserved_v1;           /**< leave 0 */
+  struct gcommGradScaler* scaler; /**< NULL, or a scaler on the communicator's device: the epilogue
+                                  multiplies by its 1/scale and finalize runs its update */
+} gcommReducerConfig_t;
+
+#define GCOMM_REDUCER_CONFIG_INITIALIZER                                                              \
+  { GCOMM_CONFIG_HEADER(gcommReducerConfig_t), (size_t)25 << 20, (size_t)1 << 20, GCOMM_WIRE_SAME_AS_GRAD, \
+    0, 1, gcommUnusedError, 1, 0, NULL }
+
+/** Counters since creation. */
+typedef struct gcommReducerStats {
+  uint64_t synced_steps;        /**< finalized synced steps */
+  uint64_t accumulation_steps;  /**< finalized no-sync steps */
+  uint64_t buckets_launched;    /**< all-reduces issued */
+  size_t num_buckets;           /**< in the current plan */
+  size_t wire_bytes_per_step;   /**< bytes each rank contributes per synced step */
+  size_t grad_bytes;            /**< bytes of the registered gradients */
+  int rebuilt;                  /**< 1 once the plan was rebuilt in the observed order */
+  int reserved;
+} gcommReducerStats_t;
+
+/** Registers @p num_grads gradients (data, count, dtype) in parameter order on the
+ *  communicator's device. With grad_as_bucket_view every data must be NULL. */
+GCOMM_API gcommStatus_t gcommReducerCreate(struct gcommComm* comm, const gcommTensor_t* grads, size_t num_grads,
+                                           const gcommReducerConfig_t* config, gcommReducer_t* reducer);
+/** Waits for the reducer's work, then frees it. */
+GCOMM_API gcommStatus_t gcommReducerDestroy(gcommReducer_t reducer);
+
+/** Starts a step. @p sync = 0: an accumulation step (mark-ready calls are checked,
+ *  nothing is sent; the next synced step reduces the accumulated sum). */
+GCOMM_API gcommStatus_t gcommReducerBeginStep(gcommReducer_t reducer, int sync);
+/** Gradient @p index is complete once the work enqueued so far on @p stream is done. */
+GCOMM_API gcommStatus_t gcommReducerMarkReady(gcommReducer_t reducer, size_t index, gcommStream_t stream);
+/** Ends the step: the averaged (and unscaled) gradients are ready on @p stream.
+ *  @p skip_step: NULL (nothing waits), or it receives 1 if the step saw Inf/NaN and
+ *  must be skipped (this synchronizes @p stream). On an unused-gradient error the
+ *  collectives are still completed (with zeros for the missing gradients, so the
+ *  other ranks do not hang), the gradients are left as they were, and the reducer
+ *  is ready for the next step. */
+GCOMM_API gcommStatus_t gcommReducerFinalize(gcommReducer_t reducer, gcommStream_t stream, int* skip_step);
+/** The last synced step's flag, on the reducer's device (> 0: Inf/NaN seen). Valid
+ *  until the reducer is destroyed; read it after the finalize stream. */
+GCOMM_API gcommStatus_t gcommReducerFoundInf(gcommReducer_t reducer, const float** device_flag);
+
+/** The address of gradient @p index (gradcomm's own with grad_as_bucket_view). */
+GCOMM_API gcommStatus_t gcommReducerGradData(gcommReducer_t reducer, size_t index, void** data);
+/** Points gradient @p index at new memory (same count and dtype) between steps.
+ *  Refused with grad_as_bucket_view (gradcomm owns those) and during a step. */
+GCOMM_API gcommStatus_t gcommReducerSetGradData(gcommReducer_t reducer, size_t index, void* data);
+
+GCOMM_API gcommStatus_t gcommReducerGetStats(gcommReducer_t reducer, gcommReducerStats_t* stats);
+/** The bucket plan, one line per bucket, into @p buf (NUL-terminated, truncated to
+ *  @p capacity); @p needed (may be NULL) receives the full length + 1. */
+GCOMM_API gcommStatus_t gcommReducerDescribe(gcommReducer_t reducer, char* buf, size_t capacity, size_t* needed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRADCOMM_REDUCER_H */

@@ -1,0 +1,292 @@
+// The reducer against the plain reference (sum of the ranks' gradients / world
+// size): random sizes, dtypes and ready orders, 1 to 8 ranks, the rebuild, f16 /
+// bf16 wire, gradient accumulation, bucket views and the grad scaler. Host ranks
+// everywhere; the same cases on GPU 0 where one is present.
+#include "comm/reducer/reducer_rig.hpp"
+
+namespace gradcomm::test {
+namespace {
+
+struct Case {
+  int world = 2;
+  std::vector<std::pair<size_t, gcommDataType_t>> grads;
+  gcommReducerConfig_t config = GCOMM_REDUCER_CONFIG_INITIALIZER;
+  int steps = 3;
+  unsigned seed = 1;
+};
+
+std::vector<std::pair<size_t, gcommDataType_t>> random_grads(std::mt19937& rng, size_t n, bool mixed_dtypes) {
+  const gcommDataType_t dtypes[] = {gcommFloat32, gcommFloat16, gcommBfloat16};
+  std::vector<std::pair<size_t, gcommDataType_t>> g;
+  std::uniform_int_distribution<size_t> size(0, 3000);
+  for (size_t i = 0; i < n; ++i)
+    g.emplace_back(i % 7 == 3 ? 0 : size(rng), mixed_dtypes ? dtypes[rng() % 3] : gcommFloat32);
+  return g;
+}
+
+// Runs c.steps synced steps; every rank checks every gradient against the reference.
+void run_case(ReducerRig& rig, const Case& c, const std::function<void(int, gcommReducer_t)>& after = {}) {
+  const size_t n = c.grads.size();
+  const bool view = c.config.grad_as_bucket_view == 1;
+  // values[step][rank][grad]: every rank knows all ranks' inputs, for the reference.
+  std::vector<std::vector<std::vector<TypedBuffer>>> values(c.steps);
+  std::mt19937 rng(c.seed);
+  for (auto& step : values) {
+    step.resize(c.world);
+    for (auto& rank : step)
+      for (const auto& [count, dtype] : c.grads) rank.push_back(random_buffer(rng, dtype, count));
+  }
+  double factor = c.config.average ? 1.0 / c.world : 1.0;
+  gcommDataType_t wire_hint = c.config.wire_dtype == GCOMM_WIRE_SAME_AS_GRAD
+                                  ? gcommFloat32
+                                  : static_cast<gcommDataType_t>(c.config.wire_dtype);
+  auto comms = rig.make_comms(c.world);
+  bool gpu = rig.GetParam() == RigDevice::kGpu;
+  rig.run(comms, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    std::vector<GradMem> mem;
+    std::vector<gcommTensor_t> tensors;
+    for (const auto& [count, dtype] : c.grads) {
+      if (!view) mem.emplace_back(dtype, count, gpu);
+      tensors.push_back(gcommTensor_t{view ? nullptr : mem.back().data, count, dtype});
+    }
+    gcommReducer_t r = nullptr;
+    RIG_CHECK(gcommReducerCreate(comm, tensors.data(), n, &c.config, &r));
+    if (view)
+      for (size_t i = 0; i < n; ++i) {
+        void* p = nullptr;
+        RIG_CHECK(gcommReducerGradData(r, i, &p));
+        mem.push_back(GradMem::view(c.grads[i].second, c.grads[i].first, p, gpu));
+      }
+    std::mt19937 order_rng(c.seed * 31 + rank);
+    for (int step = 0; step < c.steps; ++step) {
+      std::vector<size_t> order(n);
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), order_rng);  // each rank its own order
+      RIG_CHECK(gcommReducerBeginStep(r, 1));
+      for (size_t i : order) {
+        mem[i].upload(values[step][rank][i], stream);
+        RIG_CHECK(gcommReducerMarkReady(r, i, stream));
+      }
+      int skip = -1;
+      RIG_CHECK(gcommReducerFinalize(r, stream, &skip));
+      if (skip != 0) return "step " + std::to_string(step) + " reported Inf/NaN";
+      for (size_t i = 0; i < n; ++i) {
+        std::vector<const TypedBuffer*> inputs;
+        for (int q = 0; q < c.world; ++q) inputs.push_back(&values[step][q][i]);
+        TypedBuffer got = mem[i].download(stream);
+        std::string what = "rank " + std::to_string(rank) + " step " + std::to_string(step) + " grad " +
+                           std::to_string(i);
+        expect_reduced(got, inputs, factor, wire_hint, what);
+        if (::testing::Test::HasFailure()) return what + " differs from the reference";
+      }
+    }
+    if (after) after(rank, r);
+    RIG_CHECK(gcommReducerDestroy(r));
+    return "";
+  });
+}
+
+TEST_P(ReducerRig, MatchesTheReferenceForRandomSizesOrdersAndDtypes) {
+  std::mt19937 rng(7);
+  for (int world : {1, 2, 3}) {
+    Case c;
+    c.world = world;
+    c.grads = random_grads(rng, 40, true);
+    c.config.bucket_cap_bytes = 8 << 10;  // many buckets
+    c.config.first_bucket_bytes = 1 << 10;
+    c.seed = 100 + world;
+    run_case(*this, c);
+  }
+}
+
+TEST_P(ReducerRig, EightRanks) {
+  std::mt19937 rng(8);
+  Case c;
+  c.world = 8;
+  c.grads = random_grads(rng, 12, true);
+  c.config.bucket_cap_bytes = 4 << 10;
+  c.steps = 2;
+  run_case(*this, c);
+}
+
+TEST_P(ReducerRig, PlanIsRebuiltOnceInRankZerosReadyOrderAndStaysCorrect) {
+  std::mt19937 rng(9);
+  Case c;
+  c.world = 3;
+  c.grads = random_grads(rng, 30, false);
+  c.config.bucket_cap_bytes = 6 << 10;
+  c.steps = 4;
+  run_case(*this, c, [](int, gcommReducer_t r) {
+    gcommReducerStats_t s{};
+    ASSERT_EQ(gcommReducerGetStats(r, &s), gcommSuccess);
+    EXPECT_EQ(s.rebuilt, 1);
+    EXPECT_EQ(s.synced_steps, 4u);
+    size_t needed = 0;
+    ASSERT_EQ(gcommReducerDescribe(r, nullptr, 0, &needed), gcommSuccess);
+    std::string text(needed, '\0');
+    ASSERT_EQ(gcommReducerDescribe(r, text.data(), text.size(), nullptr), gcommSuccess);
+    EXPECT_NE(text.find("rebuilt in ready order"), std::string::npos) << text;
+  });
+}
+
+TEST_P(ReducerRig, WithoutRebuildAndWithoutAveraging) {
+  std::mt19937 rng(10);
+  Case c;
+  c.world = 2;
+  c.grads = random_grads(rng, 20, true);
+  c.config.rebuild_buckets = 0;
+  c.config.average = 0;
+  run_case(*this, c, [](int, gcommReducer_t r) {
+    gcommReducerStats_t s{};
+    ASSERT_EQ(gcommReducerGetStats(r, &s), gcommSuccess);
+    EXPECT_EQ(s.rebuilt, 0);
+  });
+}
+
+TEST_P(ReducerRig, HalfAndBfloatWireStayWithinTheirRounding) {
+  std::mt19937 rng(11);
+  for (int wire : {static_cast<int>(gcommFloat16), static_cast<int>(gcommBfloat16)}) {
+    Case c;
+    c.world = 4;
+    c.grads = random_grads(rng, 25, false);
+    c.config.wire_dtype = wire;
+    c.seed = 200 + wire;
+    run_case(*this, c, [&](int, gcommReducer_t r) {
+      gcommReducerStats_t s{};
+      ASSERT_EQ(gcommReducerGetStats(r, &s), gcommSuccess);
+      EXPECT_LE(s.wire_bytes_per_step, s.grad_bytes / 2 + s.num_buckets * 16 * 25);  // half the bytes, plus padding
+    });
+  }
+}
+
+TEST_P(ReducerRig, GradientsAsBucketViews) {
+  std::mt19937 rng(12);
+  Case c;
+  c.world = 3;
+  c.grads = random_grads(rng, 30, true);
+  c.config.grad_as_bucket_view = 1;
+  c.config.bucket_cap_bytes = 8 << 10;
+  run_case(*this, c, [](int, gcommReducer_t r) {
+    int x = 0;
+    EXPECT_EQ(gcommReducerSetGradData(r, 0, &x), gcommInvalidState);
+    EXPECT_NE(std::string(gcommGetLastError()).find("grad_as_bucket_view"), std::string::npos);
+  });
+}
+
+// No-sync steps launch nothing; the synced step reduces what the ranks accumulated.
+TEST_P(ReducerRig, AccumulationStepsSendNothingAndTheSyncedStepReducesTheSum) {
+  const int world = 3, k = 3;
+  const std::vector<std::pair<size_t, gcommDataType_t>> grads = {{1000, gcommFloat32}, {17, gcommFloat32},
+                                                                 {4096, gcommFloat32}};
+  std::mt19937 rng(13);
+  // parts[rank][micro-step][grad]; the rank's gradient is the running sum.
+  std::vector<std::vector<std::vector<TypedBuffer>>> parts(world, std::vector<std::vector<TypedBuffer>>(k));
+  for (auto& rank : parts)
+    for (auto& micro : rank)
+      for (const auto& [count, dtype] : grads) micro.push_back(random_buffer(rng, dtype, count));
+  auto comms = make_comms(world);
+  bool on_gpu = gpu();
+  run(comms, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    std::vector<GradMem> mem;
+    std::vector<gcommTensor_t> tensors;
+    for (const auto& [count, dtype] : grads) {
+      mem.emplace_back(dtype, count, on_gpu);
+      tensors.push_back(mem.back().tensor());
+    }
+    gcommReducer_t r = nullptr;
+    RIG_CHECK(gcommReducerCreate(comm, tensors.data(), tensors.size(), nullptr, &r));
+    std::vector<TypedBuffer> acc = parts[rank][0];
+    for (int m = 0; m < k; ++m) {
+      if (m > 0)
+        for (size_t i = 0; i < grads.size(); ++i)
+          for (size_t j = 0; j < acc[i].count; ++j) acc[i].set(j, acc[i].get(j) + parts[rank][m][i].get(j));
+      RIG_CHECK(gcommReducerBeginStep(r, m == k - 1 ? 1 : 0));
+      for (size_t i = grads.size(); i-- > 0;) {
+        mem[i].upload(acc[i], stream);  // backward accumulates into the gradient
+        RIG_CHECK(gcommReducerMarkReady(r, i, stream));
+      }
+      RIG_CHECK(gcommReducerFinalize(r, stream, nullptr));
+      gcommReducerStats_t s{};
+      RIG_CHECK(gcommReducerGetStats(r, &s));
+      if (m < k - 1 && s.buckets_launched != 0) return "an accumulation step launched a collective";
+    }
+    gcommReducerStats_t s{};
+    RIG_CHECK(gcommReducerGetStats(r, &s));
+    if (s.accumulation_steps != k - 1 || s.synced_steps != 1) return "wrong step counters";
+    for (size_t i = 0; i < grads.size(); ++i) {
+      // The reference: sum over ranks of each rank's accumulated sum, / world.
+      std::vector<TypedBuffer> sums;
+      for (int q = 0; q < world; ++q) {
+        TypedBuffer s_q = parts[q][0][i];
+        for (int m = 1; m < k; ++m)
+          for (size_t j = 0; j < s_q.count; ++j) s_q.set(j, s_q.get(j) + parts[q][m][i].get(j));
+        sums.push_back(s_q);
+      }
+      std::vector<const TypedBuffer*> inputs;
+      for (auto& s_q : sums) inputs.push_back(&s_q);
+      expect_reduced(mem[i].download(stream), inputs, 1.0 / world, gcommFloat32, "accumulated grad");
+      if (::testing::Test::HasFailure()) return "accumulated gradient differs";
+    }
+    RIG_CHECK(gcommReducerDestroy(r));
+    return "";
+  });
+}
+
+// With a scaler the epilogue divides by the loss scale too, and an overflow on
+// one rank makes every rank skip the step and back the scale off.
+TEST_P(ReducerRig, ScalerUnscalesAndAnOverflowOnOneRankSkipsTheStepEverywhere) {
+  const int world = 2;
+  auto comms = make_comms(world);
+  bool on_gpu = gpu();
+  gcommDevice_t dev = device();
+  run(comms, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    gcommGradScalerConfig_t sc = GCOMM_GRAD_SCALER_CONFIG_INITIALIZER;
+    sc.init_scale = 1024.0f;
+    gcommGradScaler_t scaler = nullptr;
+    RIG_CHECK(gcommGradScalerCreate(dev, &sc, &scaler));
+    GradMem g(gcommFloat32, 3001, on_gpu);
+    gcommTensor_t t = g.tensor();
+    gcommReducerConfig_t cfg = GCOMM_REDUCER_CONFIG_INITIALIZER;
+    cfg.scaler = scaler;
+    cfg.wire_dtype = gcommFloat16;
+    gcommReducer_t r = nullptr;
+    RIG_CHECK(gcommReducerCreate(comm, &t, 1, &cfg, &r));
+    if (gcommGradScalerDestroy(scaler) != gcommInvalidState) return "a scaler in use was destroyed";
+    std::mt19937 rng(50 + rank);
+    // Step 1: loss-scaled gradients (x1024); the result is the plain average.
+    TypedBuffer v = random_buffer(rng, gcommFloat32, 3001);
+    TypedBuffer scaled = v;
+    for (size_t j = 0; j < v.count; ++j) scaled.set(j, v.get(j) * 1024.0f);
+    g.upload(scaled, stream);
+    RIG_CHECK(gcommReducerBeginStep(r, 1));
+    RIG_CHECK(gcommReducerMarkReady(r, 0, stream));
+    int skip = -1;
+    RIG_CHECK(gcommReducerFinalize(r, stream, &skip));
+    if (skip != 0) return "a clean step was skipped";
+    TypedBuffer got = g.download(stream);
+    // Every rank used a different seed: compare with own value bounds only.
+    for (size_t j = 0; j < got.count; ++j)
+      if (!(std::fabs(got.get(j)) <= 4.0f)) return "unscaled value out of range at " + std::to_string(j);
+    // Step 2: rank 1 overflows the f16 wire (1e9 * 1024 / 2 > 65504).
+    if (rank == 1) scaled.set(5, 1e9f);
+    g.upload(scaled, stream);
+    RIG_CHECK(gcommReducerBeginStep(r, 1));
+    RIG_CHECK(gcommReducerMarkReady(r, 0, stream));
+    RIG_CHECK(gcommReducerFinalize(r, stream, &skip));
+    if (skip != 1) return "rank " + std::to_string(rank) + " did not see the overflow";
+    float scale = 0;
+    RIG_CHECK(gcommGradScalerGetScale(scaler, stream, &scale));
+    if (scale != 512.0f) return "scale after an overflow is " + std::to_string(scale) + ", not 512";
+    const float* flag = nullptr;
+    RIG_CHECK(gcommReducerFoundInf(r, &flag));
+    if (flag == nullptr) return "no device flag";
+    RIG_CHECK(gcommReducerDestroy(r));
+    RIG_CHECK(gcommGradScalerDestroy(scaler));
+    return "";
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(, ReducerRig, ::testing::Values(RigDevice::kHost, RigDevice::kGpu), rig_name);
+
+}  // namespace
+}  // namespace gradcomm::test
