@@ -12,13 +12,17 @@
 #   peers.json     PyTorch peers measured in the same run
 #   summary.txt    a short table, also printed last
 #
-# Usage (on the GPU machine, repository root; .deps/ from tools/prepare_gpu_deps.sh
-# carried along):  tools/gpu_check.sh OUT_DIR
+# Usage (on the GPU machine, repository root):
+#   source build there:  carry .deps/ (tools/prepare_gpu_deps.sh); tools/gpu_check.sh OUT_DIR
+#   built here:          carry .gpu-carry/ (tools/pack_gpu_build.sh);
+#                        GPU_CHECK_PREBUILT=.gpu-carry tools/gpu_check.sh OUT_DIR
 # Env: GRADCOMM_COMMIT (when .git is absent), GPU_CHECK_SKIP_SANITIZER=1, GPU_CHECK_JOBS,
-#      GPU_CHECK_STAGES (default "build tests sanitizer bench perf peers": run a subset
+#      GPU_CHECK_STAGES (default "build tests sanitizer bench perf reducer nccltests peers": a subset
 #      to fit one device call's 10 minutes), GPU_CHECK_PREBUILT=1 (build-gpu/ was built
 #      on the development machine and carried: skip the build and make its absolute
-#      paths resolve here), BENCH_REPS.
+#      paths resolve here), BENCH_REPS, GPU_CHECK_BENCHES (a regex on the Google
+#      Benchmark programs' names), BENCH_ARGS (extra flags for them, e.g.
+#      --benchmark_filter=gpu/).
 set -uo pipefail
 out=${1:?usage: tools/gpu_check.sh OUT_DIR}
 mkdir -p "$out"
@@ -28,7 +32,7 @@ root=$(pwd)
 build=$root/build-gpu
 jobs=${GPU_CHECK_JOBS:-$(nproc)}
 export PATH=/usr/local/cuda/bin:$PATH
-stages=" ${GPU_CHECK_STAGES:-build tests sanitizer bench perf peers} "
+stages=" ${GPU_CHECK_STAGES:-build tests sanitizer bench perf reducer nccltests peers} "
 want() { [[ "$stages" == *" $1 "* ]]; }
 summary=$out/summary.txt
 touch "$summary"
@@ -51,11 +55,18 @@ commit=${GRADCOMM_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', '.'.join(map(str, torch.cuda.nccl.version())))" 2>&1
   nvidia-smi 2>&1
 } >"$out/env.txt"
-note "gpu_check: $(head -4 "$out/env.txt" | tail -1)"
+note "gpu_check: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
 
 # --- build -------------------------------------------------------------------------
 if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
-  # CTest files and RUNPATHs hold the development machine's absolute build path.
+  # GPU_CHECK_PREBUILT=1: build-gpu/ itself was carried; =DIR: the programs packed
+  # into DIR by tools/pack_gpu_build.sh. RUNPATHs hold the development machine's
+  # absolute build path: make it resolve here.
+  if [ "$GPU_CHECK_PREBUILT" != 1 ]; then
+    carried=$root/$GPU_CHECK_PREBUILT
+    [ -e "$build" ] || ln -s "$carried/build-gpu" "$build"
+    export LD_LIBRARY_PATH=$carried/lib:${LD_LIBRARY_PATH:-}
+  fi
   made_in=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
   if [ -n "$made_in" ] && [ "$made_in" != "$root" ] && [ ! -e "$made_in" ]; then
     mkdir -p "$(dirname "$made_in")" && ln -s "$root" "$made_in"
@@ -77,21 +88,42 @@ fi
 
 # --- tests -------------------------------------------------------------------------
 want tests && {
-ctest --test-dir "$build" -j4 --output-on-failure --timeout 300 >"$out/tests.log" 2>&1
-note "tests: $(grep -E 'tests passed|tests failed' "$out/tests.log" | tail -1)"
-grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|Subprocess)" "$out/tests.log" | head -20 | tee -a "$summary"
-skipped=$(grep -c "(Skipped)" "$out/tests.log" || true)
-note "tests skipped: $skipped"
+if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
+  # ctest's test lists need this CMake's modules at the configure-time path, which a
+  # carried build may not match: run the test programs themselves.
+  : >"$out/tests.log"
+  failed=0 passed=0
+  for t in $(find "$build/tests" -maxdepth 3 -type f -executable -name 'gradcomm_*tests' | sort); do
+    echo "=== $(basename "$t")" >>"$out/tests.log"
+    timeout 600 "$t" 2>&1 | grep -vE '^\[ +(RUN|OK) +\]' >>"$out/tests.log"
+    rc=${PIPESTATUS[0]}
+    echo "=== exit $rc" >>"$out/tests.log"
+    if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  done
+  note "tests: $passed test programs passed, $failed failed ($(grep -h '^\[  PASSED  \]' "$out/tests.log" | awk '{s += $4} END {print s}') cases passed)"
+  grep -E '^\[  FAILED  \]' "$out/tests.log" | sort -u | head -20 | tee -a "$summary"
+  skipped=$(grep -hE '^\[  SKIPPED \] [0-9]+ test' "$out/tests.log" | awk '{s += $4} END {print s + 0}')
+  note "tests skipped: $skipped"
+else
+  ctest --test-dir "$build" -j4 --output-on-failure --timeout 300 >"$out/tests.log" 2>&1
+  note "tests: $(grep -E 'tests passed|tests failed' "$out/tests.log" | tail -1)"
+  grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|Subprocess)" "$out/tests.log" | head -20 | tee -a "$summary"
+  skipped=$(grep -c "(Skipped)" "$out/tests.log" || true)
+  note "tests skipped: $skipped"
+fi
 }
 
 # --- compute-sanitizer on the GPU tests --------------------------------------------
 if want sanitizer && [ -z "${GPU_CHECK_SKIP_SANITIZER:-}" ] && command -v compute-sanitizer >/dev/null; then
   : >"$out/sanitizer.log"
-  for t in $(find "$build/tests" -maxdepth 3 -type f -executable -name 'gradcomm_*tests'); do
+  for t in $(find "$build/tests" -maxdepth 3 -type f -executable -name 'gradcomm_*tests' | sort); do
+    # Only programs with GPU cases; NCCL's own probing (and our deliberate
+    # out-of-memory tests) raise CUDA API errors that every call site checks.
+    "$t" --gtest_list_tests --gtest_filter='*Gpu*' 2>/dev/null | grep -q '^  ' || continue
     for tool in memcheck racecheck; do
       echo "=== $tool $(basename "$t")" >>"$out/sanitizer.log"
-      timeout 600 compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" --gtest_filter='*Gpu*' \
-        >>"$out/sanitizer.log" 2>&1
+      timeout 600 compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 99 "$t" \
+        --gtest_filter='*Gpu*' >>"$out/sanitizer.log" 2>&1
       echo "=== exit $?" >>"$out/sanitizer.log"
     done
   done
@@ -102,14 +134,17 @@ fi
 benchdir=$(mktemp -d)
 want bench && for b in $(find "$build/bench" -maxdepth 3 -type f -executable -name 'gradcomm_*bench*' | sort); do
   name=$(basename "$b")
+  [[ "$name" =~ ${GPU_CHECK_BENCHES:-.} ]] || continue
   timeout 600 "$b" --benchmark_format=console --benchmark_out="$benchdir/$name.json" \
     --benchmark_out_format=json --benchmark_repetitions=${BENCH_REPS:-5} \
-    --benchmark_report_aggregates_only=true >"$benchdir/$name.txt" 2>&1
+    --benchmark_report_aggregates_only=true ${BENCH_ARGS:-} >"$benchdir/$name.txt" 2>&1
   note "bench $name: exit $?"
 done
-want bench && python3 - "$benchdir" "$out/bench.json" <<'PY'
+{ want bench || want reducer; } && python3 - "$benchdir" "$out/bench.json" <<'PY'
 import glob, json, os, sys
 merged = {}
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.jsonl"))):
+    merged[os.path.basename(f)[:-6]] = [json.loads(l) for l in open(f) if l.strip().startswith("{")]
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
     try:
         merged[os.path.basename(f)[:-5]] = json.load(open(f))
@@ -128,8 +163,28 @@ if want perf && [ -x "$perf" ]; then
       echo "### gradcomm-perf -C $c"; "$perf" -C $c -b 8 -e 128M -f 4
     done
     echo "### JSON"; cat "$benchdir"/perf_default.json
-  } >"$out/perf.txt" 2>&1
+  } >>"$out/perf.txt" 2>&1
   note "perf: $(grep -m1 'Avg bus bandwidth' "$out/perf.txt")"
+fi
+
+# --- reducer step -------------------------------------------------------------------
+rbench=$build/bench/comm/gradcomm-reducer-bench
+if want reducer && [ -x "$rbench" ]; then
+  { echo "### gradcomm-reducer-bench (defaults)"; timeout 500 "$rbench" -J "$benchdir/reducer.jsonl"; } >>"$out/perf.txt" 2>&1
+  note "reducer bench: exit $? ($(wc -l <"$benchdir/reducer.jsonl" 2>/dev/null || echo 0) rows)"
+fi
+
+# --- nccl-tests' all_reduce_perf against gradcomm-perf, same sizes -------------------
+# .nccl-tests/build/all_reduce_perf is built on the development machine from the
+# nccl-tests sources (kept out of the repository) and carried.
+ncclt=$root/.nccl-tests/build/all_reduce_perf
+[ -n "${GPU_CHECK_PREBUILT:-}" ] && [ -x "$root/${GPU_CHECK_PREBUILT}/all_reduce_perf" ] && ncclt=$root/$GPU_CHECK_PREBUILT/all_reduce_perf
+if want nccltests && [ -x "$ncclt" ] && [ -x "$perf" ]; then
+  {
+    echo "### nccl-tests all_reduce_perf -b 8 -e 128M -f 2 -g 1"; "$ncclt" -b 8 -e 128M -f 2 -g 1 -w 5 -n 20
+    echo "### gradcomm-perf -b 8 -e 128M -f 2 -g 1"; "$perf" -b 8 -e 128M -f 2 -g 1 -w 5 -n 20
+  } >>"$out/perf.txt" 2>&1
+  note "nccl-tests comparison: exit $?"
 fi
 
 # --- peers (PyTorch, NCCL) -----------------------------------------------------------

@@ -1,0 +1,330 @@
+// gradcomm-reducer-bench: one step's communication through the reducer (begin,
+// mark every gradient ready in backward order, finalize) for model-shaped
+// gradient sets, against a raw all-reduce of the same wire bytes on the same
+// communicator: once as one flat buffer, once cut at the same bucket caps.
+// Ranks are threads (local transport, or NCCL with one rank per GPU); a step is
+// timed from a barrier to every rank's stream being idle. One table row and one
+// JSON line per configuration.
+//
+//   gradcomm-reducer-bench                       a sensible matrix for this machine
+//   gradcomm-reducer-bench --set resnet50 --ranks 4 --device gpu --transport local --wire f16 --view
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/grad_sets.hpp"
+#include "gradcomm/gradcomm.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Config {
+  std::string set = "resnet50";
+  std::string transport = "local";  // local | nccl
+  bool gpu = false;
+  int ranks = 2;
+  int wire = GCOMM_WIRE_SAME_AS_GRAD;
+  bool view = false;
+  int iters = 20;
+  int warmup = 3;
+  FILE* json = nullptr;
+};
+
+void check(gcommStatus_t s, const char* what) {
+  if (s != gcommSuccess)
+    throw std::runtime_error(std::string(what) + ": " + gcommGetStatusString(s) + ": " + gcommGetLastError());
+}
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  void wait() {
+    std::unique_lock<std::mutex> lock(m_);
+    int gen = gen_;
+    if (++count_ == n_) {
+      count_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return gen != gen_; });
+    }
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  int n_, count_ = 0, gen_ = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+struct Result {
+  double step_us = 0, flat_us = 0, bucketed_us = 0, host_us = 0;
+  gcommReducerStats_t stats{};
+};
+
+// Memory where the communicator wants it, filled with a non-zero pattern.
+void* alloc_filled(size_t bytes, bool gpu) {
+  std::vector<uint16_t> pattern(std::min<size_t>(bytes, size_t{1} << 20) / 2 + 1, 0x3c00);  // 1.0 in f16
+  void* p = nullptr;
+  if (gpu) {
+    check_cuda(cudaMalloc(&p, std::max<size_t>(bytes, 1)), "cudaMalloc");
+    for (size_t off = 0; off < bytes; off += pattern.size() * 2)
+      check_cuda(cudaMemcpy(static_cast<char*>(p) + off, pattern.data(), std::min(pattern.size() * 2, bytes - off),
+                            cudaMemcpyHostToDevice),
+                 "cudaMemcpy");
+  } else {
+    p = std::malloc(std::max<size_t>(bytes, 1));
+    for (size_t off = 0; off < bytes; off += pattern.size() * 2)
+      std::memcpy(static_cast<char*>(p) + off, pattern.data(), std::min(pattern.size() * 2, bytes - off));
+  }
+  return p;
+}
+void release(void* p, bool gpu) { gpu ? (void)cudaFree(p) : std::free(p); }
+
+// One rank's whole run: the reducer steps, then the raw all-reduces.
+void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Result& out) {
+  if (c.gpu) check_cuda(cudaSetDevice(0), "cudaSetDevice");
+  cudaStream_t stream = nullptr;
+  if (c.gpu) check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  std::vector<size_t> sizes = gradcomm::bench::grad_set(c.set);
+  // The gradients in one slab, each 256-byte aligned (as a caching allocator would place them).
+  std::vector<size_t> offsets;
+  size_t slab_bytes = 0;
+  for (size_t n : sizes) {
+    offsets.push_back(slab_bytes);
+    slab_bytes += (n * 4 + 255) / 256 * 256;
+  }
+  void* slab = c.view ? nullptr : alloc_filled(slab_bytes, c.gpu);
+  std::vector<gcommTensor_t> grads;
+  for (size_t k = 0; k < sizes.size(); ++k)
+    grads.push_back(gcommTensor_t{c.view ? nullptr : static_cast<char*>(slab) + offsets[k], sizes[k], gcommFloat32});
+  gcommReducerConfig_t cfg = GCOMM_REDUCER_CONFIG_INITIALIZER;
+  cfg.wire_dtype = c.wire;
+  cfg.grad_as_bucket_view = c.view ? 1 : 0;
+  gcommReducer_t reducer = nullptr;
+  check(gcommReducerCreate(comm, grads.data(), grads.size(), &cfg, &reducer), "gcommReducerCreate");
+  auto sync = [&] {
+    if (c.gpu) check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  };
+  std::vector<double> step, host;
+  for (int it = 0; it < c.warmup + c.iters; ++it) {
+    barrier.wait();
+    auto t0 = Clock::now();
+    check(gcommReducerBeginStep(reducer, 1), "gcommReducerBeginStep");
+    for (size_t k = sizes.size(); k-- > 0;) check(gcommReducerMarkReady(reducer, k, stream), "gcommReducerMarkReady");
+    check(gcommReducerFinalize(reducer, stream, nullptr), "gcommReducerFinalize");
+    auto t1 = Clock::now();
+    sync();
+    barrier.wait();
+    auto t2 = Clock::now();
+    if (it >= c.warmup) {
+      step.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count());
+      host.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    }
+  }
+  check(gcommReducerGetStats(reducer, &out.stats), "gcommReducerGetStats");
+  check(gcommReducerDestroy(reducer), "gcommReducerDestroy");
+  if (slab != nullptr) release(slab, c.gpu);
+
+  // The raw collective on the same wire bytes: one flat buffer, then cut at the caps.
+  gcommDataType_t wire = c.wire == GCOMM_WIRE_SAME_AS_GRAD ? gcommFloat32 : static_cast<gcommDataType_t>(c.wire);
+  size_t elem = wire == gcommFloat32 ? 4 : 2;
+  size_t count = out.stats.wire_bytes_per_step / elem;
+  void* flat = alloc_filled(count * elem, c.gpu);
+  std::vector<size_t> pieces;
+  for (size_t done = 0, cap = cfg.first_bucket_bytes / elem; done < count; cap = cfg.bucket_cap_bytes / elem) {
+    pieces.push_back(std::min(cap, count - done));
+    done += pieces.back();
+  }
+  std::vector<double> flat_t, bucketed_t;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int it = 0; it < c.warmup + c.iters; ++it) {
+      barrier.wait();
+      auto t0 = Clock::now();
+      if (pass == 0) {
+        check(gcommAllReduce(comm, flat, flat, count, wire, gcommSum, stream), "gcommAllReduce");
+      } else {
+        size_t off = 0;
+        for (size_t n : pieces) {
+          check(gcommAllReduce(comm, static_cast<char*>(flat) + off * elem, static_cast<char*>(flat) + off * elem, n,
+                               wire, gcommSum, stream),
+                "gcommAllReduce");
+          off += n;
+        }
+      }
+      sync();
+      barrier.wait();
+      double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+      if (it >= c.warmup) (pass == 0 ? flat_t : bucketed_t).push_back(us);
+    }
+  release(flat, c.gpu);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+  if (rank == 0) {
+    out.step_us = median(step);
+    out.host_us = median(host);
+    out.flat_us = median(flat_t);
+    out.bucketed_us = median(bucketed_t);
+  }
+}
+
+Result run(const Config& c) {
+  std::vector<gcommComm_t> comms(c.ranks, nullptr);
+  gcommCommConfig_t cc = GCOMM_COMM_CONFIG_INITIALIZER;
+  if (c.transport == "nccl") {
+    std::vector<int> devices(c.ranks);
+    for (int r = 0; r < c.ranks; ++r) devices[r] = r;
+    check(gcommCommInitAll(c.ranks, devices.data(), comms.data()), "gcommCommInitAll");
+  } else {
+    check(gcommCommInitLocal(c.ranks, c.gpu ? gcommCudaDevice(0) : gcommHostDevice(), &cc, comms.data()),
+          "gcommCommInitLocal");
+  }
+  Barrier barrier(c.ranks);
+  std::vector<Result> results(c.ranks);
+  std::vector<std::string> errors(c.ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < c.ranks; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        run_rank(c, r, comms[r], barrier, results[r]);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (gcommComm_t comm : comms) gcommCommDestroy(comm);
+  for (int r = 0; r < c.ranks; ++r)
+    if (!errors[r].empty()) throw std::runtime_error("rank " + std::to_string(r) + ": " + errors[r]);
+  return results[0];
+}
+
+const char* wire_name(int w) {
+  return w == GCOMM_WIRE_SAME_AS_GRAD ? "same" : w == gcommFloat16 ? "f16" : w == gcommBfloat16 ? "bf16" : "f32";
+}
+
+void report(const Config& c, const Result& r, bool header) {
+  if (header)
+    std::printf("%-12s %-9s %5s %-4s %-4s %5s %9s %11s %11s %11s %11s %9s\n", "set", "transport", "ranks", "dev",
+                "wire", "view", "wire_MiB", "step_us", "host_us", "flat_us", "bucket_us", "overhead");
+  double overhead = r.bucketed_us > 0 ? (r.step_us / r.bucketed_us - 1.0) * 100.0 : 0.0;
+  double mib = r.stats.wire_bytes_per_step / 1048576.0;
+  std::printf("%-12s %-9s %5d %-4s %-4s %5d %9.1f %11.1f %11.1f %11.1f %11.1f %8.1f%%\n", c.set.c_str(),
+              c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", wire_name(c.wire), c.view ? 1 : 0, mib, r.step_us,
+              r.host_us, r.flat_us, r.bucketed_us, overhead);
+  std::fflush(stdout);
+  if (c.json != nullptr) {
+    std::fprintf(c.json,
+                 "{\"bench\": \"reducer_step\", \"set\": \"%s\", \"transport\": \"%s\", \"ranks\": %d, \"device\": "
+                 "\"%s\", \"wire\": \"%s\", \"view\": %d, \"buckets\": %zu, \"wire_bytes\": %zu, \"grad_bytes\": %zu, "
+                 "\"step_us\": %.2f, \"host_us\": %.2f, \"flat_allreduce_us\": %.2f, \"bucketed_allreduce_us\": %.2f, "
+                 "\"overhead_vs_bucketed_pct\": %.2f, \"iters\": %d}\n",
+                 c.set.c_str(), c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", wire_name(c.wire),
+                 c.view ? 1 : 0, r.stats.num_buckets, r.stats.wire_bytes_per_step, r.stats.grad_bytes, r.step_us,
+                 r.host_us, r.flat_us, r.bucketed_us, overhead, c.iters);
+    std::fflush(c.json);
+  }
+}
+
+int usage(const char* msg) {
+  std::fprintf(stderr,
+               "%s\nusage: gradcomm-reducer-bench [--set resnet50|gpt2_medium|tiny] [--transport local|nccl]\n"
+               "       [--device host|gpu] [--ranks N] [--wire same|f16|bf16] [--view] [--iters N] [--warmup N]\n"
+               "       [-J FILE]   (no arguments: a matrix for this machine)\n",
+               msg);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int gpus = 0;
+  bool have_gpu = cudaGetDeviceCount(&gpus) == cudaSuccess && gpus > 0;
+  (void)cudaGetLastError();
+  Config base;
+  bool matrix = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (a == "--set") base.set = next(), matrix = false;
+      else if (a == "--transport") base.transport = next(), matrix = false;
+      else if (a == "--device") base.gpu = next() == "gpu", matrix = false;
+      else if (a == "--ranks") base.ranks = std::stoi(next()), matrix = false;
+      else if (a == "--wire") {
+        std::string w = next();
+        base.wire = w == "f16" ? gcommFloat16 : w == "bf16" ? gcommBfloat16 : w == "f32" ? gcommFloat32
+                                                                                          : GCOMM_WIRE_SAME_AS_GRAD;
+        matrix = false;
+      } else if (a == "--view") base.view = true, matrix = false;
+      else if (a == "--iters") base.iters = std::stoi(next());
+      else if (a == "--warmup") base.warmup = std::stoi(next());
+      else if (a == "-J") {
+        base.json = std::fopen(next().c_str(), "w");
+        if (base.json == nullptr) return usage("cannot open the JSON file");
+      } else return usage(("unknown argument " + a).c_str());
+    } catch (const std::exception& e) {
+      return usage(e.what());
+    }
+  }
+  if (base.ranks < 1 || base.iters < 1 || base.warmup < 0) return usage("ranks and iters must be >= 1");
+  if (base.gpu && !have_gpu) return usage("--device gpu, but no usable GPU is present");
+  std::vector<Config> configs;
+  if (!matrix) {
+    configs.push_back(base);
+  } else if (have_gpu) {
+    // One GPU: NCCL with one rank (the engine's own cost), and the local
+    // transport with 4 ranks on it (a real reduction to compare against).
+    for (const char* set : {"resnet50", "gpt2_medium"})
+      for (auto [transport, ranks] : {std::pair<const char*, int>{"nccl", 1}, {"local", 4}})
+        for (int wire : {GCOMM_WIRE_SAME_AS_GRAD, static_cast<int>(gcommFloat16)})
+          for (bool view : {false, true}) {
+            if (view && wire != GCOMM_WIRE_SAME_AS_GRAD) continue;
+            Config c = base;
+            c.set = set, c.transport = transport, c.ranks = ranks, c.gpu = true, c.wire = wire, c.view = view;
+            configs.push_back(c);
+          }
+  } else {
+    for (int wire : {GCOMM_WIRE_SAME_AS_GRAD, static_cast<int>(gcommFloat16)}) {
+      Config c = base;
+      c.set = "resnet50", c.transport = "local", c.ranks = 2, c.wire = wire;
+      c.iters = std::min(c.iters, 5);
+      configs.push_back(c);
+    }
+  }
+  std::printf("# gradcomm-reducer-bench: %s; step = begin + mark all ready (backward order) + finalize, until every "
+              "rank's stream is idle; medians\n",
+              have_gpu ? "GPU present" : "no GPU: host ranks");
+  bool header = true;
+  for (const Config& c : configs) {
+    if (c.transport == "nccl" && c.ranks > gpus) return usage("--transport nccl needs one GPU per rank");
+    try {
+      report(c, run(c), header);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gradcomm-reducer-bench: %s\n", e.what());
+      return 1;
+    }
+    header = false;
+  }
+  if (base.json != nullptr) std::fclose(base.json);
+  return 0;
+}

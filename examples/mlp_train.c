@@ -1,0 +1,274 @@
+/* Data-parallel training of a two-layer MLP through gradcomm's C API: the C API
+ * tutorial (docs/tutorial.md walks through it).
+ *
+ * R ranks (threads, on the local transport) each take 1/R of every global batch,
+ * compute their gradients with a hand-written forward and backward, multiply them
+ * by the loss scale, and hand them to a reducer that sends them as f16, averages
+ * them, unscales them and updates the grad scaler. Every rank then applies the
+ * same SGD step. The loss curve must match a single rank training on the whole
+ * batch in f32: the program exits 1 if it does not.
+ *
+ * The model's math runs on the CPU. With --gpu the gradients are copied to GPU 0
+ * and the reducer, its f16 wire and the scaler run there.
+ *
+ *   gradcomm_example_mlp [--ranks R] [--steps N] [--gpu]
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+#include <gradcomm/gradcomm.h>
+
+enum { D_IN = 16, HIDDEN = 32, D_OUT = 4, BATCH = 64, MAX_STEPS = 400 };
+enum { W1, B1, W2, B2, NPARAM };
+static const size_t kCount[NPARAM] = {HIDDEN * D_IN, HIDDEN, D_OUT * HIDDEN, D_OUT};
+
+typedef struct {
+  float* p[NPARAM];
+} Tensors;
+
+/* --- data and model (plain C, deterministic) -------------------------------------- */
+
+static float uniform(unsigned* state) { /* xorshift32 in [-1, 1) */
+  *state ^= *state << 13;
+  *state ^= *state >> 17;
+  *state ^= *state << 5;
+  return (float)(*state & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+static float g_x[MAX_STEPS][BATCH][D_IN], g_y[MAX_STEPS][BATCH][D_OUT];
+
+/* Targets from a fixed random "teacher" network. */
+static void make_data(int steps) {
+  unsigned s = 12345;
+  float teacher[D_OUT][D_IN];
+  int t, b, i, o;
+  for (o = 0; o < D_OUT; ++o)
+    for (i = 0; i < D_IN; ++i) teacher[o][i] = uniform(&s);
+  for (t = 0; t < steps; ++t)
+    for (b = 0; b < BATCH; ++b) {
+      for (i = 0; i < D_IN; ++i) g_x[t][b][i] = uniform(&s);
+      for (o = 0; o < D_OUT; ++o) {
+        float z = 0;
+        for (i = 0; i < D_IN; ++i) z += teacher[o][i] * g_x[t][b][i];
+        g_y[t][b][o] = tanhf(z);
+      }
+    }
+}
+
+static void init_params(Tensors* w) {
+  unsigned s = 777;
+  int k;
+  size_t j;
+  for (k = 0; k < NPARAM; ++k)
+    for (j = 0; j < kCount[k]; ++j) w->p[k][j] = (k == B1 || k == B2) ? 0.0f : 0.3f * uniform(&s);
+}
+
+/* Forward and backward on samples [first, first + n) of step t: returns the sum of
+ * their squared errors and writes d(loss)/d(param) * scale into g, where loss is
+ * the mean over these n samples. Equal slices: the ranks' average is the
+ * gradient of the mean over the global batch. */
+static double forward_backward(const Tensors* w, int t, int first, int n, float scale, Tensors* g) {
+  double sse = 0;
+  int b, h, i, o, k;
+  float norm = 2.0f * scale / (float)n; /* d/dy of the mean squared error, times the loss scale */
+  for (k = 0; k < NPARAM; ++k) memset(g->p[k], 0, kCount[k] * sizeof(float));
+  for (b = first; b < first + n; ++b) {
+    float hid[HIDDEN], dout[D_OUT], dhid[HIDDEN];
+    for (h = 0; h < HIDDEN; ++h) {
+      float z = w->p[B1][h];
+      for (i = 0; i < D_IN; ++i) z += w->p[W1][h * D_IN + i] * g_x[t][b][i];
+      hid[h] = z > 0 ? z : 0;
+    }
+    for (o = 0; o < D_OUT; ++o) {
+      float z = w->p[B2][o];
+      for (h = 0; h < HIDDEN; ++h) z += w->p[W2][o * HIDDEN + h] * hid[h];
+      sse += (double)(z - g_y[t][b][o]) * (z - g_y[t][b][o]);
+      dout[o] = norm * (z - g_y[t][b][o]) / D_OUT;
+    }
+    for (h = 0; h < HIDDEN; ++h) dhid[h] = 0;
+    for (o = 0; o < D_OUT; ++o) {
+      g->p[B2][o] += dout[o];
+      for (h = 0; h < HIDDEN; ++h) {
+        g->p[W2][o * HIDDEN + h] += dout[o] * hid[h];
+        dhid[h] += dout[o] * w->p[W2][o * HIDDEN + h];
+      }
+    }
+    for (h = 0; h < HIDDEN; ++h) {
+      if (hid[h] <= 0) continue;
+      g->p[B1][h] += dhid[h];
+      for (i = 0; i < D_IN; ++i) g->p[W1][h * D_IN + i] += dhid[h] * g_x[t][b][i];
+    }
+  }
+  return sse;
+}
+
+/* --- one rank ------------------------------------------------------------------------ */
+
+typedef struct {
+  int rank, ranks, steps, gpu, f16_wire;
+  gcommComm_t comm;
+  double* sse;      /* [steps], summed over ranks under the lock */
+  pthread_mutex_t* lock;
+  char error[512];
+} RankJob;
+
+#define CHECK(call)                                                                                 \
+  do {                                                                                              \
+    gcommStatus_t s_ = (call);                                                                      \
+    if (s_ != gcommSuccess) {                                                                       \
+      snprintf(job->error, sizeof job->error, "%s: %s: %s", #call, gcommGetStatusName(s_),          \
+               gcommGetLastError());                                                                \
+      goto done;                                                                                    \
+    }                                                                                               \
+  } while (0)
+
+static void* run_rank(void* arg) {
+  RankJob* job = (RankJob*)arg;
+  Tensors w, g, dev;
+  gcommTensor_t grads[NPARAM];
+  gcommGradScaler_t scaler = NULL;
+  gcommReducer_t reducer = NULL;
+  gcommDevice_t device = job->gpu ? gcommCudaDevice(0) : gcommHostDevice();
+  int k, t, per_rank = BATCH / job->ranks;
+  size_t j;
+  memset(&dev, 0, sizeof dev);
+  for (k = 0; k < NPARAM; ++k) {
+    w.p[k] = malloc(kCount[k] * sizeof(float));
+    g.p[k] = malloc(kCount[k] * sizeof(float));
+    if (job->gpu && cudaMalloc((void**)&dev.p[k], kCount[k] * sizeof(float)) != cudaSuccess) {
+      snprintf(job->error, sizeof job->error, "cudaMalloc failed");
+      goto done;
+    }
+    /* Registration order = parameter order; the reducer plans buckets in reverse. */
+    grads[k].data = job->gpu ? (void*)dev.p[k] : (void*)g.p[k];
+    grads[k].count = kCount[k];
+    grads[k].dtype = gcommFloat32;
+  }
+  init_params(&w); /* every rank starts from the same weights */
+
+  {
+    /* Step 1: a grad scaler and a reducer with f16 on the wire. */
+    gcommGradScalerConfig_t sc = GCOMM_GRAD_SCALER_CONFIG_INITIALIZER;
+    gcommReducerConfig_t rc = GCOMM_REDUCER_CONFIG_INITIALIZER;
+    sc.init_scale = 1024.0f;
+    CHECK(gcommGradScalerCreate(device, &sc, &scaler));
+    rc.scaler = scaler;
+    rc.wire_dtype = job->f16_wire ? (int)gcommFloat16 : GCOMM_WIRE_SAME_AS_GRAD;
+    CHECK(gcommReducerCreate(job->comm, grads, NPARAM, &rc, &reducer));
+  }
+
+  for (t = 0; t < job->steps; ++t) {
+    float scale = 1.0f;
+    int skip = 0;
+    double sse;
+    CHECK(gcommGradScalerGetScale(scaler, NULL, &scale)); /* reads the device state: a sync */
+    /* Step 2: begin a synced step, produce each gradient, mark it ready. */
+    CHECK(gcommReducerBeginStep(reducer, 1));
+    sse = forward_backward(&w, t, job->rank * per_rank, per_rank, scale, &g);
+    for (k = NPARAM - 1; k >= 0; --k) { /* backward order: the last layer's gradients first */
+      if (job->gpu && cudaMemcpy(dev.p[k], g.p[k], kCount[k] * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess) {
+        snprintf(job->error, sizeof job->error, "cudaMemcpy failed");
+        goto done;
+      }
+      CHECK(gcommReducerMarkReady(reducer, (size_t)k, NULL));
+    }
+    /* Step 3: finalize; the gradients are averaged, unscaled and checked for Inf/NaN. */
+    CHECK(gcommReducerFinalize(reducer, NULL, &skip));
+    pthread_mutex_lock(job->lock);
+    job->sse[t] += sse;
+    pthread_mutex_unlock(job->lock);
+    if (skip) continue; /* an overflow: the scaler has backed off, skip the update */
+    for (k = 0; k < NPARAM; ++k) {
+      if (job->gpu && cudaMemcpy(g.p[k], dev.p[k], kCount[k] * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        snprintf(job->error, sizeof job->error, "cudaMemcpy failed");
+        goto done;
+      }
+      for (j = 0; j < kCount[k]; ++j) w.p[k][j] -= 0.05f * g.p[k][j];
+    }
+  }
+
+done:
+  if (reducer != NULL) gcommReducerDestroy(reducer); /* before the scaler and the communicator */
+  if (scaler != NULL) gcommGradScalerDestroy(scaler);
+  for (k = 0; k < NPARAM; ++k) {
+    free(w.p[k]);
+    free(g.p[k]);
+    if (dev.p[k] != NULL) cudaFree(dev.p[k]);
+  }
+  return NULL;
+}
+
+/* Trains on `ranks` ranks; fills loss[t] (mean squared error of step t's global batch). */
+static int train(int ranks, int steps, int gpu, int f16_wire, double* loss) {
+  gcommComm_t comms[8];
+  RankJob jobs[8];
+  pthread_t threads[8];
+  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  gcommCommConfig_t cc = GCOMM_COMM_CONFIG_INITIALIZER;
+  int r, t, failed = 0;
+  gcommStatus_t s = gcommCommInitLocal(ranks, gpu ? gcommCudaDevice(0) : gcommHostDevice(), &cc, comms);
+  if (s != gcommSuccess) {
+    fprintf(stderr, "gcommCommInitLocal: %s: %s\n", gcommGetStatusName(s), gcommGetLastError());
+    return 1;
+  }
+  for (t = 0; t < steps; ++t) loss[t] = 0;
+  for (r = 0; r < ranks; ++r) {
+    memset(&jobs[r], 0, sizeof jobs[r]);
+    jobs[r].rank = r, jobs[r].ranks = ranks, jobs[r].steps = steps, jobs[r].gpu = gpu, jobs[r].f16_wire = f16_wire;
+    jobs[r].comm = comms[r], jobs[r].sse = loss, jobs[r].lock = &lock;
+    pthread_create(&threads[r], NULL, run_rank, &jobs[r]);
+  }
+  for (r = 0; r < ranks; ++r) {
+    pthread_join(threads[r], NULL);
+    if (jobs[r].error[0] != '\0') {
+      fprintf(stderr, "rank %d: %s\n", r, jobs[r].error);
+      failed = 1;
+    }
+    gcommCommDestroy(comms[r]);
+  }
+  for (t = 0; t < steps; ++t) loss[t] /= (double)BATCH * D_OUT;
+  return failed;
+}
+
+int main(int argc, char** argv) {
+  int ranks = 4, steps = 200, gpu = 0, i, t, bad = 0;
+  static double single[MAX_STEPS], multi[MAX_STEPS];
+  double worst = 0;
+  for (i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc) ranks = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--gpu") == 0) gpu = 1;
+    else {
+      fprintf(stderr, "usage: %s [--ranks 1|2|4|8] [--steps N<=%d] [--gpu]\n", argv[0], MAX_STEPS);
+      return 2;
+    }
+  }
+  if (ranks < 1 || ranks > 8 || BATCH % ranks != 0 || steps < 1 || steps > MAX_STEPS) {
+    fprintf(stderr, "ranks must divide %d (1..8) and steps be 1..%d\n", BATCH, MAX_STEPS);
+    return 2;
+  }
+  if (gpu) {
+    int n = 0;
+    if (gcommGetCudaDeviceCount(&n) != gcommSuccess || n == 0) {
+      printf("--gpu: no usable GPU here; nothing to do\n");
+      return 0;
+    }
+  }
+  make_data(steps);
+  if (train(1, steps, 0, 0, single) || train(ranks, steps, gpu, 1, multi)) return 1;
+  printf("step   1 rank, f32, host   %d ranks, f16 wire, %s\n", ranks, gpu ? "GPU 0" : "host");
+  for (t = 0; t < steps; ++t) {
+    double rel = fabs(multi[t] - single[t]) / single[t];
+    if (rel > worst) worst = rel;
+    if (t % 20 == 0 || t == steps - 1) printf("%4d   %.6f            %.6f\n", t, single[t], multi[t]);
+  }
+  bad = worst > 0.01 || !(multi[steps - 1] < 0.5 * multi[0]);
+  printf("largest relative difference of the loss curves: %.2e (%s); loss %.4f -> %.4f\n", worst,
+         bad ? "FAIL" : "ok", multi[0], multi[steps - 1]);
+  return bad;
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Run HERE (the development machine) before a GPU session, after building
+# build-gpu/ (Release, sm_90, GoogleTest/Benchmark from .deps/): copies only what
+# runs on the GPU machine into .gpu-carry/ (git-ignored, a few MiB instead of the
+# build tree's ~50), to be named in the device tool's `carry`:
+#   .gpu-carry/build-gpu/...   libgradcomm, test, bench and tool programs, same layout
+#   .gpu-carry/lib/            libbenchmark.so.1debian
+#   .gpu-carry/all_reduce_perf nccl-tests' all_reduce_perf, if .nccl-tests/build has it
+# Then on the GPU machine: GPU_CHECK_PREBUILT=.gpu-carry tools/gpu_check.sh $OUT
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src=build-gpu
+[ -f "$src/CMakeCache.txt" ] || { echo "no $src/: build it first (see docs/gpu.md)"; exit 1; }
+rm -rf .gpu-carry
+mkdir -p .gpu-carry/lib
+cp "$src/CMakeCache.txt" .gpu-carry/
+( cd "$src" && find . -path ./install-test -prune -o -type f \( -name 'libgradcomm.so*' -o -name 'gradcomm_*tests' \
+    -o -name 'gradcomm_*bench*' -o -name 'gradcomm-*' -o -name 'gradcomm-info' \) -perm -u+x -print ) |
+  while read -r f; do mkdir -p ".gpu-carry/build-gpu/$(dirname "$f")"; cp -P "$src/$f" ".gpu-carry/build-gpu/$f"; done
+( cd "$src" && find . -maxdepth 1 -name 'libgradcomm.so*' ) | while read -r f; do cp -P "$src/$f" .gpu-carry/build-gpu/; done
+cp "$src/CMakeCache.txt" .gpu-carry/build-gpu/
+[ -f .deps/benchmark/lib/libbenchmark.so.1debian ] && cp -L .deps/benchmark/lib/libbenchmark.so.1debian .gpu-carry/lib/
+[ -x .nccl-tests/build/all_reduce_perf ] && cp .nccl-tests/build/all_reduce_perf .gpu-carry/
+du -sh .gpu-carry
