@@ -30,8 +30,8 @@ class Params(torch.nn.Module):
         self.ps = torch.nn.ParameterList(
             [torch.nn.Parameter(torch.full((n,), 0.5, device="cuda")) for n in sizes])
 
-    def forward(self):
-        return sum(p.sum() for p in self.ps)
+    def forward(self, x):  # DDP needs an input; x is a 1-element tensor
+        return sum(p.sum() for p in self.ps) * x.sum()
 
 
 def timed(fn, repeats=30, warmup=5):
@@ -63,14 +63,16 @@ def main():
             if wire == "f16":
                 ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
 
+            one = torch.ones(1, device="cuda")
+
             def step():
                 ddp.zero_grad(set_to_none=False)
-                ddp().backward()
+                ddp(one).backward()
 
             def step_no_sync():
                 with ddp.no_sync():
                     ddp.zero_grad(set_to_none=False)
-                    ddp().backward()
+                    ddp(one).backward()
 
             synced = timed(step)
             local = timed(step_no_sync)

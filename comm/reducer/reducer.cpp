@@ -141,6 +141,9 @@ Reducer::~Reducer() {
     side_.synchronize();
     if (wire_ != nullptr) allocator_->deallocate(wire_, side_.stream());
     if (flags_ != nullptr) allocator_->deallocate(flags_, side_.stream());
+    // The allocator's teardown records events on the streams it served: it must
+    // go while the side stream still exists.
+    allocator_.reset();
   } catch (const std::exception& e) {
     GCOMM_WARN("reducer destroy: ", e.what());
   }

@@ -79,8 +79,8 @@ class Reducer {
   std::vector<gcommTensor_t> grads_;  // registration order; views point into wire_
   std::vector<GradSpec> specs_;
 
+  SideStream side_;  // declared before the allocator: it must outlive it
   std::unique_ptr<memory::CachingAllocator> allocator_;
-  SideStream side_;
   BucketPlan plan_;
   std::vector<size_t> bucket_offset_;  // byte offset of each bucket in wire_
   void* wire_ = nullptr;
