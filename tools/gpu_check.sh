@@ -140,18 +140,6 @@ want bench && for b in $(find "$build/bench" -maxdepth 3 -type f -executable -na
     --benchmark_report_aggregates_only=true ${BENCH_ARGS:-} >"$benchdir/$name.txt" 2>&1
   note "bench $name: exit $?"
 done
-{ want bench || want reducer; } && python3 - "$benchdir" "$out/bench.json" <<'PY'
-import glob, json, os, sys
-merged = {}
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.jsonl"))):
-    merged[os.path.basename(f)[:-6]] = [json.loads(l) for l in open(f) if l.strip().startswith("{")]
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
-    try:
-        merged[os.path.basename(f)[:-5]] = json.load(open(f))
-    except Exception as e:
-        merged[os.path.basename(f)[:-5]] = {"error": str(e)}
-json.dump(merged, open(sys.argv[2], "w"), indent=1)
-PY
 
 # --- gradcomm-perf -------------------------------------------------------------------
 perf=$build/tools/perf/gradcomm-perf
@@ -204,6 +192,20 @@ for line in open(sys.argv[1]):
         except Exception:
             rows.append({"unparsed": line})
 json.dump({"results": rows, "stderr": open(sys.argv[2]).read()[-20000:]}, open(sys.argv[3], "w"), indent=1)
+PY
+
+# Every Google Benchmark program's JSON and the reducer bench's lines, merged.
+{ want bench || want reducer; } && python3 - "$benchdir" "$out/bench.json" <<'PY'
+import glob, json, os, sys
+merged = {}
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.jsonl"))):
+    merged[os.path.basename(f)[:-6]] = [json.loads(l) for l in open(f) if l.strip().startswith("{")]
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    try:
+        merged[os.path.basename(f)[:-5]] = json.load(open(f))
+    except Exception as e:
+        merged[os.path.basename(f)[:-5]] = {"error": str(e)}
+json.dump(merged, open(sys.argv[2], "w"), indent=1)
 PY
 
 echo "=== summary"
