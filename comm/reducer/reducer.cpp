@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
@@ -91,7 +92,7 @@ ReducerOptions reducer_options_from(const gcommReducerConfig_t& c) {
 }
 
 Reducer::Reducer(Communicator& comm, const gcommTensor_t* grads, size_t n, const ReducerOptions& options,
-                 kernels::GradScaler* scaler)
+                 kernels::GradScaler* scaler, std::unique_ptr<memory::CachingAllocator> allocator)
     : comm_(comm),
       scaler_(scaler),
       options_(options),
@@ -121,7 +122,9 @@ Reducer::Reducer(Communicator& comm, const gcommTensor_t* grads, size_t n, const
     grads_.push_back(g);
     specs_.push_back(GradSpec{g.count, g.dtype});
   }
-  allocator_ = memory::make_caching_allocator(device_, gcommMemoryDefault, memory::AllocatorOptions{});
+  allocator_ = allocator != nullptr
+                   ? std::move(allocator)
+                   : memory::make_caching_allocator(device_, gcommMemoryDefault, memory::AllocatorOptions{});
   flags_ = static_cast<float*>(allocator_->allocate(2 * sizeof(float), side_.stream()));
   const float init[2] = {0.0f, 1.0f};
   copy(flags_, init, sizeof init, device_, side_.stream(), cudaMemcpyHostToDevice);
@@ -129,8 +132,13 @@ Reducer::Reducer(Communicator& comm, const gcommTensor_t* grads, size_t n, const
   po.bucket_cap_bytes = options_.bucket_cap_bytes;
   po.first_bucket_bytes = options_.first_bucket_bytes;
   po.wire_dtype = options_.wire_dtype;
-  build_wire(plan_buckets(specs_, po));
-  side_.synchronize();  // the flags and the zeroed buffers are in place before the first step
+  try {
+    build_wire(plan_buckets(specs_, po));
+    side_.synchronize();  // the flags and the zeroed buffers are in place before the first step
+  } catch (...) {
+    allocator_->deallocate(flags_, side_.stream());  // no destructor runs for a half-made reducer
+    throw;
+  }
   marked_.assign(n, 0);
   GCOMM_INFO("reducer on ", describe_device(device_), ": ", n, " gradients, ", plan_.buckets.size(), " buckets\n",
               describe_plan(plan_));
@@ -197,6 +205,30 @@ void Reducer::build_wire(const BucketPlan& plan) {
 
 void* Reducer::wire_at(size_t bucket) const { return static_cast<char*>(wire_) + bucket_offset_[bucket]; }
 
+void Reducer::throw_if_failed() const {
+  if (failed_status_ != gcommSuccess)
+    fail(failed_status_, "the reducer failed in an earlier step and only accepts destroy: ", failed_message_);
+}
+
+// Runs work that may leave collectives issued on some ranks and not others; a
+// failure there is final for this reducer.
+template <class F>
+void Reducer::or_fail(F&& work) {
+  try {
+    work();
+  } catch (const Error& e) {
+    failed_status_ = e.status();
+    failed_message_ = e.message();
+    phase_ = Phase::kIdle;
+    throw;
+  } catch (const std::exception& e) {
+    failed_status_ = gcommInternalError;
+    failed_message_ = e.what();
+    phase_ = Phase::kIdle;
+    throw;
+  }
+}
+
 void Reducer::check_index(size_t index) const {
   require(index < grads_.size(), "gradient index ", index, " is out of range (", grads_.size(),
           " gradients registered)");
@@ -204,6 +236,7 @@ void Reducer::check_index(size_t index) const {
 
 void Reducer::begin_step(bool sync) {
   std::lock_guard<std::mutex> lock(mutex_);
+  throw_if_failed();
   if (phase_ != Phase::kIdle)
     fail(gcommInvalidState, "a step is already in progress: call gcommReducerFinalize before beginning another");
   std::fill(marked_.begin(), marked_.end(), 0);
@@ -219,6 +252,7 @@ void Reducer::begin_step(bool sync) {
 
 void Reducer::mark_ready(size_t index, gcommStream_t stream) {
   std::lock_guard<std::mutex> lock(mutex_);
+  throw_if_failed();
   if (phase_ == Phase::kIdle)
     fail(gcommInvalidState, "gradient ", index, " was marked ready outside a step: call gcommReducerBeginStep first");
   check_index(index);
@@ -232,7 +266,7 @@ void Reducer::mark_ready(size_t index, gcommStream_t stream) {
   auto& streams = bucket_streams_[b];
   if (std::find(streams.begin(), streams.end(), stream) == streams.end()) streams.push_back(stream);
   --remaining_[b];
-  launch_ready_buckets();
+  or_fail([&] { launch_ready_buckets(); });
 }
 
 // Buckets launch strictly in plan order: bucket k waits for buckets 0..k-1 even
@@ -291,6 +325,7 @@ std::vector<size_t> Reducer::unmarked() const {
 
 void Reducer::finalize(gcommStream_t stream) {
   std::lock_guard<std::mutex> lock(mutex_);
+  throw_if_failed();
   if (phase_ == Phase::kIdle) fail(gcommInvalidState, "finalize without a step: call gcommReducerBeginStep first");
   if (phase_ == Phase::kAccumulating) {
     phase_ = Phase::kIdle;
@@ -299,20 +334,23 @@ void Reducer::finalize(gcommStream_t stream) {
   }
   phase_ = Phase::kIdle;  // whatever happens below, the next step can begin
   std::vector<size_t> missing = unmarked();
-  // Missing gradients send zeros: the collectives complete on every rank.
-  while (next_bucket_ < plan_.buckets.size()) launch_bucket(next_bucket_++);
-  if (!missing.empty() && !options_.unused_as_zero) {
+  bool refuse = !missing.empty() && !options_.unused_as_zero;
+  or_fail([&] {
+    // Missing gradients send zeros: the collectives complete on every rank.
+    while (next_bucket_ < plan_.buckets.size()) launch_bucket(next_bucket_++);
+    if (!refuse) {
+      side_.make_wait(stream);
+      epilogue(stream);
+      side_.mark(stream);
+      ++stats_.synced_steps;
+    }
     maybe_rebuild(missing);  // every rank rebuilds at the same step
+  });
+  if (refuse)
     fail(gcommInvalidState, missing.size(), " of ", grads_.size(), " gradients were never marked ready in this step: ",
          list_indices(missing),
          ". Their buckets were sent with zeros so the other ranks do not hang; the gradients were not updated. "
          "Mark every gradient ready, or set unused_grads = gcommUnusedAsZero.");
-  }
-  side_.make_wait(stream);
-  epilogue(stream);
-  side_.mark(stream);
-  ++stats_.synced_steps;
-  maybe_rebuild(missing);
 }
 
 // Unpack (cast back, times 1/loss_scale) and the Inf/NaN flag, on the caller's
@@ -359,7 +397,16 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
   for (size_t i : ready_order_) order[k++] = static_cast<float>(i);
   for (size_t j = missing.size(); j-- > 0;) order[k++] = static_cast<float>(missing[j]);
   ready_order_.clear();
-  float* staging = static_cast<float*>(allocator_->allocate(n * sizeof(float), side_.stream()));
+  // Freed on every path: a failed broadcast must not leak it.
+  std::unique_ptr<void, std::function<void(void*)>> hold(
+      allocator_->allocate(n * sizeof(float), side_.stream()), [this](void* p) {
+        try {
+          allocator_->deallocate(p, side_.stream());
+        } catch (const std::exception& e) {
+          GCOMM_WARN("reducer: freeing the rebuild's staging: ", e.what());
+        }
+      });
+  float* staging = static_cast<float*>(hold.get());
   copy(staging, order.data(), n * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
   CollectiveArgs a;
   a.op = Collective::kBroadcast;
@@ -372,7 +419,7 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
   comm_.collective(a);
   copy(order.data(), staging, n * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
   side_.synchronize();
-  allocator_->deallocate(staging, side_.stream());
+  hold.reset();
   PlanOptions po;
   po.bucket_cap_bytes = options_.bucket_cap_bytes;
   po.first_bucket_bytes = options_.first_bucket_bytes;

@@ -38,8 +38,10 @@ class Reducer {
  public:
   // `scaler` may be null; it must be on the communicator's device. Both must
   // outlive the reducer. With grad_as_bucket_view every grads[i].data is NULL.
+  // `allocator`: where the reducer's buffers come from (default: a caching
+  // allocator of its own on the communicator's device; tests inject faults here).
   Reducer(Communicator& comm, const gcommTensor_t* grads, size_t n, const ReducerOptions& options,
-          kernels::GradScaler* scaler);
+          kernels::GradScaler* scaler, std::unique_ptr<memory::CachingAllocator> allocator = nullptr);
   ~Reducer();
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
@@ -57,6 +59,7 @@ class Reducer {
   void set_grad_data(size_t index, void* data);
   gcommReducerStats_t stats() const;
   std::string describe() const;
+  memory::CachingAllocator& allocator() { return *allocator_; }
 
  private:
   enum class Phase { kIdle, kSynced, kAccumulating };
@@ -68,6 +71,11 @@ class Reducer {
   void maybe_rebuild(const std::vector<size_t>& missing);
   void check_grad_location(const void* data, size_t index) const;
   std::vector<size_t> unmarked() const;
+  // Once a step fails after something was launched, ranks may disagree on what
+  // was issued: every later call fails with this, naming the first failure.
+  void throw_if_failed() const;
+  template <class F>
+  void or_fail(F&& work);
   void check_index(size_t index) const;
   void* wire_at(size_t bucket) const;
   kernels::Target side_target() const { return kernels::Target{device_, side_.stream()}; }
@@ -98,6 +106,8 @@ class Reducer {
   std::vector<size_t> ready_order_;  // first synced step only (for the rebuild)
   bool rebuild_pending_;
   gcommReducerStats_t stats_{};
+  gcommStatus_t failed_status_ = gcommSuccess;
+  std::string failed_message_;
 };
 
 }  // namespace gradcomm::comm

@@ -8,3 +8,9 @@ if(TARGET gradcomm_kernels AND TARGET gradcomm_memory)
     LIBS gradcomm::gradcomm gradcomm_common
     LABELS comm)
 endif()
+if(TARGET gradcomm_kernels AND TARGET gradcomm_memory)
+  gradcomm_add_test(gradcomm_reducer_fault_tests
+    SOURCES reducer/reducer_faults_test.cpp
+    LIBS gradcomm_comm
+    LABELS comm)
+endif()

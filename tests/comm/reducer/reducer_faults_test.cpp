@@ -1,0 +1,132 @@
+// Allocation failures injected at every allocation site the reducer reaches
+// (creation, the first step's plan rebuild): each surfaces as gcommOutOfMemory,
+// nothing leaks or crashes (the sanitizer stages run this), a reducer that failed
+// mid-step refuses further steps with the first failure's reason, and a peer of a
+// failed rank gets a clear error within its timeout instead of hanging.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "comm/local/local_transport.hpp"
+#include "comm/reducer/reducer.hpp"
+#include "memory/caching_allocator.hpp"
+#include "memory/events/event_source.hpp"
+#include "memory/upstream/upstream.hpp"
+
+namespace gradcomm::comm {
+namespace {
+
+std::unique_ptr<memory::CachingAllocator> host_allocator() {
+  return std::make_unique<memory::CachingAllocator>(memory::make_host_upstream(),
+                                                    std::make_unique<memory::ImmediateEvents>());
+}
+
+std::vector<std::unique_ptr<Communicator>> communicators(int n, double timeout_s) {
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (auto& t : make_local_transports(n, gcommHostDevice(), timeout_s))
+    comms.push_back(std::make_unique<Communicator>(std::move(t), timeout_s));
+  return comms;
+}
+
+struct Grads {
+  std::vector<std::vector<float>> data;
+  std::vector<gcommTensor_t> tensors;
+  Grads() {
+    for (size_t n : {300, 5, 1000, 77}) {
+      data.emplace_back(n, 1.5f);
+      tensors.push_back(gcommTensor_t{data.back().data(), n, gcommFloat32});
+    }
+  }
+};
+
+ReducerOptions small_buckets() {
+  ReducerOptions o;
+  o.bucket_cap_bytes = 1024;
+  o.first_bucket_bytes = 512;
+  return o;
+}
+
+void step(Reducer& r, size_t n) {
+  r.begin_step(true);
+  for (size_t i = 0; i < n; ++i) r.mark_ready(i, nullptr);  // registration order: the rebuild changes the plan
+  r.finalize(nullptr);
+}
+
+TEST(ReducerFaults, EveryAllocationSiteFailsCleanlyWithOutOfMemory) {
+  Grads g;
+  auto comms = communicators(1, 5.0);
+  uint64_t sites = 0;
+  {
+    Reducer r(*comms[0], g.tensors.data(), g.tensors.size(), small_buckets(), nullptr, host_allocator());
+    step(r, g.tensors.size());
+    step(r, g.tensors.size());
+    sites = r.allocator().allocate_calls();
+  }
+  ASSERT_GE(sites, 3u);  // flags, wire, and the rebuild's staging and new wire
+  for (uint64_t k = 0; k < sites; ++k) {
+    SCOPED_TRACE("failing allocation " + std::to_string(k));
+    auto alloc = host_allocator();
+    alloc->inject_failure_after(k);
+    std::unique_ptr<Reducer> r;
+    try {
+      r = std::make_unique<Reducer>(*comms[0], g.tensors.data(), g.tensors.size(), small_buckets(), nullptr,
+                                    std::move(alloc));
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), gcommOutOfMemory) << e.what();
+      continue;
+    }
+    bool failed = false;
+    for (int s = 0; s < 2 && !failed; ++s) {
+      try {
+        step(*r, g.tensors.size());
+      } catch (const Error& e) {
+        EXPECT_EQ(e.status(), gcommOutOfMemory) << e.what();
+        failed = true;
+      }
+    }
+    ASSERT_TRUE(failed) << "no step reported the injected failure";
+    try {
+      r->begin_step(true);
+      ADD_FAILURE() << "a failed reducer began another step";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), gcommOutOfMemory);
+      EXPECT_NE(std::string(e.what()).find("failed in an earlier step"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Rank 0 runs out of memory in the rebuild, before the broadcast; rank 1 must not hang.
+TEST(ReducerFaults, APeerOfARankThatFailedGetsAnErrorWithinTheTimeout) {
+  const double timeout_s = 0.5;
+  auto comms = communicators(2, timeout_s);
+  std::vector<Grads> grads(2);
+  std::vector<gcommStatus_t> status(2, gcommSuccess);
+  std::vector<std::string> message(2);
+  std::vector<std::thread> ranks;
+  auto start = std::chrono::steady_clock::now();
+  for (int rank = 0; rank < 2; ++rank)
+    ranks.emplace_back([&, rank] {
+      try {
+        Reducer r(*comms[rank], grads[rank].tensors.data(), grads[rank].tensors.size(), small_buckets(), nullptr,
+                  host_allocator());
+        if (rank == 0) r.allocator().inject_failure_after(0);  // the rebuild's first allocation
+        step(r, grads[rank].tensors.size());
+      } catch (const Error& e) {
+        status[rank] = e.status();
+        message[rank] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(status[0], gcommOutOfMemory) << message[0];
+  EXPECT_TRUE(status[1] == gcommTimeout || status[1] == gcommRemoteError) << message[1];
+  EXPECT_NE(message[1].find("broadcast"), std::string::npos) << message[1];
+  EXPECT_LT(seconds, 10 * timeout_s + 5.0);
+}
+
+}  // namespace
+}  // namespace gradcomm::comm
