@@ -14,3 +14,9 @@ if(TARGET gradcomm_kernels AND TARGET gradcomm_memory)
     LIBS gradcomm_comm
     LABELS comm)
 endif()
+if(TARGET gradcomm_kernels AND TARGET gradcomm_memory)
+  gradcomm_add_test(gradcomm_reducer_soak_tests
+    SOURCES reducer/reducer_soak_test.cpp
+    LIBS gradcomm_comm
+    LABELS comm soak)
+endif()
