@@ -83,17 +83,24 @@ bool CachingAllocator::sweep_for(FreePool& pool, StreamKey stream, size_t rounde
 }
 
 // Blocks of `stream` freed before the sweep was recorded become kAnyStream.
+// insert_free may merge a block with its kAnyStream neighbours and recycle them;
+// one of those can be the element right after the stream's range in the pool, so
+// no iterator is kept across it: the scan resumes from the migrated block's old key.
 void CachingAllocator::migrate(StreamKey stream, uint64_t covered) noexcept {
   for (FreePool* pool : {&small_pool_, &large_pool_}) {
     auto it = pool->lower_bound(PoolKey{stream, 0, 0});
     while (it != pool->end() && (*it)->tag == stream) {
       Block* b = *it;
-      ++it;  // insert_free only touches kAnyStream blocks, so `it` stays valid
-      if (b->free_seq > covered) continue;
-      b->node = pool->extract(b);
+      if (b->free_seq > covered) {
+        ++it;
+        continue;
+      }
+      const PoolKey after{stream, b->size, b->addr + 1};
+      b->node = pool->extract(it);
       b->tag = kAnyStream;
       b->free_seq = 0;
       insert_free(b);
+      it = pool->lower_bound(after);
     }
   }
 }
