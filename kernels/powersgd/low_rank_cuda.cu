@@ -1,0 +1,242 @@
+// CUDA paths of kernels/powersgd/low_rank.hpp. Every operation covers all the
+// matrices of a bucket in one launch (up to kBatch matrices per launch, their
+// descriptors in the kernel parameters). r is a runtime value; the kernels are
+// instantiated for r rounded up to 4, 8, 16 or 32 so the per-thread sums stay in
+// registers. Products accumulate in f32 (the host twin in f64: the tests bound
+// the difference). cuBLAS is not used: its batched GEMMs want equal shapes (or a
+// pointer array per call) and a bucket mixes shapes; a grouped GEMM would be the
+// candidate to measure against.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "common/cuda_check.hpp"
+#include "kernels/powersgd/low_rank.hpp"
+
+namespace gradcomm::kernels::powersgd::cuda {
+
+namespace {
+
+constexpr int kBatch = 64;
+constexpr int kThreads = 256;
+
+struct MatArg {
+  float* m;
+  float* e;
+  float* p;
+  float* q;
+  unsigned rows;
+  unsigned cols;
+};
+
+struct Batch {
+  MatArg a[kBatch];
+  int count;
+  unsigned max_rows;
+  unsigned max_cols;
+  size_t max_elems;
+};
+
+template <class Launch>
+void for_each_batch(const LowRankMatrix* mats, size_t n, Launch&& launch) {
+  Batch b{};
+  auto flush = [&] {
+    if (b.count > 0) launch(b);
+    b = Batch{};
+  };
+  for (size_t k = 0; k < n; ++k) {
+    const LowRankMatrix& m = mats[k];
+    b.a[b.count++] = MatArg{m.m, m.e, m.p, m.q, static_cast<unsigned>(m.rows), static_cast<unsigned>(m.cols)};
+    b.max_rows = std::max(b.max_rows, static_cast<unsigned>(m.rows));
+    b.max_cols = std::max(b.max_cols, static_cast<unsigned>(m.cols));
+    b.max_elems = std::max(b.max_elems, m.rows * m.cols);
+    if (b.count == kBatch) flush();
+  }
+  flush();
+}
+
+unsigned blocks_for(size_t work, size_t per_block) {
+  return static_cast<unsigned>(std::min<size_t>((work + per_block - 1) / per_block, 4096));
+}
+
+__global__ void add_error_kernel(const __grid_constant__ Batch b) {
+  const MatArg& a = b.a[blockIdx.y];
+  if (a.e == nullptr) return;
+  size_t total = static_cast<size_t>(a.rows) * a.cols;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    a.m[i] += a.e[i];
+}
+
+// p = m q: one warp per row; the lanes stride over the row, each keeping r sums.
+template <int R>
+__global__ void __launch_bounds__(kThreads) mq_kernel(const __grid_constant__ Batch b, int r) {
+  const MatArg& a = b.a[blockIdx.y];
+  const unsigned lane = threadIdx.x % 32;
+  const unsigned warps = gridDim.x * (blockDim.x / 32);
+  for (unsigned i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; i < a.rows; i += warps) {
+    float acc[R];
+#pragma unroll
+    for (int c = 0; c < R; ++c) acc[c] = 0.0f;
+    const float* row = a.m + static_cast<size_t>(i) * a.cols;
+    for (unsigned j = lane; j < a.cols; j += 32) {
+      float v = row[j];
+      const float* q = a.q + static_cast<size_t>(j) * r;
+#pragma unroll
+      for (int c = 0; c < R; ++c)
+        if (c < r) acc[c] += v * q[c];
+    }
+#pragma unroll
+    for (int c = 0; c < R; ++c) {
+      if (c >= r) break;
+      float s = acc[c];
+      for (int off = 16; off > 0; off /= 2) s += __shfl_down_sync(0xffffffffu, s, off);
+      if (lane == 0) a.p[static_cast<size_t>(i) * r + c] = s;
+    }
+  }
+}
+
+// q = m^T p: one thread per column of m (coalesced rows), p staged 32 rows at a time.
+template <int R>
+__global__ void __launch_bounds__(kThreads) mtp_kernel(const __grid_constant__ Batch b, int r) {
+  const MatArg& a = b.a[blockIdx.y];
+  __shared__ float tile[32 * kMaxRank];
+  for (unsigned j0 = blockIdx.x * blockDim.x; j0 < a.cols; j0 += gridDim.x * blockDim.x) {
+    const unsigned j = j0 + threadIdx.x;
+    float acc[R];
+#pragma unroll
+    for (int c = 0; c < R; ++c) acc[c] = 0.0f;
+    for (unsigned i0 = 0; i0 < a.rows; i0 += 32) {
+      const unsigned rows = min(32u, a.rows - i0);
+      __syncthreads();
+      for (unsigned t = threadIdx.x; t < rows * r; t += blockDim.x) tile[t] = a.p[static_cast<size_t>(i0) * r + t];
+      __syncthreads();
+      if (j < a.cols)
+        for (unsigned ii = 0; ii < rows; ++ii) {
+          float v = a.m[static_cast<size_t>(i0 + ii) * a.cols + j];
+#pragma unroll
+          for (int c = 0; c < R; ++c)
+            if (c < r) acc[c] += v * tile[ii * r + c];
+        }
+    }
+    if (j < a.cols)
+#pragma unroll
+      for (int c = 0; c < R; ++c)
+        if (c < r) a.q[static_cast<size_t>(j) * r + c] = acc[c];
+  }
+}
+
+__device__ double block_sum(double v, double* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
+    __syncthreads();
+  }
+  double total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+// Modified Gram-Schmidt, one block per matrix; each thread owns the same rows
+// throughout, so only the sums need the block.
+__global__ void __launch_bounds__(kThreads) orthogonalize_kernel(const __grid_constant__ Batch b, int r, float eps) {
+  const MatArg& a = b.a[blockIdx.x];
+  __shared__ double shared[kThreads];
+  for (int c = 0; c < r; ++c) {
+    double sq = 0.0;
+    for (unsigned i = threadIdx.x; i < a.rows; i += blockDim.x) {
+      float v = a.p[static_cast<size_t>(i) * r + c];
+      sq += static_cast<double>(v) * v;
+    }
+    double norm = sqrt(block_sum(sq, shared));
+    float inv = norm > eps ? static_cast<float>(1.0 / norm) : 0.0f;
+    for (unsigned i = threadIdx.x; i < a.rows; i += blockDim.x) a.p[static_cast<size_t>(i) * r + c] *= inv;
+    for (int d = c + 1; d < r; ++d) {
+      double dot = 0.0;
+      for (unsigned i = threadIdx.x; i < a.rows; i += blockDim.x)
+        dot += static_cast<double>(a.p[static_cast<size_t>(i) * r + c]) * a.p[static_cast<size_t>(i) * r + d];
+      float f = static_cast<float>(block_sum(dot, shared));
+      for (unsigned i = threadIdx.x; i < a.rows; i += blockDim.x)
+        a.p[static_cast<size_t>(i) * r + d] -= f * a.p[static_cast<size_t>(i) * r + c];
+    }
+  }
+}
+
+// approx = scale * p q^T; e = m - approx; m = approx: one read and one or two writes.
+template <int R>
+__global__ void __launch_bounds__(kThreads) decompress_kernel(const __grid_constant__ Batch b, int r, float scale) {
+  const MatArg& a = b.a[blockIdx.y];
+  const size_t total = static_cast<size_t>(a.rows) * a.cols;
+  for (size_t idx = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t i = idx / a.cols, j = idx % a.cols;
+    const float* p = a.p + i * r;
+    const float* q = a.q + j * r;
+    float s = 0.0f;
+#pragma unroll
+    for (int c = 0; c < R; ++c)
+      if (c < r) s += p[c] * q[c];
+    const float approx = s * scale;
+    if (a.e != nullptr) a.e[idx] = a.m[idx] - approx;
+    a.m[idx] = approx;
+  }
+}
+
+// The instantiation for r: the smallest of 4, 8, 16, 32 that holds it.
+#define GCOMM_WITH_RANK(r, KERNEL, GRID, STREAM, ...)                                  \
+  do {                                                                                 \
+    if ((r) <= 4)                                                                      \
+      KERNEL<4><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                       \
+    else if ((r) <= 8)                                                                 \
+      KERNEL<8><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                       \
+    else if ((r) <= 16)                                                                \
+      KERNEL<16><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                      \
+    else                                                                               \
+      KERNEL<32><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                      \
+  } while (0)
+
+cudaStream_t as_stream(gcommStream_t s) { return static_cast<cudaStream_t>(s); }
+
+}  // namespace
+
+void add_error(const LowRankMatrix* mats, size_t n, gcommStream_t stream) {
+  for_each_batch(mats, n, [&](const Batch& b) {
+    dim3 grid(blocks_for(b.max_elems, kThreads * 4), b.count);
+    add_error_kernel<<<grid, kThreads, 0, as_stream(stream)>>>(b);
+    GCOMM_CUDA_CHECK(cudaGetLastError());
+  });
+}
+
+void multiply_mq(const LowRankMatrix* mats, size_t n, int r, gcommStream_t stream) {
+  for_each_batch(mats, n, [&](const Batch& b) {
+    dim3 grid(blocks_for(b.max_rows, kThreads / 32), b.count);
+    GCOMM_WITH_RANK(r, mq_kernel, grid, as_stream(stream), b, r);
+    GCOMM_CUDA_CHECK(cudaGetLastError());
+  });
+}
+
+void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps, gcommStream_t stream) {
+  for_each_batch(mats, n, [&](const Batch& b) {
+    orthogonalize_kernel<<<b.count, kThreads, 0, as_stream(stream)>>>(b, r, eps);
+    GCOMM_CUDA_CHECK(cudaGetLastError());
+  });
+}
+
+void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, gcommStream_t stream) {
+  for_each_batch(mats, n, [&](const Batch& b) {
+    dim3 grid(blocks_for(b.max_cols, kThreads), b.count);
+    GCOMM_WITH_RANK(r, mtp_kernel, grid, as_stream(stream), b, r);
+    GCOMM_CUDA_CHECK(cudaGetLastError());
+  });
+}
+
+void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, gcommStream_t stream) {
+  for_each_batch(mats, n, [&](const Batch& b) {
+    dim3 grid(blocks_for(b.max_elems, kThreads * 4), b.count);
+    GCOMM_WITH_RANK(r, decompress_kernel, grid, as_stream(stream), b, r, scale);
+    GCOMM_CUDA_CHECK(cudaGetLastError());
+  });
+}
+
+}  // namespace gradcomm::kernels::powersgd::cuda

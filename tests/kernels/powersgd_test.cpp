@@ -1,0 +1,270 @@
+// PowerSGD's compute: the host twins against a plain float64 reference on
+// random low-rank-plus-noise matrices, exact recovery of a rank-r matrix, no NaN
+// from zero columns, the deterministic initial Q; the CUDA paths against the host
+// twins (skipped without a GPU).
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "kernels/powersgd/low_rank.hpp"
+#include "support/gpu.hpp"
+
+namespace gradcomm::kernels::powersgd {
+namespace {
+
+const Target kHost{gcommHostDevice(), nullptr};
+
+// One matrix with its own host storage.
+struct HostMatrix {
+  size_t rows, cols;
+  int r;
+  std::vector<float> m, e, p, q;
+  HostMatrix(size_t rows_, size_t cols_, int r_, bool with_error)
+      : rows(rows_), cols(cols_), r(r_), m(rows_ * cols_), e(with_error ? rows_ * cols_ : 0), p(rows_ * r_),
+        q(cols_ * r_) {}
+  LowRankMatrix view() {
+    return LowRankMatrix{m.data(), e.empty() ? nullptr : e.data(), p.data(), q.data(), rows, cols};
+  }
+};
+
+// A rank-`rank` matrix plus noise of size `noise`.
+void low_rank_plus_noise(HostMatrix& a, int rank, float noise, std::mt19937& rng) {
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> u(a.rows * rank), v(a.cols * rank);
+  for (auto& x : u) x = g(rng);
+  for (auto& x : v) x = g(rng);
+  for (size_t i = 0; i < a.rows; ++i)
+    for (size_t j = 0; j < a.cols; ++j) {
+      double s = 0;
+      for (int c = 0; c < rank; ++c) s += static_cast<double>(u[i * rank + c]) * v[j * rank + c];
+      a.m[i * a.cols + j] = static_cast<float>(s) + noise * g(rng);
+    }
+}
+
+// The whole round in float64, written independently of the twins.
+std::vector<double> reference_round(const std::vector<float>& m, size_t rows, size_t cols, int r,
+                                    const std::vector<float>& q0) {
+  std::vector<double> p(rows * r, 0.0), q(cols * r, 0.0), out(rows * cols, 0.0);
+  for (size_t i = 0; i < rows; ++i)
+    for (int c = 0; c < r; ++c)
+      for (size_t j = 0; j < cols; ++j) p[i * r + c] += static_cast<double>(m[i * cols + j]) * q0[j * r + c];
+  for (int c = 0; c < r; ++c) {
+    double sq = 0;
+    for (size_t i = 0; i < rows; ++i) sq += p[i * r + c] * p[i * r + c];
+    double norm = std::sqrt(sq);
+    for (size_t i = 0; i < rows; ++i) p[i * r + c] = norm > 1e-8 ? p[i * r + c] / norm : 0.0;
+    for (int d = c + 1; d < r; ++d) {
+      double dot = 0;
+      for (size_t i = 0; i < rows; ++i) dot += p[i * r + c] * p[i * r + d];
+      for (size_t i = 0; i < rows; ++i) p[i * r + d] -= dot * p[i * r + c];
+    }
+  }
+  for (size_t j = 0; j < cols; ++j)
+    for (int c = 0; c < r; ++c)
+      for (size_t i = 0; i < rows; ++i) q[j * r + c] += static_cast<double>(m[i * cols + j]) * p[i * r + c];
+  for (size_t i = 0; i < rows; ++i)
+    for (size_t j = 0; j < cols; ++j)
+      for (int c = 0; c < r; ++c) out[i * cols + j] += p[i * r + c] * q[j * r + c];
+  return out;
+}
+
+void round_on(LowRankMatrix* mats, size_t n, int r, const Target& t) {
+  multiply_mq(mats, n, r, t);
+  orthogonalize(mats, n, r, 1e-8f, t);
+  multiply_mtp(mats, n, r, t);
+  decompress(mats, n, r, 1.0f, t);
+}
+
+double rel_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double num = 0, den = 0;
+  for (size_t k = 0; k < got.size(); ++k) {
+    num += (got[k] - want[k]) * (got[k] - want[k]);
+    den += want[k] * want[k];
+  }
+  return std::sqrt(num / (den + 1e-300));
+}
+
+TEST(PowerSgdHost, OneRoundMatchesTheFloat64Reference) {
+  std::mt19937 rng(1);
+  for (auto [rows, cols, r] : {std::tuple<size_t, size_t, int>{17, 33, 1}, {64, 100, 4}, {1000, 3, 2},
+                               {3, 1000, 3}, {128, 96, 32}, {1, 7, 1}}) {
+    HostMatrix a(rows, cols, r, false);
+    low_rank_plus_noise(a, 2, 0.1f, rng);
+    initial_q(7, 0, cols, r, a.q.data());
+    std::vector<float> m0 = a.m, q0 = a.q;
+    LowRankMatrix v = a.view();
+    round_on(&v, 1, r, kHost);
+    std::vector<double> want = reference_round(m0, rows, cols, r, q0);
+    EXPECT_LT(rel_error(a.m, want), 1e-5) << rows << "x" << cols << " r=" << r;
+  }
+}
+
+TEST(PowerSgdHost, RecoversARankRMatrixExactly) {
+  std::mt19937 rng(2);
+  for (int r : {1, 2, 4, 8}) {
+    HostMatrix a(200, 150, r, true);
+    low_rank_plus_noise(a, r, 0.0f, rng);
+    std::vector<float> m0 = a.m;
+    initial_q(11, 3, a.cols, r, a.q.data());
+    LowRankMatrix v = a.view();
+    round_on(&v, 1, r, kHost);
+    std::vector<double> want(m0.begin(), m0.end());
+    EXPECT_LT(rel_error(a.m, want), 1e-4) << "r=" << r;
+    // The error feedback holds what was not sent: here, almost nothing.
+    double e2 = 0, m2 = 0;
+    for (size_t k = 0; k < m0.size(); ++k) e2 += a.e[k] * a.e[k], m2 += m0[k] * m0[k];
+    EXPECT_LT(std::sqrt(e2 / m2), 1e-4);
+  }
+}
+
+TEST(PowerSgdHost, ZeroMatricesAndZeroColumnsGiveNoNaN) {
+  HostMatrix a(50, 40, 4, true);  // all zeros
+  initial_q(1, 0, a.cols, 4, a.q.data());
+  LowRankMatrix v = a.view();
+  round_on(&v, 1, 4, kHost);
+  for (float x : a.m) ASSERT_EQ(x, 0.0f);
+  for (float x : a.p) ASSERT_FALSE(std::isnan(x));
+  // A rank-1 matrix with r = 4: columns 2..4 of P vanish after Gram-Schmidt.
+  std::mt19937 rng(3);
+  HostMatrix b(60, 30, 4, false);
+  low_rank_plus_noise(b, 1, 0.0f, rng);
+  initial_q(1, 1, b.cols, 4, b.q.data());
+  LowRankMatrix w = b.view();
+  round_on(&w, 1, 4, kHost);
+  for (float x : b.p) ASSERT_TRUE(std::isfinite(x));
+  for (float x : b.m) ASSERT_TRUE(std::isfinite(x));
+}
+
+TEST(PowerSgdHost, InitialQIsDeterministicAndStandardNormal) {
+  std::vector<float> a(4000), b(4000), c(4000), d(4000);
+  initial_q(42, 5, 1000, 4, a.data());
+  initial_q(42, 5, 1000, 4, b.data());
+  initial_q(43, 5, 1000, 4, c.data());
+  initial_q(42, 6, 1000, 4, d.data());
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_NE(a, d);
+  double mean = 0, var = 0;
+  for (float x : a) mean += x;
+  mean /= a.size();
+  for (float x : a) var += (x - mean) * (x - mean);
+  var /= a.size();
+  EXPECT_NEAR(mean, 0.0, 0.08);
+  EXPECT_NEAR(var, 1.0, 0.1);
+}
+
+TEST(PowerSgdHost, ErrorFeedbackTelescopes) {
+  // Over many steps the sum of what was sent tracks the sum of the true
+  // gradients: their difference is exactly the final error buffer.
+  std::mt19937 rng(4);
+  HostMatrix a(40, 30, 2, true);
+  std::vector<double> true_sum(a.m.size(), 0.0), sent_sum(a.m.size(), 0.0);
+  initial_q(9, 0, a.cols, 2, a.q.data());
+  for (int step = 0; step < 50; ++step) {
+    low_rank_plus_noise(a, 3, 0.5f, rng);
+    for (size_t k = 0; k < a.m.size(); ++k) true_sum[k] += a.m[k];
+    LowRankMatrix v = a.view();
+    add_error(&v, 1, kHost);
+    round_on(&v, 1, 2, kHost);  // q warm-starts from the last step's
+    for (size_t k = 0; k < a.m.size(); ++k) sent_sum[k] += a.m[k];
+  }
+  for (size_t k = 0; k < a.m.size(); ++k) ASSERT_NEAR(true_sum[k] - sent_sum[k], a.e[k], 1e-3) << k;
+}
+
+TEST(PowerSgdHost, BadArgumentsAreRefused) {
+  HostMatrix a(4, 4, 2, false);
+  LowRankMatrix v = a.view();
+  EXPECT_THROW(multiply_mq(&v, 1, 0, kHost), Error);
+  EXPECT_THROW(multiply_mq(&v, 1, 33, kHost), Error);
+  v.p = nullptr;
+  EXPECT_THROW(multiply_mq(&v, 1, 2, kHost), Error);
+  v = a.view();
+  v.rows = 0;
+  EXPECT_THROW(decompress(&v, 1, 2, 1.0f, kHost), Error);
+  EXPECT_THROW(orthogonalize(nullptr, 2, 2, 1e-8f, kHost), Error);
+  v = a.view();
+  EXPECT_THROW(orthogonalize(&v, 1, 2, -1.0f, kHost), Error);
+}
+
+// ---- GPU against the host twins ---------------------------------------------------
+
+struct DeviceBuf {
+  float* p = nullptr;
+  explicit DeviceBuf(const std::vector<float>& h) {
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(h.size(), 1) * 4), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p, h.data(), h.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ~DeviceBuf() { cudaFree(p); }
+  std::vector<float> get(size_t n) const {
+    std::vector<float> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), p, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    return h;
+  }
+};
+
+TEST(PowerSgdGpu, EveryOperationMatchesTheHostTwin) {
+  GCOMM_SKIP_WITHOUT_GPU();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const Target gpu{gcommCudaDevice(0), nullptr};
+  std::mt19937 rng(5);
+  for (int r : {1, 3, 4, 7, 16, 32}) {
+    // A bucket of mixed shapes, more than one launch's worth (64) for r = 4.
+    std::vector<HostMatrix> hs;
+    size_t count = r == 4 ? 70 : 5;
+    for (size_t k = 0; k < count; ++k) {
+      size_t rows = 1 + rng() % 300, cols = 1 + rng() % 200;
+      if (k == 0) rows = 2048, cols = 33;
+      hs.emplace_back(rows, cols, r, true);
+      low_rank_plus_noise(hs.back(), 3, 0.3f, rng);
+      for (auto& x : hs.back().e) x = 0.01f * static_cast<float>(static_cast<int>(rng() % 200) - 100);
+      initial_q(13, k, cols, r, hs.back().q.data());
+    }
+    std::vector<std::unique_ptr<DeviceBuf>> bufs;
+    std::vector<LowRankMatrix> dv, hv;
+    for (auto& h : hs) {
+      bufs.push_back(std::make_unique<DeviceBuf>(h.m));
+      bufs.push_back(std::make_unique<DeviceBuf>(h.e));
+      bufs.push_back(std::make_unique<DeviceBuf>(h.p));
+      bufs.push_back(std::make_unique<DeviceBuf>(h.q));
+      size_t b = bufs.size();
+      dv.push_back(LowRankMatrix{bufs[b - 4]->p, bufs[b - 3]->p, bufs[b - 2]->p, bufs[b - 1]->p, h.rows, h.cols});
+      hv.push_back(h.view());
+    }
+    add_error(hv.data(), count, kHost);
+    add_error(dv.data(), count, gpu);
+    round_on(hv.data(), count, r, kHost);
+    round_on(dv.data(), count, r, gpu);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    for (size_t k = 0; k < count; ++k) {
+      const HostMatrix& h = hs[k];
+      std::vector<float> m = bufs[4 * k]->get(h.m.size()), e = bufs[4 * k + 1]->get(h.e.size());
+      std::vector<double> want_m(h.m.begin(), h.m.end()), want_e(h.e.begin(), h.e.end());
+      EXPECT_LT(rel_error(m, want_m), 2e-4) << "r=" << r << " matrix " << k << " " << h.rows << "x" << h.cols;
+      EXPECT_LT(rel_error(e, want_e), 2e-3) << "r=" << r << " matrix " << k;
+      for (float x : m) ASSERT_TRUE(std::isfinite(x));
+    }
+  }
+}
+
+TEST(PowerSgdGpu, ZeroMatrixGivesNoNaN) {
+  GCOMM_SKIP_WITHOUT_GPU();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const Target gpu{gcommCudaDevice(0), nullptr};
+  HostMatrix h(300, 20, 8, false);
+  initial_q(3, 0, h.cols, 8, h.q.data());
+  DeviceBuf m(h.m), p(h.p), q(h.q);
+  LowRankMatrix v{m.p, nullptr, p.p, q.p, h.rows, h.cols};
+  round_on(&v, 1, 8, gpu);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (float x : m.get(h.m.size())) ASSERT_EQ(x, 0.0f);
+  for (float x : p.get(h.p.size())) ASSERT_FALSE(std::isnan(x));
+}
+
+}  // namespace
+}  // namespace gradcomm::kernels::powersgd
