@@ -122,4 +122,44 @@ GCOMM_API gcommStatus_t gcommReducerDescribe(gcommReducer_t reducer, char* buf, 
   });
 }
 
+GCOMM_API gcommStatus_t gcommReducerEnablePowerSgd(gcommReducer_t reducer, const size_t* rows,
+                                                   const gcommPowerSgdConfig_t* config) {
+  return GCOMM_API_CALL({
+    Reducer& r = reducer_of(reducer);
+    GCOMM_REQUIRE_NOT_NULL(rows);
+    const gcommPowerSgdConfig_t defaults = GCOMM_POWERSGD_CONFIG_INITIALIZER;
+    gcommPowerSgdConfig_t c = read_config(config, defaults, "gcommPowerSgdConfig_t");
+    r.enable_powersgd(rows, powersgd_options_from(c));
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerGetPowerSgdStats(gcommReducer_t reducer, gcommPowerSgdStats_t* stats) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(stats);
+    PowerSgdStats s = reducer_of(reducer).powersgd_stats();
+    stats->compressed_steps = s.compressed_steps;
+    stats->compressed_matrices = s.compressed_matrices;
+    stats->uncompressed_tensors = s.uncompressed_tensors;
+    stats->bytes_last_step = s.bytes_last_step;
+    stats->uncompressed_bytes_equivalent = s.uncompressed_bytes_equivalent;
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerSavePowerSgdState(gcommReducer_t reducer, void* buf, size_t capacity,
+                                                      size_t* needed) {
+  return GCOMM_API_CALL({
+    require(buf != nullptr || capacity == 0, "buf is NULL but capacity is ", capacity);
+    std::vector<uint8_t> state = reducer_of(reducer).save_powersgd();
+    if (needed != nullptr) *needed = state.size();
+    if (capacity == 0) return;
+    require(capacity >= state.size(), "capacity ", capacity, " is below the state's ", state.size(),
+            " bytes (ask with capacity 0)");
+    std::memcpy(buf, state.data(), state.size());
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerLoadPowerSgdState(gcommReducer_t reducer, const void* data, size_t bytes) {
+  return GCOMM_API_CALL({ reducer_of(reducer).load_powersgd(static_cast<const uint8_t*>(data), bytes); });
+}
+
 }  // extern "C"

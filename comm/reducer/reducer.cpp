@@ -147,6 +147,7 @@ Reducer::Reducer(Communicator& comm, const gcommTensor_t* grads, size_t n, const
 Reducer::~Reducer() {
   try {
     side_.synchronize();
+    psgd_.reset();  // its buffers come from the allocator
     if (wire_ != nullptr) allocator_->deallocate(wire_, side_.stream());
     if (flags_ != nullptr) allocator_->deallocate(flags_, side_.stream());
     // The allocator's teardown records events on the streams it served: it must
@@ -247,6 +248,7 @@ void Reducer::begin_step(bool sync) {
     bucket_streams_[b].clear();
   }
   ready_order_.clear();
+  if (sync && psgd_ != nullptr) or_fail([&] { psgd_->begin_step(flags_ + 1); });
   phase_ = sync ? Phase::kSynced : Phase::kAccumulating;
 }
 
@@ -289,11 +291,18 @@ void Reducer::launch_bucket(size_t b) {
     std::vector<size_t> offsets;
     src.reserve(bucket.entries.size());
     offsets.reserve(bucket.entries.size());
-    for (const BucketEntry& e : bucket.entries)
+    for (const BucketEntry& e : bucket.entries) {
+      if (compressed(e.grad)) {
+        // PowerSGD's: not in the wire buffer; an unmarked one contributes zero.
+        if (!marked_[e.grad])
+          zero(grads_[e.grad].data, grads_[e.grad].count * sizeof(float), device_, side_.stream());
+        continue;
+      }
       if (marked_[e.grad]) {
         src.push_back(grads_[e.grad]);
         offsets.push_back(e.offset);
       }
+    }
     if (!complete) zero(wire, bucket.wire_bytes(), device_, side_.stream());
     kernels::pack(src.data(), src.size(), offsets.data(), wire, bucket.wire_dtype,
                   options_.average ? 1.0f / world : 1.0f, nullptr, side_target());
@@ -312,6 +321,7 @@ void Reducer::launch_bucket(size_t b) {
   a.redop = options_.grad_as_bucket_view && options_.average ? gcommAvg : gcommSum;
   a.stream = side_.stream();
   comm_.collective(a);
+  if (psgd_ != nullptr) psgd_->run_bucket(b, grads_, comm_, options_.average);
   ++stats_.buckets_launched;
 }
 
@@ -338,6 +348,7 @@ void Reducer::finalize(gcommStream_t stream) {
   or_fail([&] {
     // Missing gradients send zeros: the collectives complete on every rank.
     while (next_bucket_ < plan_.buckets.size()) launch_bucket(next_bucket_++);
+    if (psgd_ != nullptr) psgd_->end_step();
     if (!refuse) {
       side_.make_wait(stream);
       epilogue(stream);
@@ -371,6 +382,7 @@ void Reducer::epilogue(gcommStream_t stream) {
         if (plan_.buckets[b].wire_dtype != wire_dtype) continue;
         size_t base = bucket_offset_[b] / dtype_size(wire_dtype);
         for (const BucketEntry& e : plan_.buckets[b].entries) {
+          if (compressed(e.grad)) continue;
           dst.push_back(grads_[e.grad]);
           offsets.push_back(base + e.offset);
         }
@@ -378,6 +390,11 @@ void Reducer::epilogue(gcommStream_t stream) {
       if (!dst.empty())
         kernels::unpack(wire_, wire_dtype, offsets.data(), dst.data(), dst.size(), 1.0f, inv_scale, false, flags_, t);
     }
+  }
+  if (psgd_ != nullptr) {
+    // PowerSGD wrote its (averaged) approximations in place: unscale and check them.
+    std::vector<gcommTensor_t> c = psgd_->compressed_tensors(grads_);
+    kernels::unscale_and_check(c.data(), c.size(), inv_scale != nullptr ? inv_scale : flags_ + 1, flags_, t);
   }
   if (scaler_ != nullptr) {
     // The scaler's rule reads its own found-inf field.
@@ -473,6 +490,59 @@ std::string Reducer::describe() const {
   return cat("reducer: ", grads_.size(), " gradients, ", plan_.buckets.size(), " buckets, ", wire_payload_bytes_,
              " wire bytes per step on ", describe_device(device_), " (rank ", comm_.rank(), " of ", comm_.size(), ")",
              stats_.rebuilt ? ", rebuilt in ready order" : "", "\n", describe_plan(plan_));
+}
+
+void Reducer::enable_powersgd(const size_t* rows, const PowerSgdOptions& options) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  throw_if_failed();
+  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "PowerSGD can only be enabled between steps");
+  if (psgd_ != nullptr) fail(gcommInvalidState, "PowerSGD is already enabled on this reducer");
+  if (options_.grad_as_bucket_view)
+    fail(gcommNotSupported, "PowerSGD with grad_as_bucket_view is not supported (the compressed gradients would "
+                            "have to leave the buckets)");
+  auto psgd = std::make_unique<PowerSgd>(grads_, rows, options, *allocator_, side_, device_);
+  // Keep the plan's current gradient order; the compressed gradients take no bytes.
+  PlanOptions po;
+  po.bucket_cap_bytes = options_.bucket_cap_bytes;
+  po.first_bucket_bytes = options_.first_bucket_bytes;
+  po.wire_dtype = options_.wire_dtype;
+  for (const Bucket& b : plan_.buckets)
+    for (const BucketEntry& e : b.entries) po.order.push_back(e.grad);
+  BucketPlan plan = plan_buckets(psgd->plan_specs(specs_), po);
+  side_.synchronize();
+  or_fail([&] {
+    build_wire(plan);
+    psgd->set_layout(plan_);
+  });
+  rebuild_pending_ = false;  // P and Q are laid out by this plan
+  psgd_ = std::move(psgd);
+  GCOMM_INFO("reducer: PowerSGD rank ", options.rank, " on ", psgd_->stats().compressed_matrices, " of ",
+             grads_.size(), " gradients");
+}
+
+void Reducer::require_powersgd(const char* what) const {
+  if (psgd_ == nullptr) fail(gcommInvalidState, what, ": PowerSGD is not enabled on this reducer");
+}
+
+PowerSgdStats Reducer::powersgd_stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  require_powersgd("PowerSGD stats");
+  return psgd_->stats();
+}
+
+std::vector<uint8_t> Reducer::save_powersgd() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  require_powersgd("saving the PowerSGD state");
+  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the PowerSGD state can only be saved between steps");
+  return psgd_->save();
+}
+
+void Reducer::load_powersgd(const uint8_t* data, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  throw_if_failed();
+  require_powersgd("loading a PowerSGD state");
+  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the PowerSGD state can only be loaded between steps");
+  psgd_->load(data, bytes);
 }
 
 }  // namespace gradcomm::comm

@@ -14,6 +14,7 @@
 
 #include "comm/communicator.hpp"
 #include "comm/reducer/bucket_plan.hpp"
+#include "comm/reducer/powersgd.hpp"
 #include "comm/reducer/side_stream.hpp"
 #include "gradcomm/reducer.h"
 #include "kernels/grad_scaler.hpp"
@@ -61,6 +62,13 @@ class Reducer {
   std::string describe() const;
   memory::CachingAllocator& allocator() { return *allocator_; }
 
+  // PowerSGD (comm/reducer/powersgd.hpp): between steps, once; rows[i] = gradient
+  // i's first dimension (0: not a matrix).
+  void enable_powersgd(const size_t* rows, const PowerSgdOptions& options);
+  PowerSgdStats powersgd_stats() const;
+  std::vector<uint8_t> save_powersgd();
+  void load_powersgd(const uint8_t* data, size_t bytes);
+
  private:
   enum class Phase { kIdle, kSynced, kAccumulating };
 
@@ -105,7 +113,10 @@ class Reducer {
   size_t marked_count_ = 0;
   std::vector<size_t> ready_order_;  // first synced step only (for the rebuild)
   bool rebuild_pending_;
+  bool compressed(size_t grad) const { return psgd_ != nullptr && psgd_->compressed(grad); }
+  void require_powersgd(const char* what) const;
   gcommReducerStats_t stats_{};
+  std::unique_ptr<PowerSgd> psgd_;
   gcommStatus_t failed_status_ = gcommSuccess;
   std::string failed_message_;
 };

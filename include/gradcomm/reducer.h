@@ -120,6 +120,50 @@ GCOMM_API gcommStatus_t gcommReducerGetStats(gcommReducer_t reducer, gcommReduce
  *  @p capacity); @p needed (may be NULL) receives the full length + 1. */
 GCOMM_API gcommStatus_t gcommReducerDescribe(gcommReducer_t reducer, char* buf, size_t capacity, size_t* needed);
 
+/* ---- PowerSGD (low-rank compression as the reducer's strategy; docs/powersgd.md) ---- */
+
+/** PowerSGD configuration (versioned config struct, version 1). */
+typedef struct gcommPowerSgdConfig {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  int rank;                    /**< 4: the approximation's rank, 1..32 */
+  float min_compression_rate;  /**< 2: compress an n x m gradient only if (n + m) r * rate < n m */
+  uint64_t start_iter;         /**< 10: synced steps all-reduced whole before compression starts */
+  int error_feedback;          /**< 1: add what the last approximation missed (E) before compressing */
+  int warm_start;              /**< 1: reuse Q across steps; 0: a fresh seeded Q every step */
+  float orthogonalization_eps; /**< 1e-8: columns of P with a smaller norm become zero */
+  int reserved_v1;             /**< leave 0 */
+  uint64_t seed;               /**< seeds the initial Q (identical on every rank, host or GPU) */
+} gcommPowerSgdConfig_t;
+
+#define GCOMM_POWERSGD_CONFIG_INITIALIZER \
+  { GCOMM_CONFIG_HEADER(gcommPowerSgdConfig_t), 4, 2.0f, 10, 1, 1, 1e-8f, 0, 0x5eed }
+
+typedef struct gcommPowerSgdStats {
+  uint64_t compressed_steps;            /**< synced steps that were compressed */
+  size_t compressed_matrices;           /**< gradients compressed */
+  size_t uncompressed_tensors;          /**< gradients sent whole (in the normal buckets) */
+  size_t bytes_last_step;               /**< P and Q bytes each rank sent in the last compressed step */
+  size_t uncompressed_bytes_equivalent; /**< the compressed gradients' bytes as an f32 all-reduce */
+} gcommPowerSgdStats_t;
+
+/** Turns PowerSGD on, between steps, for f32 gradients: @p rows[i] is gradient i's
+ *  first dimension (the gradient is viewed as rows x count/rows), 0 for a gradient
+ *  that is not a matrix. Every rank must make the same call. The bucket plan is
+ *  rebuilt with the compressed gradients outside the buckets and is not rebuilt
+ *  again. Not with grad_as_bucket_view. */
+GCOMM_API gcommStatus_t gcommReducerEnablePowerSgd(gcommReducer_t reducer, const size_t* rows,
+                                                   const gcommPowerSgdConfig_t* config);
+GCOMM_API gcommStatus_t gcommReducerGetPowerSgdStats(gcommReducer_t reducer, gcommPowerSgdStats_t* stats);
+/** The PowerSGD state (step counter, Q, error feedback) as device-independent bytes
+ *  into @p buf (between steps; @p needed receives the size; buf may be NULL with
+ *  capacity 0 to ask it). */
+GCOMM_API gcommStatus_t gcommReducerSavePowerSgdState(gcommReducer_t reducer, void* buf, size_t capacity,
+                                                      size_t* needed);
+/** Restores a state saved by a reducer with the same gradients, rows and rank. */
+GCOMM_API gcommStatus_t gcommReducerLoadPowerSgdState(gcommReducer_t reducer, const void* data, size_t bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -71,13 +71,24 @@ void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps, const 
   require(eps >= 0.0f && std::isfinite(eps), "eps must be a finite number >= 0, not ", eps);
   dispatch(t, [&] { host::orthogonalize(mats, n, r, eps); }, [&] { cuda::orthogonalize(mats, n, r, eps, t.stream); });
 }
-void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const Target& t) {
+void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip, const Target& t) {
   validate(mats, n, r);
-  dispatch(t, [&] { host::multiply_mtp(mats, n, r); }, [&] { cuda::multiply_mtp(mats, n, r, t.stream); });
+  dispatch(t, [&] { host::multiply_mtp(mats, n, r, skip); }, [&] { cuda::multiply_mtp(mats, n, r, skip, t.stream); });
 }
-void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const Target& t) {
+void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip, const Target& t) {
   validate(mats, n, r);
-  dispatch(t, [&] { host::decompress(mats, n, r, scale); }, [&] { cuda::decompress(mats, n, r, scale, t.stream); });
+  dispatch(t, [&] { host::decompress(mats, n, r, scale, skip); },
+           [&] { cuda::decompress(mats, n, r, scale, skip, t.stream); });
+}
+
+void commit(float* dst, const float* src, size_t count, const float* skip, const Target& t) {
+  require((dst != nullptr && src != nullptr) || count == 0, "commit: NULL buffer for ", count, " floats");
+  if (count == 0) return;
+  dispatch(t,
+           [&] {
+             if (skip == nullptr || !(*skip > 0.0f)) std::memcpy(dst, src, count * sizeof(float));
+           },
+           [&] { cuda::commit(dst, src, count, skip, t.stream); });
 }
 
 namespace host {
@@ -123,7 +134,8 @@ void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps) {
   }
 }
 
-void multiply_mtp(const LowRankMatrix* mats, size_t n, int r) {
+void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip) {
+  if (skip != nullptr && *skip > 0.0f) return;
   for (size_t k = 0; k < n; ++k) {
     const LowRankMatrix& a = mats[k];
     std::vector<double> acc(a.cols * r, 0.0);
@@ -137,7 +149,8 @@ void multiply_mtp(const LowRankMatrix* mats, size_t n, int r) {
   }
 }
 
-void decompress(const LowRankMatrix* mats, size_t n, int r, float scale) {
+void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip) {
+  const bool keep_state = skip != nullptr && *skip > 0.0f;
   for (size_t k = 0; k < n; ++k) {
     const LowRankMatrix& a = mats[k];
     for (size_t i = 0; i < a.rows; ++i)
@@ -146,7 +159,7 @@ void decompress(const LowRankMatrix* mats, size_t n, int r, float scale) {
         for (int c = 0; c < r; ++c) s += static_cast<double>(a.p[i * r + c]) * a.q[j * r + c];
         float approx = static_cast<float>(s * scale);
         size_t idx = i * a.cols + j;
-        if (a.e != nullptr) a.e[idx] = a.m[idx] - approx;
+        if (a.e != nullptr && !keep_state) a.e[idx] = a.m[idx] - approx;
         a.m[idx] = approx;
       }
   }

@@ -44,25 +44,31 @@ void multiply_mq(const LowRankMatrix* mats, size_t n, int r, const Target& t);
 // The columns of p, in order, made orthonormal (modified Gram-Schmidt); a column
 // whose remaining norm is below eps becomes zero: no division by ~0, no NaN.
 void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps, const Target& t);
+// `skip` (may be NULL) is a flag where the target's memory is: when *skip > 0 the
+// step saw Inf/NaN and the operations below leave the state (q, e) untouched.
 // q = m^T p.
-void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const Target& t);
+void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip, const Target& t);
 // One pass: approx = scale * p q^T; e = m - approx (when e is set); m = approx.
-void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const Target& t);
+void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip, const Target& t);
+
+// dst = src (count floats) unless *skip > 0 (skip may be NULL): commits a new q.
+void commit(float* dst, const float* src, size_t count, const float* skip, const Target& t);
 
 namespace host {
 void add_error(const LowRankMatrix* mats, size_t n);
 void multiply_mq(const LowRankMatrix* mats, size_t n, int r);
 void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps);
-void multiply_mtp(const LowRankMatrix* mats, size_t n, int r);
-void decompress(const LowRankMatrix* mats, size_t n, int r, float scale);
+void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip);
+void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip);
 }  // namespace host
 
 namespace cuda {
 void add_error(const LowRankMatrix* mats, size_t n, gcommStream_t stream);
 void multiply_mq(const LowRankMatrix* mats, size_t n, int r, gcommStream_t stream);
 void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps, gcommStream_t stream);
-void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, gcommStream_t stream);
-void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, gcommStream_t stream);
+void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip, gcommStream_t stream);
+void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip, gcommStream_t stream);
+void commit(float* dst, const float* src, size_t count, const float* skip, gcommStream_t stream);
 }  // namespace cuda
 
 }  // namespace gradcomm::kernels::powersgd

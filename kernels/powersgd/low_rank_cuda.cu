@@ -98,7 +98,8 @@ __global__ void __launch_bounds__(kThreads) mq_kernel(const __grid_constant__ Ba
 
 // q = m^T p: one thread per column of m (coalesced rows), p staged 32 rows at a time.
 template <int R>
-__global__ void __launch_bounds__(kThreads) mtp_kernel(const __grid_constant__ Batch b, int r) {
+__global__ void __launch_bounds__(kThreads) mtp_kernel(const __grid_constant__ Batch b, int r, const float* skip) {
+  if (skip != nullptr && *skip > 0.0f) return;  // a non-finite step keeps the warm-start q
   const MatArg& a = b.a[blockIdx.y];
   __shared__ float tile[32 * kMaxRank];
   for (unsigned j0 = blockIdx.x * blockDim.x; j0 < a.cols; j0 += gridDim.x * blockDim.x) {
@@ -165,8 +166,10 @@ __global__ void __launch_bounds__(kThreads) orthogonalize_kernel(const __grid_co
 
 // approx = scale * p q^T; e = m - approx; m = approx: one read and one or two writes.
 template <int R>
-__global__ void __launch_bounds__(kThreads) decompress_kernel(const __grid_constant__ Batch b, int r, float scale) {
+__global__ void __launch_bounds__(kThreads)
+    decompress_kernel(const __grid_constant__ Batch b, int r, float scale, const float* skip) {
   const MatArg& a = b.a[blockIdx.y];
+  float* const e = skip != nullptr && *skip > 0.0f ? nullptr : a.e;  // a non-finite step keeps e
   const size_t total = static_cast<size_t>(a.rows) * a.cols;
   for (size_t idx = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -178,9 +181,16 @@ __global__ void __launch_bounds__(kThreads) decompress_kernel(const __grid_const
     for (int c = 0; c < R; ++c)
       if (c < r) s += p[c] * q[c];
     const float approx = s * scale;
-    if (a.e != nullptr) a.e[idx] = a.m[idx] - approx;
+    if (e != nullptr) e[idx] = a.m[idx] - approx;
     a.m[idx] = approx;
   }
+}
+
+__global__ void commit_kernel(float* dst, const float* src, size_t count, const float* skip) {
+  if (skip != nullptr && *skip > 0.0f) return;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
 }
 
 // The instantiation for r: the smallest of 4, 8, 16, 32 that holds it.
@@ -223,20 +233,25 @@ void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps, gcommS
   });
 }
 
-void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, gcommStream_t stream) {
+void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip, gcommStream_t stream) {
   for_each_batch(mats, n, [&](const Batch& b) {
     dim3 grid(blocks_for(b.max_cols, kThreads), b.count);
-    GCOMM_WITH_RANK(r, mtp_kernel, grid, as_stream(stream), b, r);
+    GCOMM_WITH_RANK(r, mtp_kernel, grid, as_stream(stream), b, r, skip);
     GCOMM_CUDA_CHECK(cudaGetLastError());
   });
 }
 
-void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, gcommStream_t stream) {
+void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip, gcommStream_t stream) {
   for_each_batch(mats, n, [&](const Batch& b) {
     dim3 grid(blocks_for(b.max_elems, kThreads * 4), b.count);
-    GCOMM_WITH_RANK(r, decompress_kernel, grid, as_stream(stream), b, r, scale);
+    GCOMM_WITH_RANK(r, decompress_kernel, grid, as_stream(stream), b, r, scale, skip);
     GCOMM_CUDA_CHECK(cudaGetLastError());
   });
+}
+
+void commit(float* dst, const float* src, size_t count, const float* skip, gcommStream_t stream) {
+  commit_kernel<<<blocks_for(count, kThreads * 4), kThreads, 0, as_stream(stream)>>>(dst, src, count, skip);
+  GCOMM_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace gradcomm::kernels::powersgd::cuda

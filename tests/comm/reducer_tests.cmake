@@ -4,8 +4,8 @@ gradcomm_add_test(gradcomm_bucket_plan_tests
   LABELS comm)
 if(TARGET gradcomm_kernels AND TARGET gradcomm_memory)
   gradcomm_add_test(gradcomm_reducer_tests
-    SOURCES reducer/reducer_test.cpp reducer/reducer_errors_test.cpp
-    LIBS gradcomm::gradcomm gradcomm_common
+    SOURCES reducer/reducer_test.cpp reducer/reducer_errors_test.cpp reducer/reducer_powersgd_test.cpp
+    LIBS gradcomm::gradcomm gradcomm_common gradcomm_kernels
     LABELS comm)
 endif()
 if(TARGET gradcomm_kernels AND TARGET gradcomm_memory)

@@ -77,8 +77,8 @@ std::vector<double> reference_round(const std::vector<float>& m, size_t rows, si
 void round_on(LowRankMatrix* mats, size_t n, int r, const Target& t) {
   multiply_mq(mats, n, r, t);
   orthogonalize(mats, n, r, 1e-8f, t);
-  multiply_mtp(mats, n, r, t);
-  decompress(mats, n, r, 1.0f, t);
+  multiply_mtp(mats, n, r, nullptr, t);
+  decompress(mats, n, r, 1.0f, nullptr, t);
 }
 
 double rel_error(const std::vector<float>& got, const std::vector<double>& want) {
@@ -177,6 +177,23 @@ TEST(PowerSgdHost, ErrorFeedbackTelescopes) {
   for (size_t k = 0; k < a.m.size(); ++k) ASSERT_NEAR(true_sum[k] - sent_sum[k], a.e[k], 1e-3) << k;
 }
 
+TEST(PowerSgdHost, ASkipFlagKeepsQAndE) {
+  std::mt19937 rng(6);
+  HostMatrix a(30, 20, 2, true);
+  low_rank_plus_noise(a, 2, 0.2f, rng);
+  for (auto& x : a.e) x = 0.5f;
+  initial_q(1, 0, a.cols, 2, a.q.data());
+  std::vector<float> q0 = a.q, e0 = a.e;
+  const float skip = 1.0f;
+  LowRankMatrix v = a.view();
+  multiply_mq(&v, 1, 2, kHost);
+  orthogonalize(&v, 1, 2, 1e-8f, kHost);
+  multiply_mtp(&v, 1, 2, &skip, kHost);
+  decompress(&v, 1, 2, 1.0f, &skip, kHost);
+  EXPECT_EQ(a.q, q0);
+  EXPECT_EQ(a.e, e0);
+}
+
 TEST(PowerSgdHost, BadArgumentsAreRefused) {
   HostMatrix a(4, 4, 2, false);
   LowRankMatrix v = a.view();
@@ -186,7 +203,7 @@ TEST(PowerSgdHost, BadArgumentsAreRefused) {
   EXPECT_THROW(multiply_mq(&v, 1, 2, kHost), Error);
   v = a.view();
   v.rows = 0;
-  EXPECT_THROW(decompress(&v, 1, 2, 1.0f, kHost), Error);
+  EXPECT_THROW(decompress(&v, 1, 2, 1.0f, nullptr, kHost), Error);
   EXPECT_THROW(orthogonalize(nullptr, 2, 2, 1e-8f, kHost), Error);
   v = a.view();
   EXPECT_THROW(orthogonalize(&v, 1, 2, -1.0f, kHost), Error);

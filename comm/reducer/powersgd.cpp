@@ -1,0 +1,302 @@
+#include "comm/reducer/powersgd.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "common/cuda_check.hpp"
+#include "common/device.hpp"
+#include "common/dtype.hpp"
+#include "common/log.hpp"
+#include "kernels/ops.hpp"
+
+namespace gradcomm::comm {
+
+namespace kp = kernels::powersgd;
+
+namespace {
+
+constexpr char kStateMagic[8] = {'G', 'C', 'P', 'S', 'G', 'D', '\0', '\0'};
+constexpr uint32_t kStateVersion = 1;
+
+void copy_bytes(void* dst, const void* src, size_t bytes, const gcommDevice_t& device, gcommStream_t stream,
+                cudaMemcpyKind kind) {
+  if (bytes == 0) return;
+  if (device.kind == gcommDeviceHost) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  DeviceGuard guard(device);
+  GCOMM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, static_cast<cudaStream_t>(stream)));
+}
+
+template <class T>
+void put(std::vector<uint8_t>& out, const T& v) {
+  const auto* b = reinterpret_cast<const uint8_t*>(&v);
+  out.insert(out.end(), b, b + sizeof(T));
+}
+
+template <class T>
+T take(const uint8_t*& p, const uint8_t* end, const char* what) {
+  require(static_cast<size_t>(end - p) >= sizeof(T), "PowerSGD state: truncated at ", what);
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  p += sizeof(T);
+  return v;
+}
+
+}  // namespace
+
+PowerSgdOptions powersgd_options_from(const gcommPowerSgdConfig_t& c) {
+  require(c.rank >= 1 && c.rank <= kp::kMaxRank, "rank ", c.rank, " is outside 1..", kp::kMaxRank);
+  require(std::isfinite(c.min_compression_rate) && c.min_compression_rate > 0.0f,
+          "min_compression_rate must be a positive finite number, not ", c.min_compression_rate);
+  require(c.error_feedback == 0 || c.error_feedback == 1, "error_feedback must be 0 or 1");
+  require(c.warm_start == 0 || c.warm_start == 1, "warm_start must be 0 or 1");
+  require(std::isfinite(c.orthogonalization_eps) && c.orthogonalization_eps >= 0.0f,
+          "orthogonalization_eps must be a finite number >= 0");
+  require(c.reserved_v1 == 0, "reserved_v1 must be 0");
+  PowerSgdOptions o;
+  o.rank = c.rank;
+  o.min_compression_rate = c.min_compression_rate;
+  o.start_iter = c.start_iter;
+  o.error_feedback = c.error_feedback == 1;
+  o.warm_start = c.warm_start == 1;
+  o.eps = c.orthogonalization_eps;
+  o.seed = c.seed;
+  return o;
+}
+
+PowerSgd::PowerSgd(const std::vector<gcommTensor_t>& grads, const size_t* rows, const PowerSgdOptions& options,
+                   memory::CachingAllocator& allocator, SideStream& side, gcommDevice_t device)
+    : options_(options), allocator_(allocator), side_(side), device_(device), slot_of_(grads.size(), kNone) {
+  GCOMM_REQUIRE_NOT_NULL(rows);
+  const double r = options_.rank;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const gcommTensor_t& g = grads[i];
+    if (rows[i] == 0) continue;
+    require(g.count % rows[i] == 0, "rows[", i, "] = ", rows[i], " does not divide gradient ", i, "'s ", g.count,
+            " elements");
+    size_t cols = g.count / rows[i];
+    bool worth = (static_cast<double>(rows[i]) + cols) * r * options_.min_compression_rate <
+                 static_cast<double>(rows[i]) * cols;
+    if (g.dtype != gcommFloat32 || !worth) continue;
+    slot_of_[i] = slots_.size();
+    slots_.push_back(Slot{i, rows[i], cols});
+  }
+  stats_.compressed_matrices = slots_.size();
+  stats_.uncompressed_tensors = grads.size() - slots_.size();
+}
+
+PowerSgd::~PowerSgd() {
+  try {
+    side_.synchronize();
+    for (float* b : {p_, q_, q_next_, e_, flag_})
+      if (b != nullptr) allocator_.deallocate(b, side_.stream());
+  } catch (const std::exception& e) {
+    GCOMM_WARN("PowerSGD teardown: ", e.what());
+  }
+}
+
+std::vector<GradSpec> PowerSgd::plan_specs(const std::vector<GradSpec>& specs) const {
+  std::vector<GradSpec> out = specs;
+  for (const Slot& s : slots_) out[s.grad].count = 0;
+  return out;
+}
+
+float* PowerSgd::alloc_floats(size_t n) {
+  return n == 0 ? nullptr : static_cast<float*>(allocator_.allocate(n * sizeof(float), side_.stream()));
+}
+
+// P and Q in plan order (each bucket's matrices contiguous), E in slot order;
+// Q starts from the seeded Gaussian, E from zero.
+void PowerSgd::set_layout(const BucketPlan& plan) {
+  const size_t r = options_.rank;
+  bucket_slots_.assign(plan.buckets.size(), {});
+  bucket_p_.assign(plan.buckets.size(), {0, 0});
+  bucket_q_.assign(plan.buckets.size(), {0, 0});
+  size_t p = 0, q = 0, e = 0;
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    bucket_p_[b].first = p;
+    bucket_q_[b].first = q;
+    for (const BucketEntry& entry : plan.buckets[b].entries) {
+      size_t k = slot_of_[entry.grad];
+      if (k == kNone) continue;
+      Slot& s = slots_[k];
+      s.p_off = p;
+      s.q_off = q;
+      s.e_off = e;
+      p += s.rows * r;
+      q += s.cols * r;
+      e += s.rows * s.cols;
+      bucket_slots_[b].push_back(k);
+    }
+    bucket_p_[b].second = p;
+    bucket_q_[b].second = q;
+  }
+  p_total_ = p;
+  q_total_ = q;
+  e_total_ = options_.error_feedback ? e : 0;
+  p_ = alloc_floats(p_total_);
+  q_ = alloc_floats(q_total_);
+  q_next_ = alloc_floats(q_total_);
+  e_ = alloc_floats(e_total_);
+  flag_ = alloc_floats(1);
+  std::vector<float> host_q(q_total_);
+  for (size_t k = 0; k < slots_.size(); ++k)
+    kp::initial_q(options_.seed, k, slots_[k].cols, options_.rank, host_q.data() + slots_[k].q_off);
+  copy_bytes(q_, host_q.data(), q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  std::vector<float> zeros(std::max<size_t>(e_total_, 1), 0.0f);
+  copy_bytes(e_, zeros.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  side_.synchronize();
+  for (const Slot& s : slots_) stats_.uncompressed_bytes_equivalent += s.rows * s.cols * sizeof(float);
+}
+
+void PowerSgd::begin_step(const float* one) {
+  one_ = one;
+  step_compressed_ = step_ >= options_.start_iter && !slots_.empty();
+  if (step_compressed_) {
+    const float zero = 0.0f;
+    copy_bytes(flag_, &zero, sizeof zero, device_, side_.stream(), cudaMemcpyHostToDevice);
+    if (!options_.warm_start) {
+      // A fresh Q each step, still the same on every rank.
+      std::vector<float> host_q(q_total_);
+      for (size_t k = 0; k < slots_.size(); ++k)
+        kp::initial_q(options_.seed + step_ + 1, k, slots_[k].cols, options_.rank, host_q.data() + slots_[k].q_off);
+      copy_bytes(q_, host_q.data(), q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+      if (device_.kind == gcommDeviceCuda) side_.synchronize();  // host_q is about to go
+    }
+    stats_.bytes_last_step = (p_total_ + q_total_) * sizeof(float);
+  }
+}
+
+void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads, Communicator& comm, bool average) {
+  const std::vector<size_t>& ks = bucket_slots_[bucket];
+  if (ks.empty()) return;
+  auto all_reduce = [&](float* buf, size_t count, gcommRedOp_t op) {
+    CollectiveArgs a;
+    a.op = Collective::kAllReduce;
+    a.send = buf;
+    a.recv = buf;
+    a.count = count;
+    a.dtype = gcommFloat32;
+    a.redop = op;
+    a.stream = side_.stream();
+    comm.collective(a);
+  };
+  if (!step_compressed_) {
+    // Warm-up: the whole gradient, averaged by the transport.
+    for (size_t k : ks) {
+      const gcommTensor_t& g = grads[slots_[k].grad];
+      all_reduce(static_cast<float*>(g.data), g.count, average ? gcommAvg : gcommSum);
+    }
+    return;
+  }
+  const int r = options_.rank;
+  std::vector<kp::LowRankMatrix> state, next;  // q = Q (read by P = MQ), q = Q' (the rest)
+  for (size_t k : ks) {
+    const Slot& s = slots_[k];
+    kp::LowRankMatrix m{static_cast<float*>(grads[s.grad].data), e_ != nullptr ? e_ + s.e_off : nullptr,
+                        p_ + s.p_off, q_ + s.q_off, s.rows, s.cols};
+    state.push_back(m);
+    m.q = q_next_ + s.q_off;
+    next.push_back(m);
+  }
+  const kernels::Target t = target();
+  const size_t n = state.size();
+  if (options_.error_feedback) kp::add_error(state.data(), n, t);
+  kp::multiply_mq(state.data(), n, r, t);
+  float* p = p_ + bucket_p_[bucket].first;
+  size_t p_count = bucket_p_[bucket].second - bucket_p_[bucket].first;
+  all_reduce(p, p_count, gcommSum);
+  // Inf/NaN anywhere on any rank shows in the summed P: flag it, keep E and Q.
+  gcommTensor_t p_tensor{p, p_count, gcommFloat32};
+  kernels::unscale_and_check(&p_tensor, 1, one_, flag_, t);
+  kp::orthogonalize(next.data(), n, r, options_.eps, t);
+  kp::multiply_mtp(next.data(), n, r, nullptr, t);
+  float* q = q_next_ + bucket_q_[bucket].first;
+  size_t q_count = bucket_q_[bucket].second - bucket_q_[bucket].first;
+  all_reduce(q, q_count, gcommSum);
+  kp::decompress(next.data(), n, r, average ? 1.0f / static_cast<float>(comm.size()) : 1.0f, flag_, t);
+  kp::commit(q_ + bucket_q_[bucket].first, q, q_count, flag_, t);
+}
+
+void PowerSgd::end_step() {
+  if (step_compressed_) ++stats_.compressed_steps;
+  ++step_;
+}
+
+std::vector<gcommTensor_t> PowerSgd::compressed_tensors(const std::vector<gcommTensor_t>& grads) const {
+  std::vector<gcommTensor_t> out;
+  for (const Slot& s : slots_) out.push_back(grads[s.grad]);
+  return out;
+}
+
+PowerSgdStats PowerSgd::stats() const { return stats_; }
+
+std::vector<uint8_t> PowerSgd::save() {
+  std::vector<float> q(q_total_), e(e_total_);
+  copy_bytes(q.data(), q_, q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
+  copy_bytes(e.data(), e_, e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
+  side_.synchronize();
+  std::vector<uint8_t> out(kStateMagic, kStateMagic + sizeof kStateMagic);
+  put(out, kStateVersion);
+  put(out, static_cast<uint32_t>(options_.rank));
+  put(out, step_);
+  put(out, static_cast<uint64_t>(slots_.size()));
+  put(out, static_cast<uint8_t>(options_.error_feedback ? 1 : 0));
+  for (const Slot& s : slots_) {  // in slot order, independent of the plan's layout
+    put(out, static_cast<uint64_t>(s.grad));
+    put(out, static_cast<uint64_t>(s.rows));
+    put(out, static_cast<uint64_t>(s.cols));
+    const auto* qb = reinterpret_cast<const uint8_t*>(q.data() + s.q_off);
+    out.insert(out.end(), qb, qb + s.cols * options_.rank * sizeof(float));
+    if (options_.error_feedback) {
+      const auto* eb = reinterpret_cast<const uint8_t*>(e.data() + s.e_off);
+      out.insert(out.end(), eb, eb + s.rows * s.cols * sizeof(float));
+    }
+  }
+  return out;
+}
+
+void PowerSgd::load(const uint8_t* data, size_t bytes) {
+  require(data != nullptr || bytes == 0, "PowerSGD state: data is NULL");
+  const uint8_t* p = data;
+  const uint8_t* end = data + bytes;
+  require(bytes >= sizeof kStateMagic && std::memcmp(p, kStateMagic, sizeof kStateMagic) == 0,
+          "PowerSGD state: not a gradcomm PowerSGD state (bad magic)");
+  p += sizeof kStateMagic;
+  uint32_t version = take<uint32_t>(p, end, "version");
+  require(version == kStateVersion, "PowerSGD state: version ", version, ", this gradcomm reads ", kStateVersion);
+  uint32_t rank = take<uint32_t>(p, end, "rank");
+  require(rank == static_cast<uint32_t>(options_.rank), "PowerSGD state: rank ", rank, ", this reducer uses ",
+          options_.rank);
+  uint64_t step = take<uint64_t>(p, end, "step");
+  uint64_t count = take<uint64_t>(p, end, "count");
+  require(count == slots_.size(), "PowerSGD state: ", count, " matrices, this reducer compresses ", slots_.size());
+  uint8_t ef = take<uint8_t>(p, end, "error_feedback");
+  require((ef == 1) == options_.error_feedback, "PowerSGD state: error feedback ", ef ? "on" : "off",
+          ", this reducer has it ", options_.error_feedback ? "on" : "off");
+  // Parse everything before touching the state.
+  std::vector<float> q(q_total_), e(e_total_);
+  for (const Slot& s : slots_) {
+    uint64_t grad = take<uint64_t>(p, end, "grad"), rows = take<uint64_t>(p, end, "rows"),
+             cols = take<uint64_t>(p, end, "cols");
+    require(grad == s.grad && rows == s.rows && cols == s.cols, "PowerSGD state: matrix for gradient ", grad, " (",
+            rows, " x ", cols, ") does not match this reducer's gradient ", s.grad, " (", s.rows, " x ", s.cols, ")");
+    size_t qb = s.cols * options_.rank * sizeof(float), eb = ef ? s.rows * s.cols * sizeof(float) : 0;
+    require(static_cast<size_t>(end - p) >= qb + eb, "PowerSGD state: truncated in gradient ", grad);
+    std::memcpy(q.data() + s.q_off, p, qb);
+    p += qb;
+    if (eb > 0) std::memcpy(e.data() + s.e_off, p, eb);
+    p += eb;
+  }
+  require(p == end, "PowerSGD state: ", end - p, " trailing bytes");
+  copy_bytes(q_, q.data(), q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  side_.synchronize();
+  step_ = step;
+}
+
+}  // namespace gradcomm::comm

@@ -1,0 +1,107 @@
+// PowerSGD as a reducer strategy (issue 7): which gradients are compressed, their
+// P, Q and error-feedback buffers, and the per-bucket round
+//   M += E;  P = M Q;  all-reduce P;  orthogonalize P;  Q' = M^T P;  all-reduce Q';
+//   M^ = P Q'^T / world;  E = M - M^;  Q = Q'  (E and Q kept on an Inf/NaN step)
+// on the reducer's side stream. The math is kernels/powersgd/low_rank.hpp.
+//
+// A gradient is compressed when it is f32, the caller gave its first dimension
+// (rows; cols = count / rows), and (rows + cols) * r * min_compression_rate <
+// rows * cols. The others travel in the reducer's normal buckets. Before
+// start_iter synced steps the compressed gradients are all-reduced whole.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "comm/reducer/bucket_plan.hpp"
+#include "comm/reducer/side_stream.hpp"
+#include "kernels/powersgd/low_rank.hpp"
+#include "memory/caching_allocator.hpp"
+
+namespace gradcomm::comm {
+
+struct PowerSgdOptions {
+  int rank = 4;
+  float min_compression_rate = 2.0f;
+  uint64_t start_iter = 10;
+  bool error_feedback = true;
+  bool warm_start = true;
+  float eps = 1e-8f;
+  uint64_t seed = 0x5eed;
+};
+
+struct PowerSgdStats {
+  uint64_t compressed_steps = 0;
+  size_t compressed_matrices = 0;
+  size_t uncompressed_tensors = 0;
+  size_t bytes_last_step = 0;           // P and Q of the compressed matrices, per rank
+  size_t uncompressed_bytes_equivalent = 0;  // the same gradients as an f32 all-reduce
+};
+
+class PowerSgd {
+ public:
+  // `rows[i]`: gradient i's first dimension (0: not a matrix). The plan is the
+  // reducer's, made with the compressed gradients at zero bytes; it fixes the
+  // layout of P and Q (each bucket's matrices contiguous, one all-reduce each).
+  PowerSgd(const std::vector<gcommTensor_t>& grads, const size_t* rows, const PowerSgdOptions& options,
+           memory::CachingAllocator& allocator, SideStream& side, gcommDevice_t device);
+  ~PowerSgd();
+  PowerSgd(const PowerSgd&) = delete;
+  PowerSgd& operator=(const PowerSgd&) = delete;
+
+  bool compressed(size_t grad) const { return slot_of_[grad] != kNone; }
+  // The plan input: compressed gradients count zero wire bytes.
+  std::vector<GradSpec> plan_specs(const std::vector<GradSpec>& specs) const;
+  void set_layout(const BucketPlan& plan);
+
+  // Starts a synced step (clears the non-finite flag); `one` is a device 1.0f.
+  void begin_step(const float* one);
+  // The bucket's compressed gradients (those in `grads`, marked or zeroed by the
+  // caller), on the side stream.
+  void run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads, Communicator& comm, bool average);
+  void end_step();
+  // The compressed gradients, for the epilogue (unscale and check).
+  std::vector<gcommTensor_t> compressed_tensors(const std::vector<gcommTensor_t>& grads) const;
+
+  const PowerSgdOptions& options() const { return options_; }
+  PowerSgdStats stats() const;
+
+  // State (step counter, Q, E) to and from host bytes, with a version tag.
+  std::vector<uint8_t> save();
+  void load(const uint8_t* data, size_t bytes);
+
+ private:
+  static constexpr size_t kNone = SIZE_MAX;
+  struct Slot {
+    size_t grad, rows, cols;
+    size_t p_off = 0, q_off = 0, e_off = 0;  // float offsets in p_, q_ (and q_next_), e_
+  };
+  kernels::Target target() const { return kernels::Target{device_, side_.stream()}; }
+  float* alloc_floats(size_t n);
+
+  PowerSgdOptions options_;
+  memory::CachingAllocator& allocator_;
+  SideStream& side_;
+  gcommDevice_t device_;
+  std::vector<size_t> slot_of_;  // per gradient
+  std::vector<Slot> slots_;
+  std::vector<std::vector<size_t>> bucket_slots_;  // per bucket, in P/Q order
+  std::vector<std::pair<size_t, size_t>> bucket_p_, bucket_q_;  // [begin, end) floats
+  float* p_ = nullptr;
+  float* q_ = nullptr;
+  float* q_next_ = nullptr;
+  float* e_ = nullptr;
+  float* flag_ = nullptr;  // > 0: this step's P was not finite on some rank
+  const float* one_ = nullptr;
+  size_t p_total_ = 0, q_total_ = 0, e_total_ = 0;
+  uint64_t step_ = 0;  // synced steps finished
+  bool step_compressed_ = false;
+  PowerSgdStats stats_;
+};
+
+// Throws gcommInvalidArgument naming the field.
+PowerSgdOptions powersgd_options_from(const gcommPowerSgdConfig_t& config);
+
+}  // namespace gradcomm::comm

@@ -1,0 +1,242 @@
+// PowerSGD through the reducer: on several ranks the result equals the
+// single-process math on the summed gradients; the warm-up steps are plain
+// averages; the compression statistics follow the formula; an Inf/NaN step
+// leaves Q and E as they were; the state survives a save/restore round trip;
+// bad configurations are refused. Host ranks everywhere, one GPU where present.
+#include "comm/reducer/reducer_rig.hpp"
+#include "kernels/powersgd/low_rank.hpp"
+
+namespace gradcomm::test {
+namespace {
+
+using ReducerPowerSgd = ReducerRig;
+namespace kp = kernels::powersgd;
+
+struct Shape {
+  size_t rows, cols;  // rows 0: a vector (not compressed)
+};
+const std::vector<Shape> kShapes = {{64, 48}, {0, 37}, {40, 100}, {33, 7}, {128, 16}};
+constexpr int kRank = 4;
+
+size_t count_of(const Shape& s) { return s.rows == 0 ? s.cols : s.rows * s.cols; }
+bool worth(const Shape& s) {
+  return s.rows > 0 && (s.rows + s.cols) * kRank * 2.0 < static_cast<double>(s.rows) * s.cols;
+}
+
+std::vector<float> values(unsigned seed, size_t n) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = g(rng);
+  return v;
+}
+
+// Everything a rank needs: gradients where the device wants them, and a reducer
+// with PowerSGD on.
+struct Rank {
+  bool gpu;
+  std::vector<GradMem> mem;
+  gcommReducer_t r = nullptr;
+  std::string init(gcommComm_t comm, bool on_gpu, const gcommPowerSgdConfig_t& pc) {
+    gpu = on_gpu;
+    std::vector<gcommTensor_t> tensors;
+    std::vector<size_t> rows;
+    for (const Shape& s : kShapes) {
+      mem.emplace_back(gcommFloat32, count_of(s), gpu);
+      tensors.push_back(mem.back().tensor());
+      rows.push_back(s.rows);
+    }
+    gcommReducerConfig_t rc = GCOMM_REDUCER_CONFIG_INITIALIZER;
+    rc.bucket_cap_bytes = 16 << 10;
+    rc.first_bucket_bytes = 4 << 10;
+    RIG_CHECK(gcommReducerCreate(comm, tensors.data(), tensors.size(), &rc, &r));
+    RIG_CHECK(gcommReducerEnablePowerSgd(r, rows.data(), &pc));
+    return "";
+  }
+  void set(size_t i, const std::vector<float>& v, cudaStream_t stream) {
+    TypedBuffer b{gcommFloat32, v.size(), 0, std::vector<unsigned char>((v.size() + 8) * 4)};
+    for (size_t j = 0; j < v.size(); ++j) b.set(j, v[j]);
+    mem[i].upload(b, stream);
+  }
+  std::vector<float> get(size_t i, cudaStream_t stream) const {
+    TypedBuffer b = mem[i].download(stream);
+    std::vector<float> v(b.count);
+    for (size_t j = 0; j < v.size(); ++j) v[j] = b.get(j);
+    return v;
+  }
+  std::string step(cudaStream_t stream, int* skip) {
+    RIG_CHECK(gcommReducerBeginStep(r, 1));
+    for (size_t i = kShapes.size(); i-- > 0;) RIG_CHECK(gcommReducerMarkReady(r, i, stream));
+    RIG_CHECK(gcommReducerFinalize(r, stream, skip));
+    return "";
+  }
+};
+
+// The single-process math: one PowerSGD round on the summed matrix, / world.
+std::vector<float> expected_round(const std::vector<float>& summed, const Shape& s, uint64_t seed, size_t slot,
+                                  int world) {
+  std::vector<float> m = summed, p(s.rows * kRank), q(s.cols * kRank);
+  kp::initial_q(seed, slot, s.cols, kRank, q.data());
+  kp::LowRankMatrix a{m.data(), nullptr, p.data(), q.data(), s.rows, s.cols};
+  const kernels::Target host{gcommHostDevice(), nullptr};
+  kp::multiply_mq(&a, 1, kRank, host);
+  kp::orthogonalize(&a, 1, kRank, 1e-8f, host);
+  kp::multiply_mtp(&a, 1, kRank, nullptr, host);
+  kp::decompress(&a, 1, kRank, 1.0f / world, nullptr, host);
+  return m;
+}
+
+double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t k = 0; k < a.size(); ++k) num += (a[k] - b[k]) * (a[k] - b[k]), den += b[k] * b[k];
+  return std::sqrt(num / (den + 1e-30));
+}
+
+TEST_P(ReducerPowerSgd, RanksGetTheSingleProcessMathOnTheSummedGradients) {
+  const int world = 3;
+  gcommPowerSgdConfig_t pc = GCOMM_POWERSGD_CONFIG_INITIALIZER;
+  pc.rank = kRank;
+  pc.start_iter = 2;  // two plain steps first
+  auto comms = make_comms(world);
+  bool on_gpu = gpu();
+  run(comms, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    Rank me;
+    std::string e = me.init(comm, on_gpu, pc);
+    if (!e.empty()) return e;
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < kShapes.size(); ++i) me.set(i, values(1000 * step + 10 * i + rank, count_of(kShapes[i])), stream);
+      int skip = -1;
+      if (!(e = me.step(stream, &skip)).empty()) return e;
+      if (skip != 0) return "a finite step was flagged";
+      size_t slot = 0;
+      for (size_t i = 0; i < kShapes.size(); ++i) {
+        std::vector<float> summed(count_of(kShapes[i]), 0.0f);
+        for (int q = 0; q < world; ++q) {
+          std::vector<float> v = values(1000 * step + 10 * i + q, summed.size());
+          for (size_t j = 0; j < v.size(); ++j) summed[j] += v[j];
+        }
+        std::vector<float> got = me.get(i, stream), want;
+        bool compressed_now = worth(kShapes[i]) && step >= 2;
+        if (compressed_now) {
+          want = expected_round(summed, kShapes[i], pc.seed, slot, world);
+        } else {
+          want = summed;
+          for (float& x : want) x /= world;
+        }
+        if (worth(kShapes[i])) ++slot;
+        double d = rel_diff(got, want);
+        if (!(d < (compressed_now ? 2e-4 : 1e-6)))
+          return "step " + std::to_string(step) + " grad " + std::to_string(i) + ": relative difference " +
+                 std::to_string(d);
+      }
+    }
+    gcommPowerSgdStats_t st{};
+    RIG_CHECK(gcommReducerGetPowerSgdStats(me.r, &st));
+    size_t bytes = 0, full = 0, matrices = 0;
+    for (const Shape& s : kShapes)
+      if (worth(s)) bytes += (s.rows + s.cols) * kRank * 4, full += s.rows * s.cols * 4, ++matrices;
+    if (st.compressed_matrices != matrices || st.uncompressed_tensors != kShapes.size() - matrices)
+      return "wrong matrix counts";
+    if (st.bytes_last_step != bytes || st.uncompressed_bytes_equivalent != full) return "wrong byte counts";
+    if (st.compressed_steps != 1) return "wrong compressed step count";
+    RIG_CHECK(gcommReducerDestroy(me.r));
+    return "";
+  });
+}
+
+std::vector<uint8_t> save(gcommReducer_t r) {
+  size_t n = 0;
+  EXPECT_EQ(gcommReducerSavePowerSgdState(r, nullptr, 0, &n), gcommSuccess) << gcommGetLastError();
+  std::vector<uint8_t> s(n);
+  EXPECT_EQ(gcommReducerSavePowerSgdState(r, s.data(), s.size(), nullptr), gcommSuccess) << gcommGetLastError();
+  return s;
+}
+
+// Past the header's step counter: Q and E.
+std::vector<uint8_t> body(const std::vector<uint8_t>& s) { return std::vector<uint8_t>(s.begin() + 24, s.end()); }
+
+TEST_P(ReducerPowerSgd, AnInfStepKeepsTheStateAndTheStateRoundTrips) {
+  gcommPowerSgdConfig_t pc = GCOMM_POWERSGD_CONFIG_INITIALIZER;
+  pc.rank = kRank;
+  pc.start_iter = 0;
+  auto comms = make_comms(2);
+  bool on_gpu = gpu();
+  run(comms, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    Rank me, twin;
+    std::string e = me.init(comm, on_gpu, pc);
+    if (!e.empty()) return e;
+    auto fill = [&](Rank& x, int step) {
+      for (size_t i = 0; i < kShapes.size(); ++i)
+        x.set(i, values(77 * step + 10 * i + rank, count_of(kShapes[i])), stream);
+    };
+    int skip = -1;
+    fill(me, 0);
+    if (!(e = me.step(stream, &skip)).empty()) return e;
+    std::vector<uint8_t> s1 = save(me.r);
+    // Rank 1 overflows in a compressed matrix: every rank skips, Q and E stay.
+    fill(me, 1);
+    if (rank == 1) {
+      std::vector<float> v = values(5, count_of(kShapes[0]));
+      v[3] = std::numeric_limits<float>::infinity();
+      me.set(0, v, stream);
+    }
+    if (!(e = me.step(stream, &skip)).empty()) return e;
+    if (skip != 1) return "the Inf step was not flagged";
+    if (body(save(me.r)) != body(s1)) return "an Inf step changed Q or E";
+    // A state restored into a second reducer behaves identically.
+    if (!(e = twin.init(comm, on_gpu, pc)).empty()) return e;
+    std::vector<uint8_t> bad = s1;
+    bad[0] ^= 1;
+    if (gcommReducerLoadPowerSgdState(twin.r, bad.data(), bad.size()) != gcommInvalidArgument)
+      return "a corrupt state was accepted";
+    if (gcommReducerLoadPowerSgdState(twin.r, s1.data(), s1.size() - 1) != gcommInvalidArgument)
+      return "a truncated state was accepted";
+    RIG_CHECK(gcommReducerLoadPowerSgdState(me.r, s1.data(), s1.size()));
+    RIG_CHECK(gcommReducerLoadPowerSgdState(twin.r, s1.data(), s1.size()));
+    fill(me, 2);
+    if (!(e = me.step(stream, &skip)).empty()) return e;
+    fill(twin, 2);
+    if (!(e = twin.step(stream, &skip)).empty()) return e;
+    for (size_t i = 0; i < kShapes.size(); ++i)
+      if (me.get(i, stream) != twin.get(i, stream)) return "restored reducers differ on gradient " + std::to_string(i);
+    if (save(me.r) != save(twin.r)) return "restored reducers' states differ";
+    RIG_CHECK(gcommReducerDestroy(twin.r));
+    RIG_CHECK(gcommReducerDestroy(me.r));
+    return "";
+  });
+}
+
+TEST_P(ReducerPowerSgd, BadConfigurationsAreRefused) {
+  auto comms = make_comms(1);
+  bool on_gpu = gpu();
+  run(comms, [&](int, gcommComm_t comm, cudaStream_t) -> std::string {
+    GradMem a(gcommFloat32, 600, on_gpu);
+    gcommTensor_t t = a.tensor();
+    gcommReducer_t r = nullptr;
+    RIG_CHECK(gcommReducerCreate(comm, &t, 1, nullptr, &r));
+    size_t rows = 7;  // does not divide 600
+    if (gcommReducerEnablePowerSgd(r, &rows, nullptr) != gcommInvalidArgument) return "rows 7 accepted";
+    gcommPowerSgdConfig_t pc = GCOMM_POWERSGD_CONFIG_INITIALIZER;
+    pc.rank = 33;
+    rows = 20;
+    if (gcommReducerEnablePowerSgd(r, &rows, &pc) != gcommInvalidArgument) return "rank 33 accepted";
+    if (gcommReducerEnablePowerSgd(r, nullptr, nullptr) != gcommInvalidArgument) return "NULL rows accepted";
+    gcommPowerSgdStats_t st{};
+    if (gcommReducerGetPowerSgdStats(r, &st) != gcommInvalidState) return "stats without PowerSGD";
+    RIG_CHECK(gcommReducerEnablePowerSgd(r, &rows, nullptr));
+    if (gcommReducerEnablePowerSgd(r, &rows, nullptr) != gcommInvalidState) return "enabled twice";
+    RIG_CHECK(gcommReducerDestroy(r));
+    gcommReducerConfig_t rc = GCOMM_REDUCER_CONFIG_INITIALIZER;
+    rc.grad_as_bucket_view = 1;
+    t.data = nullptr;
+    RIG_CHECK(gcommReducerCreate(comm, &t, 1, &rc, &r));
+    if (gcommReducerEnablePowerSgd(r, &rows, nullptr) != gcommNotSupported) return "views accepted";
+    RIG_CHECK(gcommReducerDestroy(r));
+    return "";
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(, ReducerPowerSgd, ::testing::Values(RigDevice::kHost, RigDevice::kGpu), rig_name);
+
+}  // namespace
+}  // namespace gradcomm::test
