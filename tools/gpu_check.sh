@@ -17,12 +17,12 @@
 #   built here:          carry .gpu-carry/ (tools/pack_gpu_build.sh);
 #                        GPU_CHECK_PREBUILT=.gpu-carry tools/gpu_check.sh OUT_DIR
 # Env: GRADCOMM_COMMIT (when .git is absent), GPU_CHECK_SKIP_SANITIZER=1, GPU_CHECK_JOBS,
-#      GPU_CHECK_STAGES (default "build tests sanitizer bench perf reducer nccltests peers": a subset
+#      GPU_CHECK_STAGES (default "build tests sanitizer bench perf reducer powersgd nccltests peers": a subset
 #      to fit one device call's 10 minutes), GPU_CHECK_PREBUILT=1 (build-gpu/ was built
 #      on the development machine and carried: skip the build and make its absolute
 #      paths resolve here), BENCH_REPS, GPU_CHECK_BENCHES (a regex on the Google
 #      Benchmark programs' names), BENCH_ARGS (extra flags for them, e.g.
-#      --benchmark_filter=gpu/).
+#      --benchmark_filter=gpu/), GPU_CHECK_PEERS (a regex on the peer scripts' names).
 set -uo pipefail
 out=${1:?usage: tools/gpu_check.sh OUT_DIR}
 mkdir -p "$out"
@@ -32,7 +32,7 @@ root=$(pwd)
 build=$root/build-gpu
 jobs=${GPU_CHECK_JOBS:-$(nproc)}
 export PATH=/usr/local/cuda/bin:$PATH
-stages=" ${GPU_CHECK_STAGES:-build tests sanitizer bench perf reducer nccltests peers} "
+stages=" ${GPU_CHECK_STAGES:-build tests sanitizer bench perf reducer powersgd nccltests peers} "
 want() { [[ "$stages" == *" $1 "* ]]; }
 summary=$out/summary.txt
 touch "$summary"
@@ -162,6 +162,13 @@ if want reducer && [ -x "$rbench" ]; then
   note "reducer bench: exit $? ($(wc -l <"$benchdir/reducer.jsonl" 2>/dev/null || echo 0) rows)"
 fi
 
+# --- PowerSGD through the reducer ------------------------------------------------------
+pbench=$build/bench/comm/gradcomm-powersgd-bench
+if want powersgd && [ -x "$pbench" ]; then
+  { echo "### gradcomm-powersgd-bench (defaults)"; timeout 400 "$pbench" -J "$benchdir/powersgd.jsonl"; } >>"$out/perf.txt" 2>&1
+  note "powersgd bench: exit $? ($(wc -l <"$benchdir/powersgd.jsonl" 2>/dev/null || echo 0) rows)"
+fi
+
 # --- nccl-tests' all_reduce_perf against gradcomm-perf, same sizes -------------------
 # .nccl-tests/build/all_reduce_perf is built on the development machine from the
 # nccl-tests sources (kept out of the repository) and carried.
@@ -178,6 +185,7 @@ fi
 # --- peers (PyTorch, NCCL) -----------------------------------------------------------
 : >"$benchdir/peers.jsonl"; : >"$benchdir/peers.err"
 want peers && for p in $(find "$root/bench" -name '*peer*.py' | sort); do
+  [[ "$(basename "$p")" =~ ${GPU_CHECK_PEERS:-.} ]] || continue
   timeout 900 python3 "$p" >>"$benchdir/peers.jsonl" 2>>"$benchdir/peers.err"
   note "peer $(basename "$p"): exit $?"
 done

@@ -283,5 +283,26 @@ TEST(PowerSgdGpu, ZeroMatrixGivesNoNaN) {
   for (float x : p.get(h.p.size())) ASSERT_FALSE(std::isnan(x));
 }
 
+TEST(PowerSgdGpu, ADeviceSkipFlagKeepsQAndE) {
+  GCOMM_SKIP_WITHOUT_GPU();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const Target gpu{gcommCudaDevice(0), nullptr};
+  std::mt19937 rng(8);
+  HostMatrix h(100, 50, 4, true);
+  low_rank_plus_noise(h, 2, 0.2f, rng);
+  for (auto& x : h.e) x = 0.25f;
+  initial_q(2, 0, h.cols, 4, h.q.data());
+  DeviceBuf m(h.m), e(h.e), p(h.p), q(h.q), flag(std::vector<float>{1.0f}), q_next(h.q);
+  LowRankMatrix v{m.p, e.p, p.p, q.p, h.rows, h.cols};
+  multiply_mq(&v, 1, 4, gpu);
+  orthogonalize(&v, 1, 4, 1e-8f, gpu);
+  multiply_mtp(&v, 1, 4, flag.p, gpu);
+  decompress(&v, 1, 4, 1.0f, flag.p, gpu);
+  commit(q.p, q_next.p, h.q.size(), flag.p, gpu);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(q.get(h.q.size()), h.q);
+  EXPECT_EQ(e.get(h.e.size()), h.e);
+}
+
 }  // namespace
 }  // namespace gradcomm::kernels::powersgd

@@ -1,0 +1,298 @@
+// gradcomm-powersgd-bench: PowerSGD through the reducer on model-shaped gradient
+// sets (bench/common/grad_sets.hpp, values with low-rank structure plus noise):
+// the step time with compression against the same reducer without it, the bytes
+// on the wire against an f32 all-reduce of every gradient, and the relative error
+// of the first compressed step's approximation (no error feedback yet: the plain
+// rank-r approximation). Ranks are threads on the local transport, on GPU 0 or the
+// host. One table row and one JSON line per configuration.
+//
+//   gradcomm-powersgd-bench                      ranks 1, 2, 4, 8 (host: 1, 2) for both sets, r = 4
+//   gradcomm-powersgd-bench --set resnet50 --ranks 2 --rank 8 --device host
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/grad_sets.hpp"
+#include "gradcomm/gradcomm.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using gradcomm::bench::grad_rows;
+using gradcomm::bench::grad_set;
+using gradcomm::bench::lowrank_value;
+
+struct Config {
+  std::string set = "resnet50";
+  int ranks = 1;
+  int rank = 4;
+  bool gpu = false;
+  int iters = 10;
+  FILE* json = nullptr;
+};
+
+void check(gcommStatus_t s, const char* what) {
+  if (s != gcommSuccess)
+    throw std::runtime_error(std::string(what) + ": " + gcommGetStatusString(s) + ": " + gcommGetLastError());
+}
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  void wait() {
+    std::unique_lock<std::mutex> lock(m_);
+    int gen = gen_;
+    if (++count_ == n_) {
+      count_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return gen != gen_; });
+    }
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  int n_, count_ = 0, gen_ = 0;
+};
+
+struct Result {
+  double plain_us = 0, psgd_us = 0, rel_error = 0;
+  size_t wire_bytes = 0, f32_bytes = 0;
+  gcommPowerSgdStats_t stats{};
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// The set's values, made once per set (GPT-2 medium: 355 M values) on all cores.
+const std::vector<std::vector<float>>& values_of(const std::string& set) {
+  static std::string cached_set;
+  static std::vector<std::vector<float>> cached;
+  if (cached_set == set) return cached;
+  std::vector<size_t> sizes = grad_set(set), rows = grad_rows(set);
+  cached.assign(sizes.size(), {});
+  unsigned workers = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < workers; ++w)
+    pool.emplace_back([&, w] {
+      for (size_t k = w; k < sizes.size(); k += workers) {
+        cached[k].resize(sizes[k]);
+        size_t cols = rows[k] > 0 ? sizes[k] / rows[k] : sizes[k];
+        for (size_t e = 0; e < sizes[k]; ++e) cached[k][e] = lowrank_value(k, e / cols, e % cols);
+      }
+    });
+  for (auto& t : pool) t.join();
+  cached_set = set;
+  return cached;
+}
+
+void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Result& out,
+              const std::vector<std::vector<float>>& host) {
+  if (c.gpu) check_cuda(cudaSetDevice(0), "cudaSetDevice");
+  cudaStream_t stream = nullptr;
+  if (c.gpu) check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  // Every rank contributes the same values: the average is the input.
+  std::vector<size_t> sizes = grad_set(c.set), rows = grad_rows(c.set);
+  std::vector<void*> mem(sizes.size());
+  std::vector<gcommTensor_t> grads;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    if (c.gpu) check_cuda(cudaMalloc(&mem[k], sizes[k] * 4), "cudaMalloc");
+    else mem[k] = std::malloc(sizes[k] * 4);
+    grads.push_back(gcommTensor_t{mem[k], sizes[k], gcommFloat32});
+  }
+  auto upload = [&] {
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      if (c.gpu) check_cuda(cudaMemcpyAsync(mem[k], host[k].data(), sizes[k] * 4, cudaMemcpyHostToDevice, stream), "copy");
+      else std::memcpy(mem[k], host[k].data(), sizes[k] * 4);
+    }
+  };
+  auto time_steps = [&](gcommReducer_t r, int iters) {
+    std::vector<double> t;
+    for (int it = 0; it < iters; ++it) {
+      upload();
+      if (c.gpu) check_cuda(cudaStreamSynchronize(stream), "sync");
+      barrier.wait();
+      auto t0 = Clock::now();
+      check(gcommReducerBeginStep(r, 1), "begin");
+      for (size_t k = sizes.size(); k-- > 0;) check(gcommReducerMarkReady(r, k, stream), "mark");
+      check(gcommReducerFinalize(r, stream, nullptr), "finalize");
+      if (c.gpu) check_cuda(cudaStreamSynchronize(stream), "sync");
+      barrier.wait();
+      t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    return median(t);
+  };
+  gcommReducerConfig_t rc = GCOMM_REDUCER_CONFIG_INITIALIZER;
+  rc.rebuild_buckets = 0;
+  gcommReducer_t plain = nullptr;
+  check(gcommReducerCreate(comm, grads.data(), grads.size(), &rc, &plain), "create");
+  double plain_us = time_steps(plain, c.iters);
+  gcommReducerStats_t ps{};
+  check(gcommReducerGetStats(plain, &ps), "stats");
+  check(gcommReducerDestroy(plain), "destroy");
+
+  gcommReducer_t r = nullptr;
+  check(gcommReducerCreate(comm, grads.data(), grads.size(), &rc, &r), "create");
+  gcommPowerSgdConfig_t pc = GCOMM_POWERSGD_CONFIG_INITIALIZER;
+  pc.rank = c.rank;
+  pc.start_iter = 0;
+  check(gcommReducerEnablePowerSgd(r, rows.data(), &pc), "enable PowerSGD");
+  // First compressed step: the approximation error of rank r on these values.
+  time_steps(r, 1);
+  double num = 0, den = 0;
+  std::vector<float> got;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    got.resize(sizes[k]);
+    if (c.gpu) check_cuda(cudaMemcpy(got.data(), mem[k], sizes[k] * 4, cudaMemcpyDeviceToHost), "copy back");
+    else std::memcpy(got.data(), mem[k], sizes[k] * 4);
+    for (size_t e = 0; e < sizes[k]; ++e) {
+      double d = got[e] - host[k][e];
+      num += d * d;
+      den += static_cast<double>(host[k][e]) * host[k][e];
+    }
+  }
+  double psgd_us = time_steps(r, c.iters);
+  gcommReducerStats_t rs{};
+  check(gcommReducerGetStats(r, &rs), "stats");
+  check(gcommReducerGetPowerSgdStats(r, &out.stats), "PowerSGD stats");
+  check(gcommReducerDestroy(r), "destroy");
+  for (void* p : mem) c.gpu ? (void)cudaFree(p) : std::free(p);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+  if (rank == 0) {
+    out.plain_us = plain_us;
+    out.psgd_us = psgd_us;
+    out.rel_error = std::sqrt(num / den);
+    out.wire_bytes = rs.wire_bytes_per_step + out.stats.bytes_last_step;
+    out.f32_bytes = ps.grad_bytes;
+  }
+}
+
+Result run(const Config& c) {
+  std::vector<gcommComm_t> comms(c.ranks, nullptr);
+  gcommCommConfig_t cc = GCOMM_COMM_CONFIG_INITIALIZER;
+  check(gcommCommInitLocal(c.ranks, c.gpu ? gcommCudaDevice(0) : gcommHostDevice(), &cc, comms.data()), "init");
+  const auto& host = values_of(c.set);
+  Barrier barrier(c.ranks);
+  std::vector<Result> results(c.ranks);
+  std::vector<std::string> errors(c.ranks);
+  std::vector<std::thread> threads;
+  for (int q = 0; q < c.ranks; ++q)
+    threads.emplace_back([&, q] {
+      try {
+        run_rank(c, q, comms[q], barrier, results[q], host);
+      } catch (const std::exception& e) {
+        errors[q] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (gcommComm_t comm : comms) gcommCommDestroy(comm);
+  for (int q = 0; q < c.ranks; ++q)
+    if (!errors[q].empty()) throw std::runtime_error("rank " + std::to_string(q) + ": " + errors[q]);
+  return results[0];
+}
+
+void report(const Config& c, const Result& r, bool header) {
+  if (header)
+    std::printf("%-12s %5s %4s %4s %10s %10s %9s %11s %9s %9s\n", "set", "ranks", "r", "dev", "plain_us", "psgd_us",
+                "matrices", "wire_MiB", "ratio", "rel_err");
+  double ratio = r.wire_bytes > 0 ? static_cast<double>(r.f32_bytes) / r.wire_bytes : 0.0;
+  std::printf("%-12s %5d %4d %4s %10.1f %10.1f %9zu %11.2f %8.1fx %9.4f\n", c.set.c_str(), c.ranks, c.rank,
+              c.gpu ? "gpu" : "host", r.plain_us, r.psgd_us, r.stats.compressed_matrices, r.wire_bytes / 1048576.0,
+              ratio, r.rel_error);
+  std::fflush(stdout);
+  if (c.json != nullptr) {
+    std::fprintf(c.json,
+                 "{\"bench\": \"powersgd_step\", \"set\": \"%s\", \"ranks\": %d, \"rank\": %d, \"device\": \"%s\", "
+                 "\"plain_step_us\": %.2f, \"powersgd_step_us\": %.2f, \"compressed_matrices\": %zu, "
+                 "\"uncompressed_tensors\": %zu, \"wire_bytes\": %zu, \"f32_allreduce_bytes\": %zu, "
+                 "\"pq_bytes\": %zu, \"compressed_f32_bytes\": %zu, \"compression_ratio\": %.3f, "
+                 "\"relative_error\": %.6f, \"iters\": %d}\n",
+                 c.set.c_str(), c.ranks, c.rank, c.gpu ? "gpu" : "host", r.plain_us, r.psgd_us,
+                 r.stats.compressed_matrices, r.stats.uncompressed_tensors, r.wire_bytes, r.f32_bytes,
+                 r.stats.bytes_last_step, r.stats.uncompressed_bytes_equivalent, ratio, r.rel_error, c.iters);
+    std::fflush(c.json);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int gpus = 0;
+  bool have_gpu = cudaGetDeviceCount(&gpus) == cudaSuccess && gpus > 0;
+  (void)cudaGetLastError();
+  Config base;
+  base.gpu = have_gpu;
+  bool matrix = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (a == "--set") base.set = next(), matrix = false;
+      else if (a == "--ranks") base.ranks = std::stoi(next()), matrix = false;
+      else if (a == "--rank") base.rank = std::stoi(next());
+      else if (a == "--device") base.gpu = next() == "gpu";
+      else if (a == "--iters") base.iters = std::stoi(next());
+      else if (a == "-J") base.json = std::fopen(next().c_str(), "w");
+      else throw std::invalid_argument("unknown argument " + a);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr,
+                   "%s\nusage: gradcomm-powersgd-bench [--set resnet50|gpt2_medium] [--ranks N] [--rank R] "
+                   "[--device host|gpu] [--iters N] [-J FILE]\n",
+                   e.what());
+      return 2;
+    }
+  }
+  if (base.gpu && !have_gpu) {
+    std::fprintf(stderr, "--device gpu, but no usable GPU is present\n");
+    return 2;
+  }
+  std::vector<Config> configs;
+  if (!matrix) {
+    configs.push_back(base);
+  } else {
+    for (const char* set : {"resnet50", "gpt2_medium"})
+      for (int ranks : {1, 2, 4, 8}) {
+        if (!base.gpu && (ranks > 2 || std::string(set) == "gpt2_medium")) continue;  // host: keep it short
+        Config c = base;
+        c.set = set;
+        c.ranks = ranks;
+        if (!base.gpu) c.iters = std::min(c.iters, 3);
+        configs.push_back(c);
+      }
+  }
+  std::printf("# gradcomm-powersgd-bench: %s; step = begin + mark all + finalize until idle, median; ratio = f32 "
+              "all-reduce bytes / bytes sent\n",
+              base.gpu ? "local ranks on GPU 0" : "host ranks");
+  bool header = true;
+  for (const Config& c : configs) {
+    try {
+      report(c, run(c), header);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gradcomm-powersgd-bench: %s\n", e.what());
+      return 1;
+    }
+    header = false;
+  }
+  if (base.json != nullptr) std::fclose(base.json);
+  return 0;
+}

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""PyTorch peer for gradcomm-powersgd-bench: DDP (world size 1, NCCL,
+bucket_cap_mb=25) with torch's powerSGD_hook (rank 4, min_compression_rate 2,
+error feedback, warm start) on the same gradient sets and the same values
+(bench/common/grad_sets.hpp: grad_rows, lowrank_value).
+
+  hook_us          median(step with the hook) - median(step in no_sync()): the hook's cost
+  relative_error   ||approximation - gradient|| / ||gradient|| over all gradients, first compressed step
+  ratio            f32 all-reduce bytes / bytes the hook sends (compressed P and Q + the rest)
+
+Run on the GPU machine: python3 bench/comm/torch_powersgd_peer.py
+"""
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "kernels"))
+from torch_kernels_peer import SETS  # noqa: E402
+
+RANK = 4
+
+
+def grad_rows(name):
+    """Mirror of grad_rows() in bench/common/grad_sets.hpp."""
+    rows = []
+    if name == "resnet50":
+        conv = lambda i, o, k: rows.append(o)
+        bn = lambda c: rows.extend([0, 0])
+        conv(3, 64, 7); bn(64)
+        cin = 64
+        for mid, blocks in zip((64, 128, 256, 512), (3, 4, 6, 3)):
+            out = mid * 4
+            for b in range(blocks):
+                conv(cin, mid, 1); bn(mid); conv(mid, mid, 3); bn(mid); conv(mid, out, 1); bn(out)
+                if b == 0:
+                    conv(cin, out, 1); bn(out)
+                cin = out
+        rows.extend([1000, 0])
+    else:
+        d = 1024
+        rows = [50257, 1024]
+        for _ in range(24):
+            rows.extend([0, 0, d, 0, d, 0, 0, 0, d, 0, 4 * d, 0])
+        rows.extend([0, 0])
+    return rows
+
+
+def lowrank_values(tensor, rows, cols):
+    """lowrank_value() of grad_sets.hpp for a whole rows x cols tensor, on the GPU."""
+    i = torch.arange(rows, device="cuda", dtype=torch.int64).unsqueeze(1)
+    j = torch.arange(cols, device="cuda", dtype=torch.int64).unsqueeze(0)
+    v = torch.zeros(rows, cols, device="cuda")
+    for c in range(1, 5):
+        v += torch.sin(0.37 * c * (i + 1 + tensor).float()) * torch.cos(0.23 * c * (j + 1).float()) / c
+    mask = 0xFFFFFFFF
+    h = ((i * 73856093) & mask) ^ ((j * 19349663) & mask) ^ ((tensor * 83492791) & mask)
+    h = h ^ (h >> 16)
+    h = (h * 0x45D9F3B) & mask
+    h = h ^ (h >> 16)
+    return v + 0.05 * (h.double() / 4294967296.0 * 2.0 - 1.0).float()
+
+
+class Params(torch.nn.Module):
+    def __init__(self, sizes, rows):
+        super().__init__()
+        shapes = [(r, n // r) if r else (n,) for n, r in zip(sizes, rows)]
+        self.ps = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(s, device="cuda")) for s in shapes])
+        self.targets = []
+        for k, (n, r) in enumerate(zip(sizes, rows)):
+            g = lowrank_values(k, r if r else 1, n // r if r else n)
+            self.targets.append(g.reshape(shapes[k]))
+
+    def forward(self, x):  # the gradient of each parameter is its target
+        return sum((p * t).sum() for p, t in zip(self.ps, self.targets)) * x.sum()
+
+
+def timed(fn, repeats=20, warmup=3):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main():
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29563")
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    torch.cuda.set_device(0)
+    for name in ("resnet50", "gpt2_medium"):
+        sizes, rows = SETS[name], grad_rows(name)
+        model = Params(sizes, rows)
+        ddp = DDP(model, device_ids=[0], bucket_cap_mb=25)
+        state = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=RANK, start_powerSGD_iter=2,
+                                   min_compression_rate=2, use_error_feedback=True, warm_start=True)
+        ddp.register_comm_hook(state, psgd.powerSGD_hook)
+        one = torch.ones(1, device="cuda")
+
+        def step():
+            ddp.zero_grad(set_to_none=False)
+            ddp(one).backward()
+
+        def step_no_sync():
+            with ddp.no_sync():
+                ddp.zero_grad(set_to_none=False)
+                ddp(one).backward()
+
+        step(); step()  # start_powerSGD_iter = 2: plain all-reduces
+        step()          # the first compressed step
+        torch.cuda.synchronize()
+        num = sum(((p.grad - t) ** 2).sum().item() for p, t in zip(model.ps, model.targets))
+        den = sum((t ** 2).sum().item() for t in model.targets)
+        full = 4 * sum(sizes)
+        sent = 0
+        for n, r in zip(sizes, rows):
+            c = n // r if r else 0
+            sent += 4 * ((r + c) * RANK if r and (r + c) * RANK * 2 < r * c else n)
+        synced = timed(step)
+        local = timed(step_no_sync)
+        print(json.dumps({
+            "peer": "torch_powersgd", "torch": torch.__version__, "set": name, "rank": RANK, "world": 1,
+            "step_us": synced, "no_sync_step_us": local, "hook_us": synced - local,
+            "relative_error": (num / den) ** 0.5, "ratio": full / sent,
+        }), flush=True)
+        del ddp, model
+        torch.cuda.empty_cache()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
