@@ -22,7 +22,8 @@
 #      on the development machine and carried: skip the build and make its absolute
 #      paths resolve here), BENCH_REPS, GPU_CHECK_BENCHES (a regex on the Google
 #      Benchmark programs' names), BENCH_ARGS (extra flags for them, e.g.
-#      --benchmark_filter=gpu/), GPU_CHECK_PEERS (a regex on the peer scripts' names).
+#      --benchmark_filter=gpu/), GPU_CHECK_PEERS (a regex on the peer scripts' names),
+#      GPU_CHECK_SANITIZE (a regex on the test programs compute-sanitizer runs).
 set -uo pipefail
 out=${1:?usage: tools/gpu_check.sh OUT_DIR}
 mkdir -p "$out"
@@ -120,6 +121,7 @@ if want sanitizer && [ -z "${GPU_CHECK_SKIP_SANITIZER:-}" ] && command -v comput
     # Only programs with GPU cases; NCCL's own probing (and our deliberate
     # out-of-memory tests) raise CUDA API errors that every call site checks.
     "$t" --gtest_list_tests --gtest_filter='*Gpu*' 2>/dev/null | grep -q '^  ' || continue
+    [[ "$(basename "$t")" =~ ${GPU_CHECK_SANITIZE:-.} ]] || continue
     for tool in memcheck racecheck; do
       echo "=== $tool $(basename "$t")" >>"$out/sanitizer.log"
       timeout 600 compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 99 "$t" \
