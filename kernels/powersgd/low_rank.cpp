@@ -93,6 +93,12 @@ void commit(float* dst, const float* src, size_t count, const float* skip, const
 
 namespace host {
 
+double column_dot(const LowRankMatrix& a, int r, int c, int d) {
+  double s = 0.0;
+  for (size_t i = 0; i < a.rows; ++i) s += static_cast<double>(a.p[i * r + c]) * a.p[i * r + d];
+  return s;
+}
+
 void add_error(const LowRankMatrix* mats, size_t n) {
   for (size_t k = 0; k < n; ++k) {
     const LowRankMatrix& a = mats[k];
@@ -118,16 +124,14 @@ void multiply_mq(const LowRankMatrix* mats, size_t n, int r) {
 void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps) {
   for (size_t k = 0; k < n; ++k) {
     const LowRankMatrix& a = mats[k];
+    double before[kMaxRank];
+    for (int c = 0; c < r; ++c) before[c] = std::sqrt(column_dot(a, r, c, c));
     for (int c = 0; c < r; ++c) {
-      double sq = 0.0;
-      for (size_t i = 0; i < a.rows; ++i) sq += static_cast<double>(a.p[i * r + c]) * a.p[i * r + c];
-      double norm = std::sqrt(sq);
-      float inv = norm > eps ? static_cast<float>(1.0 / norm) : 0.0f;
+      double norm = std::sqrt(column_dot(a, r, c, c));
+      float inv = keeps_column(norm, before[c], eps) ? static_cast<float>(1.0 / norm) : 0.0f;
       for (size_t i = 0; i < a.rows; ++i) a.p[i * r + c] *= inv;
       for (int d = c + 1; d < r; ++d) {
-        double dot = 0.0;
-        for (size_t i = 0; i < a.rows; ++i) dot += static_cast<double>(a.p[i * r + c]) * a.p[i * r + d];
-        float f = static_cast<float>(dot);
+        float f = static_cast<float>(column_dot(a, r, c, d));
         for (size_t i = 0; i < a.rows; ++i) a.p[i * r + d] -= f * a.p[i * r + c];
       }
     }

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/element.hpp"
 #include "kernels/ops.hpp"
 
 namespace gradcomm::kernels::powersgd {
@@ -41,8 +42,15 @@ void initial_q(uint64_t seed, uint64_t index, size_t cols, int r, float* out);
 void add_error(const LowRankMatrix* mats, size_t n, const Target& t);
 // p = m q.
 void multiply_mq(const LowRankMatrix* mats, size_t n, int r, const Target& t);
-// The columns of p, in order, made orthonormal (modified Gram-Schmidt); a column
-// whose remaining norm is below eps becomes zero: no division by ~0, no NaN.
+// The columns of p, in order, made orthonormal (modified Gram-Schmidt). A column
+// whose remaining norm is below eps, or below kDependentColumn times its norm
+// before the projections (a column that depends on the earlier ones, up to f32
+// rounding: P has rank < r when M does), becomes zero: no division by ~0, no NaN,
+// no rounding noise blown up to a unit column. Host and GPU decide alike.
+constexpr double kDependentColumn = 1e-4;
+GCOMM_HD bool keeps_column(double norm, double norm_before, float eps) {
+  return norm > eps && norm > kDependentColumn * norm_before;
+}
 void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps, const Target& t);
 // `skip` (may be NULL) is a flag where the target's memory is: when *skip > 0 the
 // step saw Inf/NaN and the operations below leave the state (q, e) untouched.

@@ -141,23 +141,24 @@ __device__ double block_sum(double v, double* shared) {
 
 // Modified Gram-Schmidt, one block per matrix; each thread owns the same rows
 // throughout, so only the sums need the block.
+__device__ double column_dot(const MatArg& a, int r, int c, int d, double* shared) {
+  double s = 0.0;
+  for (unsigned i = threadIdx.x; i < a.rows; i += blockDim.x)
+    s += static_cast<double>(a.p[static_cast<size_t>(i) * r + c]) * a.p[static_cast<size_t>(i) * r + d];
+  return block_sum(s, shared);
+}
+
 __global__ void __launch_bounds__(kThreads) orthogonalize_kernel(const __grid_constant__ Batch b, int r, float eps) {
   const MatArg& a = b.a[blockIdx.x];
   __shared__ double shared[kThreads];
+  double before[kMaxRank];
+  for (int c = 0; c < r; ++c) before[c] = sqrt(column_dot(a, r, c, c, shared));
   for (int c = 0; c < r; ++c) {
-    double sq = 0.0;
-    for (unsigned i = threadIdx.x; i < a.rows; i += blockDim.x) {
-      float v = a.p[static_cast<size_t>(i) * r + c];
-      sq += static_cast<double>(v) * v;
-    }
-    double norm = sqrt(block_sum(sq, shared));
-    float inv = norm > eps ? static_cast<float>(1.0 / norm) : 0.0f;
+    double norm = sqrt(column_dot(a, r, c, c, shared));
+    float inv = keeps_column(norm, before[c], eps) ? static_cast<float>(1.0 / norm) : 0.0f;
     for (unsigned i = threadIdx.x; i < a.rows; i += blockDim.x) a.p[static_cast<size_t>(i) * r + c] *= inv;
     for (int d = c + 1; d < r; ++d) {
-      double dot = 0.0;
-      for (unsigned i = threadIdx.x; i < a.rows; i += blockDim.x)
-        dot += static_cast<double>(a.p[static_cast<size_t>(i) * r + c]) * a.p[static_cast<size_t>(i) * r + d];
-      float f = static_cast<float>(block_sum(dot, shared));
+      float f = static_cast<float>(column_dot(a, r, c, d, shared));
       for (unsigned i = threadIdx.x; i < a.rows; i += blockDim.x)
         a.p[static_cast<size_t>(i) * r + d] -= f * a.p[static_cast<size_t>(i) * r + c];
     }

@@ -141,6 +141,21 @@ TEST(PowerSgdHost, ZeroMatricesAndZeroColumnsGiveNoNaN) {
   for (float x : b.m) ASSERT_TRUE(std::isfinite(x));
 }
 
+TEST(PowerSgdHost, RankAboveTheMatrixRankKeepsOnlyRealColumns) {
+  // A 55 x 4 matrix with r = 16: P has rank 4; columns 5..16 must become zero,
+  // not normalized rounding noise, and the result is the exact matrix.
+  std::mt19937 rng(12);
+  HostMatrix a(55, 4, 16, false);
+  low_rank_plus_noise(a, 4, 0.0f, rng);
+  std::vector<float> m0 = a.m;
+  initial_q(5, 0, a.cols, 16, a.q.data());
+  LowRankMatrix v = a.view();
+  round_on(&v, 1, 16, kHost);
+  EXPECT_LT(rel_error(a.m, std::vector<double>(m0.begin(), m0.end())), 1e-4);
+  for (size_t i = 0; i < a.rows; ++i)
+    for (int c = 4; c < 16; ++c) ASSERT_EQ(a.p[i * 16 + c], 0.0f) << "row " << i << " column " << c;
+}
+
 TEST(PowerSgdHost, InitialQIsDeterministicAndStandardNormal) {
   std::vector<float> a(4000), b(4000), c(4000), d(4000);
   initial_q(42, 5, 1000, 4, a.data());
