@@ -278,7 +278,14 @@ TEST(PowerSgdGpu, EveryOperationMatchesTheHostTwin) {
       std::vector<float> m = bufs[4 * k]->get(h.m.size()), e = bufs[4 * k + 1]->get(h.e.size());
       std::vector<double> want_m(h.m.begin(), h.m.end()), want_e(h.e.begin(), h.e.end());
       EXPECT_LT(rel_error(m, want_m), 2e-4) << "r=" << r << " matrix " << k << " " << h.rows << "x" << h.cols;
-      EXPECT_LT(rel_error(e, want_e), 2e-3) << "r=" << r << " matrix " << k;
+      // e = m_in - approx can be rounding noise (r at or above the matrix's rank):
+      // measure its difference on the scale of the values, not of e itself.
+      double diff = 0, scale = 0;
+      for (size_t j = 0; j < e.size(); ++j) {
+        diff += (e[j] - want_e[j]) * (e[j] - want_e[j]);
+        scale += want_e[j] * want_e[j] + want_m[j] * want_m[j];
+      }
+      EXPECT_LT(std::sqrt(diff / (scale + 1e-30)), 2e-4) << "r=" << r << " matrix " << k;
       for (float x : m) ASSERT_TRUE(std::isfinite(x));
     }
   }
