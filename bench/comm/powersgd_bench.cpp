@@ -22,12 +22,17 @@
 #include <thread>
 #include <vector>
 
+#include "common/bench_util.hpp"
 #include "common/grad_sets.hpp"
 #include "gradcomm/gradcomm.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using gradcomm::bench::Barrier;
+using gradcomm::bench::check;
+using gradcomm::bench::check_cuda;
+using gradcomm::bench::median;
 using gradcomm::bench::grad_rows;
 using gradcomm::bench::grad_set;
 using gradcomm::bench::lowrank_value;
@@ -41,45 +46,11 @@ struct Config {
   FILE* json = nullptr;
 };
 
-void check(gcommStatus_t s, const char* what) {
-  if (s != gcommSuccess)
-    throw std::runtime_error(std::string(what) + ": " + gcommGetStatusString(s) + ": " + gcommGetLastError());
-}
-void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-class Barrier {
- public:
-  explicit Barrier(int n) : n_(n) {}
-  void wait() {
-    std::unique_lock<std::mutex> lock(m_);
-    int gen = gen_;
-    if (++count_ == n_) {
-      count_ = 0;
-      ++gen_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return gen != gen_; });
-    }
-  }
-
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-  int n_, count_ = 0, gen_ = 0;
-};
-
 struct Result {
   double plain_us = 0, psgd_us = 0, rel_error = 0;
   size_t wire_bytes = 0, f32_bytes = 0;
   gcommPowerSgdStats_t stats{};
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 // The set's values, made once per set (GPT-2 medium: 355 M values) on all cores.
 const std::vector<std::vector<float>>& values_of(const std::string& set) {

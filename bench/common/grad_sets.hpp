@@ -13,13 +13,19 @@
 
 namespace gradcomm::bench {
 
-inline std::vector<size_t> resnet50_sizes() {
-  std::vector<size_t> s;
-  auto conv = [&](size_t in, size_t out, size_t k) { s.push_back(in * out * k * k); };
-  auto bn = [&](size_t c) {
-    s.push_back(c);
-    s.push_back(c);
-  };
+// One tensor of a set: its element count and its first dimension (0 for vectors;
+// PowerSGD views a gradient as rows x (count / rows)). Conv weights are
+// out x (in k k); GPT-2's linear weights are held as PyTorch's Conv1D holds them
+// (in x out); embeddings vocab x d.
+struct GradShape {
+  size_t count;
+  size_t rows;
+};
+
+inline std::vector<GradShape> resnet50_shapes() {
+  std::vector<GradShape> s;
+  auto conv = [&](size_t in, size_t out, size_t k) { s.push_back({in * out * k * k, out}); };
+  auto bn = [&](size_t c) { s.insert(s.end(), {{c, 0}, {c, 0}}); };
   conv(3, 64, 7);
   bn(64);
   size_t in = 64;
@@ -40,75 +46,43 @@ inline std::vector<size_t> resnet50_sizes() {
       in = out;
     }
   }
-  s.push_back(2048 * 1000);
-  s.push_back(1000);
+  s.insert(s.end(), {{2048 * 1000, 1000}, {1000, 0}});
   return s;
 }
 
-inline std::vector<size_t> gpt2_medium_sizes() {
+inline std::vector<GradShape> gpt2_medium_shapes() {
   const size_t d = 1024;
-  std::vector<size_t> s = {50257 * d, 1024 * d};
-  for (int layer = 0; layer < 24; ++layer) {
-    for (size_t n : {d, d, d * 3 * d, 3 * d, d * d, d, d, d, d * 4 * d, 4 * d, 4 * d * d, d}) s.push_back(n);
-  }
-  s.push_back(d);
-  s.push_back(d);
+  std::vector<GradShape> s = {{50257 * d, 50257}, {1024 * d, 1024}};
+  for (int layer = 0; layer < 24; ++layer)
+    s.insert(s.end(), {{d, 0}, {d, 0}, {d * 3 * d, d}, {3 * d, 0}, {d * d, d}, {d, 0}, {d, 0}, {d, 0},
+                       {d * 4 * d, d}, {4 * d, 0}, {4 * d * d, 4 * d}, {d, 0}});
+  s.insert(s.end(), {{d, 0}, {d, 0}});
   return s;
 }
 
-inline std::vector<size_t> tiny_sizes() {
-  std::vector<size_t> s;
-  for (size_t k = 0; k < 5000; ++k) s.push_back(64 + (k * 37) % 128);
+inline std::vector<GradShape> tiny_shapes() {
+  std::vector<GradShape> s;
+  for (size_t k = 0; k < 5000; ++k) s.push_back({64 + (k * 37) % 128, 0});
   return s;
 }
 
+inline std::vector<GradShape> grad_shapes(const std::string& name) {
+  if (name == "resnet50") return resnet50_shapes();
+  if (name == "gpt2_medium") return gpt2_medium_shapes();
+  return tiny_shapes();
+}
+
+// Element counts per tensor, in registration order.
 inline std::vector<size_t> grad_set(const std::string& name) {
-  if (name == "resnet50") return resnet50_sizes();
-  if (name == "gpt2_medium") return gpt2_medium_sizes();
-  return tiny_sizes();
+  std::vector<size_t> counts;
+  for (const GradShape& g : grad_shapes(name)) counts.push_back(g.count);
+  return counts;
 }
 
-// The first dimension of each tensor of a set (0 for vectors), in the same order
-// as grad_set(): conv weights are out x (in k k), linear weights as PyTorch holds
-// them (GPT-2's Conv1D: in x out), embeddings vocab x d. PowerSGD views each
-// gradient as rows x (count / rows).
+// First dimensions per tensor (0 for vectors), in the same order.
 inline std::vector<size_t> grad_rows(const std::string& name) {
   std::vector<size_t> rows;
-  if (name == "resnet50") {
-    auto conv = [&](size_t, size_t out, size_t) { rows.push_back(out); };
-    auto bn = [&](size_t) { rows.insert(rows.end(), {0, 0}); };
-    conv(3, 64, 7);
-    bn(64);
-    size_t in = 64;
-    const size_t mids[] = {64, 128, 256, 512}, blocks[] = {3, 4, 6, 3};
-    for (int stage = 0; stage < 4; ++stage) {
-      size_t mid = mids[stage], out = mid * 4;
-      for (size_t b = 0; b < blocks[stage]; ++b) {
-        conv(in, mid, 1);
-        bn(mid);
-        conv(mid, mid, 3);
-        bn(mid);
-        conv(mid, out, 1);
-        bn(out);
-        if (b == 0) {
-          conv(in, out, 1);
-          bn(out);
-        }
-        in = out;
-      }
-    }
-    rows.insert(rows.end(), {1000, 0});
-  } else if (name == "gpt2_medium") {
-    const size_t d = 1024;
-    rows = {50257, 1024};
-    for (int layer = 0; layer < 24; ++layer)
-      for (size_t r : {size_t{0}, size_t{0}, d, size_t{0}, d, size_t{0}, size_t{0}, size_t{0}, d, size_t{0}, 4 * d,
-                       size_t{0}})
-        rows.push_back(r);
-    rows.insert(rows.end(), {0, 0});
-  } else {
-    rows.assign(grad_set(name).size(), 0);
-  }
+  for (const GradShape& g : grad_shapes(name)) rows.push_back(g.rows);
   return rows;
 }
 

@@ -1,0 +1,55 @@
+// Small helpers shared by the plain (non-Google-Benchmark) programs in bench/:
+// status checks that throw with the library's message, a reusable barrier for
+// rank threads, and the median.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gradcomm/gradcomm.h"
+
+namespace gradcomm::bench {
+
+inline void check(gcommStatus_t s, const char* what) {
+  if (s != gcommSuccess)
+    throw std::runtime_error(std::string(what) + ": " + gcommGetStatusString(s) + ": " + gcommGetLastError());
+}
+
+inline void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// Every rank thread waits until all have arrived; reusable.
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  void wait() {
+    std::unique_lock<std::mutex> lock(m_);
+    int gen = gen_;
+    if (++count_ == n_) {
+      count_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return gen != gen_; });
+    }
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  int n_, count_ = 0, gen_ = 0;
+};
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+}  // namespace gradcomm::bench
