@@ -21,7 +21,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "kernels"))
-from torch_kernels_peer import SETS  # noqa: E402  (the shared gradient sets)
+from torch_kernels_peer import SETS, timed  # noqa: E402  (the shared gradient sets)
 
 
 class Params(torch.nn.Module):
@@ -32,22 +32,6 @@ class Params(torch.nn.Module):
 
     def forward(self, x):  # DDP needs an input; x is a 1-element tensor
         return sum(p.sum() for p in self.ps) * x.sum()
-
-
-def timed(fn, repeats=30, warmup=5):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1000.0)
-    times.sort()
-    return times[len(times) // 2]
 
 
 def main():
@@ -74,8 +58,8 @@ def main():
                     ddp.zero_grad(set_to_none=False)
                     ddp(one).backward()
 
-            synced = timed(step)
-            local = timed(step_no_sync)
+            synced = timed(step, 30, 5)
+            local = timed(step_no_sync, 30, 5)
             print(json.dumps({
                 "peer": "torch_ddp", "torch": torch.__version__, "set": set_name, "wire": wire,
                 "view": int(view), "world": 1, "tensors": len(sizes), "elements": sum(sizes),

@@ -20,7 +20,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "kernels"))
-from torch_kernels_peer import SETS  # noqa: E402
+from torch_kernels_peer import SETS, timed  # noqa: E402
 
 RANK = 4
 
@@ -79,22 +79,6 @@ class Params(torch.nn.Module):
         return sum((p * t).sum() for p, t in zip(self.ps, self.targets)) * x.sum()
 
 
-def timed(fn, repeats=20, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0)
-    times.sort()
-    return times[len(times) // 2]
-
-
 def main():
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29563")
@@ -128,8 +112,8 @@ def main():
         for n, r in zip(sizes, rows):
             c = n // r if r else 0
             sent += 4 * ((r + c) * RANK if r and (r + c) * RANK * 2 < r * c else n)
-        synced = timed(step)
-        local = timed(step_no_sync)
+        synced = timed(step, 20, 3)
+        local = timed(step_no_sync, 20, 3)
         print(json.dumps({
             "peer": "torch_powersgd", "torch": torch.__version__, "set": name, "rank": RANK, "world": 1,
             "step_us": synced, "no_sync_step_us": local, "hook_us": synced - local,
