@@ -1,3 +1,4 @@
 list(APPEND GRADCOMM_COMM_SOURCES
   communicator.cpp
-  api/comm_api.cpp)
+  api/comm_api.cpp
+  api/comm_init_api.cpp)

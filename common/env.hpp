@@ -22,6 +22,11 @@ namespace knobs {
 LogLevel debug_level();
 // GRADCOMM_TIMEOUT_S: timeout of init and of every collective, seconds (default 300).
 double timeout_seconds();
+// GRADCOMM_JOB_KEY (the rendezvous store's job key, default "gradcomm") and the
+// launchers' variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT,
+// OMPI_COMM_WORLD_*, SLURM_PROCID/NTASKS/LOCALID) are read by
+// comm/bootstrap/launch_env.cpp through an injectable lookup, so that its tests need
+// not change the process environment.
 }  // namespace knobs
 
 }  // namespace gradcomm

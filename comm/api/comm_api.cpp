@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "comm/api/publish.hpp"
 #include "comm/communicator.hpp"
 #include "comm/local/local_transport.hpp"
 #include "comm/nccl/nccl_transport.hpp"
@@ -243,8 +244,15 @@ GCOMM_API gcommStatus_t gcommCommInitAll(int ndev, const int* devices, gcommComm
 
 }  // extern "C"
 
-// The reducer's C API (comm/api/reducer_api.cpp) takes communicators by handle.
+// The reducer's C API (comm/api/reducer_api.cpp) takes communicators by handle;
+// comm_init_api.cpp creates them.
 namespace gradcomm::comm {
+gcommComm_t publish_communicator(std::unique_ptr<Transport> transport, double timeout_s) {
+  auto comm = std::make_unique<gcommComm>(std::move(transport), timeout_s);
+  comms().add(comm.get());
+  return comm.release();
+}
+
 Communicator& acquire_communicator(gcommComm_t handle) {
   gcommComm* c = comms().get(handle);
   ++c->users;

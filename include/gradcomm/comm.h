@@ -67,10 +67,37 @@ typedef struct gcommCommConfig {
   { GCOMM_CONFIG_HEADER(gcommCommConfig_t), -1, -1, -1, -1, NULL, NULL, {gcommDeviceCuda, -1}, \
     0.0, gcommTransportAuto, 0 }
 
-/* Not yet implemented (see docs/comm.md): creation from a launcher's environment or
- * from explicit rendezvous values (MASTER_ADDR/PORT through a TCP store). The config
- * struct above already carries their fields. Until then, share an ncclUniqueId
- * yourself (gcommCommInitFromUniqueId) or wrap your framework's ncclComm_t. */
+/** Creates this process's rank of a multi-process NCCL job, meeting the other
+ *  ranks through gradcomm's TCP rendezvous store: rank 0 listens on
+ *  master_addr:master_port, the others connect (retrying until the timeout); rank
+ *  0 publishes the ncclUniqueId there, and NCCL init follows (non-blocking,
+ *  bounded by what is left of the timeout). Collective: every rank must call it.
+ *
+ *  @p config may be NULL. Its fields that are set win; the unset ones come from the
+ *  launcher's environment: torchrun (RANK, WORLD_SIZE, LOCAL_RANK), else Open MPI
+ *  (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK), else Slurm (SLURM_PROCID,
+ *  SLURM_NTASKS, SLURM_LOCALID), plus MASTER_ADDR and MASTER_PORT (needed when the
+ *  world has more than one rank). The GPU is config->device, else cuda:<local
+ *  rank>, checked against the visible devices. Job key: config->job_key, else
+ *  GRADCOMM_JOB_KEY, else "gradcomm"; a peer with another key is refused.
+ *
+ *  Errors (every rank fails, none hangs past the timeout):
+ *  gcommInvalidArgument for bad or missing values (naming the variable or field);
+ *  gcommTimeout naming the ranks that never connected ("rank 2 of 4 never connected
+ *  to node1:29500 within 30 s ..."); gcommRemoteError naming a rank that cannot
+ *  take part or failed (and why); gcommNotSupported for a host device (at once) or
+ *  on a machine without a GPU (after the rendezvous, which the message says worked):
+ *  ranks in separate processes need NCCL; use gcommCommInitLocal for host ranks.
+ *  Destroying the communicator meets the other ranks at a shutdown barrier
+ *  (bounded by the timeout; skipped after an abort). */
+GCOMM_API gcommStatus_t gcommCommInitFromEnv(const gcommCommConfig_t* config, gcommComm_t* comm);
+
+/** Like gcommCommInitFromEnv, from explicit values only: config->rank,
+ *  config->world_size, config->master_addr and config->master_port (the last two
+ *  unless world_size is 1), and config->device or config->local_rank are required.
+ *  The environment is read only for the GRADCOMM_JOB_KEY and GRADCOMM_TIMEOUT_S
+ *  defaults. */
+GCOMM_API gcommStatus_t gcommCommInit(const gcommCommConfig_t* config, gcommComm_t* comm);
 
 /** Creates an NCCL communicator from an ncclUniqueId the caller already shared
  *  (@p unique_id points to the ncclUniqueId's bytes; @p id_bytes must be its size,

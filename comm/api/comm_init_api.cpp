@@ -1,0 +1,43 @@
+// C API: communicators of a multi-process job that meet through gradcomm's
+// rendezvous store (include/gradcomm/comm.h: gcommCommInit, gcommCommInitFromEnv).
+#include "comm/api/publish.hpp"
+#include "comm/bootstrap/launch_env.hpp"
+#include "comm/nccl/store_init.hpp"
+#include "common/api_guard.hpp"
+#include "common/config.hpp"
+#include "common/log.hpp"
+
+using namespace gradcomm;
+using namespace gradcomm::comm;
+
+namespace {
+
+gcommComm_t create(const bootstrap::LaunchConfig& launch) {
+  set_process_log_rank(launch.rank);
+  return publish_communicator(make_nccl_transport_from_store(launch), launch.timeout_s);
+}
+
+}  // namespace
+
+extern "C" {
+
+GCOMM_API gcommStatus_t gcommCommInitFromEnv(const gcommCommConfig_t* config, gcommComm_t* comm) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(comm);
+    const gcommCommConfig_t defaults = GCOMM_COMM_CONFIG_INITIALIZER;
+    gcommCommConfig_t c = read_config(config, defaults, "gcommCommConfig_t");
+    *comm = create(bootstrap::launch_from_env(c, bootstrap::process_environment()));
+  });
+}
+
+GCOMM_API gcommStatus_t gcommCommInit(const gcommCommConfig_t* config, gcommComm_t* comm) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(comm);
+    GCOMM_REQUIRE_NOT_NULL(config);
+    const gcommCommConfig_t defaults = GCOMM_COMM_CONFIG_INITIALIZER;
+    gcommCommConfig_t c = read_config(config, defaults, "gcommCommConfig_t");
+    *comm = create(bootstrap::launch_from_config(c, bootstrap::process_environment()));
+  });
+}
+
+}  // extern "C"

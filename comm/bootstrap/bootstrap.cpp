@@ -1,0 +1,99 @@
+#include "comm/bootstrap/bootstrap.hpp"
+
+#include "comm/bootstrap/store_state.hpp"
+#include "comm/bootstrap/wire.hpp"
+#include "common/error.hpp"
+#include "common/log.hpp"
+
+namespace gradcomm::comm::bootstrap {
+
+Bootstrap::Bootstrap(const RendezvousOptions& options)
+    : options_(options), started_(Clock::now()), deadline_(deadline_after(options.timeout_s)) {
+  require(options.world_size >= 1 && options.rank >= 0 && options.rank < options.world_size, "rank ",
+          options.rank, " of world size ", options.world_size, " is not valid");
+  port_ = options.master_port;
+  StoreClientOptions c;
+  c.job_key = options.job_key;
+  c.rank = options.rank;
+  c.world_size = options.world_size;
+  if (options.rank == 0) {
+    StoreServerOptions s;
+    s.host = options.master_addr;
+    s.port = options.master_port;
+    s.job_key = options.job_key;
+    s.world_size = options.world_size;
+    s.hello_timeout_s = options.hello_timeout_s;
+    s.started = started_;
+    server_ = std::make_unique<StoreServer>(s);
+    port_ = server_->port();
+    c.host = server_->loopback();
+  } else {
+    c.host = options.master_addr;
+  }
+  c.port = port_;
+  address_ = host_port(options.master_addr, port_);
+  c.address = address_;
+  client_ = std::make_unique<StoreClient>(c, deadline_);
+  GCOMM_INFO("rank ", options.rank, " of ", options.world_size, " connected to the store at ", address_);
+}
+
+Bootstrap::~Bootstrap() {
+  close(1.0);
+}
+
+std::vector<RankReport> Bootstrap::meet(const RankReport& mine) {
+  Writer w;
+  w.u32(static_cast<uint32_t>(mine.status)).str(mine.message);
+  auto all = client_->gather("init", w.payload(), deadline_);
+  std::vector<RankReport> reports(all.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    Reader rd(all[r].data(), all[r].size(), "init report");
+    uint32_t status = rd.u32();
+    reports[r].message = rd.str(kMaxPayloadBytes);
+    rd.finish();
+    reports[r].status = status < static_cast<uint32_t>(gcommNumStatuses) ? static_cast<gcommStatus_t>(status)
+                                                                         : gcommRemoteError;
+  }
+  return reports;
+}
+
+void Bootstrap::shutdown(double timeout_s) noexcept {
+  if (client_) {
+    try {
+      client_->barrier("shutdown", deadline_after(timeout_s));
+    } catch (const std::exception& e) {
+      GCOMM_WARN("rank ", options_.rank, ": the shutdown barrier failed: ", e.what());
+    }
+  }
+  close(1.0);
+}
+
+void Bootstrap::abort(const std::string& reason) noexcept {
+  if (client_) client_->abort(reason);
+  close(1.0);
+}
+
+void Bootstrap::close(double flush_s) noexcept {
+  if (client_) {
+    client_->bye();
+    client_.reset();
+  }
+  if (server_) {
+    server_->stop(flush_s);
+    server_.reset();
+  }
+}
+
+void throw_if_any_failed(const std::vector<RankReport>& reports, int my_rank) {
+  const RankReport& mine = reports.at(my_rank);
+  if (mine.status != gcommSuccess) throw Error(mine.status, mine.message);
+  std::vector<int> failed;
+  for (size_t r = 0; r < reports.size(); ++r)
+    if (reports[r].status != gcommSuccess) failed.push_back(static_cast<int>(r));
+  if (failed.empty()) return;
+  const RankReport& first = reports[failed.front()];
+  fail(gcommRemoteError, rank_list(failed), " of ", reports.size(), " cannot take part; rank ",
+       failed.front(), ": ", first.message);
+}
+
+}  // namespace gradcomm::comm::bootstrap

@@ -1,0 +1,182 @@
+#include "comm/bootstrap/launch_env.hpp"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+
+#include "comm/bootstrap/wire.hpp"
+#include "common/env.hpp"
+#include "common/error.hpp"
+
+namespace gradcomm::comm::bootstrap {
+
+namespace {
+
+struct Launcher {
+  const char* name;
+  const char* rank;
+  const char* size;
+  const char* local_rank;
+};
+
+constexpr Launcher kLaunchers[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+};
+
+// A decimal integer in [lo, hi], nothing else (no spaces, no trailing text).
+int parse_int(const std::string& name, const std::string& text, long long lo, long long hi, const char* who) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  bool ok = !text.empty() && (text[0] == '+' || text[0] == '-' || (text[0] >= '0' && text[0] <= '9')) &&
+            errno == 0 && end != nullptr && *end == '\0' && v >= lo && v <= hi;
+  require(ok, name, "='", text, "' (", who, ") is not an integer in [", lo, ", ", hi, "]");
+  return static_cast<int>(v);
+}
+
+// An integer field of the config: -1 is "unset"; anything else must be >= lo.
+bool config_int(int value, const char* field, int lo) {
+  if (value == -1) return false;
+  require(value >= lo, "config.", field, " is ", value, ": use a value >= ", lo, ", or -1 to leave it unset");
+  return true;
+}
+
+LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_env) {
+  require(c.transport == gcommTransportAuto || c.transport == gcommTransportNccl,
+          c.transport == gcommTransportLocal
+              ? "config.transport is gcommTransportLocal: local ranks are threads of one process; create "
+                "them with "
+                "gcommCommInitLocal"
+              : "config.transport must be gcommTransportAuto or gcommTransportNccl");
+  LaunchConfig lc;
+  require(!(c.timeout_s != c.timeout_s), "config.timeout_s is NaN");
+  lc.timeout_s = c.timeout_s > 0 ? c.timeout_s : knobs::timeout_seconds();
+
+  if (c.job_key != nullptr) {
+    lc.job_key = c.job_key;
+    require(!lc.job_key.empty(), "config.job_key is empty: use NULL for the default, or a non-empty string");
+  } else {
+    lc.job_key = env("GRADCOMM_JOB_KEY").value_or("gradcomm");
+  }
+  require(lc.job_key.size() <= kMaxNameBytes, "the job key has ", lc.job_key.size(), " bytes; the limit is ",
+          kMaxNameBytes);
+
+  const Launcher* launcher = nullptr;
+  if (use_env)
+    for (const Launcher& l : kLaunchers)
+      if (env(l.rank)) {
+        launcher = &l;
+        break;
+      }
+  lc.source = launcher != nullptr ? cat(launcher->name, " environment") : "config";
+
+  std::string rank_from = "config.rank", world_from = "config.world_size";
+  if (config_int(c.rank, "rank", 0)) {
+    lc.rank = c.rank;
+  } else if (launcher != nullptr) {
+    lc.rank = parse_int(launcher->rank, *env(launcher->rank), 0, INT_MAX - 1, launcher->name);
+    rank_from = launcher->rank;
+  } else {
+    require(false,
+            use_env
+                ? "no rank: config.rank is -1 and none of RANK (torchrun), OMPI_COMM_WORLD_RANK (Open "
+                  "MPI), SLURM_PROCID (Slurm) is set; start the job with torchrun, mpirun or srun, or set "
+                  "config.rank and config.world_size"
+                : "config.rank is required (>= 0)");
+  }
+  if (config_int(c.world_size, "world_size", 1)) {
+    lc.world_size = c.world_size;
+  } else if (launcher != nullptr) {
+    auto text = env(launcher->size);
+    require(text.has_value(), launcher->size, " is not set although ", launcher->rank, " is (an incomplete ",
+            launcher->name, " environment); set it, or config.world_size");
+    lc.world_size = parse_int(launcher->size, *text, 1, INT_MAX, launcher->name);
+    world_from = launcher->size;
+  } else {
+    require(false, use_env ? "no world size: config.world_size is -1 and no launcher's variables are set"
+                           : "config.world_size is required (>= 1)");
+  }
+  require(lc.rank < lc.world_size, rank_from, "=", lc.rank, " is not below ", world_from, "=", lc.world_size,
+          " (ranks are 0..", lc.world_size - 1, ")");
+
+  if (config_int(c.local_rank, "local_rank", 0)) {
+    lc.local_rank = c.local_rank;
+  } else if (auto text = launcher != nullptr ? env(launcher->local_rank) : std::nullopt) {
+    lc.local_rank = parse_int(launcher->local_rank, *text, 0, INT_MAX, launcher->name);
+  }
+
+  if (c.master_addr != nullptr) {
+    lc.master_addr = c.master_addr;
+    require(!lc.master_addr.empty(), "config.master_addr is empty: use NULL to leave it unset");
+  } else if (use_env) {
+    lc.master_addr = env("MASTER_ADDR").value_or("");
+  }
+  if (lc.master_addr.empty()) {
+    require(
+        lc.world_size == 1,
+        use_env
+            ? "MASTER_ADDR is not set (nor config.master_addr): rank 0's store listens on that host and the "
+              "other ranks connect to it. torchrun sets it; under mpirun or srun export MASTER_ADDR=<rank "
+              "0's "
+              "host> and MASTER_PORT=<a free port> to every rank"
+            : "config.master_addr is required when world_size > 1: the host of rank 0, whose store listens "
+              "on "
+              "config.master_port");
+    lc.master_addr = "127.0.0.1";
+  }
+  require(lc.master_addr.size() <= 255, "the master address has ", lc.master_addr.size(),
+          " characters (at most 255)");
+
+  if (c.master_port != -1) {
+    require(c.master_port >= 0 && c.master_port <= 65535, "config.master_port is ", c.master_port,
+            ": use a TCP port in [1, 65535], or -1 to leave it unset");
+    lc.master_port = c.master_port;
+  } else if (auto text = use_env ? env("MASTER_PORT") : std::nullopt) {
+    lc.master_port = parse_int("MASTER_PORT", *text, 1, 65535, "the port of rank 0's store");
+  } else {
+    require(
+        lc.world_size == 1,
+        use_env
+            ? "MASTER_PORT is not set (nor config.master_port): the TCP port of rank 0's store, the same on "
+              "every rank (torchrun sets it; otherwise export one, e.g. MASTER_PORT=29500)"
+            : "config.master_port is required when world_size > 1");
+    lc.master_port = 0;
+  }
+  require(lc.master_port != 0 || lc.world_size == 1,
+          "port 0 (any free port) works only for a world of one: the other ranks must know rank 0's port");
+
+  const gcommDevice_t& d = c.device;
+  if (d.kind == gcommDeviceHost) {
+    lc.device = gcommHostDevice();
+  } else {
+    require(d.kind == gcommDeviceCuda, "config.device.kind ", static_cast<int>(d.kind),
+            " is neither gcommDeviceHost nor gcommDeviceCuda");
+    require(d.ordinal >= -1, "config.device.ordinal is ", d.ordinal,
+            ": use a CUDA ordinal >= 0, or -1 to take it from the local rank");
+    int ordinal = d.ordinal >= 0 ? d.ordinal : lc.local_rank;
+    require(ordinal >= 0,
+            use_env ? "no GPU chosen: set config.device, config.local_rank, or the launcher's local "
+                      "rank (LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID)"
+                    : "no GPU chosen: set config.device.ordinal or config.local_rank");
+    lc.device = gcommCudaDevice(ordinal);
+  }
+  return lc;
+}
+
+}  // namespace
+
+EnvLookup process_environment() {
+  return [](const std::string& name) { return env_string(name.c_str()); };
+}
+
+LaunchConfig launch_from_env(const gcommCommConfig_t& config, const EnvLookup& env) {
+  return resolve(config, env, true);
+}
+
+LaunchConfig launch_from_config(const gcommCommConfig_t& config, const EnvLookup& env) {
+  return resolve(config, env, false);
+}
+
+}  // namespace gradcomm::comm::bootstrap

@@ -1,0 +1,52 @@
+// Where a rank of a multi-process job learns who it is: explicit values in
+// gcommCommConfig_t, or the environment its launcher set. Pure functions over an
+// environment lookup, so every launcher and every bad value is testable without
+// touching the process environment.
+//
+// Launchers, tried in this order (the first whose rank variable is set supplies
+// every field the config left unset; fields are never mixed across launchers):
+//   torchrun  RANK, WORLD_SIZE, LOCAL_RANK                          + MASTER_ADDR, MASTER_PORT
+//   Open MPI  OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK
+//   Slurm     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
+// torchrun comes first because it also runs inside Slurm allocations, and Open MPI
+// before Slurm because mpirun does too. MASTER_ADDR and MASTER_PORT (the host and
+// port of rank 0's store) are needed for every launcher when the world has more
+// than one rank; a world of one needs neither (its store listens on loopback).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "gradcomm/comm.h"
+
+namespace gradcomm::comm::bootstrap {
+
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+// The process environment (unset and empty variables are nullopt).
+EnvLookup process_environment();
+
+struct LaunchConfig {
+  int rank = -1;
+  int world_size = -1;
+  int local_rank = -1;      // -1: unknown
+  std::string master_addr;  // rank 0's host
+  int master_port = -1;     // 0 only for a world of one
+  std::string job_key;
+  gcommDevice_t device{gcommDeviceCuda, -1};  // host, or a CUDA ordinal (resolved from local_rank)
+  double timeout_s = 300;
+  std::string source;  // where rank and world size came from, for messages
+};
+
+// gcommCommInitFromEnv: the fields the config sets win; the rest come from the
+// launcher's environment. Throws gcommInvalidArgument naming the variable or
+// field at fault and what to do.
+LaunchConfig launch_from_env(const gcommCommConfig_t& config, const EnvLookup& env);
+
+// gcommCommInit: the config's explicit values only. The environment supplies
+// only the defaults of the job key (GRADCOMM_JOB_KEY) and of the timeout
+// (GRADCOMM_TIMEOUT_S).
+LaunchConfig launch_from_config(const gcommCommConfig_t& config, const EnvLookup& env);
+
+}  // namespace gradcomm::comm::bootstrap

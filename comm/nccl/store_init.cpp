@@ -1,0 +1,83 @@
+#include "comm/nccl/store_init.hpp"
+
+#include <nccl.h>
+
+#include <cstring>
+
+#include "comm/bootstrap/bootstrap.hpp"
+#include "comm/bootstrap/store_backed_transport.hpp"
+#include "comm/nccl/nccl_transport.hpp"
+#include "common/device.hpp"
+#include "common/log.hpp"
+#include "common/nccl_check.hpp"
+
+namespace gradcomm::comm {
+
+using namespace bootstrap;
+
+std::unique_ptr<Transport> make_nccl_transport_from_store(const LaunchConfig& launch) {
+  if (is_host(launch.device))
+    fail(gcommNotSupported,
+         "config.device is the host: ranks in separate processes communicate through NCCL, which "
+         "needs a CUDA device per rank; for several host ranks use gcommCommInitLocal (threads of "
+         "one process)");
+  RankReport mine;
+  gcommDevice_t device = launch.device;
+  if (!gpu_available()) {
+    mine.status = gcommNotSupported;
+    mine.message =
+        cat("no usable GPU on this machine (", no_gpu_reason(),
+            "): ranks in separate processes communicate through NCCL, which needs a CUDA device per rank; "
+            "for several ranks without a GPU use gcommCommInitLocal (threads of one process)");
+  } else {
+    try {
+      device = validate_device(launch.device, cat("rank ", launch.rank, "'s device").c_str());
+    } catch (const Error& e) {
+      mine.status = e.status();
+      mine.message = e.message();
+    }
+  }
+
+  RendezvousOptions options;
+  options.master_addr = launch.master_addr;
+  options.master_port = launch.master_port;
+  options.job_key = launch.job_key;
+  options.rank = launch.rank;
+  options.world_size = launch.world_size;
+  options.timeout_s = launch.timeout_s;
+  auto boot = std::make_unique<Bootstrap>(options);
+  std::vector<RankReport> reports = boot->meet(mine);
+  // Every rank has every report: all fail alike, with no need to tell each other.
+  if (mine.status != gcommSuccess)
+    fail(mine.status, mine.message, ". The rendezvous itself worked: ",
+         launch.world_size == 1 ? std::string("the single rank") : cat("all ", launch.world_size, " ranks"),
+         " met at ", boot->address());
+  throw_if_any_failed(reports, launch.rank);
+
+  try {
+    ncclUniqueId id;
+    const std::string key = "nccl/unique_id";
+    if (launch.rank == 0) {
+      GCOMM_NCCL_CHECK(ncclGetUniqueId(&id));
+      std::vector<uint8_t> bytes(sizeof(id));
+      std::memcpy(bytes.data(), &id, sizeof(id));
+      boot->store().set(key, bytes, boot->deadline());
+    } else {
+      std::vector<uint8_t> bytes = boot->store().get(key, boot->deadline());
+      if (bytes.size() != sizeof(id))
+        fail(gcommRemoteError, "the store's '", key, "' has ", bytes.size(), " bytes, not the ", sizeof(id),
+             " of an ncclUniqueId (a rank built against another NCCL?)");
+      std::memcpy(&id, bytes.data(), sizeof(id));
+    }
+    double left = std::max(seconds_left(boot->deadline()), 0.001);
+    auto inner = make_nccl_transport_from_id(id, launch.rank, launch.world_size, device, left);
+    GCOMM_INFO("rank ", launch.rank, " of ", launch.world_size, ": NCCL communicator on ",
+               describe_device(device), " (met at ", boot->address(), ", ", launch.source, ")");
+    return std::make_unique<StoreBackedTransport>(std::move(inner), std::move(boot), launch.timeout_s);
+  } catch (const Error& e) {
+    boot->abort(e.message());
+    throw;
+  }
+}
+
+}  // namespace gradcomm::comm

@@ -1,0 +1,247 @@
+// gcommCommInit and gcommCommInitFromEnv through the shared library, as an
+// embedder calls them: argument checks with clear messages (the out-pointer left
+// as it was), environment parsing errors, the timeout naming a rank that never
+// came, and a world of one (the whole path, the NCCL communicator included, on a
+// machine with a GPU; the rendezvous and a clear gcommNotSupported without one).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gradcomm/gradcomm.h"
+#include "support/gpu.hpp"
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+gcommComm_t sentinel() {
+  return reinterpret_cast<gcommComm_t>(static_cast<uintptr_t>(0x5e17));
+}
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+// Sets variables for one test and restores the previous values (tests run on one thread).
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const std::map<std::string, std::string>& vars) {
+    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                             "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "GRADCOMM_JOB_KEY"})
+      set(name, nullptr);
+    for (const auto& [k, v] : vars) set(k, v.c_str());
+  }
+  ~ScopedEnv() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+      if (it->second)
+        ::setenv(it->first.c_str(), it->second->c_str(), 1);
+      else
+        ::unsetenv(it->first.c_str());
+    }
+  }
+
+ private:
+  void set(const std::string& name, const char* value) {
+    const char* old = std::getenv(name.c_str());
+    saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    if (value)
+      ::setenv(name.c_str(), value, 1);
+    else
+      ::unsetenv(name.c_str());
+  }
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+gcommCommConfig_t world_of_one() {
+  gcommCommConfig_t c = GCOMM_COMM_CONFIG_INITIALIZER;
+  c.rank = 0;
+  c.world_size = 1;
+  c.device = gcommCudaDevice(0);
+  c.timeout_s = 20;
+  return c;
+}
+
+// gcommCommInit refuses `c` with `status`; the message contains `part`; *out untouched.
+void expect_refused(const gcommCommConfig_t* c, gcommStatus_t status, const std::string& part) {
+  gcommComm_t out = sentinel();
+  EXPECT_EQ(gcommCommInit(c, &out), status) << gcommGetLastError();
+  EXPECT_TRUE(contains(gcommGetLastError(), part)) << gcommGetLastError();
+  EXPECT_EQ(out, sentinel());
+}
+
+TEST(CommInitApi, RefusesNullAndMalformedArguments) {
+  gcommCommConfig_t c = world_of_one();
+  EXPECT_EQ(gcommCommInit(&c, nullptr), gcommInvalidArgument);
+  EXPECT_TRUE(contains(gcommGetLastError(), "gcommCommInit: argument 'comm' must not be NULL"))
+      << gcommGetLastError();
+  expect_refused(nullptr, gcommInvalidArgument, "argument 'config' must not be NULL");
+  EXPECT_EQ(gcommCommInitFromEnv(nullptr, nullptr), gcommInvalidArgument);
+  EXPECT_TRUE(contains(gcommGetLastError(), "gcommCommInitFromEnv: argument 'comm'")) << gcommGetLastError();
+  gcommCommConfig_t raw;
+  std::memset(&raw, 0, sizeof(raw));
+  expect_refused(&raw, gcommInvalidArgument, "was not made by its _INITIALIZER macro");
+}
+
+TEST(CommInitApi, ExplicitValuesAreChecked) {
+  gcommCommConfig_t c = world_of_one();
+  c.rank = 1;
+  expect_refused(&c, gcommInvalidArgument, "config.rank=1 is not below config.world_size=1");
+  c = world_of_one();
+  c.world_size = 2;
+  c.rank = 1;
+  expect_refused(&c, gcommInvalidArgument, "config.master_addr is required when world_size > 1");
+  c.master_addr = "127.0.0.1";
+  expect_refused(&c, gcommInvalidArgument, "config.master_port is required");
+  c = world_of_one();
+  c.transport = gcommTransportLocal;
+  expect_refused(&c, gcommInvalidArgument, "gcommCommInitLocal");
+  c = world_of_one();
+  c.device = gcommHostDevice();
+  expect_refused(&c, gcommNotSupported, "config.device is the host");
+  c = world_of_one();
+  c.rank = -1;
+  expect_refused(&c, gcommInvalidArgument, "config.rank is required");
+}
+
+TEST(CommInitApi, EnvironmentErrorsNameTheVariable) {
+  gcommComm_t out = sentinel();
+  {
+    ScopedEnv env({{"RANK", "abc"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}});
+    EXPECT_EQ(gcommCommInitFromEnv(nullptr, &out), gcommInvalidArgument);
+    EXPECT_TRUE(contains(gcommGetLastError(), "RANK='abc' (torchrun) is not an integer"))
+        << gcommGetLastError();
+  }
+  {
+    ScopedEnv env({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}});
+    EXPECT_EQ(gcommCommInitFromEnv(nullptr, &out), gcommInvalidArgument);
+    EXPECT_TRUE(contains(gcommGetLastError(), "RANK=2 is not below WORLD_SIZE=2")) << gcommGetLastError();
+  }
+  {
+    ScopedEnv env({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "1"}});
+    EXPECT_EQ(gcommCommInitFromEnv(nullptr, &out), gcommInvalidArgument);
+    EXPECT_TRUE(contains(gcommGetLastError(), "MASTER_ADDR is not set")) << gcommGetLastError();
+  }
+  {
+    ScopedEnv env({});
+    EXPECT_EQ(gcommCommInitFromEnv(nullptr, &out), gcommInvalidArgument);
+    EXPECT_TRUE(contains(gcommGetLastError(), "no rank")) << gcommGetLastError();
+  }
+  EXPECT_EQ(out, sentinel());
+}
+
+TEST(CommInitApi, ARankThatNeverComesIsNamedWithinTheTimeout) {
+  gcommCommConfig_t c = world_of_one();
+  int port = free_port();
+  c.world_size = 3;
+  c.master_addr = "127.0.0.1";
+  c.master_port = port;
+  c.timeout_s = 0.5;
+  gcommComm_t out = sentinel();
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(gcommCommInit(&c, &out), gcommTimeout) << gcommGetLastError();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(contains(gcommGetLastError(), "gcommCommInit: ranks 1, 2 of 3 never connected to 127.0.0.1:" +
+                                                std::to_string(port) + " within 0.5"))
+      << gcommGetLastError();
+  EXPECT_LT(seconds, 3.0);
+  EXPECT_EQ(out, sentinel());
+}
+
+// The whole path for a world of one: store on loopback, meeting, unique id, NCCL.
+void expect_world_of_one(gcommStatus_t s, gcommComm_t comm, const char* function) {
+  if (!gradcomm::gpu_available()) {
+    EXPECT_EQ(s, gcommNotSupported) << gcommGetLastError();
+    EXPECT_TRUE(contains(gcommGetLastError(), std::string(function) + ": no usable GPU"))
+        << gcommGetLastError();
+    EXPECT_TRUE(
+        contains(gcommGetLastError(), "The rendezvous itself worked: the single rank met at 127.0.0.1:"))
+        << gcommGetLastError();
+    return;
+  }
+  ASSERT_EQ(s, gcommSuccess) << gcommGetLastError();
+  int size = 0;
+  gcommTransport_t kind;
+  EXPECT_EQ(gcommCommSize(comm, &size), gcommSuccess);
+  EXPECT_EQ(size, 1);
+  EXPECT_EQ(gcommCommTransport(comm, &kind), gcommSuccess);
+  EXPECT_EQ(kind, gcommTransportNccl);
+  std::vector<float> h(1000, 2.5f), back(1000, 0.0f);
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, h.size() * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(gcommAllReduce(comm, d, d, h.size(), gcommFloat32, gcommSum, nullptr), gcommSuccess)
+      << gcommGetLastError();
+  EXPECT_EQ(gcommCommSynchronize(comm), gcommSuccess) << gcommGetLastError();
+  ASSERT_EQ(cudaMemcpy(back.data(), d, h.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, h);
+  cudaFree(d);
+  EXPECT_EQ(gcommCommDestroy(comm), gcommSuccess) << gcommGetLastError();
+}
+
+TEST(CommInitApi, AWorldOfOneThroughExplicitValues) {
+  gcommCommConfig_t c = world_of_one();
+  gcommComm_t comm = nullptr;
+  gcommStatus_t s = gcommCommInit(&c, &comm);
+  expect_world_of_one(s, comm, "gcommCommInit");
+}
+
+TEST(CommInitApi, AWorldOfOneFromTheEnvironment) {
+  ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}});
+  gcommComm_t comm = nullptr;
+  gcommStatus_t s = gcommCommInitFromEnv(nullptr, &comm);
+  expect_world_of_one(s, comm, "gcommCommInitFromEnv");
+}
+
+TEST(CommInitApi, TwoRanksOfOneProcessMeetThroughTheCApi) {
+  if (gradcomm::gpu_available())
+    GTEST_SKIP()
+        << "checks the rendezvous and the no-GPU answer; with a GPU, two NCCL ranks of one process would "
+           "share it (the multi-process tests cover GPUs)";
+  int port = free_port();
+  std::vector<std::string> errors(2);
+  std::vector<gcommStatus_t> status(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      gcommCommConfig_t c = world_of_one();
+      c.rank = r;
+      c.world_size = 2;
+      c.master_addr = "127.0.0.1";
+      c.master_port = port;
+      c.job_key = "two-ranks";
+      c.timeout_s = 10;
+      gcommComm_t comm = nullptr;
+      status[r] = gcommCommInit(&c, &comm);
+      errors[r] = gcommGetLastError();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(status[r], gcommNotSupported) << errors[r];
+    EXPECT_TRUE(contains(errors[r], "all 2 ranks met at 127.0.0.1:" + std::to_string(port))) << errors[r];
+  }
+}
+
+}  // namespace

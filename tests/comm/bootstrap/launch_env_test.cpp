@@ -1,0 +1,243 @@
+// Who a rank is, from the launcher's environment or explicit config values:
+// torchrun, Open MPI and Slurm, their precedence, config overrides, and every bad
+// value with a message that names the variable and what to do.
+#include "comm/bootstrap/launch_env.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "common/error.hpp"
+
+namespace gradcomm::comm::bootstrap {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+EnvLookup lookup(const Env& env) {
+  return [env](const std::string& name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end() || it->second.empty()) return std::nullopt;
+    return it->second;
+  };
+}
+
+gcommCommConfig_t defaults() {
+  gcommCommConfig_t c = GCOMM_COMM_CONFIG_INITIALIZER;
+  c.timeout_s = 7;
+  return c;
+}
+
+LaunchConfig from_env(const Env& env, gcommCommConfig_t c = defaults()) {
+  return launch_from_env(c, lookup(env));
+}
+
+// The message of the gcommInvalidArgument that `f` throws ("" if none).
+template <class F>
+std::string refusal(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), gcommInvalidArgument) << e.message();
+    return e.message();
+  }
+  ADD_FAILURE() << "accepted";
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+const Env kMaster = {{"MASTER_ADDR", "node1"}, {"MASTER_PORT", "29500"}};
+
+Env with(Env base, const Env& more) {
+  for (auto& kv : more) base[kv.first] = kv.second;
+  return base;
+}
+
+TEST(LaunchEnv, Torchrun) {
+  auto lc = from_env(with(kMaster, {{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}}));
+  EXPECT_EQ(lc.rank, 5);
+  EXPECT_EQ(lc.world_size, 8);
+  EXPECT_EQ(lc.local_rank, 1);
+  EXPECT_EQ(lc.master_addr, "node1");
+  EXPECT_EQ(lc.master_port, 29500);
+  EXPECT_EQ(lc.device.kind, gcommDeviceCuda);
+  EXPECT_EQ(lc.device.ordinal, 1) << "LOCAL_RANK picks the GPU";
+  EXPECT_EQ(lc.job_key, "gradcomm");
+  EXPECT_EQ(lc.timeout_s, 7);
+  EXPECT_EQ(lc.source, "torchrun environment");
+}
+
+TEST(LaunchEnv, OpenMpi) {
+  auto lc = from_env(with(
+      kMaster,
+      {{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "3"}}));
+  EXPECT_EQ(lc.rank, 3);
+  EXPECT_EQ(lc.world_size, 4);
+  EXPECT_EQ(lc.device.ordinal, 3);
+  EXPECT_EQ(lc.source, "Open MPI environment");
+}
+
+TEST(LaunchEnv, Slurm) {
+  auto lc = from_env(with(kMaster, {{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "16"}, {"SLURM_LOCALID", "2"}}));
+  EXPECT_EQ(lc.rank, 6);
+  EXPECT_EQ(lc.world_size, 16);
+  EXPECT_EQ(lc.device.ordinal, 2);
+  EXPECT_EQ(lc.source, "Slurm environment");
+}
+
+TEST(LaunchEnv, TorchrunThenOpenMpiThenSlurmAndNeverMixed) {
+  Env slurm = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}};
+  Env ompi = {
+      {"OMPI_COMM_WORLD_RANK", "9"}, {"OMPI_COMM_WORLD_SIZE", "12"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}};
+  // torchrun inside a Slurm allocation: torchrun's values.
+  auto lc = from_env(with(with(kMaster, slurm), {{"RANK", "7"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "3"}}));
+  EXPECT_EQ(lc.rank, 7);
+  EXPECT_EQ(lc.world_size, 8);
+  EXPECT_EQ(lc.local_rank, 3);
+  // mpirun inside a Slurm allocation: Open MPI's.
+  lc = from_env(with(with(kMaster, slurm), ompi));
+  EXPECT_EQ(lc.rank, 9);
+  EXPECT_EQ(lc.world_size, 12);
+  // torchrun without LOCAL_RANK does not borrow Slurm's.
+  lc = from_env(with(with(kMaster, slurm), {{"RANK", "1"}, {"WORLD_SIZE", "2"}}), [] {
+    gcommCommConfig_t c = defaults();
+    c.device = gcommCudaDevice(0);
+    return c;
+  }());
+  EXPECT_EQ(lc.local_rank, -1);
+}
+
+TEST(LaunchEnv, ConfigFieldsWinOverTheEnvironment) {
+  gcommCommConfig_t c = defaults();
+  c.rank = 1;
+  c.world_size = 2;
+  c.master_addr = "10.0.0.9";
+  c.master_port = 1234;
+  c.job_key = "run-42";
+  c.device = gcommCudaDevice(0);
+  auto lc = from_env(
+      with(kMaster,
+           {{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"GRADCOMM_JOB_KEY", "env-key"}}),
+      c);
+  EXPECT_EQ(lc.rank, 1);
+  EXPECT_EQ(lc.world_size, 2);
+  EXPECT_EQ(lc.master_addr, "10.0.0.9");
+  EXPECT_EQ(lc.master_port, 1234);
+  EXPECT_EQ(lc.job_key, "run-42");
+  EXPECT_EQ(lc.device.ordinal, 0);
+  EXPECT_EQ(lc.local_rank, 1) << "still read: only the device was explicit";
+  // The job key from the environment when the config leaves it NULL.
+  EXPECT_EQ(
+      from_env(
+          with(kMaster,
+               {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}, {"GRADCOMM_JOB_KEY", "env-key"}}))
+          .job_key,
+      "env-key");
+  // A host device is passed on (the init then says why it cannot be used).
+  c.device = gcommHostDevice();
+  EXPECT_EQ(from_env({}, c).device.kind, gcommDeviceHost);
+}
+
+TEST(LaunchEnv, AWorldOfOneNeedsNoMaster) {
+  auto lc = from_env({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}});
+  EXPECT_EQ(lc.master_addr, "127.0.0.1");
+  EXPECT_EQ(lc.master_port, 0);
+}
+
+TEST(LaunchEnv, BadNumbersNameTheVariable) {
+  Env base = with(kMaster, {{"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}});
+  for (const char* bad : {"abc", "1x", " 1", "1.5", "-1", "99999999999999999999", "+"}) {
+    std::string m = refusal([&] { from_env(with(base, {{"RANK", bad}})); });
+    EXPECT_TRUE(contains(m, std::string("RANK='") + bad + "' (torchrun) is not an integer in [0, ")) << m;
+  }
+  std::string m = refusal([&] { from_env(with(base, {{"RANK", "1"}, {"WORLD_SIZE", "0"}})); });
+  EXPECT_TRUE(contains(m, "WORLD_SIZE='0' (torchrun) is not an integer in [1, ")) << m;
+  m = refusal([&] { from_env(with(base, {{"RANK", "1"}, {"LOCAL_RANK", "x"}})); });
+  EXPECT_TRUE(contains(m, "LOCAL_RANK='x'")) << m;
+  m = refusal([&] { from_env(with(base, {{"RANK", "1"}, {"MASTER_PORT", "70000"}})); });
+  EXPECT_TRUE(contains(m, "MASTER_PORT='70000'")) << m;
+  m = refusal([&] { from_env(with(kMaster, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "two"}})); });
+  EXPECT_TRUE(contains(m, "SLURM_NTASKS='two' (Slurm)")) << m;
+}
+
+TEST(LaunchEnv, RankMustBeBelowTheWorldSize) {
+  std::string m = refusal([] {
+    from_env(with(kMaster, {{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}}));
+  });
+  EXPECT_TRUE(contains(m, "RANK=4 is not below WORLD_SIZE=4 (ranks are 0..3)")) << m;
+  gcommCommConfig_t c = defaults();
+  c.rank = 2;
+  m = refusal([&] { from_env(with(kMaster, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}}), c); });
+  EXPECT_TRUE(contains(m, "config.rank=2 is not below WORLD_SIZE=2")) << m;
+}
+
+TEST(LaunchEnv, MissingValuesSayWhatToSet) {
+  std::string m = refusal([] { from_env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}}); });
+  EXPECT_TRUE(contains(m, "MASTER_ADDR is not set")) << m;
+  EXPECT_TRUE(contains(m, "export MASTER_ADDR=")) << m;
+  m = refusal([] {
+    from_env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "h"}});
+  });
+  EXPECT_TRUE(contains(m, "MASTER_PORT is not set")) << m;
+  m = refusal([] { from_env(with(kMaster, {{"RANK", "1"}, {"LOCAL_RANK", "1"}})); });
+  EXPECT_TRUE(contains(m, "WORLD_SIZE is not set although RANK is (an incomplete torchrun environment)"))
+      << m;
+  m = refusal([] { from_env(kMaster); });
+  EXPECT_TRUE(contains(m, "no rank: config.rank is -1 and none of RANK (torchrun), OMPI_COMM_WORLD_RANK"))
+      << m;
+  m = refusal([] { from_env(with(kMaster, {{"RANK", "1"}, {"WORLD_SIZE", "2"}})); });
+  EXPECT_TRUE(contains(m, "no GPU chosen")) << m;
+}
+
+TEST(LaunchEnv, BadConfigFields) {
+  auto refused = [](void (*edit)(gcommCommConfig_t&)) {
+    gcommCommConfig_t c = defaults();
+    c.rank = 0;
+    c.world_size = 2;
+    c.master_addr = "h";
+    c.master_port = 29500;
+    c.local_rank = 0;
+    edit(c);
+    return refusal([&] { launch_from_config(c, lookup({})); });
+  };
+  EXPECT_TRUE(contains(refused([](gcommCommConfig_t& c) { c.rank = -5; }), "config.rank is -5")) << "";
+  EXPECT_TRUE(contains(refused([](gcommCommConfig_t& c) { c.world_size = 0; }), "config.world_size is 0"));
+  EXPECT_TRUE(
+      contains(refused([](gcommCommConfig_t& c) { c.master_port = 65536; }), "config.master_port is 65536"));
+  EXPECT_TRUE(contains(refused([](gcommCommConfig_t& c) { c.master_port = 0; }), "port 0 (any free port)"));
+  EXPECT_TRUE(
+      contains(refused([](gcommCommConfig_t& c) { c.master_addr = ""; }), "config.master_addr is empty"));
+  EXPECT_TRUE(contains(refused([](gcommCommConfig_t& c) { c.job_key = ""; }), "config.job_key is empty"));
+  EXPECT_TRUE(contains(refused([](gcommCommConfig_t& c) { c.timeout_s = std::nan(""); }), "NaN"));
+  EXPECT_TRUE(contains(refused([](gcommCommConfig_t& c) { c.transport = gcommTransportLocal; }),
+                       "gcommCommInitLocal"));
+  EXPECT_TRUE(
+      contains(refused([](gcommCommConfig_t& c) { c.device.ordinal = -2; }), "config.device.ordinal is -2"));
+  EXPECT_TRUE(contains(
+      refused([](gcommCommConfig_t& c) { c.device.kind = static_cast<gcommDeviceKind_t>(7); }), "kind 7"));
+  EXPECT_TRUE(contains(refused([](gcommCommConfig_t& c) { c.master_addr = nullptr; }),
+                       "config.master_addr is required when world_size > 1"));
+}
+
+TEST(LaunchEnv, ExplicitInitReadsNoLauncherVariables) {
+  Env env =
+      with(kMaster, {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"GRADCOMM_JOB_KEY", "k"}});
+  std::string m = refusal([&] { launch_from_config(defaults(), lookup(env)); });
+  EXPECT_TRUE(contains(m, "config.rank is required")) << m;
+  gcommCommConfig_t c = defaults();
+  c.rank = 0;
+  c.world_size = 1;
+  c.device = gcommCudaDevice(0);
+  auto lc = launch_from_config(c, lookup(env));
+  EXPECT_EQ(lc.master_addr, "127.0.0.1") << "MASTER_ADDR is not read";
+  EXPECT_EQ(lc.job_key, "k") << "the job key default is";
+  EXPECT_EQ(lc.source, "config");
+}
+
+}  // namespace
+}  // namespace gradcomm::comm::bootstrap

@@ -1,0 +1,280 @@
+// Multi-process rendezvous on loopback: ranks are separate processes
+// (gradcomm_bootstrap_rank, started with posix_spawn), each told who it is through
+// a launcher's environment variables, meeting at a free port. Success with 4
+// ranks, a rank never started (a clear error within the timeout, naming it), a
+// rank that dies after the meeting, and the C API through torchrun's, Open MPI's
+// and Slurm's variables. Every child is waited for with a deadline and killed if
+// it overstays: a hang fails the test instead of the CI job.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/device.hpp"
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Env = std::map<std::string, std::string>;
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// A TCP port that was free a moment ago (the store sets SO_REUSEADDR).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+// The parent's environment without any launcher's variables (the CI may itself
+// run under Slurm), plus `extra`.
+std::vector<std::string> child_environment(const Env& extra) {
+  auto launcher_var = [](const std::string& name) {
+    for (const char* prefix : {"OMPI_", "SLURM_", "PMI", "GRADCOMM_TEST_"})
+      if (name.rfind(prefix, 0) == 0) return true;
+    for (const char* exact : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                              "GRADCOMM_JOB_KEY", "GRADCOMM_TIMEOUT_S"})
+      if (name == exact) return true;
+    return false;
+  };
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    if (!launcher_var(entry.substr(0, entry.find('=')))) env.push_back(entry);
+  }
+  for (const auto& [k, v] : extra) env.push_back(k + "=" + v);
+  return env;
+}
+
+struct Outcome {
+  int exit_code = -1;  // -1: killed after overstaying
+  std::string output;
+  double seconds = 0;
+};
+
+class Job {
+ public:
+  ~Job() {
+    for (auto& c : children_)
+      if (c.pid > 0) {
+        ::kill(c.pid, SIGKILL);
+        ::waitpid(c.pid, nullptr, 0);
+      }
+    for (auto& c : children_) ::unlink(c.log.c_str());
+  }
+
+  void spawn(const std::string& mode, const Env& env) {
+    Child c;
+    char path[] = "/tmp/gradcomm_rank_XXXXXX";
+    int fd = ::mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    c.log = path;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, c.log.c_str(), O_WRONLY | O_TRUNC, 0);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    std::vector<std::string> env_strings = child_environment(env);
+    std::vector<char*> envp;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::string program = GRADCOMM_RANK_PROGRAM;
+    std::vector<char*> argv = {program.data(), const_cast<char*>(mode.c_str()), nullptr};
+    c.start = Clock::now();
+    int rc = posix_spawn(&c.pid, program.c_str(), &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    ASSERT_EQ(rc, 0) << "cannot start " << program;
+    children_.push_back(c);
+  }
+
+  // Waits for every child until `seconds` have passed, then kills the rest.
+  std::vector<Outcome> wait(double seconds) {
+    auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    std::vector<Outcome> out(children_.size());
+    for (size_t i = 0; i < children_.size(); ++i) {
+      Child& c = children_[i];
+      int status = 0;
+      for (;;) {
+        pid_t r = ::waitpid(c.pid, &status, WNOHANG);
+        if (r == c.pid) {
+          out[i].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          break;
+        }
+        if (Clock::now() >= deadline) {
+          ::kill(c.pid, SIGKILL);
+          ::waitpid(c.pid, nullptr, 0);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      out[i].seconds = std::chrono::duration<double>(Clock::now() - c.start).count();
+      c.pid = -1;
+      std::ifstream in(c.log);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      out[i].output = ss.str();
+    }
+    return out;
+  }
+
+ private:
+  struct Child {
+    pid_t pid = -1;
+    std::string log;
+    Clock::time_point start;
+  };
+  std::vector<Child> children_;
+};
+
+Env torchrun(int rank, int world, int port, double timeout_s) {
+  return {{"RANK", std::to_string(rank)},        {"WORLD_SIZE", std::to_string(world)},
+          {"LOCAL_RANK", std::to_string(rank)},  {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)}, {"GRADCOMM_TIMEOUT_S", std::to_string(timeout_s)}};
+}
+
+TEST(Processes, FourRanksMeetExchangeValuesAndShutDown) {
+  int port = free_port();
+  Job job;
+  for (int r = 0; r < 4; ++r) job.spawn("store", torchrun(r, 4, port, 20));
+  auto out = job.wait(30);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].output;
+    EXPECT_TRUE(contains(out[r].output, "gcommSuccess: rank " + std::to_string(r) +
+                                            " of 4 met at 127.0.0.1:" + std::to_string(port)))
+        << out[r].output;
+  }
+}
+
+TEST(Processes, ARankNeverStartedIsNamedWithinTheTimeout) {
+  int port = free_port();
+  Job job;
+  for (int r : {0, 1, 3}) job.spawn("store", torchrun(r, 4, port, 1.5));
+  auto out = job.wait(15);
+  std::string expected =
+      "gcommTimeout: rank 2 of 4 never connected to 127.0.0.1:" + std::to_string(port) + " within";
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i].exit_code, 1) << out[i].output;
+    EXPECT_TRUE(contains(out[i].output, expected)) << out[i].output;
+    EXPECT_LT(out[i].seconds, 8.0) << "bounded by the 1.5 s timeout, not a hang";
+  }
+}
+
+TEST(Processes, ARankThatDiesAfterTheMeetingFailsTheOthersPromptly) {
+  int port = free_port();
+  Job job;
+  for (int r = 0; r < 3; ++r) {
+    Env env = torchrun(r, 3, port, 30);
+    if (r == 2) env["GRADCOMM_TEST_DIE_AFTER_MEETING"] = "1";
+    job.spawn("store", env);
+  }
+  auto out = job.wait(20);
+  EXPECT_EQ(out[2].exit_code, 3) << out[2].output;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(out[r].exit_code, 1) << out[r].output;
+    EXPECT_TRUE(contains(out[r].output, "gcommRemoteError: rank 2 (")) << out[r].output;
+    EXPECT_TRUE(contains(out[r].output, "lost its connection to the store")) << out[r].output;
+    EXPECT_LT(out[r].seconds, 10.0) << "well before the 30 s timeout";
+  }
+}
+
+// Two ranks through gcommCommInitFromEnv. What follows the rendezvous depends on
+// the machine: without a GPU every rank says why it cannot go on; with one GPU,
+// rank 1's LOCAL_RANK names a device that does not exist and both ranks say so;
+// with two or more, the NCCL communicator is made and used.
+void expect_capi_outcome(const std::vector<Outcome>& out, int port) {
+  int gpus = gradcomm::cuda_device_count();
+  std::string met = "all 2 ranks met at 127.0.0.1:" + std::to_string(port);
+  for (int r = 0; r < 2; ++r) {
+    const std::string& o = out[r].output;
+    if (gpus == 0) {
+      EXPECT_EQ(out[r].exit_code, 1) << o;
+      EXPECT_TRUE(contains(o, "gcommNotSupported: gcommCommInitFromEnv: no usable GPU")) << o;
+      EXPECT_TRUE(contains(o, "ranks in separate processes communicate through NCCL")) << o;
+      EXPECT_TRUE(contains(o, met)) << o;
+    } else if (gpus == 1) {
+      EXPECT_EQ(out[r].exit_code, 1) << o;
+      EXPECT_TRUE(contains(o, r == 1 ? "gcommInvalidArgument"
+                                     : "gcommRemoteError: gcommCommInitFromEnv: rank 1 of 2 "
+                                       "cannot take part"))
+          << o;
+      EXPECT_TRUE(contains(o, "cuda:1 is not a visible CUDA device")) << o;
+    } else {
+      EXPECT_EQ(out[r].exit_code, 0) << o;
+    }
+  }
+}
+
+TEST(Processes, CApiInitFromTorchrunVariables) {
+  int port = free_port();
+  Job job;
+  for (int r = 0; r < 2; ++r) job.spawn("capi", torchrun(r, 2, port, 20));
+  expect_capi_outcome(job.wait(60), port);
+}
+
+TEST(Processes, CApiInitFromOpenMpiVariables) {
+  int port = free_port();
+  Job job;
+  for (int r = 0; r < 2; ++r)
+    job.spawn("capi", {{"OMPI_COMM_WORLD_RANK", std::to_string(r)},
+                       {"OMPI_COMM_WORLD_SIZE", "2"},
+                       {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(r)},
+                       {"MASTER_ADDR", "127.0.0.1"},
+                       {"MASTER_PORT", std::to_string(port)},
+                       {"GRADCOMM_TIMEOUT_S", "20"}});
+  expect_capi_outcome(job.wait(60), port);
+}
+
+TEST(Processes, CApiInitFromSlurmVariables) {
+  int port = free_port();
+  Job job;
+  for (int r = 0; r < 2; ++r)
+    job.spawn("capi", {{"SLURM_PROCID", std::to_string(r)},
+                       {"SLURM_NTASKS", "2"},
+                       {"SLURM_LOCALID", std::to_string(r)},
+                       {"MASTER_ADDR", "127.0.0.1"},
+                       {"MASTER_PORT", std::to_string(port)},
+                       {"GRADCOMM_TIMEOUT_S", "20"}});
+  expect_capi_outcome(job.wait(60), port);
+}
+
+TEST(Processes, CApiInitNamesTheRankThatNeverStarted) {
+  int port = free_port();
+  Job job;
+  job.spawn("capi", torchrun(0, 2, port, 1));
+  auto out = job.wait(15);
+  EXPECT_EQ(out[0].exit_code, 1) << out[0].output;
+  EXPECT_TRUE(contains(
+      out[0].output,
+      "gcommTimeout: gcommCommInitFromEnv: rank 1 of 2 never connected to 127.0.0.1:" + std::to_string(port)))
+      << out[0].output;
+  EXPECT_LT(out[0].seconds, 8.0);
+}
+
+}  // namespace

@@ -1,0 +1,23 @@
+# The rendezvous store (comm/bootstrap/) and the multi-process init paths.
+gradcomm_add_test(gradcomm_bootstrap_tests
+  SOURCES bootstrap/wire_test.cpp bootstrap/store_state_test.cpp bootstrap/store_test.cpp
+          bootstrap/launch_env_test.cpp
+  LIBS gradcomm_comm
+  LABELS comm)
+# One rank of a multi-process job, started by gradcomm_bootstrap_process_tests.
+add_executable(gradcomm_bootstrap_rank bootstrap/rank_main.cpp)
+target_include_directories(gradcomm_bootstrap_rank PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(gradcomm_bootstrap_rank PRIVATE gradcomm_comm)
+gradcomm_warnings(gradcomm_bootstrap_rank)
+gradcomm_add_test(gradcomm_bootstrap_process_tests
+  SOURCES bootstrap/process_test.cpp
+  LIBS gradcomm_comm
+  LABELS comm)
+add_dependencies(gradcomm_bootstrap_process_tests gradcomm_bootstrap_rank)
+target_compile_definitions(gradcomm_bootstrap_process_tests PRIVATE
+  GRADCOMM_RANK_PROGRAM="$<TARGET_FILE:gradcomm_bootstrap_rank>")
+# The C API of the store-based init, through the shared library only.
+gradcomm_add_test(gradcomm_comm_init_api_tests
+  SOURCES bootstrap/init_api_test.cpp
+  LIBS gradcomm::gradcomm gradcomm_common
+  LABELS comm)
