@@ -162,20 +162,7 @@ Result run(const Config& c) {
   const auto& host = values_of(c.set);
   Barrier barrier(c.ranks);
   std::vector<Result> results(c.ranks);
-  std::vector<std::string> errors(c.ranks);
-  std::vector<std::thread> threads;
-  for (int q = 0; q < c.ranks; ++q)
-    threads.emplace_back([&, q] {
-      try {
-        run_rank(c, q, comms[q], barrier, results[q], host);
-      } catch (const std::exception& e) {
-        errors[q] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (gcommComm_t comm : comms) gcommCommDestroy(comm);
-  for (int q = 0; q < c.ranks; ++q)
-    if (!errors[q].empty()) throw std::runtime_error("rank " + std::to_string(q) + ": " + errors[q]);
+  gradcomm::bench::on_rank_threads(comms, [&](int q) { run_rank(c, q, comms[q], barrier, results[q], host); });
   return results[0];
 }
 

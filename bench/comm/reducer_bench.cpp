@@ -169,20 +169,7 @@ Result run(const Config& c) {
   }
   Barrier barrier(c.ranks);
   std::vector<Result> results(c.ranks);
-  std::vector<std::string> errors(c.ranks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < c.ranks; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        run_rank(c, r, comms[r], barrier, results[r]);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (gcommComm_t comm : comms) gcommCommDestroy(comm);
-  for (int r = 0; r < c.ranks; ++r)
-    if (!errors[r].empty()) throw std::runtime_error("rank " + std::to_string(r) + ": " + errors[r]);
+  gradcomm::bench::on_rank_threads(comms, [&](int r) { run_rank(c, r, comms[r], barrier, results[r]); });
   return results[0];
 }
 

@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gradcomm/gradcomm.h"
@@ -50,6 +52,26 @@ class Barrier {
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Runs body(rank) on one thread per communicator, then destroys the
+// communicators; throws the first rank's error, naming the rank.
+inline void on_rank_threads(std::vector<gcommComm_t>& comms, const std::function<void(int)>& body) {
+  const int n = static_cast<int>(comms.size());
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        body(r);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (gcommComm_t comm : comms) gcommCommDestroy(comm);
+  for (int r = 0; r < n; ++r)
+    if (!errors[r].empty()) throw std::runtime_error("rank " + std::to_string(r) + ": " + errors[r]);
 }
 
 }  // namespace gradcomm::bench
