@@ -206,6 +206,80 @@ TEST_P(ReducerPowerSgd, AnInfStepKeepsTheStateAndTheStateRoundTrips) {
   });
 }
 
+// Without warm start every step draws a fresh Q (seed + step + 1); without error
+// feedback nothing is carried over; an unused compressed gradient contributes zero.
+TEST_P(ReducerPowerSgd, ColdStartNoErrorFeedbackAndUnusedGradients) {
+  const int world = 2;
+  gcommPowerSgdConfig_t pc = GCOMM_POWERSGD_CONFIG_INITIALIZER;
+  pc.rank = kRank;
+  pc.start_iter = 0;
+  pc.warm_start = 0;
+  pc.error_feedback = 0;
+  auto comms = make_comms(world);
+  bool on_gpu = gpu();
+  run(comms, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    std::vector<GradMem> mem;
+    std::vector<gcommTensor_t> tensors;
+    std::vector<size_t> rows;
+    for (const Shape& s : kShapes) {
+      mem.emplace_back(gcommFloat32, count_of(s), on_gpu);
+      tensors.push_back(mem.back().tensor());
+      rows.push_back(s.rows);
+    }
+    gcommReducerConfig_t rc = GCOMM_REDUCER_CONFIG_INITIALIZER;
+    rc.unused_grads = gcommUnusedAsZero;
+    gcommReducer_t r = nullptr;
+    RIG_CHECK(gcommReducerCreate(comm, tensors.data(), tensors.size(), &rc, &r));
+    RIG_CHECK(gcommReducerEnablePowerSgd(r, rows.data(), &pc));
+    for (int step = 0; step < 3; ++step) {
+      // Step 1: rank 1 never marks gradient 0 (a compressed one).
+      const bool drop = step == 1;
+      for (size_t i = 0; i < kShapes.size(); ++i) {
+        std::vector<float> v = values(500 * step + 10 * i + rank, count_of(kShapes[i]));
+        TypedBuffer b{gcommFloat32, v.size(), 0, std::vector<unsigned char>((v.size() + 8) * 4)};
+        for (size_t j = 0; j < v.size(); ++j) b.set(j, v[j]);
+        mem[i].upload(b, stream);
+      }
+      RIG_CHECK(gcommReducerBeginStep(r, 1));
+      for (size_t i = kShapes.size(); i-- > 0;)
+        if (!(drop && rank == 1 && i == 0)) RIG_CHECK(gcommReducerMarkReady(r, i, stream));
+      RIG_CHECK(gcommReducerFinalize(r, stream, nullptr));
+      size_t slot = 0;
+      for (size_t i = 0; i < kShapes.size(); ++i) {
+        std::vector<float> summed(count_of(kShapes[i]), 0.0f);
+        for (int q = 0; q < world; ++q) {
+          if (drop && q == 1 && i == 0) continue;
+          std::vector<float> v = values(500 * step + 10 * i + q, summed.size());
+          for (size_t j = 0; j < v.size(); ++j) summed[j] += v[j];
+        }
+        TypedBuffer b = mem[i].download(stream);
+        std::vector<float> got(b.count);
+        for (size_t j = 0; j < got.size(); ++j) got[j] = b.get(j);
+        std::vector<float> want;
+        if (worth(kShapes[i])) {
+          want = expected_round(summed, kShapes[i], pc.seed + step + 1, slot++, world);
+        } else {
+          want = summed;
+          for (float& x : want) x /= world;
+        }
+        double d = rel_diff(got, want);
+        if (!(d < 2e-4))
+          return "step " + std::to_string(step) + " grad " + std::to_string(i) + ": relative difference " +
+                 std::to_string(d);
+      }
+    }
+    // No error feedback: the saved state has no E, and a state with E is refused.
+    size_t n = 0;
+    RIG_CHECK(gcommReducerSavePowerSgdState(r, nullptr, 0, &n));
+    size_t q_bytes = 0;
+    for (const Shape& s : kShapes)
+      if (worth(s)) q_bytes += 3 * 8 + s.cols * kRank * 4;
+    if (n != 8 + 4 + 4 + 8 + 8 + 1 + q_bytes) return "unexpected state size " + std::to_string(n);
+    RIG_CHECK(gcommReducerDestroy(r));
+    return "";
+  });
+}
+
 TEST_P(ReducerPowerSgd, BadConfigurationsAreRefused) {
   auto comms = make_comms(1);
   bool on_gpu = gpu();
