@@ -16,15 +16,7 @@ bool is_cuda(const gcommDevice_t& d) { return d.kind == gcommDeviceCuda; }
 
 // Is `ptr` usable by a communicator on `device`?
 void check_buffer(const void* ptr, const gcommDevice_t& device, const char* what) {
-  PointerInfo info = pointer_info(ptr);
-  if (is_cuda(device)) {
-    require((info.kind == MemoryKind::kDevice && info.device == device.ordinal) || info.kind == MemoryKind::kManaged,
-            what, " is ", memory_kind_name(info.kind), " but the communicator is on ", describe_device(device),
-            " and needs device memory of that GPU");
-  } else {
-    require(info.kind != MemoryKind::kDevice, what, " is device memory of cuda:", info.device,
-            " but the communicator is on the host");
-  }
+  require_usable(pointer_info(ptr), device, what, "the communicator is on");
 }
 }  // namespace
 

@@ -137,6 +137,18 @@ PointerRange pointer_range(const void* ptr) noexcept {
   return r;
 }
 
+void require_usable(const PointerInfo& info, const gcommDevice_t& device, const std::string& name, const char* user) {
+  if (device.kind == gcommDeviceCuda) {
+    if ((info.kind == MemoryKind::kDevice && info.device == device.ordinal) || info.kind == MemoryKind::kManaged) return;
+    fail(gcommInvalidArgument, name, " is ", memory_kind_name(info.kind),
+         info.kind == MemoryKind::kDevice ? cat(" of cuda:", info.device) : std::string(), " but ", user, " ",
+         describe_device(device), ", which needs device memory of that GPU");
+  }
+  if (info.kind != MemoryKind::kDevice) return;
+  fail(gcommInvalidArgument, name, " is device memory of cuda:", info.device, " but ", user,
+       " the host; pass that CUDA device (gcommCudaDevice) instead");
+}
+
 const char* memory_kind_name(MemoryKind kind) noexcept {
   switch (kind) {
     case MemoryKind::kHost: return "host memory";

@@ -43,6 +43,12 @@ struct PointerRange {
 PointerRange pointer_range(const void* ptr) noexcept;
 const char* memory_kind_name(MemoryKind kind) noexcept;
 
+// Throws gcommInvalidArgument unless memory of this kind can be used by work on
+// `device`: device memory of that GPU or managed memory for a CUDA device, any
+// but device memory for the host. `name` names the buffer ("grads[3]"), `user`
+// what uses it ("the call runs on", "the communicator is on").
+void require_usable(const PointerInfo& info, const gcommDevice_t& device, const std::string& name, const char* user);
+
 // True if the primary context of CUDA device `ordinal` exists (so switching to
 // it creates nothing). False when it cannot be told.
 bool primary_context_active(int ordinal) noexcept;

@@ -17,21 +17,10 @@ namespace gradcomm::kernels {
 
 namespace {
 
-// Is memory of this kind usable by the target? Host targets take host (pageable,
-// pinned or managed) memory; CUDA targets take device memory of their device or
-// managed memory. `what` names the argument, `index` its element (-1: none).
+// Is memory of this kind usable by the target (see require_usable)? `what` names
+// the argument, `index` its element (-1: none).
 void check_kind(const PointerInfo& info, const Target& target, const char* what, long long index) {
-  bool ok = target.cuda() ? (info.kind == MemoryKind::kDevice && info.device == target.device.ordinal) ||
-                                info.kind == MemoryKind::kManaged
-                          : info.kind != MemoryKind::kDevice;
-  if (ok) return;
-  std::string name = index < 0 ? std::string(what) : cat(what, "[", index, "]");
-  if (target.cuda())
-    fail(gcommInvalidArgument, name, " is ", memory_kind_name(info.kind),
-         info.kind == MemoryKind::kDevice ? cat(" of cuda:", info.device) : std::string(), " but the call runs on ",
-         describe_device(target.device), ", which needs device memory of that GPU");
-  fail(gcommInvalidArgument, name, " is device memory of cuda:", info.device,
-       " but the call runs on the host; pass the CUDA device (gcommCudaDevice) instead");
+  require_usable(info, target.device, index < 0 ? std::string(what) : cat(what, "[", index, "]"), "the call runs on");
 }
 
 void check_location(const void* ptr, const Target& target, const char* what) {

@@ -159,14 +159,7 @@ Reducer::~Reducer() {
 }
 
 void Reducer::check_grad_location(const void* data, size_t index) const {
-  PointerInfo info = pointer_info(data);
-  if (device_.kind == gcommDeviceCuda)
-    require((info.kind == MemoryKind::kDevice && info.device == device_.ordinal) || info.kind == MemoryKind::kManaged,
-            "grads[", index, "] is ", memory_kind_name(info.kind), " but the communicator is on ",
-            describe_device(device_), " and needs device memory of that GPU");
-  else
-    require(info.kind != MemoryKind::kDevice, "grads[", index, "] is device memory of cuda:", info.device,
-            " but the communicator is on the host");
+  require_usable(pointer_info(data), device_, cat("grads[", index, "]"), "the communicator is on");
 }
 
 // Lays the plan's buckets out in one allocation (bucket b at bucket_offset_[b])
