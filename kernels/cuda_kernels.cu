@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/cuda_check.hpp"
+#include "kernels/block_sum.cuh"
 #include "kernels/backend.hpp"
 #include "kernels/functors.hpp"
 
@@ -157,18 +158,6 @@ void dispatch_pair(const OpSpec& spec, const Pair* pairs, size_t n, const ScaleS
 // into partial[chunk]. Pass 2: one warp per tensor sums its chunks in order.
 // Pass 3: one block sums the tensors in a fixed tree. Same bits every run.
 
-__device__ double block_sum(double v, double* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
-    __syncthreads();
-  }
-  double r = shared[0];
-  __syncthreads();
-  return r;
-}
-
 template <class T>
 __global__ void __launch_bounds__(kThreads) chunk_squares_kernel(const __grid_constant__ Batch batch, double* partial) {
   __shared__ double shared[kThreads];
@@ -182,7 +171,7 @@ __global__ void __launch_bounds__(kThreads) chunk_squares_kernel(const __grid_co
       double v = to_float(x[i]);
       sum += v * v;
     }
-    double total = block_sum(sum, shared);
+    double total = block_sum<kThreads>(sum, shared);
     if (threadIdx.x == 0) partial[batch.chunk_base + c] = total;
   }
 }
@@ -206,7 +195,7 @@ __global__ void __launch_bounds__(kThreads) global_sum_kernel(const double* tens
   __shared__ double shared[kThreads];
   double sum = 0.0;
   for (int k = threadIdx.x; k < n; k += kThreads) sum += tensor_sq[k];
-  double total = block_sum(sum, shared);
+  double total = block_sum<kThreads>(sum, shared);
   if (threadIdx.x == 0) *global_norm = static_cast<float>(sqrt(total));
 }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "common/cuda_check.hpp"
+#include "kernels/block_sum.cuh"
 #include "kernels/powersgd/low_rank.hpp"
 
 namespace gradcomm::kernels::powersgd::cuda {
@@ -127,25 +128,13 @@ __global__ void __launch_bounds__(kThreads) mtp_kernel(const __grid_constant__ B
   }
 }
 
-__device__ double block_sum(double v, double* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
-    __syncthreads();
-  }
-  double total = shared[0];
-  __syncthreads();
-  return total;
-}
-
 // Modified Gram-Schmidt, one block per matrix; each thread owns the same rows
 // throughout, so only the sums need the block.
 __device__ double column_dot(const MatArg& a, int r, int c, int d, double* shared) {
   double s = 0.0;
   for (unsigned i = threadIdx.x; i < a.rows; i += blockDim.x)
     s += static_cast<double>(a.p[static_cast<size_t>(i) * r + c]) * a.p[static_cast<size_t>(i) * r + d];
-  return block_sum(s, shared);
+  return block_sum<kThreads>(s, shared);
 }
 
 __global__ void __launch_bounds__(kThreads) orthogonalize_kernel(const __grid_constant__ Batch b, int r, float eps) {
