@@ -20,34 +20,9 @@ from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "kernels"))
-from torch_kernels_peer import SETS, timed  # noqa: E402
+from torch_kernels_peer import ROWS, SETS, timed  # noqa: E402
 
 RANK = 4
-
-
-def grad_rows(name):
-    """Mirror of grad_rows() in bench/common/grad_sets.hpp."""
-    rows = []
-    if name == "resnet50":
-        conv = lambda i, o, k: rows.append(o)
-        bn = lambda c: rows.extend([0, 0])
-        conv(3, 64, 7); bn(64)
-        cin = 64
-        for mid, blocks in zip((64, 128, 256, 512), (3, 4, 6, 3)):
-            out = mid * 4
-            for b in range(blocks):
-                conv(cin, mid, 1); bn(mid); conv(mid, mid, 3); bn(mid); conv(mid, out, 1); bn(out)
-                if b == 0:
-                    conv(cin, out, 1); bn(out)
-                cin = out
-        rows.extend([1000, 0])
-    else:
-        d = 1024
-        rows = [50257, 1024]
-        for _ in range(24):
-            rows.extend([0, 0, d, 0, d, 0, 0, 0, d, 0, 4 * d, 0])
-        rows.extend([0, 0])
-    return rows
 
 
 def lowrank_values(tensor, rows, cols):
@@ -85,7 +60,7 @@ def main():
     dist.init_process_group("nccl", rank=0, world_size=1)
     torch.cuda.set_device(0)
     for name in ("resnet50", "gpt2_medium"):
-        sizes, rows = SETS[name], grad_rows(name)
+        sizes, rows = SETS[name], ROWS[name]
         model = Params(sizes, rows)
         ddp = DDP(model, device_ids=[0], bucket_cap_mb=25)
         state = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=RANK, start_powerSGD_iter=2,

@@ -17,11 +17,13 @@ import sys
 import torch
 
 
-def resnet50_sizes():
+# (elements, first dimension) per tensor, as bench/common/grad_sets.hpp: the first
+# dimension is 0 for vectors (PowerSGD views a gradient as rows x count/rows).
+def resnet50_shapes():
     s = []
-    conv = lambda i, o, k: s.append(i * o * k * k)
+    conv = lambda i, o, k: s.append((i * o * k * k, o))
     def bn(c):
-        s.extend([c, c])
+        s.extend([(c, 0), (c, 0)])
     conv(3, 64, 7); bn(64)
     cin = 64
     for mid, blocks in zip((64, 128, 256, 512), (3, 4, 6, 3)):
@@ -31,24 +33,27 @@ def resnet50_sizes():
             if b == 0:
                 conv(cin, out, 1); bn(out)
             cin = out
-    s.extend([2048 * 1000, 1000])
+    s.extend([(2048 * 1000, 1000), (1000, 0)])
     return s
 
 
-def gpt2_medium_sizes():
+def gpt2_medium_shapes():
     d = 1024
-    s = [50257 * d, 1024 * d]
+    s = [(50257 * d, 50257), (1024 * d, 1024)]
     for _ in range(24):
-        s.extend([d, d, d * 3 * d, 3 * d, d * d, d, d, d, d * 4 * d, 4 * d, 4 * d * d, d])
-    s.extend([d, d])
+        s.extend([(d, 0), (d, 0), (d * 3 * d, d), (3 * d, 0), (d * d, d), (d, 0), (d, 0), (d, 0),
+                  (d * 4 * d, d), (4 * d, 0), (4 * d * d, 4 * d), (d, 0)])
+    s.extend([(d, 0), (d, 0)])
     return s
 
 
-def tiny_sizes():
-    return [64 + (k * 37) % 128 for k in range(5000)]
+def tiny_shapes():
+    return [(64 + (k * 37) % 128, 0) for k in range(5000)]
 
 
-SETS = {"resnet50": resnet50_sizes(), "gpt2_medium": gpt2_medium_sizes(), "tiny": tiny_sizes()}
+SHAPES = {"resnet50": resnet50_shapes(), "gpt2_medium": gpt2_medium_shapes(), "tiny": tiny_shapes()}
+SETS = {name: [n for n, _ in shapes] for name, shapes in SHAPES.items()}
+ROWS = {name: [r for _, r in shapes] for name, shapes in SHAPES.items()}
 
 
 def timed(fn, repeats, warmup=1):
