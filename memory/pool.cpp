@@ -63,8 +63,11 @@ void CachingAllocator::recycle(Block* b) noexcept {
 // the stricter tag and the newest free sequence number.
 void CachingAllocator::insert_free(Block* b) noexcept {
   FreePool& pool = pool_for(b->segment->small);
-  auto mergeable = [b](Block* n) {
-    return n != nullptr && n->state == BlockState::kFree && (n->tag == b->tag || n->tag == kAnyStream);
+  // The tag is read once: after a merge with the previous block, `b` is
+  // recycled (possibly deleted) and the survivor carries the same tag.
+  const StreamKey tag = b->tag;
+  auto mergeable = [tag](const Block* n) {
+    return n != nullptr && n->state == BlockState::kFree && (n->tag == tag || n->tag == kAnyStream);
   };
   if (mergeable(b->prev)) {
     Block* p = b->prev;

@@ -1,6 +1,7 @@
 // Pool logic on the virtual upstream: size classes, splitting, coalescing,
 // best fit, max-split, release threshold, release-cached and statistics.
 #include <string>
+#include <vector>
 
 #include "allocator_fixture.hpp"
 
@@ -45,6 +46,25 @@ TEST_F(PoolTest, FreedNeighboursCoalesceBackIntoTheWholeSegment) {
   alloc->release_cached();
   EXPECT_EQ(stats().segments.all().current, 0u) << "all blocks merged back into one";
   EXPECT_EQ(upstream.live_allocations(), 0u);
+}
+
+// Freeing in address order merges each block into its free predecessor and
+// recycles it; past the spare list's capacity the recycled descriptors are
+// deleted. The merge with the next neighbour must not read the deleted one
+// (a use-after-free that ASan caught in CI under the thread test).
+TEST_F(PoolTest, ManyMergesIntoThePreviousBlockPastTheSpareListCapacity) {
+  constexpr int kBlocks = 1000;
+  std::vector<void*> blocks;
+  for (int i = 0; i < kBlocks; ++i) blocks.push_back(alloc->allocate(512, s0));
+  for (int i = 1; i < kBlocks; ++i) {
+    ASSERT_EQ(addr(blocks[i]), addr(blocks[i - 1]) + 512) << "one segment, split in order";
+  }
+  for (void* p : blocks) alloc->deallocate(p, s0);
+  void* merged = alloc->allocate(kMiB, s0);  // the largest small request
+  EXPECT_EQ(merged, blocks[0]) << "the freed blocks merged back at the segment's start";
+  alloc->deallocate(merged, s0);
+  alloc->release_cached();
+  EXPECT_EQ(stats().segments.all().current, 0u) << "the segment is whole again, so released";
 }
 
 TEST_F(PoolTest, LargeRequestsShareTwentyMiBSegments) {
