@@ -1,5 +1,9 @@
 #include "comm/transport.hpp"
 
+#include <sstream>
+
+#include "common/dtype.hpp"
+
 namespace gradcomm::comm {
 
 const char* collective_name(Collective op) noexcept {
@@ -12,6 +16,19 @@ const char* collective_name(Collective op) noexcept {
     case Collective::kBarrier: return "barrier";
   }
   return "?";
+}
+
+std::string describe(const CallSignature& s) {
+  std::ostringstream os;
+  os << collective_name(s.op);
+  if (s.op != Collective::kBarrier) {
+    os << "(count " << s.count << ", " << dtype_name(s.dtype);
+    if (s.op == Collective::kAllReduce || s.op == Collective::kReduce || s.op == Collective::kReduceScatter)
+      os << ", " << gcommRedOpName(s.redop);
+    if (s.op == Collective::kBroadcast || s.op == Collective::kReduce) os << ", root " << s.root;
+    os << ")";
+  }
+  return os.str();
 }
 
 }  // namespace gradcomm::comm

@@ -30,6 +30,19 @@ struct CollectiveArgs {
   uint64_t seq = 0;  // per-communicator sequence number, for error messages
 };
 
+// What every rank must agree on for one collective.
+struct CallSignature {
+  Collective op = Collective::kBarrier;
+  size_t count = 0;
+  gcommDataType_t dtype = gcommFloat32;
+  gcommRedOp_t redop = gcommSum;
+  int root = 0;
+  bool operator==(const CallSignature& o) const {
+    return op == o.op && count == o.count && dtype == o.dtype && redop == o.redop && root == o.root;
+  }
+};
+std::string describe(const CallSignature& s);
+
 // A transport is driven by one thread at a time (its rank's thread).
 class Transport {
  public:

@@ -120,7 +120,7 @@ if want sanitizer && [ -z "${GPU_CHECK_SKIP_SANITIZER:-}" ] && command -v comput
   for t in $(find "$build/tests" -maxdepth 3 -type f -executable -name 'gradcomm_*tests' | sort); do
     # Only programs with GPU cases; NCCL's own probing (and our deliberate
     # out-of-memory tests) raise CUDA API errors that every call site checks.
-    "$t" --gtest_list_tests --gtest_filter='*Gpu*' 2>/dev/null | grep -q '^  ' || continue
+    grep -q '^  ' <<< "$("$t" --gtest_list_tests --gtest_filter='*Gpu*' 2>/dev/null)" || continue
     [[ "$(basename "$t")" =~ ${GPU_CHECK_SANITIZE:-.} ]] || continue
     for tool in memcheck racecheck; do
       echo "=== $tool $(basename "$t")" >>"$out/sanitizer.log"

@@ -3,6 +3,7 @@
 #include "comm/api/publish.hpp"
 #include "comm/bootstrap/launch_env.hpp"
 #include "comm/nccl/store_init.hpp"
+#include "comm/socket/socket_transport.hpp"
 #include "common/api_guard.hpp"
 #include "common/config.hpp"
 #include "common/log.hpp"
@@ -14,6 +15,8 @@ namespace {
 
 gcommComm_t create(const bootstrap::LaunchConfig& launch) {
   set_process_log_rank(launch.rank);
+  if (launch.transport == gcommTransportSocket)
+    return publish_communicator(make_socket_transport_from_store(launch), launch.timeout_s);
   return publish_communicator(make_nccl_transport_from_store(launch), launch.timeout_s);
 }
 

@@ -96,4 +96,14 @@ void throw_if_any_failed(const std::vector<RankReport>& reports, int my_rank) {
        failed.front(), ": ", first.message);
 }
 
+void agree_on_transport(Bootstrap& boot, const std::string& mine) {
+  auto all = boot.store().gather("transport", std::vector<uint8_t>(mine.begin(), mine.end()), boot.deadline());
+  for (size_t q = 0; q < all.size(); ++q) {
+    std::string theirs(all[q].begin(), all[q].end());
+    if (theirs != mine)
+      fail(gcommInvalidArgument, "rank ", boot.rank(), " uses the ", mine, " transport but rank ", q, " uses the ",
+           theirs, " transport: every rank needs the same kind of device (all GPUs for nccl, all host for socket)");
+  }
+}
+
 }  // namespace gradcomm::comm::bootstrap

@@ -76,4 +76,9 @@ class Bootstrap {
 // problem with its own status, else gcommRemoteError naming the failed ranks.
 void throw_if_any_failed(const std::vector<RankReport>& reports, int my_rank);
 
+// Every rank says which transport it is about to build ("nccl", "socket"); throws
+// gcommInvalidArgument on every rank when they differ (a rank on the host among
+// GPU ranks would otherwise wait for data that never comes).
+void agree_on_transport(Bootstrap& boot, const std::string& mine);
+
 }  // namespace gradcomm::comm::bootstrap

@@ -77,6 +77,16 @@ std::string endpoint_text(const sockaddr* addr, socklen_t len) {
   return cat(host, ":", port);
 }
 
+std::string local_host(const Socket& s) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  char host[NI_MAXHOST] = {};
+  if (getsockname(s.fd(), reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+      getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) != 0)
+    return "";
+  return host;
+}
+
 bool resolve(const std::string& host, int port, std::vector<Endpoint>& out, std::string& error,
              bool& retryable) {
   addrinfo hints{};

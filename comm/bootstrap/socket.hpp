@@ -53,6 +53,10 @@ struct Endpoint {
 // "addr:port" of a socket address, numeric.
 std::string endpoint_text(const sockaddr* addr, socklen_t len);
 
+// The numeric host of a connected socket's local end (the address this machine
+// uses to reach that peer), "" if unknown.
+std::string local_host(const Socket& s);
+
 // Resolves host:port (a name or a numeric address). Returns false and fills
 // `error` when it cannot; `retryable` says whether the failure may be transient
 // (a name server that did not answer).

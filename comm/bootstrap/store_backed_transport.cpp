@@ -10,6 +10,8 @@ StoreBackedTransport::StoreBackedTransport(std::unique_ptr<Transport> inner, std
 
 StoreBackedTransport::~StoreBackedTransport() {
   int rank = inner_->rank();
+  std::string why;
+  if (inner_->poll_async_error(why) != gcommSuccess) failed_.store(true);
   inner_.reset();
   if (failed_.load())
     boot_->abort(cat("rank ", rank, "'s communicator failed or was aborted"));

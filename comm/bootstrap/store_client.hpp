@@ -48,6 +48,8 @@ class StoreClient {
 
   const std::string& address() const { return address_; }
   int rank() const { return options_.rank; }
+  // The address of this machine on the route to the store (for peers to reach it).
+  std::string local_host() const { return bootstrap::local_host(socket_); }
 
  private:
   std::vector<uint8_t> request(const std::vector<uint8_t>& frame, Deadline reply_deadline,

@@ -7,19 +7,6 @@
 
 namespace gradcomm::comm {
 
-std::string describe(const CallSignature& s) {
-  std::ostringstream os;
-  os << collective_name(s.op);
-  if (s.op != Collective::kBarrier) {
-    os << "(count " << s.count << ", " << dtype_name(s.dtype);
-    if (s.op == Collective::kAllReduce || s.op == Collective::kReduce || s.op == Collective::kReduceScatter)
-      os << ", " << gcommRedOpName(s.redop);
-    if (s.op == Collective::kBroadcast || s.op == Collective::kReduce) os << ", root " << s.root;
-    os << ")";
-  }
-  return os.str();
-}
-
 Rendezvous::Rendezvous(int nranks, double timeout_s)
     : nranks_(nranks),
       timeout_(timeout_s),

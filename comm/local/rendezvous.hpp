@@ -15,18 +15,6 @@
 
 namespace gradcomm::comm {
 
-// What every rank must agree on for one collective.
-struct CallSignature {
-  Collective op = Collective::kBarrier;
-  size_t count = 0;
-  gcommDataType_t dtype = gcommFloat32;
-  gcommRedOp_t redop = gcommSum;
-  int root = 0;
-  bool operator==(const CallSignature& o) const {
-    return op == o.op && count == o.count && dtype == o.dtype && redop == o.redop && root == o.root;
-  }
-};
-std::string describe(const CallSignature& s);
 
 class Rendezvous {
  public:

@@ -18,9 +18,8 @@ using namespace bootstrap;
 std::unique_ptr<Transport> make_nccl_transport_from_store(const LaunchConfig& launch) {
   if (is_host(launch.device))
     fail(gcommNotSupported,
-         "config.device is the host: ranks in separate processes communicate through NCCL, which "
-         "needs a CUDA device per rank; for several host ranks use gcommCommInitLocal (threads of "
-         "one process)");
+         "config.transport is gcommTransportNccl but config.device is the host: NCCL needs a CUDA device "
+         "per rank; host ranks use the socket transport (gcommTransportAuto or gcommTransportSocket)");
   RankReport mine;
   gcommDevice_t device = launch.device;
   if (!gpu_available()) {
@@ -28,7 +27,8 @@ std::unique_ptr<Transport> make_nccl_transport_from_store(const LaunchConfig& la
     mine.message =
         cat("no usable GPU on this machine (", no_gpu_reason(),
             "): ranks in separate processes communicate through NCCL, which needs a CUDA device per rank; "
-            "for several ranks without a GPU use gcommCommInitLocal (threads of one process)");
+            "without a GPU, set config.device to gcommHostDevice() for host ranks over TCP (the socket "
+            "transport)");
   } else {
     try {
       device = validate_device(launch.device, cat("rank ", launch.rank, "'s device").c_str());
@@ -55,6 +55,7 @@ std::unique_ptr<Transport> make_nccl_transport_from_store(const LaunchConfig& la
   throw_if_any_failed(reports, launch.rank);
 
   try {
+    agree_on_transport(*boot, "nccl");
     ncclUniqueId id;
     const std::string key = "nccl/unique_id";
     if (launch.rank == 0) {

@@ -37,9 +37,11 @@ typedef enum gcommRedOp {
 
 /** Which transport moves the bytes. */
 typedef enum gcommTransport {
-  gcommTransportAuto = 0,  /**< NCCL for CUDA devices, local for the host */
+  gcommTransportAuto = 0,  /**< NCCL for CUDA devices; for the host: local (InitLocal) or socket (Init/InitFromEnv) */
   gcommTransportNccl = 1,  /**< NCCL (CUDA devices only) */
-  gcommTransportLocal = 2  /**< ranks as threads of one process (gcommCommInitLocal) */
+  gcommTransportLocal = 2, /**< ranks as threads of one process (gcommCommInitLocal) */
+  gcommTransportSocket = 3 /**< host ranks in separate processes, over TCP (gcommCommInit/InitFromEnv
+                                with a host device) */
 } gcommTransport_t;
 
 /** Communicator configuration (versioned config struct, version 1).
@@ -136,7 +138,7 @@ GCOMM_API gcommStatus_t gcommCommAbort(gcommComm_t comm);
 GCOMM_API gcommStatus_t gcommCommRank(gcommComm_t comm, int* rank);
 GCOMM_API gcommStatus_t gcommCommSize(gcommComm_t comm, int* size);
 GCOMM_API gcommStatus_t gcommCommDevice(gcommComm_t comm, gcommDevice_t* device);
-/** gcommTransportNccl or gcommTransportLocal. */
+/** gcommTransportNccl, gcommTransportLocal or gcommTransportSocket. */
 GCOMM_API gcommStatus_t gcommCommTransport(gcommComm_t comm, gcommTransport_t* transport);
 
 /** gcommSuccess while healthy; otherwise the status that aborted the communicator

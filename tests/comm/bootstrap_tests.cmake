@@ -21,3 +21,10 @@ gradcomm_add_test(gradcomm_comm_init_api_tests
   SOURCES bootstrap/init_api_test.cpp
   LIBS gradcomm::gradcomm gradcomm_common
   LABELS comm)
+# The socket transport (comm/socket/): ranks as threads calling gcommCommInit
+# with a host device, over real loopback connections; the local transport is
+# the reference.
+gradcomm_add_test(gradcomm_comm_socket_tests
+  SOURCES socket/collectives_test.cpp socket/failure_test.cpp
+  LIBS gradcomm::gradcomm
+  LABELS comm)

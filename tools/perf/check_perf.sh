@@ -6,8 +6,10 @@ perf=$1 n=$2 json=$3
 for c in all_reduce all_gather reduce_scatter broadcast reduce; do
   for d in float half bfloat16; do
     out=$("$perf" --local "$n" -C "$c" -d "$d" -b 8 -e 64K -f 4 -n 3 -w 1 -c 1 -J "$json")
-    echo "$out" | grep -q "Avg bus bandwidth" || { echo "$out"; echo "no Avg bus bandwidth line"; exit 1; }
-    echo "$out" | grep -q "Out of bounds values : 0 OK" || { echo "$out"; echo "wrong values"; exit 1; }
+    # Here-strings, not `echo | grep -q`: under pipefail, grep -q leaving early
+    # kills echo with SIGPIPE and fails the pipeline although the line matched.
+    grep -q "Avg bus bandwidth" <<< "$out" || { echo "$out"; echo "no Avg bus bandwidth line"; exit 1; }
+    grep -q "Out of bounds values : 0 OK" <<< "$out" || { echo "$out"; echo "wrong values"; exit 1; }
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['results'] and all(r['wrong_out']==0 and r['wrong_in']==0 for r in d['results']), d" "$json"
   done
 done

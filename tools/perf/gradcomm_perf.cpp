@@ -3,6 +3,9 @@
 // public C API. With GPUs: one NCCL rank per GPU (-g N, default all), each
 // driven by its own thread; --local N: N ranks as threads on the local
 // transport (on GPU 0, or on the host when there is no GPU, the default there).
+// Under a launcher (a world size above 1 in the environment) each process is
+// one rank (gcommCommInitFromEnv: NCCL, or the socket transport without a GPU);
+// the ranks sum their #wrong counts and rank 0 prints.
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -29,12 +32,22 @@ struct Row {
   long wrong[2] = {0, 0};
 };
 
+enum class Launch { kGpusOfThisProcess, kLocal, kProcessPerRank };
+
+// Where a rank runs, for the header (gathered from every process under a launcher).
+struct Placement {
+  int rank = 0, pid = 0, device = -1;
+};
+
 struct Setup {
   PerfOptions o;
-  int nranks = 2;
-  gcommDevice_t device = gcommHostDevice();
-  bool nccl = false;  // NCCL, rank r on GPU r; else the local transport on `device`
-  std::vector<gcommComm_t> comms;
+  Launch launch = Launch::kLocal;
+  int nranks = 2;                          // the world
+  gcommDevice_t device = gcommHostDevice();  // kLocal: where the local ranks run
+  bool nccl = false;                       // the transport is NCCL
+  std::vector<gcommComm_t> comms;          // this process's ranks
+  std::vector<int> ranks;                  // their ranks in the world
+  std::vector<Placement> placements;       // every rank of the world
   std::vector<Row> rows;
   std::atomic<bool> failed{false};
   std::mutex error_mutex;
@@ -164,12 +177,15 @@ gcommStatus_t issue(const Setup& s, gcommComm_t c, const void* send, void* recv,
   return gcommAllReduce(c, send, recv, count, s.o.dtype, s.o.op, stream);
 }
 
-void rank_main(Setup& s, int rank, const std::vector<size_t>& sizes) {
-  bool gpu = s.device.kind == gcommDeviceCuda;
-  gcommComm_t c = s.comms[rank];
+void rank_main(Setup& s, int index, const std::vector<size_t>& sizes) {
+  gcommComm_t c = s.comms[index];
+  const int rank = s.ranks[index];
+  gcommDevice_t dev = gcommHostDevice();
+  gcommCommDevice(c, &dev);
+  const bool gpu = dev.kind == gcommDeviceCuda;
   cudaStream_t stream = nullptr;
   if (gpu) {
-    cudaSetDevice(s.nccl ? rank : s.device.ordinal);
+    cudaSetDevice(dev.ordinal);
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   }
   Buffers buf(gpu, s.o.max_bytes + 64);
@@ -248,25 +264,143 @@ void print_header(const Setup& s) {
   while ((pos = report.find('\n', pos)) != std::string::npos && pos + 1 < report.size()) report.replace(pos, 1, "\n# ", 0, 3), pos += 3;
   std::printf("# gradcomm-perf %s: %s\n# %s", gcommGetVersionString(), s.o.collective.c_str(), report.c_str());
   std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d validation: %d\n",
-              s.nranks, s.device.kind == gcommDeviceCuda ? 1 : 0, s.o.min_bytes, s.o.max_bytes,
+              static_cast<int>(s.comms.size()), s.device.kind == gcommDeviceCuda ? 1 : 0, s.o.min_bytes, s.o.max_bytes,
               s.o.step_factor > 0 ? s.o.step_factor : static_cast<double>(s.o.step_bytes),
               s.o.step_factor > 0 ? "factor" : "bytes", s.o.warmup, s.o.iters, s.o.check ? 1 : 0);
-  if (s.nccl)
+  if (s.launch == Launch::kProcessPerRank)
+    std::printf("#\n# Transport: %s (%d ranks, one per process)\n", s.nccl ? "nccl" : "socket", s.nranks);
+  else if (s.nccl)
     std::printf("#\n# Transport: nccl (%d rank(s), one per GPU, threads of one process)\n", s.nranks);
   else
     std::printf("#\n# Transport: local (%d ranks as threads of one process) on %s\n", s.nranks,
-                s.device.kind == gcommDeviceCuda ? ("cuda:" + std::to_string(s.device.ordinal)).c_str()
-                                                 : "the host (no GPU: numbers are host memory copies, not GPU bandwidth)");
-  for (int r = 0; r < s.nranks; ++r) {
-    int dev = s.nccl ? r : s.device.kind == gcommDeviceCuda ? s.device.ordinal : -1;
-    std::printf("#  Rank %2d Group  0 Pid %6d on %10s device %2d\n", r, static_cast<int>(getpid()),
-                dev >= 0 ? "cuda" : "host", dev);
-  }
+                s.device.kind == gcommDeviceCuda ? ("cuda:" + std::to_string(s.device.ordinal)).c_str() : "the host");
+  if (!s.nccl && s.device.kind != gcommDeviceCuda)
+    std::printf("# (no GPU: the figures are host memory%s, not GPU bandwidth)\n",
+                s.launch == Launch::kProcessPerRank ? " and TCP loopback or network" : " copies");
+  for (const Placement& p : s.placements)
+    std::printf("#  Rank %2d Group  0 Pid %6d on %10s device %2d\n", p.rank, p.pid, p.device >= 0 ? "cuda" : "host",
+                p.device);
   std::printf("#\n%-62s%-42s%s\n", "#", "out-of-place", "in-place");
   std::printf("#%12s%14s%10s%8s%8s%11s%8s%8s%7s%11s%8s%8s%7s\n", "size", "count", "type", "redop", "root", "time",
               "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
   std::printf("#%12s%14s%10s%8s%8s%11s%8s%8s%7s%11s%8s%8s%7s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
               "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+}
+
+// The world size set by a launcher (torchrun, Open MPI, Slurm, in the precedence
+// of gcommCommInitFromEnv), 0 if there is none.
+int launcher_world_size() {
+  const char* pairs[][2] = {{"RANK", "WORLD_SIZE"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                            {"SLURM_PROCID", "SLURM_NTASKS"}};
+  for (auto& p : pairs) {
+    const char* rank = std::getenv(p[0]);
+    if (rank == nullptr || *rank == '\0') continue;
+    const char* size = std::getenv(p[1]);
+    return size != nullptr ? std::atoi(size) : 0;
+  }
+  return 0;
+}
+
+// A small float collective on host data through a communicator of any device:
+// all-gather (`gather`) or sum. Values are small integers, exact in float.
+bool small_collective(gcommComm_t c, const std::vector<float>& mine, bool gather, int world, std::vector<float>& out,
+                      std::string& error) {
+  gcommDevice_t dev = gcommHostDevice();
+  gcommCommDevice(c, &dev);
+  const size_t n = mine.size(), total = gather ? n * world : n;
+  out.assign(total, 0.0f);
+  void* send = const_cast<float*>(mine.data());
+  void* recv = out.data();
+  const bool gpu = dev.kind == gcommDeviceCuda;
+  if (gpu) {
+    cudaSetDevice(dev.ordinal);
+    if (cudaMalloc(&send, (n + total) * sizeof(float)) != cudaSuccess) {
+      error = "cannot allocate 1 KiB on the GPU";
+      return false;
+    }
+    recv = static_cast<float*>(send) + n;
+    cudaMemcpy(send, mine.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+  }
+  gcommStatus_t st = gather ? gcommAllGather(c, send, recv, n, gcommFloat32, nullptr)
+                            : gcommAllReduce(c, send, recv, n, gcommFloat32, gcommSum, nullptr);
+  if (st == gcommSuccess) st = gcommCommSynchronize(c);
+  if (st != gcommSuccess) error = gcommGetLastError();
+  if (gpu) {
+    cudaMemcpy(out.data(), recv, total * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaFree(send);
+  }
+  return st == gcommSuccess;
+}
+
+// Creates this process's communicators; false (with the message printed) on failure.
+bool init(Setup& s, int gpus) {
+  gcommCommConfig_t cfg = GCOMM_COMM_CONFIG_INITIALIZER;
+  if (s.launch == Launch::kProcessPerRank) {
+    if (gpus == 0) cfg.device = gcommHostDevice();  // the socket transport
+    gcommComm_t c = nullptr;
+    if (gcommCommInitFromEnv(&cfg, &c) != gcommSuccess) {
+      std::fprintf(stderr, "gradcomm-perf: %s\n", gcommGetLastError());
+      return false;
+    }
+    int rank = 0;
+    gcommTransport_t kind = gcommTransportAuto;
+    gcommCommRank(c, &rank);
+    gcommCommSize(c, &s.nranks);
+    gcommCommDevice(c, &s.device);
+    gcommCommTransport(c, &kind);
+    s.nccl = kind == gcommTransportNccl;
+    s.comms = {c};
+    s.ranks = {rank};
+    std::vector<float> all;
+    std::string error;
+    const int device = s.device.kind == gcommDeviceCuda ? s.device.ordinal : -1;
+    if (!small_collective(c, {float(rank), float(getpid()), float(device)}, true, s.nranks, all, error)) {
+      std::fprintf(stderr, "gradcomm-perf: rank %d: %s\n", rank, error.c_str());
+      gcommCommDestroy(c);
+      return false;
+    }
+    for (int r = 0; r < s.nranks; ++r)
+      s.placements.push_back(Placement{int(all[3 * r]), int(all[3 * r + 1]), int(all[3 * r + 2])});
+    return true;
+  }
+  s.comms.assign(s.nranks, nullptr);
+  gcommStatus_t st = s.nccl ? gcommCommInitAll(s.nranks, nullptr, s.comms.data())
+                            : gcommCommInitLocal(s.nranks, s.device, &cfg, s.comms.data());
+  if (st != gcommSuccess) {
+    std::fprintf(stderr, "gradcomm-perf: %s\n", gcommGetLastError());
+    return false;
+  }
+  for (int r = 0; r < s.nranks; ++r) {
+    s.ranks.push_back(r);
+    int dev = s.nccl ? r : s.device.kind == gcommDeviceCuda ? s.device.ordinal : -1;
+    s.placements.push_back(Placement{r, static_cast<int>(getpid()), dev});
+  }
+  return true;
+}
+
+// Under a launcher: every process adds its #wrong counts to everyone's. Each
+// count goes as two floats (count / 4096 and count % 4096), so that the sums
+// stay exact in float for any buffer this tool allocates.
+bool sum_wrong_over_processes(Setup& s) {
+  std::vector<float> mine;
+  for (const Row& r : s.rows)
+    for (long w : r.wrong) {
+      mine.push_back(static_cast<float>(w >> 12));
+      mine.push_back(static_cast<float>(w & 4095));
+    }
+  std::vector<float> sum;
+  std::string error;
+  if (!small_collective(s.comms[0], mine, false, s.nranks, sum, error)) {
+    fail_with(s, "summing #wrong over the ranks: " + error);
+    return false;
+  }
+  size_t k = 0;
+  for (Row& r : s.rows)
+    for (long& w : r.wrong) {
+      w = static_cast<long>(sum[k]) * 4096 + static_cast<long>(sum[k + 1]);
+      k += 2;
+    }
+  return true;
 }
 
 }  // namespace
@@ -277,12 +411,22 @@ int main(int argc, char** argv) {
   if (!parse_perf_options(argc, argv, s.o, exit_code)) return exit_code;
   int gpus = 0;
   gcommGetCudaDeviceCount(&gpus);
-  // NCCL, one rank per GPU of this process, unless --local was asked for or there is no GPU.
-  s.nccl = s.o.local_ranks == 0 && gpus > 0;
   if (s.o.gpus > gpus) {
     std::fprintf(stderr, "gradcomm-perf: -g %d but only %d GPU(s) are visible\n", s.o.gpus, gpus);
     return 2;
   }
+  // --local wins; else a launcher's world makes each process one rank; else
+  // NCCL on the GPUs of this process, or 2 local host ranks without a GPU.
+  const int world = launcher_world_size();
+  if (s.o.local_ranks > 0) s.launch = Launch::kLocal;
+  else if (world > 1) s.launch = Launch::kProcessPerRank;
+  else s.launch = gpus > 0 ? Launch::kGpusOfThisProcess : Launch::kLocal;
+  if (s.launch == Launch::kProcessPerRank && s.o.gpus > 1) {
+    std::fprintf(stderr, "gradcomm-perf: -g %d under a launcher (world size %d): each process drives one GPU\n",
+                 s.o.gpus, world);
+    return 2;
+  }
+  s.nccl = s.launch == Launch::kGpusOfThisProcess;
   s.nranks = s.o.local_ranks > 0 ? s.o.local_ranks : s.nccl ? (s.o.gpus > 0 ? s.o.gpus : gpus) : 2;
   s.device = gpus > 0 ? gcommCudaDevice(0) : gcommHostDevice();
   if (gpus == 0 && !s.o.iters_given) {
@@ -290,39 +434,36 @@ int main(int argc, char** argv) {
     s.o.iters = 5;
     s.o.warmup = std::min(s.o.warmup, 1);
   }
+  if (!init(s, gpus)) return 1;
+  const bool printer = s.ranks[0] == 0;  // the process of rank 0 prints
   if (s.o.root >= s.nranks) {
-    std::fprintf(stderr, "gradcomm-perf: root %d is not a rank (0..%d)\n", s.o.root, s.nranks - 1);
+    if (printer) std::fprintf(stderr, "gradcomm-perf: root %d is not a rank (0..%d)\n", s.o.root, s.nranks - 1);
+    for (gcommComm_t c : s.comms) gcommCommDestroy(c);
     return 2;
-  }
-  s.comms.assign(s.nranks, nullptr);
-  gcommCommConfig_t cfg = GCOMM_COMM_CONFIG_INITIALIZER;
-  gcommStatus_t init = s.nccl ? gcommCommInitAll(s.nranks, nullptr, s.comms.data())
-                              : gcommCommInitLocal(s.nranks, s.device, &cfg, s.comms.data());
-  if (init != gcommSuccess) {
-    std::fprintf(stderr, "gradcomm-perf: %s\n", gcommGetLastError());
-    return 1;
   }
   std::vector<size_t> sizes = size_list(s.o);
   s.rows.resize(sizes.size());
-  print_header(s);
+  if (printer) print_header(s);
   std::vector<std::thread> threads;
-  for (int r = 0; r < s.nranks; ++r) threads.emplace_back([&, r] { rank_main(s, r, sizes); });
+  for (size_t i = 0; i < s.comms.size(); ++i) threads.emplace_back([&, i] { rank_main(s, static_cast<int>(i), sizes); });
   for (auto& t : threads) t.join();
+  if (!s.failed && s.launch == Launch::kProcessPerRank) sum_wrong_over_processes(s);
   for (gcommComm_t c : s.comms) gcommCommDestroy(c);
   if (s.failed) {
-    std::fprintf(stderr, "gradcomm-perf: %s\n", s.error.c_str());
+    std::fprintf(stderr, "gradcomm-perf: rank %d: %s\n", s.ranks[0], s.error.c_str());
     return 1;
   }
   const char* op = is(s, "all_gather") || is(s, "broadcast") ? "none" : gcommRedOpName(s.o.op);
   int root = is(s, "broadcast") || is(s, "reduce") ? s.o.root : -1;
-  double bw_sum = 0;
   long wrong = 0;
+  for (const Row& r : s.rows) wrong += r.wrong[0] + r.wrong[1];
+  if (!printer) return wrong ? 1 : 0;  // the same exit status on every rank
+  double bw_sum = 0;
   for (const Row& r : s.rows) {
     std::printf("%13zu%14zu%10s%8s%8d%11.2f%8.2f%8.2f%7ld%11.2f%8.2f%8.2f%7ld\n", r.bytes, r.count, dtype_label(s.o.dtype),
                 op, root, r.time_us[0], r.algbw[0], r.busbw[0], r.wrong[0], r.time_us[1], r.algbw[1], r.busbw[1],
                 r.wrong[1]);
     bw_sum += r.busbw[0] + r.busbw[1];
-    wrong += r.wrong[0] + r.wrong[1];
   }
   double avg = s.rows.empty() ? 0 : bw_sum / (2.0 * s.rows.size());
   std::printf("# Out of bounds values : %ld %s\n# Avg bus bandwidth    : %g \n#\n", wrong, wrong ? "FAILED" : "OK", avg);
@@ -336,7 +477,7 @@ int main(int argc, char** argv) {
                     "\"op\": \"%s\", \"root\": %d, \"nranks\": %d, \"transport\": \"%s\", \"device\": \"%s\", "
                     "\"iters\": %d, \"avg_busbw\": %g, \"results\": [",
                  gcommGetVersionString(), s.o.collective.c_str(), dtype_label(s.o.dtype), op, root, s.nranks,
-                 s.nccl ? "nccl" : "local", s.device.kind == gcommDeviceCuda ? "cuda" : "host", s.o.iters, avg);
+                 s.nccl ? "nccl" : s.launch == Launch::kProcessPerRank ? "socket" : "local", s.device.kind == gcommDeviceCuda ? "cuda" : "host", s.o.iters, avg);
     for (size_t k = 0; k < s.rows.size(); ++k) {
       const Row& r = s.rows[k];
       std::fprintf(f, "%s\n {\"bytes\": %zu, \"count\": %zu, \"time_out_us\": %g, \"algbw_out\": %g, \"busbw_out\": %g, "

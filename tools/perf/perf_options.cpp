@@ -26,7 +26,11 @@ const char* kUsage =
     "  -J, --json FILE          also write the results as JSON\n"
     "  -h, --help               this text\n"
     "With no arguments: all-reduce from 8 B to 128 MiB by factors of 2 on all visible GPUs;\n"
-    "without a GPU, 2 host ranks on the local transport.\n";
+    "without a GPU, 2 host ranks on the local transport.\n"
+    "Under a launcher (torchrun, mpirun, srun: WORLD_SIZE, OMPI_COMM_WORLD_SIZE or SLURM_NTASKS\n"
+    "above 1), each process is one rank: gcommCommInitFromEnv, NCCL on the GPU of its local rank,\n"
+    "or, without a GPU, the socket transport between host processes. MASTER_ADDR and MASTER_PORT\n"
+    "name rank 0's store. Rank 0 prints the table.\n";
 
 bool parse_size(const char* text, size_t& out) {
   char* end = nullptr;

@@ -120,7 +120,11 @@ TEST(CommInitApi, ExplicitValuesAreChecked) {
   expect_refused(&c, gcommInvalidArgument, "gcommCommInitLocal");
   c = world_of_one();
   c.device = gcommHostDevice();
-  expect_refused(&c, gcommNotSupported, "config.device is the host");
+  c.transport = gcommTransportNccl;
+  expect_refused(&c, gcommNotSupported, "config.transport is gcommTransportNccl but config.device is the host");
+  c = world_of_one();
+  c.transport = gcommTransportSocket;
+  expect_refused(&c, gcommInvalidArgument, "gcommTransportSocket, which moves host memory");
   c = world_of_one();
   c.rank = -1;
   expect_refused(&c, gcommInvalidArgument, "config.rank is required");
@@ -213,6 +217,22 @@ TEST(CommInitApi, AWorldOfOneFromTheEnvironment) {
   gcommComm_t comm = nullptr;
   gcommStatus_t s = gcommCommInitFromEnv(nullptr, &comm);
   expect_world_of_one(s, comm, "gcommCommInitFromEnv");
+}
+
+// A host device means the socket transport, on any machine.
+TEST(CommInitApi, AWorldOfOneOnTheHost) {
+  gcommCommConfig_t c = world_of_one();
+  c.device = gcommHostDevice();
+  gcommComm_t comm = nullptr;
+  ASSERT_EQ(gcommCommInit(&c, &comm), gcommSuccess) << gcommGetLastError();
+  gcommTransport_t kind;
+  EXPECT_EQ(gcommCommTransport(comm, &kind), gcommSuccess);
+  EXPECT_EQ(kind, gcommTransportSocket);
+  std::vector<float> x(100, 1.5f), y(100, 0.0f);
+  EXPECT_EQ(gcommAllReduce(comm, x.data(), y.data(), x.size(), gcommFloat32, gcommAvg, nullptr), gcommSuccess)
+      << gcommGetLastError();
+  EXPECT_EQ(y, x);
+  EXPECT_EQ(gcommCommDestroy(comm), gcommSuccess) << gcommGetLastError();
 }
 
 TEST(CommInitApi, TwoRanksOfOneProcessMeetThroughTheCApi) {

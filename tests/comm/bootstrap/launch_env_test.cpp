@@ -239,5 +239,24 @@ TEST(LaunchEnv, ExplicitInitReadsNoLauncherVariables) {
   EXPECT_EQ(lc.source, "config");
 }
 
+// A GPU means NCCL; the host means the socket transport unless NCCL was named
+// (which then refuses the host, with the reason, in store_init).
+TEST(LaunchEnv, TheTransportFollowsTheDevice) {
+  const Env torchrun = with(kMaster, {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}});
+  EXPECT_EQ(from_env(torchrun).transport, gcommTransportNccl);
+  gcommCommConfig_t c = defaults();
+  c.device = gcommHostDevice();
+  EXPECT_EQ(from_env(torchrun, c).transport, gcommTransportSocket);
+  c.transport = gcommTransportSocket;
+  EXPECT_EQ(from_env(torchrun, c).transport, gcommTransportSocket);
+  c.transport = gcommTransportNccl;
+  EXPECT_EQ(from_env(torchrun, c).transport, gcommTransportNccl);
+  c = defaults();
+  c.transport = gcommTransportSocket;
+  EXPECT_TRUE(contains(refusal([&] { from_env(torchrun, c); }), "set config.device to gcommHostDevice()"));
+  c.transport = gcommTransportLocal;
+  EXPECT_TRUE(contains(refusal([&] { from_env(torchrun, c); }), "create them with gcommCommInitLocal"));
+}
+
 }  // namespace
 }  // namespace gradcomm::comm::bootstrap

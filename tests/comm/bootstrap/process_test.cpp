@@ -277,4 +277,83 @@ TEST(Processes, CApiInitNamesTheRankThatNeverStarted) {
   EXPECT_LT(out[0].seconds, 8.0);
 }
 
+// ---- The socket transport: host ranks as separate processes ----
+
+TEST(Processes, HostRanksReduceAcrossProcessesOverTheSocketTransport) {
+  int port = free_port();
+  Job job;
+  for (int r = 0; r < 4; ++r) job.spawn("socket", torchrun(r, 4, port, 30));
+  auto out = job.wait(60);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].output;
+    EXPECT_TRUE(contains(out[r].output, "gcommSuccess: rank " + std::to_string(r) + " reduced 20 times; destroyed cleanly"))
+        << out[r].output;
+  }
+}
+
+// The survivors of a rank that dies fail within seconds (the timeout is 60 s),
+// name the rank, and still destroy everything they made.
+void expect_survivors_name(const std::vector<Outcome>& out, int dead, const std::string& failed_call) {
+  EXPECT_EQ(out[dead].exit_code, 4) << out[dead].output;
+  for (int r = 0; r < static_cast<int>(out.size()); ++r) {
+    if (r == dead) continue;
+    const std::string& o = out[r].output;
+    EXPECT_EQ(out[r].exit_code, 1) << o;
+    EXPECT_TRUE(contains(o, "gcommRemoteError")) << o;
+    EXPECT_TRUE(contains(o, "rank " + std::to_string(dead) + " closed its connection") ||
+                contains(o, "rank " + std::to_string(dead) + " broke its connection"))
+        << o;
+    EXPECT_TRUE(contains(o, failed_call)) << o;
+    EXPECT_TRUE(contains(o, "; destroyed cleanly")) << o;
+    EXPECT_LT(out[r].seconds, 20.0) << "long before the 60 s timeout: " << o;
+  }
+}
+
+TEST(Processes, ASocketRankThatDiesBetweenCollectivesFailsTheOthersPromptly) {
+  int port = free_port();
+  Job job;
+  for (int r = 0; r < 3; ++r) {
+    Env env = torchrun(r, 3, port, 60);
+    if (r == 1) env["GRADCOMM_TEST_DIE_AT"] = "5";
+    job.spawn("socket", env);
+  }
+  expect_survivors_name(job.wait(90), 1, "all-reduce #5");
+}
+
+TEST(Processes, AReducerRankThatDiesBetweenStepsFailsTheOthersPromptly) {
+  int port = free_port();
+  Job job;
+  for (int r = 0; r < 3; ++r) {
+    Env env = torchrun(r, 3, port, 60);
+    if (r == 2) env["GRADCOMM_TEST_DIE_AT"] = "3";
+    job.spawn("reducer", env);
+  }
+  expect_survivors_name(job.wait(90), 2, "all-reduce #");
+}
+
+TEST(Processes, AReducerRankThatDiesMidStepFailsTheOthersPromptly) {
+  int port = free_port();
+  Job job;
+  for (int r = 0; r < 3; ++r) {
+    Env env = torchrun(r, 3, port, 60);
+    if (r == 0) {
+      env["GRADCOMM_TEST_DIE_AT"] = "2";
+      env["GRADCOMM_TEST_DIE_AFTER_READY"] = "3";  // after some of the step's buckets went out
+    }
+    job.spawn("reducer", env);
+  }
+  expect_survivors_name(job.wait(90), 0, "all-reduce #");
+}
+
+TEST(Processes, ReducerRanksAverageAcrossProcesses) {
+  int port = free_port();
+  Job job;
+  for (int r = 0; r < 3; ++r) job.spawn("reducer", torchrun(r, 3, port, 30));
+  auto out = job.wait(60);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].output;
+    EXPECT_TRUE(contains(out[r].output, "finished 6 steps; destroyed cleanly")) << out[r].output;
+  }
+}
+
 }  // namespace

@@ -3,10 +3,20 @@
 //   gradcomm_bootstrap_rank store   the store rendezvous alone (no GPU needed): meet,
 //                                   exchange values, a barrier, the shutdown barrier
 //   gradcomm_bootstrap_rank capi    gcommCommInitFromEnv, then a barrier, destroy
+//   gradcomm_bootstrap_rank socket  gcommCommInitFromEnv on the host (the socket
+//                                   transport), 20 checked all-reduces, destroy
+//   gradcomm_bootstrap_rank reducer the same communicator under a reducer: 6
+//                                   synced steps of 5 gradients, each checked
 // GRADCOMM_TEST_DIE_AFTER_MEETING=1: exit abruptly (code 3) once every rank met.
+// GRADCOMM_TEST_DIE_AT=<k>: exit abruptly (code 4) before collective / step k
+// (socket, reducer); GRADCOMM_TEST_DIE_AFTER_READY=<m>: in the reducer, after
+// marking m gradients of step k ready instead (some buckets already sent).
+// After a failure the communicator (and reducer) are still destroyed, and the
+// line says whether that worked ("; destroyed cleanly").
 // Prints one line, "<status name>: <message>", and exits 0 on success, else 1.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -16,6 +26,7 @@
 #include "comm/bootstrap/launch_env.hpp"
 #include "common/error.hpp"
 #include "gradcomm/gradcomm.h"
+#include "gradcomm/reducer.h"
 
 using namespace gradcomm;
 using namespace gradcomm::comm::bootstrap;
@@ -73,11 +84,99 @@ int capi_rank() {
   return s == gcommSuccess ? 0 : 1;
 }
 
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoi(v) : fallback;
+}
+
+// "<status>: <message>" of the first failure, then whether destroying worked.
+int report(gcommStatus_t s, const std::string& message, gcommReducer_t reducer, gcommComm_t comm) {
+  bool clean = true;
+  if (reducer != nullptr && gcommReducerDestroy(reducer) != gcommSuccess) clean = false;
+  if (comm != nullptr && gcommCommDestroy(comm) != gcommSuccess) clean = false;
+  std::printf("%s: %s%s\n", gcommGetStatusName(s), message.c_str(),
+              clean ? "; destroyed cleanly" : "; destroy FAILED");
+  return s == gcommSuccess && clean ? 0 : 1;
+}
+
+gcommComm_t host_comm(gcommStatus_t& s) {
+  gcommCommConfig_t c = GCOMM_COMM_CONFIG_INITIALIZER;
+  c.device = gcommHostDevice();
+  gcommComm_t comm = nullptr;
+  s = gcommCommInitFromEnv(&c, &comm);
+  return comm;
+}
+
+int socket_rank() {
+  gcommStatus_t s;
+  gcommComm_t comm = host_comm(s);
+  if (s != gcommSuccess) return report(s, gcommGetLastError(), nullptr, nullptr);
+  int rank = 0, size = 0;
+  gcommCommRank(comm, &rank);
+  gcommCommSize(comm, &size);
+  const int die_at = env_int("GRADCOMM_TEST_DIE_AT", -1);
+  std::vector<float> x(100003);
+  for (int k = 1; k <= 20; ++k) {
+    if (k == die_at) _exit(4);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((rank + 1) * (i % 7 + k));
+    s = gcommAllReduce(comm, x.data(), x.data(), x.size(), gcommFloat32, gcommSum, nullptr);
+    if (s != gcommSuccess) return report(s, gcommGetLastError(), nullptr, comm);
+    const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
+    for (size_t i = 0; i < x.size(); ++i)
+      if (x[i] != ranks_sum * static_cast<float>(i % 7 + k))
+        return report(gcommInternalError, "wrong all-reduce result", nullptr, comm);
+  }
+  return report(gcommSuccess, "rank " + std::to_string(rank) + " reduced 20 times", nullptr, comm);
+}
+
+int reducer_rank() {
+  gcommStatus_t s;
+  gcommComm_t comm = host_comm(s);
+  if (s != gcommSuccess) return report(s, gcommGetLastError(), nullptr, nullptr);
+  int rank = 0, size = 0;
+  gcommCommRank(comm, &rank);
+  gcommCommSize(comm, &size);
+  const size_t counts[] = {3000, 17, 70000, 1, 5000};
+  std::vector<std::vector<float>> grads;
+  std::vector<gcommTensor_t> tensors;
+  for (size_t c : counts) grads.emplace_back(c);
+  for (auto& g : grads) tensors.push_back(gcommTensor_t{g.data(), g.size(), gcommFloat32});
+  gcommReducerConfig_t config = GCOMM_REDUCER_CONFIG_INITIALIZER;
+  config.bucket_cap_bytes = 64 << 10;  // several buckets: a step sends some before the last gradient
+  config.first_bucket_bytes = 16 << 10;
+  gcommReducer_t reducer = nullptr;
+  s = gcommReducerCreate(comm, tensors.data(), tensors.size(), &config, &reducer);
+  if (s != gcommSuccess) return report(s, gcommGetLastError(), nullptr, comm);
+  const int die_at = env_int("GRADCOMM_TEST_DIE_AT", -1);
+  const int die_after_ready = env_int("GRADCOMM_TEST_DIE_AFTER_READY", -1);
+  for (int step = 1; step <= 6; ++step) {
+    if (step == die_at && die_after_ready < 0) _exit(4);
+    s = gcommReducerBeginStep(reducer, 1);
+    // Backward order: the last gradient first.
+    for (size_t k = grads.size(); s == gcommSuccess && k-- > 0;) {
+      if (step == die_at && static_cast<int>(grads.size() - 1 - k) == die_after_ready) _exit(4);
+      for (size_t i = 0; i < grads[k].size(); ++i) grads[k][i] = static_cast<float>((rank + 1) * ((i + k) % 5 + step));
+      s = gcommReducerMarkReady(reducer, k, nullptr);
+    }
+    if (s == gcommSuccess) s = gcommReducerFinalize(reducer, nullptr, nullptr);
+    if (s != gcommSuccess) return report(s, gcommGetLastError(), reducer, comm);
+    const float mean_rank = static_cast<float>(size + 1) / 2.0f;
+    for (size_t k = 0; k < grads.size(); ++k)
+      for (size_t i = 0; i < grads[k].size(); ++i)
+        if (std::fabs(grads[k][i] - mean_rank * static_cast<float>((i + k) % 5 + step)) > 1e-4f)
+          return report(gcommInternalError, "wrong averaged gradient", reducer, comm);
+  }
+  return report(gcommSuccess, "rank " + std::to_string(rank) + " finished 6 steps", reducer, comm);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "store";
-  int rc = mode == "capi" ? capi_rank() : store_rank();
+  int rc = mode == "capi"      ? capi_rank()
+           : mode == "socket"  ? socket_rank()
+           : mode == "reducer" ? reducer_rank()
+                               : store_rank();
   std::fflush(stdout);
   return rc;
 }

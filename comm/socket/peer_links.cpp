@@ -1,0 +1,189 @@
+#include "comm/socket/peer_links.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+
+#include "comm/socket/little_endian.hpp"
+#include "common/error.hpp"
+
+namespace gradcomm::comm::sock {
+
+using namespace bootstrap;
+
+namespace {
+
+constexpr uint32_t kPhaseMagic = 0x50534347;  // "GCSP"
+constexpr size_t kHeaderBytes = 40;
+
+void encode(const PhaseTag& t, uint64_t payload, uint8_t* h) {
+  put_u32(h, kPhaseMagic);
+  put_u32(h + 4, t.phase);
+  put_u64(h + 8, t.seq);
+  h[16] = static_cast<uint8_t>(t.sig.op);
+  h[17] = static_cast<uint8_t>(t.sig.dtype);
+  h[18] = static_cast<uint8_t>(t.sig.redop);
+  h[19] = 0;
+  put_u32(h + 20, static_cast<uint32_t>(t.sig.root));
+  put_u64(h + 24, t.sig.count);
+  put_u64(h + 32, payload);
+}
+
+// "" when the peer's header belongs to the same phase of the same collective.
+std::string mismatch(const uint8_t* h, const PhaseTag& mine, uint64_t expected_payload, int peer, int me) {
+  if (get_u32(h) != kPhaseMagic) return cat("rank ", peer, " sent bytes that are not a socket-transport header");
+  PhaseTag theirs;
+  theirs.phase = get_u32(h + 4);
+  theirs.seq = get_u64(h + 8);
+  theirs.sig.op = static_cast<Collective>(h[16]);
+  theirs.sig.dtype = static_cast<gcommDataType_t>(h[17]);
+  theirs.sig.redop = static_cast<gcommRedOp_t>(h[18]);
+  theirs.sig.root = static_cast<int>(get_u32(h + 20));
+  theirs.sig.count = get_u64(h + 24);
+  if (!(theirs.sig == mine.sig) || theirs.seq != mine.seq)
+    return cat("ranks called different collectives: rank ", me, " called ", describe(mine.sig), " as collective #",
+               mine.seq, ", rank ", peer, " called ", describe(theirs.sig), " as collective #", theirs.seq);
+  if (theirs.phase != mine.phase || get_u64(h + 32) != expected_payload)
+    return cat("rank ", peer, " is out of step (phase ", theirs.phase, " with ", get_u64(h + 32),
+               " bytes; expected phase ", mine.phase, " with ", expected_payload, ")");
+  return "";
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+// Progress of one peer's two messages within a phase.
+struct Flow {
+  uint8_t out_header[kHeaderBytes];
+  uint8_t in_header[kHeaderBytes];
+  size_t out_done = 0, out_total = 0;  // header + payload
+  size_t in_done = 0, in_total = 0;
+  bool header_checked = false;
+};
+
+// Fills up to two iovecs with what is left of [header | payload] from `done` on.
+int remaining(uint8_t* header, void* payload, size_t payload_bytes, size_t done, iovec* v) {
+  int n = 0;
+  if (done < kHeaderBytes) v[n++] = iovec{header + done, kHeaderBytes - done};
+  size_t from = done > kHeaderBytes ? done - kHeaderBytes : 0;
+  if (payload_bytes > from) v[n++] = iovec{static_cast<char*>(payload) + from, payload_bytes - from};
+  return n;
+}
+
+}  // namespace
+
+PeerLinks::PeerLinks(std::vector<Socket> peers, int rank) : peers_(std::move(peers)), rank_(rank) {}
+
+void PeerLinks::abort() noexcept {
+  aborted_.store(true);
+  close_all();
+}
+
+void PeerLinks::close_all() noexcept {
+  for (Socket& s : peers_)
+    if (s.valid()) (void)::shutdown(s.fd(), SHUT_RDWR);
+}
+
+void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& tag, Deadline deadline,
+                          const std::string& what) {
+  const int n = size();
+  std::vector<Flow> flows(n);
+  for (int q = 0; q < n; ++q) {
+    if (q == rank_) continue;
+    const PeerTransfer& t = transfers[q];
+    Flow& f = flows[q];
+    if (t.sends) {
+      encode(tag, t.out_bytes, f.out_header);
+      f.out_total = kHeaderBytes + t.out_bytes;
+    }
+    if (t.receives) f.in_total = kHeaderBytes + t.in_bytes;
+  }
+  auto closed = [&](int q, const std::string& how) {
+    if (aborted_.load()) fail(gcommAborted, what, ": rank ", rank_, "'s communicator was aborted");
+    fail(gcommRemoteError, what, ": rank ", q, " ", how,
+         " (it exited, aborted or failed: its own error says why)");
+  };
+  std::vector<pollfd> fds;
+  std::vector<int> who;
+  for (;;) {
+    if (aborted_.load()) fail(gcommAborted, what, ": rank ", rank_, "'s communicator was aborted");
+    fds.clear();
+    who.clear();
+    for (int q = 0; q < n; ++q) {
+      const Flow& f = flows[q];
+      short events = 0;
+      if (f.out_done < f.out_total) events |= POLLOUT;
+      if (f.in_done < f.in_total) events |= POLLIN;
+      if (events == 0) continue;
+      fds.push_back(pollfd{peers_[q].fd(), events, 0});
+      who.push_back(q);
+    }
+    if (fds.empty()) return;
+    int rc = ::poll(fds.data(), fds.size(), poll_ms_until(deadline));
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      fail(gcommInternalError, what, ": poll() failed: ", errno_text(errno));
+    }
+    if (rc == 0 && Clock::now() >= deadline) {
+      std::vector<int> silent, stuck;
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (fds[i].events & POLLIN) silent.push_back(who[i]);
+        else stuck.push_back(who[i]);
+      }
+      std::string detail;
+      if (!silent.empty()) detail = cat("waiting for data from ", rank_list(silent));
+      if (!stuck.empty())
+        detail += cat(detail.empty() ? "" : "; ", rank_list(stuck), " did not take this rank's data");
+      fail(gcommTimeout, what, " did not complete within the timeout on rank ", rank_, ": ", detail,
+           " (a rank that is stuck, slower by more than the timeout, or calling other collectives)");
+    }
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      const int q = who[i];
+      Flow& f = flows[q];
+      PeerTransfer& t = transfers[q];
+      const int fd = fds[i].fd;
+      while (f.in_done < f.in_total) {
+        iovec v[2];
+        int nv = remaining(f.in_header, t.in, t.in_bytes, f.in_done, v);
+        msghdr m{};
+        m.msg_iov = v;
+        m.msg_iovlen = static_cast<size_t>(nv);
+        ssize_t got = ::recvmsg(fd, &m, 0);
+        if (got == 0) closed(q, "closed its connection");
+        if (got < 0) {
+          if (errno == EINTR) continue;
+          if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+          closed(q, cat("broke its connection (", errno_text(errno), ")"));
+        }
+        f.in_done += static_cast<size_t>(got);
+        if (!f.header_checked && f.in_done >= kHeaderBytes) {
+          f.header_checked = true;
+          std::string why = mismatch(f.in_header, tag, t.in_bytes, q, rank_);
+          if (!why.empty()) fail(gcommInvalidArgument, what, ": ", why);
+        }
+      }
+      while (f.out_done < f.out_total) {
+        iovec v[2];
+        int nv = remaining(f.out_header, const_cast<void*>(t.out), t.out_bytes, f.out_done, v);
+        msghdr m{};
+        m.msg_iov = v;
+        m.msg_iovlen = static_cast<size_t>(nv);
+        ssize_t sent = ::sendmsg(fd, &m, MSG_NOSIGNAL);
+        if (sent < 0) {
+          if (errno == EINTR) continue;
+          if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+          closed(q, cat("broke its connection (", errno_text(errno), ")"));
+        }
+        f.out_done += static_cast<size_t>(sent);
+      }
+    }
+  }
+}
+
+}  // namespace gradcomm::comm::sock

@@ -1,0 +1,67 @@
+// The byte streams of the socket transport once connected: one non-blocking TCP
+// socket per peer, and the engine that runs one phase of a collective over them.
+//
+// A phase is, for each peer, at most one message out and one message in; all of
+// them progress at once under one poll(), so no rank blocks on a single peer and
+// no cycle of full socket buffers can form. Every message starts with a 40-byte
+// header naming the collective (signature, sequence number, phase), checked on
+// arrival: ranks that called different collectives are told so instead of
+// reading each other's bytes as data. Each phase is bounded by a deadline; a
+// peer that closes its connection, an abort from another thread, and a deadline
+// that passes all end the phase at once with a message naming the ranks.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "comm/bootstrap/socket.hpp"
+#include "comm/transport.hpp"
+
+namespace gradcomm::comm::sock {
+
+struct PeerTransfer {
+  const void* out = nullptr;  // sent to the peer (header first)
+  size_t out_bytes = 0;
+  bool sends = false;
+  void* in = nullptr;  // received from the peer (after its header)
+  size_t in_bytes = 0;
+  bool receives = false;
+};
+
+// What every message of one phase says about the collective it belongs to.
+struct PhaseTag {
+  CallSignature sig;
+  uint64_t seq = 0;
+  uint32_t phase = 0;
+};
+
+class PeerLinks {
+ public:
+  PeerLinks(std::vector<bootstrap::Socket> peers, int rank);
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(peers_.size()); }
+
+  // Runs one phase (transfers indexed by peer rank; this rank's entry is
+  // ignored). Throws gcommInvalidArgument when a peer's header shows another
+  // collective, gcommRemoteError when a peer closed its connection, gcommTimeout
+  // at the deadline (naming the ranks not heard from), gcommAborted after
+  // abort(). `what` names the collective for messages.
+  void run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& tag, bootstrap::Deadline deadline,
+                 const std::string& what);
+
+  // Shuts every connection down: peers blocked on this rank fail at once, and
+  // so does a phase in progress here. Safe from any thread.
+  void abort() noexcept;
+  // Like abort(), after a failure of this rank's own (not reported as an abort).
+  void close_all() noexcept;
+  bool aborted() const { return aborted_.load(); }
+
+ private:
+  std::vector<bootstrap::Socket> peers_;
+  int rank_;
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace gradcomm::comm::sock

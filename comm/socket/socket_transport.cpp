@@ -1,0 +1,274 @@
+#include "comm/socket/socket_transport.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "comm/bootstrap/bootstrap.hpp"
+#include "comm/bootstrap/store_backed_transport.hpp"
+#include "comm/local/local_reduce.hpp"
+#include "comm/socket/peer_links.hpp"
+#include "comm/socket/peer_mesh.hpp"
+#include "common/dtype.hpp"
+#include "common/log.hpp"
+
+namespace gradcomm::comm {
+
+using namespace bootstrap;
+using sock::PeerLinks;
+using sock::PeerTransfer;
+
+namespace {
+
+constexpr size_t kPieceBytes = size_t{8} << 20;
+
+// Rank q's slice of `count` elements starting at `first`: [first + count*q/n, first + count*(q+1)/n).
+struct Slices {
+  std::vector<size_t> offset, length;
+  size_t longest = 0;
+  Slices(size_t first, size_t count, int n) : offset(n), length(n) {
+    for (int q = 0; q < n; ++q) {
+      offset[q] = first + count * q / n;
+      length[q] = count * (q + 1) / n - count * q / n;
+      longest = std::max(longest, length[q]);
+    }
+  }
+};
+
+class SocketTransport final : public Transport {
+ public:
+  SocketTransport(std::vector<Socket> peers, int rank, double timeout_s)
+      : links_(std::move(peers), rank), timeout_s_(timeout_s) {}
+
+  int rank() const noexcept override { return links_.rank(); }
+  int size() const noexcept override { return links_.size(); }
+  gcommDevice_t device() const noexcept override { return gcommHostDevice(); }
+  gcommTransport_t kind() const noexcept override { return gcommTransportSocket; }
+
+  void run(const CollectiveArgs& a) override {
+    const std::string what = cat(collective_name(a.op), " #", a.seq, " (", a.count * dtype_size(a.dtype), " bytes)");
+    if (!broken_.empty())
+      fail(gcommInvalidState, what, ": the connections to the other ranks are out of step since an earlier "
+           "failure (", broken_, "); destroy this communicator");
+    tag_.sig = CallSignature{a.op, a.op == Collective::kBarrier ? 0 : a.count, a.dtype, a.redop, a.root};
+    tag_.seq = a.seq;
+    tag_.phase = 0;
+    deadline_ = deadline_after(timeout_s_);
+    try {
+      switch (a.op) {
+        case Collective::kAllReduce: all_reduce(a, what); break;
+        case Collective::kReduceScatter: reduce_scatter(a, what); break;
+        case Collective::kReduce: reduce(a, what); break;
+        case Collective::kBroadcast: broadcast(a, what); break;
+        case Collective::kAllGather: all_gather(a, what); break;
+        case Collective::kBarrier: {
+          std::vector<PeerTransfer> t(size());
+          for (auto& x : t) x.sends = x.receives = true;
+          phase(t, what);
+          break;
+        }
+      }
+    } catch (const Error& e) {
+      // The streams may hold half a message: nothing more can go through them.
+      // Closing them makes the peers fail now instead of at their timeout.
+      broken_ = e.message();
+      failed_.store(true);
+      links_.close_all();
+      throw;
+    }
+  }
+
+  // Failures surface in run(), which is bounded by the timeout; this only says
+  // whether one happened (the shutdown barrier is skipped after one).
+  gcommStatus_t poll_async_error(std::string& message) noexcept override {
+    if (!failed_.load()) return gcommSuccess;
+    message = cat("rank ", rank(), "'s connections to the other ranks failed");
+    return gcommRemoteError;
+  }
+
+  void abort() noexcept override { links_.abort(); }
+
+ private:
+  int n() const { return size(); }
+  int me() const { return rank(); }
+
+  void phase(std::vector<PeerTransfer>& t, const std::string& what) {
+    if (n() > 1) links_.run_phase(t, tag_, deadline_, what);
+    ++tag_.phase;
+  }
+
+  // Elements per piece: a multiple of n so that every rank's slice is alike.
+  size_t piece_elems(gcommDataType_t dtype) const {
+    size_t e = std::max<size_t>(kPieceBytes / dtype_size(dtype), 1);
+    return std::max<size_t>(e / n() * n(), n());
+  }
+
+  char* scratch(size_t bytes) {
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    return scratch_.data();
+  }
+
+  // Phase "reduce my slice": slice q of `send` goes to rank q; this rank's slice
+  // of every rank is reduced, in rank order, into `out`.
+  void reduce_slices(const CollectiveArgs& a, const char* send, const Slices& s, void* out, const std::string& what) {
+    const size_t es = dtype_size(a.dtype);
+    char* staging = scratch(static_cast<size_t>(n()) * s.longest * es);
+    std::vector<PeerTransfer> t(n());
+    std::vector<const void*> inputs(n());
+    for (int q = 0; q < n(); ++q) {
+      char* slot = staging + static_cast<size_t>(q) * s.longest * es;
+      inputs[q] = q == me() ? send + s.offset[me()] * es : slot;
+      if (q == me()) continue;
+      t[q] = PeerTransfer{send + s.offset[q] * es, s.length[q] * es, true, slot, s.length[me()] * es, true};
+    }
+    phase(t, what);
+    local_host::reduce_to_typed(inputs.data(), n(), 0, s.length[me()], a.dtype, a.redop, out);
+  }
+
+  // Phase "all-gather the slices of buf": this rank's slice to everyone, rank q's into slice q.
+  void gather_slices(char* buf, size_t es, const Slices& s, const std::string& what) {
+    std::vector<PeerTransfer> t(n());
+    for (int q = 0; q < n(); ++q)
+      if (q != me())
+        t[q] = PeerTransfer{buf + s.offset[me()] * es, s.length[me()] * es, true, buf + s.offset[q] * es,
+                            s.length[q] * es, true};
+    phase(t, what);
+  }
+
+  void all_reduce(const CollectiveArgs& a, const std::string& what) {
+    const size_t es = dtype_size(a.dtype), step = piece_elems(a.dtype);
+    const char* send = static_cast<const char*>(a.send);
+    char* recv = static_cast<char*>(a.recv);
+    size_t first = 0;
+    do {
+      Slices s(first, std::min(step, a.count - first), n());
+      reduce_slices(a, send, s, recv + s.offset[me()] * es, what);
+      gather_slices(recv, es, s, what);
+      first += std::min(step, a.count - first);
+    } while (first < a.count);
+  }
+
+  void reduce_scatter(const CollectiveArgs& a, const std::string& what) {
+    const size_t es = dtype_size(a.dtype), step = std::max<size_t>(kPieceBytes / es / n(), 1);
+    const char* send = static_cast<const char*>(a.send);
+    char* recv = static_cast<char*>(a.recv);
+    size_t first = 0;
+    do {
+      const size_t m = std::min(step, a.count - first);
+      Slices s(0, 0, n());
+      for (int q = 0; q < n(); ++q) {
+        s.offset[q] = q * a.count + first;
+        s.length[q] = m;
+      }
+      s.longest = m;
+      reduce_slices(a, send, s, recv + first * es, what);
+      first += m;
+    } while (first < a.count);
+  }
+
+  void reduce(const CollectiveArgs& a, const std::string& what) {
+    const size_t es = dtype_size(a.dtype), step = piece_elems(a.dtype);
+    const char* send = static_cast<const char*>(a.send);
+    char* recv = static_cast<char*>(a.recv);
+    const bool root = me() == a.root;
+    std::vector<char> mine;  // a non-root rank's reduced slice, on its way to the root
+    size_t first = 0;
+    do {
+      Slices s(first, std::min(step, a.count - first), n());
+      if (!root) mine.resize(s.longest * es);
+      reduce_slices(a, send, s, root ? recv + s.offset[me()] * es : mine.data(), what);
+      std::vector<PeerTransfer> t(n());
+      for (int q = 0; q < n(); ++q) {
+        if (q == me()) continue;
+        if (root) t[q] = PeerTransfer{nullptr, 0, false, recv + s.offset[q] * es, s.length[q] * es, true};
+        else if (q == a.root) t[q] = PeerTransfer{mine.data(), s.length[me()] * es, true, nullptr, 0, false};
+      }
+      phase(t, what);
+      first += std::min(step, a.count - first);
+    } while (first < a.count);
+  }
+
+  void broadcast(const CollectiveArgs& a, const std::string& what) {
+    const size_t es = dtype_size(a.dtype), step = piece_elems(a.dtype);
+    const bool root = me() == a.root;
+    char* recv = static_cast<char*>(a.recv);
+    const char* src = root ? static_cast<const char*>(a.send) : nullptr;
+    if (root && recv != src && a.count > 0) std::memcpy(recv, src, a.count * es);
+    size_t first = 0;
+    do {
+      Slices s(first, std::min(step, a.count - first), n());
+      // The root scatters the slices ...
+      std::vector<PeerTransfer> t(n());
+      for (int q = 0; q < n(); ++q) {
+        if (q == me()) continue;
+        if (root) t[q] = PeerTransfer{recv + s.offset[q] * es, s.length[q] * es, true, nullptr, 0, false};
+        else if (q == a.root) t[q] = PeerTransfer{nullptr, 0, false, recv + s.offset[me()] * es, s.length[me()] * es, true};
+      }
+      phase(t, what);
+      // ... and every rank passes its slice to the others but the root, which has them all.
+      std::vector<PeerTransfer> g(n());
+      for (int q = 0; q < n(); ++q) {
+        if (q == me()) continue;
+        if (q != a.root) {
+          g[q].out = recv + s.offset[me()] * es;
+          g[q].out_bytes = s.length[me()] * es;
+          g[q].sends = true;
+        }
+        if (!root) {
+          g[q].in = recv + s.offset[q] * es;
+          g[q].in_bytes = s.length[q] * es;
+          g[q].receives = true;
+        }
+      }
+      phase(g, what);
+      first += std::min(step, a.count - first);
+    } while (first < a.count);
+  }
+
+  void all_gather(const CollectiveArgs& a, const std::string& what) {
+    const size_t block = a.count * dtype_size(a.dtype);
+    char* recv = static_cast<char*>(a.recv);
+    char* own = recv + static_cast<size_t>(me()) * block;
+    if (own != a.send && block > 0) std::memcpy(own, a.send, block);
+    std::vector<PeerTransfer> t(n());
+    for (int q = 0; q < n(); ++q)
+      if (q != me()) t[q] = PeerTransfer{own, block, true, recv + static_cast<size_t>(q) * block, block, true};
+    phase(t, what);
+  }
+
+  PeerLinks links_;
+  double timeout_s_;
+  sock::PhaseTag tag_;
+  Deadline deadline_{};
+  std::vector<char> scratch_;
+  std::string broken_;  // why the streams cannot be used any more ("" while usable)
+  std::atomic<bool> failed_{false};  // broken_ is set (readable from any thread)
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_socket_transport_from_store(const LaunchConfig& launch) {
+  RendezvousOptions options;
+  options.master_addr = launch.master_addr;
+  options.master_port = launch.master_port;
+  options.job_key = launch.job_key;
+  options.rank = launch.rank;
+  options.world_size = launch.world_size;
+  options.timeout_s = launch.timeout_s;
+  auto boot = std::make_unique<Bootstrap>(options);
+  throw_if_any_failed(boot->meet(RankReport{}), launch.rank);
+  try {
+    agree_on_transport(*boot, "socket");
+    std::vector<Socket> peers = sock::connect_peer_mesh(*boot, launch.master_addr, launch.job_key);
+    auto inner = std::make_unique<SocketTransport>(std::move(peers), launch.rank, launch.timeout_s);
+    GCOMM_INFO("rank ", launch.rank, " of ", launch.world_size, ": socket transport on the host (met at ",
+               boot->address(), ", ", launch.source, ")");
+    return std::make_unique<StoreBackedTransport>(std::move(inner), std::move(boot), launch.timeout_s);
+  } catch (const Error& e) {
+    boot->abort(e.message());
+    throw;
+  }
+}
+
+}  // namespace gradcomm::comm

@@ -1,0 +1,67 @@
+// Socket-transport jobs inside one test process: each rank is a thread that
+// calls gcommCommInit with a host device, so the ranks meet through the TCP
+// store and talk over real loopback connections, exactly as separate processes
+// would (the multi-process tests in tests/comm/bootstrap/ cover those).
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../local/ranks.hpp"
+
+namespace gradcomm::test {
+
+// A TCP port that was free a moment ago (the store sets SO_REUSEADDR).
+inline int free_tcp_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+inline gcommCommConfig_t socket_config(int rank, int n, int port, double timeout_s, const char* job_key) {
+  gcommCommConfig_t c = GCOMM_COMM_CONFIG_INITIALIZER;
+  c.rank = rank;
+  c.world_size = n;
+  c.master_addr = "127.0.0.1";
+  c.master_port = port;
+  c.job_key = job_key;
+  c.device = gcommHostDevice();
+  c.timeout_s = timeout_s;
+  return c;
+}
+
+// n socket-transport communicators, one per rank, made concurrently.
+inline std::vector<gcommComm_t> make_socket(int n, double timeout_s = 30.0, const char* job_key = "socket-test") {
+  std::vector<gcommComm_t> comms(n, nullptr);
+  const int port = free_tcp_port();
+  auto errors = run_ranks(comms, [&](int r, gcommComm_t) -> std::string {
+    gcommCommConfig_t c = socket_config(r, n, port, timeout_s, job_key);
+    return gcommCommInit(&c, &comms[r]) == gcommSuccess ? "" : gcommGetLastError();
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  return comms;
+}
+
+// Destroy meets the other ranks at the shutdown barrier: all ranks at once.
+inline void destroy_together(std::vector<gcommComm_t>& comms) {
+  auto errors = run_ranks(comms, [](int, gcommComm_t c) -> std::string {
+    return c == nullptr || gcommCommDestroy(c) == gcommSuccess ? "" : gcommGetLastError();
+  });
+  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  comms.clear();
+}
+
+}  // namespace gradcomm::test

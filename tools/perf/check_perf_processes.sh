@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Usage: check_perf_processes.sh PERF NRANKS — gradcomm-perf as NRANKS processes
+# under torchrun's variables (one rank each; the socket transport without a GPU):
+# every process exits 0, rank 0 alone prints the table, every size validated, and
+# a bad collective on one rank fails every rank with a message instead of a hang.
+set -euo pipefail
+perf=$1 n=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+launch() {  # launch EXTRA_ARGS_OF_RANK_1 -- ARGS
+  local extra=$1; shift
+  local pids=()
+  for ((r = 0; r < n; r++)); do
+    args=("$@")
+    [[ $r == 1 && -n $extra ]] && args+=($extra)
+    RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port GRADCOMM_TIMEOUT_S=60 \
+      timeout 120 "$perf" "${args[@]}" > "$dir/out$r" 2>&1 &
+    pids+=($!)
+  done
+  codes=()
+  for p in "${pids[@]}"; do
+    set +e; wait "$p"; codes+=($?); set -e
+  done
+}
+
+launch "" -C all_reduce -b 8 -e 4M -f 8 -n 3 -w 1 -c 1 -J "$dir/perf.json"
+for ((r = 0; r < n; r++)); do
+  [[ ${codes[$r]} == 0 ]] || { cat "$dir/out$r"; echo "rank $r exited ${codes[$r]}"; exit 1; }
+done
+grep -q "Transport: socket ($n ranks, one per process)" "$dir/out0" || { cat "$dir/out0"; echo "no socket transport line"; exit 1; }
+grep -q "Out of bounds values : 0 OK" "$dir/out0" || { cat "$dir/out0"; echo "wrong values"; exit 1; }
+[[ $(grep -c "Rank .* Group  0 Pid" "$dir/out0") == "$n" ]] || { cat "$dir/out0"; echo "not one line per rank"; exit 1; }
+for ((r = 1; r < n; r++)); do
+  [[ ! -s $dir/out$r ]] || { cat "$dir/out$r"; echo "rank $r printed"; exit 1; }
+done
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['transport']=='socket' and d['nranks']==int(sys.argv[2]) and all(r['wrong_out']==0 for r in d['results']), d" "$dir/perf.json" "$n"
+
+# Rank 1 asks for another maximum size: the ranks disagree on a collective.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+launch "-e 8K" -C all_reduce -b 4K -e 4M -f 4 -n 2 -w 1
+for ((r = 0; r < n; r++)); do
+  [[ ${codes[$r]} != 0 && ${codes[$r]} != 124 ]] || { cat "$dir/out$r"; echo "rank $r: exit ${codes[$r]}"; exit 1; }
+  grep -q "gradcomm-perf: rank $r: " "$dir/out$r" || { cat "$dir/out$r"; echo "rank $r: no error line"; exit 1; }
+done
+echo "gradcomm-perf as $n processes on the socket transport: ok"
