@@ -8,6 +8,11 @@
 //
 //   gradcomm-powersgd-bench                      ranks 1, 2, 4, 8 (host: 1, 2) for both sets, r = 4
 //   gradcomm-powersgd-bench --set resnet50 --ranks 2 --rank 8 --device host
+//   gradcomm-powersgd-bench --set resnet50 --error-steps 10 [--no-error-feedback]
+//       the relative error of each of the first 10 compressed steps on the same
+//       gradients (warm start: Q converges to the gradients' top subspace, so the
+//       error stops depending on the random first Q; compare with
+//       torch_powersgd_peer.py --error-steps 10), and no timing
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -43,11 +48,14 @@ struct Config {
   int rank = 4;
   bool gpu = false;
   int iters = 10;
+  int error_steps = 0;  // > 0: only the per-step errors of that many compressed steps
+  bool error_feedback = true;
   FILE* json = nullptr;
 };
 
 struct Result {
   double plain_us = 0, psgd_us = 0, rel_error = 0;
+  std::vector<double> step_errors;  // --error-steps
   size_t wire_bytes = 0, f32_bytes = 0;
   gcommPowerSgdStats_t stats{};
 };
@@ -110,8 +118,43 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Res
     }
     return median(t);
   };
+  // ||reduced - input|| / ||input|| over every gradient (every rank gave the same input).
+  auto relative_error = [&] {
+    double num = 0, den = 0;
+    std::vector<float> got;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      got.resize(sizes[k]);
+      if (c.gpu) check_cuda(cudaMemcpy(got.data(), mem[k], sizes[k] * 4, cudaMemcpyDeviceToHost), "copy back");
+      else std::memcpy(got.data(), mem[k], sizes[k] * 4);
+      for (size_t e = 0; e < sizes[k]; ++e) {
+        double d = got[e] - host[k][e];
+        num += d * d;
+        den += static_cast<double>(host[k][e]) * host[k][e];
+      }
+    }
+    return std::sqrt(num / den);
+  };
   gcommReducerConfig_t rc = GCOMM_REDUCER_CONFIG_INITIALIZER;
   rc.rebuild_buckets = 0;
+  gcommPowerSgdConfig_t pc = GCOMM_POWERSGD_CONFIG_INITIALIZER;
+  pc.rank = c.rank;
+  pc.start_iter = 0;
+  pc.error_feedback = c.error_feedback ? 1 : 0;
+  if (c.error_steps > 0) {
+    gcommReducer_t r = nullptr;
+    check(gcommReducerCreate(comm, grads.data(), grads.size(), &rc, &r), "create");
+    check(gcommReducerEnablePowerSgd(r, rows.data(), &pc), "enable PowerSGD");
+    for (int s = 0; s < c.error_steps; ++s) {
+      time_steps(r, 1);
+      double e = relative_error();
+      if (rank == 0) out.step_errors.push_back(e);
+    }
+    check(gcommReducerDestroy(r), "destroy");
+    for (void* p : mem) c.gpu ? (void)cudaFree(p) : std::free(p);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+    if (rank == 0 && !out.step_errors.empty()) out.rel_error = out.step_errors.front();
+    return;
+  }
   gcommReducer_t plain = nullptr;
   check(gcommReducerCreate(comm, grads.data(), grads.size(), &rc, &plain), "create");
   double plain_us = time_steps(plain, c.iters);
@@ -121,24 +164,10 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Res
 
   gcommReducer_t r = nullptr;
   check(gcommReducerCreate(comm, grads.data(), grads.size(), &rc, &r), "create");
-  gcommPowerSgdConfig_t pc = GCOMM_POWERSGD_CONFIG_INITIALIZER;
-  pc.rank = c.rank;
-  pc.start_iter = 0;
   check(gcommReducerEnablePowerSgd(r, rows.data(), &pc), "enable PowerSGD");
   // First compressed step: the approximation error of rank r on these values.
   time_steps(r, 1);
-  double num = 0, den = 0;
-  std::vector<float> got;
-  for (size_t k = 0; k < sizes.size(); ++k) {
-    got.resize(sizes[k]);
-    if (c.gpu) check_cuda(cudaMemcpy(got.data(), mem[k], sizes[k] * 4, cudaMemcpyDeviceToHost), "copy back");
-    else std::memcpy(got.data(), mem[k], sizes[k] * 4);
-    for (size_t e = 0; e < sizes[k]; ++e) {
-      double d = got[e] - host[k][e];
-      num += d * d;
-      den += static_cast<double>(host[k][e]) * host[k][e];
-    }
-  }
+  const double first_error = relative_error();
   double psgd_us = time_steps(r, c.iters);
   gcommReducerStats_t rs{};
   check(gcommReducerGetStats(r, &rs), "stats");
@@ -149,7 +178,7 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Res
   if (rank == 0) {
     out.plain_us = plain_us;
     out.psgd_us = psgd_us;
-    out.rel_error = std::sqrt(num / den);
+    out.rel_error = first_error;
     out.wire_bytes = rs.wire_bytes_per_step + out.stats.bytes_last_step;
     out.f32_bytes = ps.grad_bytes;
   }
@@ -166,7 +195,23 @@ Result run(const Config& c) {
   return results[0];
 }
 
+void report_errors(const Config& c, const Result& r) {
+  std::printf("%-12s ranks %d r %d %s error feedback %s: relative error per compressed step:", c.set.c_str(), c.ranks,
+              c.rank, c.gpu ? "gpu" : "host", c.error_feedback ? "on" : "off");
+  for (double e : r.step_errors) std::printf(" %.5f", e);
+  std::printf("\n");
+  if (c.json != nullptr) {
+    std::fprintf(c.json, "{\"bench\": \"powersgd_error_steps\", \"set\": \"%s\", \"ranks\": %d, \"rank\": %d, "
+                 "\"device\": \"%s\", \"error_feedback\": %d, \"errors\": [", c.set.c_str(), c.ranks, c.rank,
+                 c.gpu ? "gpu" : "host", c.error_feedback ? 1 : 0);
+    for (size_t i = 0; i < r.step_errors.size(); ++i) std::fprintf(c.json, "%s%.6f", i ? ", " : "", r.step_errors[i]);
+    std::fprintf(c.json, "]}\n");
+    std::fflush(c.json);
+  }
+}
+
 void report(const Config& c, const Result& r, bool header) {
+  if (c.error_steps > 0) return report_errors(c, r);
   if (header)
     std::printf("%-12s %5s %4s %4s %10s %10s %9s %11s %9s %9s\n", "set", "ranks", "r", "dev", "plain_us", "psgd_us",
                 "matrices", "wire_MiB", "ratio", "rel_err");
@@ -210,12 +255,14 @@ int main(int argc, char** argv) {
       else if (a == "--rank") base.rank = std::stoi(next());
       else if (a == "--device") base.gpu = next() == "gpu";
       else if (a == "--iters") base.iters = std::stoi(next());
+      else if (a == "--error-steps") base.error_steps = std::stoi(next());
+      else if (a == "--no-error-feedback") base.error_feedback = false;
       else if (a == "-J") base.json = std::fopen(next().c_str(), "w");
       else throw std::invalid_argument("unknown argument " + a);
     } catch (const std::exception& e) {
       std::fprintf(stderr,
                    "%s\nusage: gradcomm-powersgd-bench [--set resnet50|gpt2_medium] [--ranks N] [--rank R] "
-                   "[--device host|gpu] [--iters N] [-J FILE]\n",
+                   "[--device host|gpu] [--iters N] [--error-steps K [--no-error-feedback]] [-J FILE]\n",
                    e.what());
       return 2;
     }

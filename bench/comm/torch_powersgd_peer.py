@@ -9,7 +9,15 @@ error feedback, warm start) on the same gradient sets and the same values
   ratio            f32 all-reduce bytes / bytes the hook sends (compressed P and Q + the rest)
 
 Run on the GPU machine: python3 bench/comm/torch_powersgd_peer.py
+
+  --error-steps K [--no-error-feedback] [--device cpu] [--set resnet50]
+      instead: the relative error of each of the first K compressed steps on the
+      same gradients (warm start), for gradcomm-powersgd-bench --error-steps K.
+      With warm start Q converges to the gradients' top subspace, so after a step
+      or two the error no longer depends on the random first Q (which differs
+      between the two). --device cpu runs the hook on gloo (no GPU needed).
 """
+import argparse
 import json
 import os
 import sys
@@ -25,11 +33,14 @@ from torch_kernels_peer import ROWS, SETS, timed  # noqa: E402
 RANK = 4
 
 
+DEVICE = "cuda"
+
+
 def lowrank_values(tensor, rows, cols):
-    """lowrank_value() of grad_sets.hpp for a whole rows x cols tensor, on the GPU."""
-    i = torch.arange(rows, device="cuda", dtype=torch.int64).unsqueeze(1)
-    j = torch.arange(cols, device="cuda", dtype=torch.int64).unsqueeze(0)
-    v = torch.zeros(rows, cols, device="cuda")
+    """lowrank_value() of grad_sets.hpp for a whole rows x cols tensor."""
+    i = torch.arange(rows, device=DEVICE, dtype=torch.int64).unsqueeze(1)
+    j = torch.arange(cols, device=DEVICE, dtype=torch.int64).unsqueeze(0)
+    v = torch.zeros(rows, cols, device=DEVICE)
     for c in range(1, 5):
         v += torch.sin(0.37 * c * (i + 1 + tensor).float()) * torch.cos(0.23 * c * (j + 1).float()) / c
     mask = 0xFFFFFFFF
@@ -44,7 +55,7 @@ class Params(torch.nn.Module):
     def __init__(self, sizes, rows):
         super().__init__()
         shapes = [(r, n // r) if r else (n,) for n, r in zip(sizes, rows)]
-        self.ps = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(s, device="cuda")) for s in shapes])
+        self.ps = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(s, device=DEVICE)) for s in shapes])
         self.targets = []
         for k, (n, r) in enumerate(zip(sizes, rows)):
             g = lowrank_values(k, r if r else 1, n // r if r else n)
@@ -54,23 +65,45 @@ class Params(torch.nn.Module):
         return sum((p * t).sum() for p, t in zip(self.ps, self.targets)) * x.sum()
 
 
-def main():
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29563")
-    dist.init_process_group("nccl", rank=0, world_size=1)
-    torch.cuda.set_device(0)
+def relative_error(model):
+    num = sum(((p.grad.double() - t.double()) ** 2).sum().item() for p, t in zip(model.ps, model.targets))
+    den = sum((t.double() ** 2).sum().item() for t in model.targets)
+    return (num / den) ** 0.5
+
+
+def make(name, error_feedback, start_iter):
+    sizes, rows = SETS[name], ROWS[name]
+    model = Params(sizes, rows)
+    ddp = DDP(model, device_ids=[0] if DEVICE == "cuda" else None, bucket_cap_mb=25)
+    state = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=RANK, start_powerSGD_iter=start_iter,
+                               min_compression_rate=2, use_error_feedback=error_feedback, warm_start=True)
+    ddp.register_comm_hook(state, psgd.powerSGD_hook)
+    one = torch.ones(1, device=DEVICE)
+
+    def step():
+        ddp.zero_grad(set_to_none=False)
+        ddp(one).backward()
+
+    return model, ddp, step, one
+
+
+def error_steps(args):
+    # start_powerSGD_iter must be >= 2 in torch; the steps before it are plain all-reduces.
+    model, ddp, step, _ = make(args.set, not args.no_error_feedback, 2)
+    step(); step()
+    errors = []
+    for _ in range(args.error_steps):
+        step()
+        errors.append(relative_error(model))
+    print(json.dumps({"peer": "torch_powersgd", "bench": "powersgd_error_steps", "torch": torch.__version__,
+                      "set": args.set, "rank": RANK, "world": 1, "device": DEVICE,
+                      "error_feedback": 0 if args.no_error_feedback else 1, "errors": errors}), flush=True)
+
+
+def timing(args):
     for name in ("resnet50", "gpt2_medium"):
         sizes, rows = SETS[name], ROWS[name]
-        model = Params(sizes, rows)
-        ddp = DDP(model, device_ids=[0], bucket_cap_mb=25)
-        state = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=RANK, start_powerSGD_iter=2,
-                                   min_compression_rate=2, use_error_feedback=True, warm_start=True)
-        ddp.register_comm_hook(state, psgd.powerSGD_hook)
-        one = torch.ones(1, device="cuda")
-
-        def step():
-            ddp.zero_grad(set_to_none=False)
-            ddp(one).backward()
+        model, ddp, step, one = make(name, True, 2)
 
         def step_no_sync():
             with ddp.no_sync():
@@ -80,8 +113,7 @@ def main():
         step(); step()  # start_powerSGD_iter = 2: plain all-reduces
         step()          # the first compressed step
         torch.cuda.synchronize()
-        num = sum(((p.grad - t) ** 2).sum().item() for p, t in zip(model.ps, model.targets))
-        den = sum((t ** 2).sum().item() for t in model.targets)
+        err = relative_error(model)
         full = 4 * sum(sizes)
         sent = 0
         for n, r in zip(sizes, rows):
@@ -92,10 +124,46 @@ def main():
         print(json.dumps({
             "peer": "torch_powersgd", "torch": torch.__version__, "set": name, "rank": RANK, "world": 1,
             "step_us": synced, "no_sync_step_us": local, "hook_us": synced - local,
-            "relative_error": (num / den) ** 0.5, "ratio": full / sent,
+            "relative_error": err, "ratio": full / sent,
         }), flush=True)
         del ddp, model
         torch.cuda.empty_cache()
+
+
+def main():
+    global DEVICE
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--error-steps", type=int, default=0)
+    parser.add_argument("--no-error-feedback", action="store_true")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--set", default="resnet50", choices=sorted(SETS))
+    args = parser.parse_args()
+    DEVICE = args.device
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29563")
+    if DEVICE == "cuda":
+        dist.init_process_group("nccl", rank=0, world_size=1)
+    else:
+        dist.init_process_group("gloo", rank=0, world_size=1)
+        # The hook deadlocks on gloo (its future callbacks wait on further
+        # all-reduces from gloo's own worker threads). With one rank every
+        # all-reduce is the identity: give the hook that, completed at once; its
+        # own math is untouched.
+        class Done:
+            def __init__(self, tensor):
+                self.fut = torch.futures.Future()
+                self.fut.set_result([tensor])
+
+            def get_future(self):
+                return self.fut
+
+        psgd.dist.all_reduce = lambda tensor, group=None, async_op=False: Done(tensor)
+    if DEVICE == "cuda":
+        torch.cuda.set_device(0)
+    if args.error_steps > 0:
+        error_steps(args)
+    else:
+        timing(args)
     dist.destroy_process_group()
 
 
