@@ -96,6 +96,17 @@ void throw_if_any_failed(const std::vector<RankReport>& reports, int my_rank) {
        failed.front(), ": ", first.message);
 }
 
+RendezvousOptions rendezvous_options(const LaunchConfig& launch) {
+  RendezvousOptions options;
+  options.master_addr = launch.master_addr;
+  options.master_port = launch.master_port;
+  options.job_key = launch.job_key;
+  options.rank = launch.rank;
+  options.world_size = launch.world_size;
+  options.timeout_s = launch.timeout_s;
+  return options;
+}
+
 void agree_on_transport(Bootstrap& boot, const std::string& mine) {
   auto all = boot.store().gather("transport", std::vector<uint8_t>(mine.begin(), mine.end()), boot.deadline());
   for (size_t q = 0; q < all.size(); ++q) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/bootstrap/launch_env.hpp"
 #include "comm/bootstrap/store_client.hpp"
 #include "comm/bootstrap/store_server.hpp"
 #include "gradcomm/gradcomm.h"
@@ -24,6 +25,9 @@ struct RendezvousOptions {
   double timeout_s = 300;       // the whole init: connecting, meeting, what the caller does next
   double hello_timeout_s = 30;  // rank 0's store drops connections silent for this long
 };
+
+// The rendezvous of the rank that `launch` describes.
+RendezvousOptions rendezvous_options(const LaunchConfig& launch);
 
 // Whether a rank can take part ("" message when it can).
 struct RankReport {

@@ -38,14 +38,7 @@ std::unique_ptr<Transport> make_nccl_transport_from_store(const LaunchConfig& la
     }
   }
 
-  RendezvousOptions options;
-  options.master_addr = launch.master_addr;
-  options.master_port = launch.master_port;
-  options.job_key = launch.job_key;
-  options.rank = launch.rank;
-  options.world_size = launch.world_size;
-  options.timeout_s = launch.timeout_s;
-  auto boot = std::make_unique<Bootstrap>(options);
+  auto boot = std::make_unique<Bootstrap>(rendezvous_options(launch));
   std::vector<RankReport> reports = boot->meet(mine);
   // Every rank has every report: all fail alike, with no need to tell each other.
   if (mine.status != gcommSuccess)

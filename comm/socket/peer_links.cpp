@@ -4,7 +4,9 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "comm/socket/little_endian.hpp"
 #include "common/error.hpp"
@@ -15,8 +17,10 @@ using namespace bootstrap;
 
 namespace {
 
-constexpr uint32_t kPhaseMagic = 0x50534347;  // "GCSP"
-constexpr size_t kHeaderBytes = 40;
+constexpr uint32_t kPhaseMagic = 0x50534347;   // "GCSP"
+constexpr uint32_t kFailureMagic = 0x46534347;  // "GCSF": a failure notice; the payload is the reason
+constexpr size_t kHeaderBytes = PeerLinks::kHeaderBytes;
+constexpr size_t kMaxReasonBytes = 2048;
 
 void encode(const PhaseTag& t, uint64_t payload, uint8_t* h) {
   put_u32(h, kPhaseMagic);
@@ -57,14 +61,6 @@ std::string rank_list(const std::vector<int>& ranks) {
   return s;
 }
 
-// Progress of one peer's two messages within a phase.
-struct Flow {
-  uint8_t out_header[kHeaderBytes];
-  uint8_t in_header[kHeaderBytes];
-  size_t out_done = 0, out_total = 0;  // header + payload
-  size_t in_done = 0, in_total = 0;
-  bool header_checked = false;
-};
 
 // Fills up to two iovecs with what is left of [header | payload] from `done` on.
 int remaining(uint8_t* header, void* payload, size_t payload_bytes, size_t done, iovec* v) {
@@ -75,13 +71,78 @@ int remaining(uint8_t* header, void* payload, size_t payload_bytes, size_t done,
   return n;
 }
 
+// The reason of a failure notice whose header is at `h`: the part of its payload
+// already read (`have` bytes at `early`), then the rest, read with a short deadline.
+std::string read_reason(const Socket& s, const uint8_t* h, const void* early, size_t have) {
+  size_t n = std::min<size_t>(get_u64(h + 32), kMaxReasonBytes);
+  std::string reason = have > 0 ? std::string(static_cast<const char*>(early), std::min(have, n)) : std::string();
+  if (reason.size() < n) {
+    std::string rest(n - reason.size(), '\0');
+    std::string error;
+    if (recv_exact(s, rest.data(), rest.size(), deadline_after(1.0), error) == IoResult::kOk) reason += rest;
+  }
+  return reason;
+}
+
 }  // namespace
 
-PeerLinks::PeerLinks(std::vector<Socket> peers, int rank) : peers_(std::move(peers)), rank_(rank) {}
+PeerLinks::PeerLinks(std::vector<Socket> peers, int rank)
+    : peers_(std::move(peers)), flows_(peers_.size()), rank_(rank) {}
 
 void PeerLinks::abort() noexcept {
   aborted_.store(true);
   close_all();
+}
+
+void PeerLinks::fail_all(const std::string& reason) noexcept {
+  if (!aborted_.load()) {
+    const std::string text = reason.substr(0, kMaxReasonBytes);
+    std::vector<uint8_t> notice(kHeaderBytes + text.size(), 0);
+    put_u32(notice.data(), kFailureMagic);
+    put_u64(notice.data() + 32, text.size());
+    std::memcpy(notice.data() + kHeaderBytes, text.data(), text.size());
+    const Deadline until = deadline_after(1.0);
+    for (size_t q = 0; q < peers_.size(); ++q) {
+      if (!peers_[q].valid()) continue;
+      Flow& f = flows_[q];
+      // Inside a message the peer would read the notice as data: finish the
+      // message first (a live peer in this phase is reading it).
+      while (f.out_done > 0 && f.out_done < f.out_total) {
+        iovec v[2];
+        int nv = remaining(f.out_header, const_cast<void*>(f.out), f.out_total - kHeaderBytes, f.out_done, v);
+        msghdr m{};
+        m.msg_iov = v;
+        m.msg_iovlen = static_cast<size_t>(nv);
+        ssize_t sent = ::sendmsg(peers_[q].fd(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (sent > 0) {
+          f.out_done += static_cast<size_t>(sent);
+          continue;
+        }
+        if (sent < 0 && errno == EINTR) continue;
+        pollfd p{peers_[q].fd(), POLLOUT, 0};
+        if (sent == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) || ::poll(&p, 1, poll_ms_until(until)) <= 0) break;
+      }
+      if (f.out_done > 0 && f.out_done < f.out_total) continue;
+      (void)::send(peers_[q].fd(), notice.data(), notice.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+  }
+  close_all();
+}
+
+// A peer's connection ended. If it said why first (a failure notice waiting at a
+// message boundary of its stream), that is the message; else how it ended.
+void PeerLinks::peer_gone(int q, const std::string& how, const std::string& what) {
+  if (aborted_.load()) fail(gcommAborted, what, ": rank ", rank_, "'s communicator was aborted");
+  const Flow& f = flows_[q];
+  if (f.in_done == 0 || f.in_done >= f.in_total) {
+    uint8_t h[kHeaderBytes];
+    ssize_t got = ::recv(peers_[q].fd(), h, sizeof(h), MSG_DONTWAIT | MSG_PEEK);
+    if (got == static_cast<ssize_t>(sizeof(h)) && get_u32(h) == kFailureMagic) {
+      (void)::recv(peers_[q].fd(), h, sizeof(h), MSG_DONTWAIT);
+      fail(gcommRemoteError, what, ": rank ", q, " failed: ", read_reason(peers_[q], h, nullptr, 0));
+    }
+  }
+  fail(gcommRemoteError, what, ": rank ", q, " ", how, " (it exited, aborted or failed: its own error says why)");
 }
 
 void PeerLinks::close_all() noexcept {
@@ -92,22 +153,20 @@ void PeerLinks::close_all() noexcept {
 void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& tag, Deadline deadline,
                           const std::string& what) {
   const int n = size();
-  std::vector<Flow> flows(n);
+  std::vector<Flow>& flows = flows_;
   for (int q = 0; q < n; ++q) {
+    flows[q] = Flow{};
     if (q == rank_) continue;
     const PeerTransfer& t = transfers[q];
     Flow& f = flows[q];
     if (t.sends) {
       encode(tag, t.out_bytes, f.out_header);
       f.out_total = kHeaderBytes + t.out_bytes;
+      f.out = t.out;
     }
     if (t.receives) f.in_total = kHeaderBytes + t.in_bytes;
   }
-  auto closed = [&](int q, const std::string& how) {
-    if (aborted_.load()) fail(gcommAborted, what, ": rank ", rank_, "'s communicator was aborted");
-    fail(gcommRemoteError, what, ": rank ", q, " ", how,
-         " (it exited, aborted or failed: its own error says why)");
-  };
+  auto closed = [&](int q, const std::string& how) { peer_gone(q, how, what); };
   std::vector<pollfd> fds;
   std::vector<int> who;
   for (;;) {
@@ -164,6 +223,9 @@ void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& 
         f.in_done += static_cast<size_t>(got);
         if (!f.header_checked && f.in_done >= kHeaderBytes) {
           f.header_checked = true;
+          if (get_u32(f.in_header) == kFailureMagic)
+            fail(gcommRemoteError, what, ": rank ", q, " failed: ",
+                 read_reason(peers_[q], f.in_header, t.in, f.in_done - kHeaderBytes));
           std::string why = mismatch(f.in_header, tag, t.in_bytes, q, rank_);
           if (!why.empty()) fail(gcommInvalidArgument, what, ": ", why);
         }

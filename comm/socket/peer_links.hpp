@@ -54,12 +54,31 @@ class PeerLinks {
   // Shuts every connection down: peers blocked on this rank fail at once, and
   // so does a phase in progress here. Safe from any thread.
   void abort() noexcept;
-  // Like abort(), after a failure of this rank's own (not reported as an abort).
-  void close_all() noexcept;
+  // After a failure of this rank's own (from the thread that runs the phases):
+  // finishes the messages it was in the middle of sending (for at most a
+  // second in all), tells every peer why (a failure notice, best effort), then
+  // shuts every connection down. A peer then fails naming the root cause ("rank 0 failed: ... rank 1
+  // closed its connection") instead of only "rank 0 closed its connection".
+  void fail_all(const std::string& reason) noexcept;
   bool aborted() const { return aborted_.load(); }
 
+  static constexpr size_t kHeaderBytes = 40;
+
  private:
+  // Progress of one peer's two messages in the current phase.
+  struct Flow {
+    uint8_t out_header[kHeaderBytes];
+    uint8_t in_header[kHeaderBytes];
+    size_t out_done = 0, out_total = 0;  // header + payload
+    const void* out = nullptr;            // the payload
+    size_t in_done = 0, in_total = 0;
+    bool header_checked = false;
+  };
+  [[noreturn]] void peer_gone(int q, const std::string& how, const std::string& what);
+  void close_all() noexcept;
+
   std::vector<bootstrap::Socket> peers_;
+  std::vector<Flow> flows_;
   int rank_;
   std::atomic<bool> aborted_{false};
 };

@@ -71,10 +71,11 @@ class SocketTransport final : public Transport {
       }
     } catch (const Error& e) {
       // The streams may hold half a message: nothing more can go through them.
-      // Closing them makes the peers fail now instead of at their timeout.
+      // Closing them (after telling the peers why) makes the peers fail now,
+      // naming the cause, instead of at their timeout.
       broken_ = e.message();
       failed_.store(true);
-      links_.close_all();
+      links_.fail_all(e.message());
       throw;
     }
   }
@@ -249,14 +250,7 @@ class SocketTransport final : public Transport {
 }  // namespace
 
 std::unique_ptr<Transport> make_socket_transport_from_store(const LaunchConfig& launch) {
-  RendezvousOptions options;
-  options.master_addr = launch.master_addr;
-  options.master_port = launch.master_port;
-  options.job_key = launch.job_key;
-  options.rank = launch.rank;
-  options.world_size = launch.world_size;
-  options.timeout_s = launch.timeout_s;
-  auto boot = std::make_unique<Bootstrap>(options);
+  auto boot = std::make_unique<Bootstrap>(rendezvous_options(launch));
   throw_if_any_failed(boot->meet(RankReport{}), launch.rank);
   try {
     agree_on_transport(*boot, "socket");

@@ -20,6 +20,7 @@
 
 #include "gradcomm/gradcomm.h"
 #include "support/gpu.hpp"
+#include "support/free_port.hpp"
 
 namespace {
 
@@ -31,19 +32,6 @@ gcommComm_t sentinel() {
   return reinterpret_cast<gcommComm_t>(static_cast<uintptr_t>(0x5e17));
 }
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
 
 // Sets variables for one test and restores the previous values (tests run on one thread).
 class ScopedEnv {
@@ -158,7 +146,7 @@ TEST(CommInitApi, EnvironmentErrorsNameTheVariable) {
 
 TEST(CommInitApi, ARankThatNeverComesIsNamedWithinTheTimeout) {
   gcommCommConfig_t c = world_of_one();
-  int port = free_port();
+  int port = gradcomm::test::free_tcp_port();
   c.world_size = 3;
   c.master_addr = "127.0.0.1";
   c.master_port = port;
@@ -240,7 +228,7 @@ TEST(CommInitApi, TwoRanksOfOneProcessMeetThroughTheCApi) {
     GTEST_SKIP()
         << "checks the rendezvous and the no-GPU answer; with a GPU, two NCCL ranks of one process would "
            "share it (the multi-process tests cover GPUs)";
-  int port = free_port();
+  int port = gradcomm::test::free_tcp_port();
   std::vector<std::string> errors(2);
   std::vector<gcommStatus_t> status(2);
   std::vector<std::thread> threads;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/device.hpp"
+#include "support/free_port.hpp"
 
 extern char** environ;
 
@@ -36,21 +37,6 @@ bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-// A TCP port that was free a moment ago (the store sets SO_REUSEADDR).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
 
 // The parent's environment without any launcher's variables (the CI may itself
 // run under Slurm), plus `extra`.
@@ -160,7 +146,7 @@ Env torchrun(int rank, int world, int port, double timeout_s) {
 }
 
 TEST(Processes, FourRanksMeetExchangeValuesAndShutDown) {
-  int port = free_port();
+  int port = gradcomm::test::free_tcp_port();
   Job job;
   for (int r = 0; r < 4; ++r) job.spawn("store", torchrun(r, 4, port, 20));
   auto out = job.wait(30);
@@ -173,7 +159,7 @@ TEST(Processes, FourRanksMeetExchangeValuesAndShutDown) {
 }
 
 TEST(Processes, ARankNeverStartedIsNamedWithinTheTimeout) {
-  int port = free_port();
+  int port = gradcomm::test::free_tcp_port();
   Job job;
   for (int r : {0, 1, 3}) job.spawn("store", torchrun(r, 4, port, 1.5));
   auto out = job.wait(15);
@@ -187,7 +173,7 @@ TEST(Processes, ARankNeverStartedIsNamedWithinTheTimeout) {
 }
 
 TEST(Processes, ARankThatDiesAfterTheMeetingFailsTheOthersPromptly) {
-  int port = free_port();
+  int port = gradcomm::test::free_tcp_port();
   Job job;
   for (int r = 0; r < 3; ++r) {
     Env env = torchrun(r, 3, port, 30);
@@ -232,14 +218,14 @@ void expect_capi_outcome(const std::vector<Outcome>& out, int port) {
 }
 
 TEST(Processes, CApiInitFromTorchrunVariables) {
-  int port = free_port();
+  int port = gradcomm::test::free_tcp_port();
   Job job;
   for (int r = 0; r < 2; ++r) job.spawn("capi", torchrun(r, 2, port, 20));
   expect_capi_outcome(job.wait(60), port);
 }
 
 TEST(Processes, CApiInitFromOpenMpiVariables) {
-  int port = free_port();
+  int port = gradcomm::test::free_tcp_port();
   Job job;
   for (int r = 0; r < 2; ++r)
     job.spawn("capi", {{"OMPI_COMM_WORLD_RANK", std::to_string(r)},
@@ -252,7 +238,7 @@ TEST(Processes, CApiInitFromOpenMpiVariables) {
 }
 
 TEST(Processes, CApiInitFromSlurmVariables) {
-  int port = free_port();
+  int port = gradcomm::test::free_tcp_port();
   Job job;
   for (int r = 0; r < 2; ++r)
     job.spawn("capi", {{"SLURM_PROCID", std::to_string(r)},
@@ -265,7 +251,7 @@ TEST(Processes, CApiInitFromSlurmVariables) {
 }
 
 TEST(Processes, CApiInitNamesTheRankThatNeverStarted) {
-  int port = free_port();
+  int port = gradcomm::test::free_tcp_port();
   Job job;
   job.spawn("capi", torchrun(0, 2, port, 1));
   auto out = job.wait(15);
@@ -280,7 +266,7 @@ TEST(Processes, CApiInitNamesTheRankThatNeverStarted) {
 // ---- The socket transport: host ranks as separate processes ----
 
 TEST(Processes, HostRanksReduceAcrossProcessesOverTheSocketTransport) {
-  int port = free_port();
+  int port = gradcomm::test::free_tcp_port();
   Job job;
   for (int r = 0; r < 4; ++r) job.spawn("socket", torchrun(r, 4, port, 30));
   auto out = job.wait(60);
@@ -292,7 +278,8 @@ TEST(Processes, HostRanksReduceAcrossProcessesOverTheSocketTransport) {
 }
 
 // The survivors of a rank that dies fail within seconds (the timeout is 60 s),
-// name the rank, and still destroy everything they made.
+// name the rank, and still destroy everything they made. A survivor may first
+// hear of it from another survivor, whose failure notice names the dead rank.
 void expect_survivors_name(const std::vector<Outcome>& out, int dead, const std::string& failed_call) {
   EXPECT_EQ(out[dead].exit_code, 4) << out[dead].output;
   for (int r = 0; r < static_cast<int>(out.size()); ++r) {
@@ -310,7 +297,7 @@ void expect_survivors_name(const std::vector<Outcome>& out, int dead, const std:
 }
 
 TEST(Processes, ASocketRankThatDiesBetweenCollectivesFailsTheOthersPromptly) {
-  int port = free_port();
+  int port = gradcomm::test::free_tcp_port();
   Job job;
   for (int r = 0; r < 3; ++r) {
     Env env = torchrun(r, 3, port, 60);
@@ -321,7 +308,7 @@ TEST(Processes, ASocketRankThatDiesBetweenCollectivesFailsTheOthersPromptly) {
 }
 
 TEST(Processes, AReducerRankThatDiesBetweenStepsFailsTheOthersPromptly) {
-  int port = free_port();
+  int port = gradcomm::test::free_tcp_port();
   Job job;
   for (int r = 0; r < 3; ++r) {
     Env env = torchrun(r, 3, port, 60);
@@ -332,7 +319,7 @@ TEST(Processes, AReducerRankThatDiesBetweenStepsFailsTheOthersPromptly) {
 }
 
 TEST(Processes, AReducerRankThatDiesMidStepFailsTheOthersPromptly) {
-  int port = free_port();
+  int port = gradcomm::test::free_tcp_port();
   Job job;
   for (int r = 0; r < 3; ++r) {
     Env env = torchrun(r, 3, port, 60);
@@ -346,7 +333,7 @@ TEST(Processes, AReducerRankThatDiesMidStepFailsTheOthersPromptly) {
 }
 
 TEST(Processes, ReducerRanksAverageAcrossProcesses) {
-  int port = free_port();
+  int port = gradcomm::test::free_tcp_port();
   Job job;
   for (int r = 0; r < 3; ++r) job.spawn("reducer", torchrun(r, 3, port, 30));
   auto out = job.wait(60);

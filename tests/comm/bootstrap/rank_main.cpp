@@ -42,14 +42,7 @@ int store_rank() {
     gcommCommConfig_t c = GCOMM_COMM_CONFIG_INITIALIZER;
     c.device = gcommHostDevice();
     LaunchConfig lc = launch_from_env(c, process_environment());
-    RendezvousOptions o;
-    o.master_addr = lc.master_addr;
-    o.master_port = lc.master_port;
-    o.job_key = lc.job_key;
-    o.rank = lc.rank;
-    o.world_size = lc.world_size;
-    o.timeout_s = lc.timeout_s;
-    Bootstrap boot(o);
+    Bootstrap boot(rendezvous_options(lc));
     throw_if_any_failed(boot.meet(RankReport{}), lc.rank);
     if (std::getenv("GRADCOMM_TEST_DIE_AFTER_MEETING") != nullptr) _exit(3);
     StoreClient& store = boot.store();
@@ -99,21 +92,24 @@ int report(gcommStatus_t s, const std::string& message, gcommReducer_t reducer, 
   return s == gcommSuccess && clean ? 0 : 1;
 }
 
-gcommComm_t host_comm(gcommStatus_t& s) {
+// This process's rank of a host (socket transport) job, from the environment.
+gcommComm_t host_comm(gcommStatus_t& s, int& rank, int& size) {
   gcommCommConfig_t c = GCOMM_COMM_CONFIG_INITIALIZER;
   c.device = gcommHostDevice();
   gcommComm_t comm = nullptr;
   s = gcommCommInitFromEnv(&c, &comm);
+  if (s == gcommSuccess) {
+    gcommCommRank(comm, &rank);
+    gcommCommSize(comm, &size);
+  }
   return comm;
 }
 
 int socket_rank() {
   gcommStatus_t s;
-  gcommComm_t comm = host_comm(s);
-  if (s != gcommSuccess) return report(s, gcommGetLastError(), nullptr, nullptr);
   int rank = 0, size = 0;
-  gcommCommRank(comm, &rank);
-  gcommCommSize(comm, &size);
+  gcommComm_t comm = host_comm(s, rank, size);
+  if (s != gcommSuccess) return report(s, gcommGetLastError(), nullptr, nullptr);
   const int die_at = env_int("GRADCOMM_TEST_DIE_AT", -1);
   std::vector<float> x(100003);
   for (int k = 1; k <= 20; ++k) {
@@ -131,11 +127,9 @@ int socket_rank() {
 
 int reducer_rank() {
   gcommStatus_t s;
-  gcommComm_t comm = host_comm(s);
-  if (s != gcommSuccess) return report(s, gcommGetLastError(), nullptr, nullptr);
   int rank = 0, size = 0;
-  gcommCommRank(comm, &rank);
-  gcommCommSize(comm, &size);
+  gcommComm_t comm = host_comm(s, rank, size);
+  if (s != gcommSuccess) return report(s, gcommGetLastError(), nullptr, nullptr);
   const size_t counts[] = {3000, 17, 70000, 1, 5000};
   std::vector<std::vector<float>> grads;
   std::vector<gcommTensor_t> tensors;

@@ -4,32 +4,14 @@
 // would (the multi-process tests in tests/comm/bootstrap/ cover those).
 #pragma once
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "../local/ranks.hpp"
+#include "support/free_port.hpp"
 
 namespace gradcomm::test {
-
-// A TCP port that was free a moment ago (the store sets SO_REUSEADDR).
-inline int free_tcp_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
 
 inline gcommCommConfig_t socket_config(int rank, int n, int port, double timeout_s, const char* job_key) {
   gcommCommConfig_t c = GCOMM_COMM_CONFIG_INITIALIZER;
