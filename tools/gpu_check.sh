@@ -170,6 +170,12 @@ if want powersgd && [ -x "$pbench" ]; then
   { echo "### gradcomm-powersgd-bench (defaults)"; timeout 400 "$pbench" -J "$benchdir/powersgd.jsonl"; } >>"$out/perf.txt" 2>&1
   note "powersgd bench: exit $? ($(wc -l <"$benchdir/powersgd.jsonl" 2>/dev/null || echo 0) rows)"
 fi
+# Its two products against cuBLAS (per matrix, and grouped), on the same matrices.
+cbench=$build/bench/comm/gradcomm-powersgd-cublas-bench
+if want powersgd && [ -x "$cbench" ]; then
+  { echo "### gradcomm-powersgd-cublas-bench"; timeout 300 "$cbench" -J "$benchdir/powersgd_cublas.jsonl"; } >>"$out/perf.txt" 2>&1
+  note "powersgd cuBLAS comparison: exit $? ($(wc -l <"$benchdir/powersgd_cublas.jsonl" 2>/dev/null || echo 0) rows)"
+fi
 
 # --- nccl-tests' all_reduce_perf against gradcomm-perf, same sizes -------------------
 # .nccl-tests/build/all_reduce_perf is built on the development machine from the
