@@ -22,7 +22,9 @@ constexpr uint32_t kFailureMagic = 0x46534347;  // "GCSF": a failure notice; the
 constexpr size_t kHeaderBytes = PeerLinks::kHeaderBytes;
 constexpr size_t kMaxReasonBytes = 2048;
 
-void encode(const PhaseTag& t, uint64_t payload, uint8_t* h) {
+}  // namespace
+
+void encode_phase_header(const PhaseTag& t, uint64_t payload, uint8_t* h) {
   put_u32(h, kPhaseMagic);
   put_u32(h + 4, t.phase);
   put_u64(h + 8, t.seq);
@@ -35,9 +37,32 @@ void encode(const PhaseTag& t, uint64_t payload, uint8_t* h) {
   put_u64(h + 32, payload);
 }
 
-// "" when the peer's header belongs to the same phase of the same collective.
-std::string mismatch(const uint8_t* h, const PhaseTag& mine, uint64_t expected_payload, int peer, int me) {
-  if (get_u32(h) != kPhaseMagic) return cat("rank ", peer, " sent bytes that are not a socket-transport header");
+std::vector<uint8_t> encode_failure_notice(const std::string& reason) {
+  const std::string text = reason.substr(0, kMaxReasonBytes);
+  std::vector<uint8_t> notice(kHeaderBytes + text.size(), 0);
+  put_u32(notice.data(), kFailureMagic);
+  put_u64(notice.data() + 32, text.size());
+  std::memcpy(notice.data() + kHeaderBytes, text.data(), text.size());
+  return notice;
+}
+
+namespace {
+
+// gcommSuccess when the peer's header belongs to the same phase of the same
+// collective; else gcommInvalidArgument (ranks called different collectives: the
+// caller's mistake) or gcommRemoteError (bytes that are not this protocol, or a
+// peer out of step), with `why` set.
+gcommStatus_t check_header(const uint8_t* h, const PhaseTag& mine, uint64_t expected_payload, int peer, int me,
+                           std::string& why) {
+  if (get_u32(h) != kPhaseMagic) {
+    why = cat("rank ", peer, " sent bytes that are not a socket-transport message (a foreign or corrupted stream)");
+    return gcommRemoteError;
+  }
+  // The enum fields are compared as bytes and turned into enums only when valid.
+  if (h[16] > static_cast<uint8_t>(Collective::kBarrier) || h[17] >= gcommNumDataTypes || h[18] >= gcommNumRedOps) {
+    why = cat("rank ", peer, " sent a header with an unknown collective, dtype or operator (a corrupted stream?)");
+    return gcommRemoteError;
+  }
   PhaseTag theirs;
   theirs.phase = get_u32(h + 4);
   theirs.seq = get_u64(h + 8);
@@ -46,13 +71,17 @@ std::string mismatch(const uint8_t* h, const PhaseTag& mine, uint64_t expected_p
   theirs.sig.redop = static_cast<gcommRedOp_t>(h[18]);
   theirs.sig.root = static_cast<int>(get_u32(h + 20));
   theirs.sig.count = get_u64(h + 24);
-  if (!(theirs.sig == mine.sig) || theirs.seq != mine.seq)
-    return cat("ranks called different collectives: rank ", me, " called ", describe(mine.sig), " as collective #",
-               mine.seq, ", rank ", peer, " called ", describe(theirs.sig), " as collective #", theirs.seq);
-  if (theirs.phase != mine.phase || get_u64(h + 32) != expected_payload)
-    return cat("rank ", peer, " is out of step (phase ", theirs.phase, " with ", get_u64(h + 32),
-               " bytes; expected phase ", mine.phase, " with ", expected_payload, ")");
-  return "";
+  if (!(theirs.sig == mine.sig) || theirs.seq != mine.seq) {
+    why = cat("ranks called different collectives: rank ", me, " called ", describe(mine.sig), " as collective #",
+              mine.seq, ", rank ", peer, " called ", describe(theirs.sig), " as collective #", theirs.seq);
+    return gcommInvalidArgument;
+  }
+  if (theirs.phase != mine.phase || get_u64(h + 32) != expected_payload) {
+    why = cat("rank ", peer, " is out of step (phase ", theirs.phase, " with ", get_u64(h + 32),
+              " bytes; expected phase ", mine.phase, " with ", expected_payload, ")");
+    return gcommRemoteError;
+  }
+  return gcommSuccess;
 }
 
 std::string rank_list(const std::vector<int>& ranks) {
@@ -96,11 +125,7 @@ void PeerLinks::abort() noexcept {
 
 void PeerLinks::fail_all(const std::string& reason) noexcept {
   if (!aborted_.load()) {
-    const std::string text = reason.substr(0, kMaxReasonBytes);
-    std::vector<uint8_t> notice(kHeaderBytes + text.size(), 0);
-    put_u32(notice.data(), kFailureMagic);
-    put_u64(notice.data() + 32, text.size());
-    std::memcpy(notice.data() + kHeaderBytes, text.data(), text.size());
+    const std::vector<uint8_t> notice = encode_failure_notice(reason);
     const Deadline until = deadline_after(1.0);
     for (size_t q = 0; q < peers_.size(); ++q) {
       if (!peers_[q].valid()) continue;
@@ -160,7 +185,7 @@ void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& 
     const PeerTransfer& t = transfers[q];
     Flow& f = flows[q];
     if (t.sends) {
-      encode(tag, t.out_bytes, f.out_header);
+      encode_phase_header(tag, t.out_bytes, f.out_header);
       f.out_total = kHeaderBytes + t.out_bytes;
       f.out = t.out;
     }
@@ -226,8 +251,9 @@ void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& 
           if (get_u32(f.in_header) == kFailureMagic)
             fail(gcommRemoteError, what, ": rank ", q, " failed: ",
                  read_reason(peers_[q], f.in_header, t.in, f.in_done - kHeaderBytes));
-          std::string why = mismatch(f.in_header, tag, t.in_bytes, q, rank_);
-          if (!why.empty()) fail(gcommInvalidArgument, what, ": ", why);
+          std::string why;
+          gcommStatus_t st = check_header(f.in_header, tag, t.in_bytes, q, rank_, why);
+          if (st != gcommSuccess) fail(st, what, ": ", why);
         }
       }
       while (f.out_done < f.out_total) {

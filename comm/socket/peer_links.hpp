@@ -36,6 +36,11 @@ struct PhaseTag {
   uint32_t phase = 0;
 };
 
+// The wire format, for tests and fuzzers that play a peer: the 40-byte header of
+// a phase message, and a failure notice (header + reason).
+void encode_phase_header(const PhaseTag& tag, uint64_t payload_bytes, uint8_t* out);
+std::vector<uint8_t> encode_failure_notice(const std::string& reason);
+
 class PeerLinks {
  public:
   PeerLinks(std::vector<bootstrap::Socket> peers, int rank);

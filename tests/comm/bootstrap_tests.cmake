@@ -28,3 +28,8 @@ gradcomm_add_test(gradcomm_comm_socket_tests
   SOURCES socket/collectives_test.cpp socket/failure_test.cpp
   LIBS gradcomm::gradcomm
   LABELS comm)
+# The socket transport's phase engine alone, over socketpairs (internal API).
+gradcomm_add_test(gradcomm_socket_links_tests
+  SOURCES socket/peer_links_test.cpp
+  LIBS gradcomm_comm
+  LABELS comm)

@@ -1,0 +1,256 @@
+// The socket transport's phase engine alone, over socketpairs: the test plays
+// rank 1 by writing raw bytes, so every way a peer's stream can go wrong is
+// reached on purpose: bytes that are not the protocol, unknown enum values, a
+// different collective, a peer out of step, a connection closed mid-message,
+// silence until the deadline, a failure notice, an abort from another thread.
+#include "comm/socket/peer_links.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "common/error.hpp"
+
+namespace gradcomm::comm::sock {
+namespace {
+
+using bootstrap::Deadline;
+using bootstrap::Socket;
+using bootstrap::deadline_after;
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Rank 0's links with a socketpair to rank 1; `peer` is the test's end (blocking).
+struct Rank0 {
+  std::unique_ptr<PeerLinks> links;
+  int peer = -1;
+  Rank0() {
+    int fds[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+    std::vector<Socket> peers(2);
+    peers[1] = Socket(fds[0]);
+    links = std::make_unique<PeerLinks>(std::move(peers), 0);
+    peer = fds[1];
+  }
+  ~Rank0() {
+    if (peer >= 0) ::close(peer);
+  }
+  void write(const void* data, size_t n) { ASSERT_EQ(::send(peer, data, n, MSG_NOSIGNAL), static_cast<ssize_t>(n)); }
+  void write(const std::vector<uint8_t>& v) { write(v.data(), v.size()); }
+};
+
+PhaseTag all_reduce_tag(size_t count) {
+  PhaseTag t;
+  t.sig = CallSignature{Collective::kAllReduce, count, gcommFloat32, gcommSum, 0};
+  t.seq = 7;
+  t.phase = 0;
+  return t;
+}
+
+std::vector<uint8_t> header(const PhaseTag& t, uint64_t payload) {
+  std::vector<uint8_t> h(PeerLinks::kHeaderBytes);
+  encode_phase_header(t, payload, h.data());
+  return h;
+}
+
+// Runs one phase on rank 0 that receives `bytes` from rank 1 (and sends nothing);
+// returns the status and message it ends with.
+std::pair<gcommStatus_t, std::string> receive(Rank0& r, const PhaseTag& tag, size_t bytes, double seconds = 5) {
+  std::vector<char> in(bytes + 1);
+  std::vector<PeerTransfer> t(2);
+  t[1].in = in.data();
+  t[1].in_bytes = bytes;
+  t[1].receives = true;
+  try {
+    r.links->run_phase(t, tag, deadline_after(seconds), "all-reduce #7 (test)");
+  } catch (const Error& e) {
+    return {e.status(), e.message()};
+  }
+  return {gcommSuccess, std::string(in.data(), bytes)};
+}
+
+TEST(PeerLinks, TwoRanksExchangeAPhaseBothWays) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
+  std::vector<Socket> a(2), b(2);
+  a[1] = Socket(fds[0]);
+  b[0] = Socket(fds[1]);
+  PeerLinks rank0(std::move(a), 0), rank1(std::move(b), 1);
+  // More than the socket buffers hold, so both sides must read while they write.
+  const size_t n = size_t{4} << 20;
+  std::vector<char> out0(n, 'a'), out1(n, 'b'), in0(n), in1(n);
+  const PhaseTag tag = all_reduce_tag(n / 4);
+  std::thread peer([&] {
+    std::vector<PeerTransfer> t(2);
+    t[0] = PeerTransfer{out1.data(), n, true, in1.data(), n, true};
+    rank1.run_phase(t, tag, deadline_after(10), "test");
+  });
+  std::vector<PeerTransfer> t(2);
+  t[1] = PeerTransfer{out0.data(), n, true, in0.data(), n, true};
+  rank0.run_phase(t, tag, deadline_after(10), "test");
+  peer.join();
+  EXPECT_EQ(in0, out1);
+  EXPECT_EQ(in1, out0);
+}
+
+TEST(PeerLinks, BytesThatAreNotTheProtocolAreARemoteError) {
+  Rank0 r;
+  std::vector<uint8_t> junk(64, 0xAB);
+  r.write(junk);
+  auto [status, message] = receive(r, all_reduce_tag(4), 16);
+  EXPECT_EQ(status, gcommRemoteError);
+  EXPECT_TRUE(contains(message, "rank 1 sent bytes that are not a socket-transport message")) << message;
+}
+
+TEST(PeerLinks, UnknownEnumValuesAreARemoteError) {
+  Rank0 r;
+  std::vector<uint8_t> h = header(all_reduce_tag(4), 16);
+  h[17] = 200;  // dtype
+  r.write(h);
+  auto [status, message] = receive(r, all_reduce_tag(4), 16);
+  EXPECT_EQ(status, gcommRemoteError);
+  EXPECT_TRUE(contains(message, "unknown collective, dtype or operator")) << message;
+}
+
+TEST(PeerLinks, ADifferentCollectiveIsNamedWithBothCalls) {
+  Rank0 r;
+  PhaseTag theirs = all_reduce_tag(8);
+  theirs.sig.op = Collective::kAllGather;
+  r.write(header(theirs, 32));
+  auto [status, message] = receive(r, all_reduce_tag(4), 16);
+  EXPECT_EQ(status, gcommInvalidArgument);
+  EXPECT_TRUE(contains(message, "ranks called different collectives: rank 0 called all-reduce(count 4, f32, sum) "
+                                "as collective #7, rank 1 called all-gather(count 8, f32) as collective #7"))
+      << message;
+}
+
+TEST(PeerLinks, APeerOutOfStepIsARemoteError) {
+  Rank0 r;
+  PhaseTag theirs = all_reduce_tag(4);
+  theirs.phase = 1;
+  r.write(header(theirs, 16));
+  auto [status, message] = receive(r, all_reduce_tag(4), 16);
+  EXPECT_EQ(status, gcommRemoteError);
+  EXPECT_TRUE(contains(message, "rank 1 is out of step (phase 1 with 16 bytes; expected phase 0 with 16)")) << message;
+}
+
+TEST(PeerLinks, AConnectionClosedMidMessageNamesThePeer) {
+  Rank0 r;
+  r.write(header(all_reduce_tag(4), 16));
+  r.write("12345678", 8);
+  ::close(r.peer);
+  r.peer = -1;
+  auto [status, message] = receive(r, all_reduce_tag(4), 16);
+  EXPECT_EQ(status, gcommRemoteError);
+  EXPECT_TRUE(contains(message, "all-reduce #7 (test): rank 1 closed its connection")) << message;
+}
+
+TEST(PeerLinks, SilenceEndsAtTheDeadlineNamingThePeer) {
+  Rank0 r;
+  auto start = std::chrono::steady_clock::now();
+  auto [status, message] = receive(r, all_reduce_tag(4), 16, 0.1);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(status, gcommTimeout);
+  EXPECT_TRUE(contains(message, "waiting for data from rank 1")) << message;
+  EXPECT_GE(seconds, 0.09);
+  EXPECT_LT(seconds, 2.0);
+}
+
+TEST(PeerLinks, AFailureNoticeBringsThePeersReason) {
+  Rank0 r;
+  r.write(encode_failure_notice("all-reduce #7: rank 2 closed its connection"));
+  ::close(r.peer);
+  r.peer = -1;
+  auto [status, message] = receive(r, all_reduce_tag(4), 16);
+  EXPECT_EQ(status, gcommRemoteError);
+  EXPECT_TRUE(contains(message, "rank 1 failed: all-reduce #7: rank 2 closed its connection")) << message;
+}
+
+TEST(PeerLinks, AFailureNoticeIsReadWhenOnlySendingToThePeer) {
+  // Rank 0 only sends in this phase; rank 1 left with a notice. The send fails and
+  // the notice waiting in the stream says why.
+  Rank0 r;
+  r.write(encode_failure_notice("it ran out of memory"));
+  ::shutdown(r.peer, SHUT_RD);
+  std::vector<char> out(size_t{8} << 20, 'x');
+  std::vector<PeerTransfer> t(2);
+  t[1] = PeerTransfer{out.data(), out.size(), true, nullptr, 0, false};
+  gcommStatus_t status = gcommSuccess;
+  std::string message;
+  try {
+    r.links->run_phase(t, all_reduce_tag(4), deadline_after(0.5), "all-reduce #7 (test)");
+  } catch (const Error& e) {
+    status = e.status();
+    message = e.message();
+  }
+  // Whether the kernel reports the reader's shutdown (a broken connection) or the
+  // deadline passes first, the phase ends; when the connection breaks, the
+  // notice is what the message says.
+  ASSERT_NE(status, gcommSuccess);
+  if (status == gcommRemoteError) EXPECT_TRUE(contains(message, "rank 1 failed: it ran out of memory")) << message;
+  else EXPECT_EQ(status, gcommTimeout) << message;
+}
+
+TEST(PeerLinks, AbortFromAnotherThreadEndsAPhase) {
+  Rank0 r;
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    r.links->abort();
+  });
+  auto [status, message] = receive(r, all_reduce_tag(4), 16, 30);
+  aborter.join();
+  EXPECT_EQ(status, gcommAborted);
+  EXPECT_TRUE(contains(message, "rank 0's communicator was aborted")) << message;
+}
+
+TEST(PeerLinks, FailAllFinishesTheMessageInFlightThenSendsTheNotice) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
+  std::vector<Socket> a(2), b(2);
+  a[1] = Socket(fds[0]);
+  b[0] = Socket(fds[1]);
+  PeerLinks rank0(std::move(a), 0), rank1(std::move(b), 1);
+  // Rank 0 sends more than the socket holds and expects a reply that never
+  // comes: its phase times out mid-message; fail_all completes the message and
+  // tells rank 1, which was reading it.
+  const size_t n = size_t{4} << 20;
+  std::vector<char> out(n, 'z'), in(n), reply(16);
+  const PhaseTag tag = all_reduce_tag(n / 4);
+  std::thread first([&] {
+    std::vector<PeerTransfer> t(2);
+    t[1] = PeerTransfer{out.data(), n, true, reply.data(), reply.size(), true};
+    try {
+      rank0.run_phase(t, tag, deadline_after(0.2), "test");
+    } catch (const Error& e) {
+      rank0.fail_all(e.message());
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // rank 0 is past its deadline
+  std::vector<PeerTransfer> t(2);
+  t[0] = PeerTransfer{nullptr, 0, false, in.data(), n, true};
+  rank1.run_phase(t, tag, deadline_after(5), "test");  // the whole message arrives
+  EXPECT_EQ(in, out);
+  PhaseTag next = tag;
+  next.phase = 1;
+  std::vector<PeerTransfer> t2(2);
+  t2[0] = PeerTransfer{nullptr, 0, false, in.data(), 16, true};
+  try {
+    rank1.run_phase(t2, next, deadline_after(5), "next");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), gcommRemoteError);
+    EXPECT_TRUE(contains(e.message(), "rank 0 failed: test did not complete within the timeout on rank 0")) << e.message();
+  }
+  first.join();
+}
+
+}  // namespace
+}  // namespace gradcomm::comm::sock
