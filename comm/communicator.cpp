@@ -64,7 +64,8 @@ void Communicator::validate(const CollectiveArgs& a) const {
   }
   if (needs_recv) {
     require(a.recv != nullptr, "recvbuf is NULL but count is ", a.count);
-    check_buffer(a.recv, device(), "recvbuf");
+    // In place, the send check has answered already (one driver query fewer).
+    if (!(needs_send && a.recv == a.send)) check_buffer(a.recv, device(), "recvbuf");
   }
 }
 
@@ -107,7 +108,7 @@ void Communicator::collective(CollectiveArgs a) {
   }
   validate(a);
   a.seq = next_seq_++;
-  std::string what = cat(collective_name(a.op), " #", a.seq, " of ", a.count * dtype_size(a.dtype), " bytes");
+  const size_t bytes = a.count * dtype_size(a.dtype);
   std::optional<DeviceGuard> guard;
   if (is_cuda(device())) guard.emplace(device());
   try {
@@ -115,7 +116,8 @@ void Communicator::collective(CollectiveArgs a) {
   } catch (const Error& e) {
     // Argument mismatches between ranks leave the communicator usable; anything
     // else (timeout, abort, a peer's failure, CUDA/NCCL errors) fails it.
-    if (e.status() != gcommInvalidArgument) record_failure(e.status(), cat(what, ": ", e.message()));
+    if (e.status() != gcommInvalidArgument)
+      record_failure(e.status(), cat(call_name(a.op, a.seq, bytes), ": ", e.message()));
     throw;
   }
   if (!is_cuda(device())) return;
@@ -127,7 +129,7 @@ void Communicator::collective(CollectiveArgs a) {
   // timeout is noticed, and waking it per call cost tight loops of small
   // collectives tens of microseconds.
   std::lock_guard<std::mutex> lock(mutex_);
-  pending_.push_back(Pending{event, deadline, what});
+  pending_.push_back(Pending{event, deadline, a.op, a.seq, bytes});
 }
 
 void Communicator::watchdog_loop() {
@@ -146,7 +148,7 @@ void Communicator::watchdog_loop() {
       if (q == cudaErrorNotReady) break;
       if (q != cudaSuccess) {
         (void)cudaGetLastError();
-        std::string msg = cat(pending_.front().what, ": ", cudaGetErrorName(q), " (", cudaGetErrorString(q), ")");
+        std::string msg = cat(pending_.front().what(), ": ", cudaGetErrorName(q), " (", cudaGetErrorString(q), ")");
         lock.unlock();
         record_failure(gcommCudaError, msg);
         transport_->abort();
@@ -161,7 +163,7 @@ void Communicator::watchdog_loop() {
     lock.lock();
     bool late = !pending_.empty() && std::chrono::steady_clock::now() > pending_.front().deadline && failure_ == gcommSuccess;
     if (async != gcommSuccess || late) {
-      std::string msg = late ? cat(pending_.front().what, " did not complete within ", timeout_s_,
+      std::string msg = late ? cat(pending_.front().what(), " did not complete within ", timeout_s_,
                                    " s; the communicator was aborted")
                              : async_message;
       lock.unlock();
@@ -201,7 +203,7 @@ void Communicator::synchronize() {
   }
   // The watchdog turns an overdue collective into a failure; report it as such here too.
   if (!pending_.empty()) {
-    std::string what = pending_.front().what;
+    std::string what = pending_.front().what();
     lock.unlock();
     fail(gcommTimeout, what, " did not complete within ", timeout_s_, " s");
   }

@@ -50,7 +50,10 @@ class Communicator {
   struct Pending {
     void* event;  // cudaEvent_t
     std::chrono::steady_clock::time_point deadline;
-    std::string what;
+    Collective op;  // with seq and bytes: the call's name, formatted only for a message
+    uint64_t seq;
+    size_t bytes;
+    std::string what() const { return call_name(op, seq, bytes); }
   };
   void validate(const CollectiveArgs& a) const;
   void record_failure(gcommStatus_t status, const std::string& message) noexcept;

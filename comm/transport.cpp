@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "common/dtype.hpp"
+#include "common/error.hpp"
 
 namespace gradcomm::comm {
 
@@ -16,6 +17,10 @@ const char* collective_name(Collective op) noexcept {
     case Collective::kBarrier: return "barrier";
   }
   return "?";
+}
+
+std::string call_name(Collective op, uint64_t seq, size_t bytes) {
+  return cat(collective_name(op), " #", seq, " of ", bytes, " bytes");
 }
 
 std::string describe(const CallSignature& s) {

@@ -43,6 +43,10 @@ struct CallSignature {
 };
 std::string describe(const CallSignature& s);
 
+// "all-reduce #7 of 4096 bytes": names a call in messages. Formatted only when a
+// message needs it (a string per call costs a visible share of a small collective).
+std::string call_name(Collective op, uint64_t seq, size_t bytes);
+
 // A transport is driven by one thread at a time (its rank's thread).
 class Transport {
  public:

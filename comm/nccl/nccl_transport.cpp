@@ -33,9 +33,11 @@ ncclRedOp_t nccl_op(gcommRedOp_t op) {
 
 // A call on a non-blocking communicator may return ncclInProgress: the work is
 // being enqueued; wait for it (bounded) like any other NCCL call's completion.
-void check_call(ncclComm_t comm, ncclResult_t r, const char* expr, const std::string& what) {
+// The call's name is formatted only on this slow path.
+void check_call(ncclComm_t comm, ncclResult_t r, const char* expr, const CollectiveArgs& a) {
   if (r == ncclInProgress) {
-    wait_nccl_ready(comm, std::chrono::steady_clock::now() + std::chrono::seconds(60), what);
+    wait_nccl_ready(comm, std::chrono::steady_clock::now() + std::chrono::seconds(60),
+                    cat(collective_name(a.op), " #", a.seq));
     return;
   }
   if (r != ncclSuccess) throw_nccl_error(r, expr, __FILE__, __LINE__);
@@ -83,38 +85,36 @@ NcclTransport::~NcclTransport() {
 void NcclTransport::run(const CollectiveArgs& a) {
   require(!aborted_, "the NCCL communicator was aborted");
   auto stream = reinterpret_cast<cudaStream_t>(a.stream);
-  std::string what = cat(collective_name(a.op), " #", a.seq);
   ncclDataType_t t = nccl_type(a.dtype);
   try {
-    enqueue(a, t, stream, what);
+    enqueue(a, t, stream);
   } catch (const Error&) {
     abort();  // a failed or stuck NCCL call leaves the communicator unusable
     throw;
   }
 }
 
-void NcclTransport::enqueue(const CollectiveArgs& a, ncclDataType_t t, cudaStream_t stream, const std::string& what) {
+void NcclTransport::enqueue(const CollectiveArgs& a, ncclDataType_t t, cudaStream_t stream) {
   switch (a.op) {
     case Collective::kAllReduce:
-      check_call(comm_, ncclAllReduce(a.send, a.recv, a.count, t, nccl_op(a.redop), comm_, stream), "ncclAllReduce", what);
+      check_call(comm_, ncclAllReduce(a.send, a.recv, a.count, t, nccl_op(a.redop), comm_, stream), "ncclAllReduce", a);
       break;
     case Collective::kBroadcast:
-      check_call(comm_, ncclBroadcast(a.send, a.recv, a.count, t, a.root, comm_, stream), "ncclBroadcast", what);
+      check_call(comm_, ncclBroadcast(a.send, a.recv, a.count, t, a.root, comm_, stream), "ncclBroadcast", a);
       break;
     case Collective::kReduce:
-      check_call(comm_, ncclReduce(a.send, a.recv, a.count, t, nccl_op(a.redop), a.root, comm_, stream), "ncclReduce",
-                 what);
+      check_call(comm_, ncclReduce(a.send, a.recv, a.count, t, nccl_op(a.redop), a.root, comm_, stream), "ncclReduce", a);
       break;
     case Collective::kAllGather:
-      check_call(comm_, ncclAllGather(a.send, a.recv, a.count, t, comm_, stream), "ncclAllGather", what);
+      check_call(comm_, ncclAllGather(a.send, a.recv, a.count, t, comm_, stream), "ncclAllGather", a);
       break;
     case Collective::kReduceScatter:
       check_call(comm_, ncclReduceScatter(a.send, a.recv, a.count, t, nccl_op(a.redop), comm_, stream),
-                 "ncclReduceScatter", what);
+                 "ncclReduceScatter", a);
       break;
     case Collective::kBarrier:
       check_call(comm_, ncclAllReduce(barrier_buffer_, barrier_buffer_, 1, ncclFloat32, ncclSum, comm_, stream),
-                 "ncclAllReduce (barrier)", what);
+                 "ncclAllReduce (barrier)", a);
       break;
   }
 }

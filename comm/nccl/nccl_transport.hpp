@@ -34,7 +34,7 @@ class NcclTransport final : public Transport {
   void abort() noexcept override;
 
  private:
-  void enqueue(const CollectiveArgs& a, ncclDataType_t type, cudaStream_t stream, const std::string& what);
+  void enqueue(const CollectiveArgs& a, ncclDataType_t type, cudaStream_t stream);
 
   ncclComm_t comm_;
   bool owned_;
