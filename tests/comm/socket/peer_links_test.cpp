@@ -77,13 +77,24 @@ std::pair<gcommStatus_t, std::string> receive(Rank0& r, const PhaseTag& tag, siz
   return {gcommSuccess, std::string(in.data(), bytes)};
 }
 
+// Ranks 0 and 1 of a world of two, linked by a socketpair.
+struct LinkedPair {
+  std::unique_ptr<PeerLinks> rank0, rank1;
+  LinkedPair() {
+    int fds[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
+    std::vector<Socket> a(2), b(2);
+    a[1] = Socket(fds[0]);
+    b[0] = Socket(fds[1]);
+    rank0 = std::make_unique<PeerLinks>(std::move(a), 0);
+    rank1 = std::make_unique<PeerLinks>(std::move(b), 1);
+  }
+};
+
 TEST(PeerLinks, TwoRanksExchangeAPhaseBothWays) {
-  int fds[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
-  std::vector<Socket> a(2), b(2);
-  a[1] = Socket(fds[0]);
-  b[0] = Socket(fds[1]);
-  PeerLinks rank0(std::move(a), 0), rank1(std::move(b), 1);
+  LinkedPair pair;
+  PeerLinks& rank0 = *pair.rank0;
+  PeerLinks& rank1 = *pair.rank1;
   // More than the socket buffers hold, so both sides must read while they write.
   const size_t n = size_t{4} << 20;
   std::vector<char> out0(n, 'a'), out1(n, 'b'), in0(n), in1(n);
@@ -212,12 +223,9 @@ TEST(PeerLinks, AbortFromAnotherThreadEndsAPhase) {
 }
 
 TEST(PeerLinks, FailAllFinishesTheMessageInFlightThenSendsTheNotice) {
-  int fds[2];
-  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
-  std::vector<Socket> a(2), b(2);
-  a[1] = Socket(fds[0]);
-  b[0] = Socket(fds[1]);
-  PeerLinks rank0(std::move(a), 0), rank1(std::move(b), 1);
+  LinkedPair pair;
+  PeerLinks& rank0 = *pair.rank0;
+  PeerLinks& rank1 = *pair.rank1;
   // Rank 0 sends more than the socket holds and expects a reply that never
   // comes: its phase times out mid-message; fail_all completes the message and
   // tells rank 1, which was reading it.
