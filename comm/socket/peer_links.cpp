@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "comm/bootstrap/store_state.hpp"
 #include "comm/socket/little_endian.hpp"
 #include "common/error.hpp"
 
@@ -84,13 +85,6 @@ gcommStatus_t check_header(const uint8_t* h, const PhaseTag& mine, uint64_t expe
   return gcommSuccess;
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s;
-}
-
-
 // Fills up to two iovecs with what is left of [header | payload] from `done` on.
 int remaining(uint8_t* header, void* payload, size_t payload_bytes, size_t done, iovec* v) {
   int n = 0;
@@ -132,22 +126,13 @@ void PeerLinks::fail_all(const std::string& reason) noexcept {
       Flow& f = flows_[q];
       // Inside a message the peer would read the notice as data: finish the
       // message first (a live peer in this phase is reading it).
-      while (f.out_done > 0 && f.out_done < f.out_total) {
-        iovec v[2];
-        int nv = remaining(f.out_header, const_cast<void*>(f.out), f.out_total - kHeaderBytes, f.out_done, v);
-        msghdr m{};
-        m.msg_iov = v;
-        m.msg_iovlen = static_cast<size_t>(nv);
-        ssize_t sent = ::sendmsg(peers_[q].fd(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (sent > 0) {
-          f.out_done += static_cast<size_t>(sent);
-          continue;
-        }
-        if (sent < 0 && errno == EINTR) continue;
+      while (f.mid_send()) {
+        ssize_t sent = send_more(static_cast<int>(q), MSG_DONTWAIT);
+        if (sent > 0 || (sent < 0 && errno == EINTR)) continue;
         pollfd p{peers_[q].fd(), POLLOUT, 0};
         if (sent == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) || ::poll(&p, 1, poll_ms_until(until)) <= 0) break;
       }
-      if (f.out_done > 0 && f.out_done < f.out_total) continue;
+      if (f.mid_send()) continue;
       (void)::send(peers_[q].fd(), notice.data(), notice.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     }
   }
@@ -168,6 +153,18 @@ void PeerLinks::peer_gone(int q, const std::string& how, const std::string& what
     }
   }
   fail(gcommRemoteError, what, ": rank ", q, " ", how, " (it exited, aborted or failed: its own error says why)");
+}
+
+ssize_t PeerLinks::send_more(int q, int flags) {
+  Flow& f = flows_[q];
+  iovec v[2];
+  int nv = remaining(f.out_header, const_cast<void*>(f.out), f.out_total - kHeaderBytes, f.out_done, v);
+  msghdr m{};
+  m.msg_iov = v;
+  m.msg_iovlen = static_cast<size_t>(nv);
+  ssize_t sent = ::sendmsg(peers_[q].fd(), &m, flags | MSG_NOSIGNAL);
+  if (sent > 0) f.out_done += static_cast<size_t>(sent);
+  return sent;
 }
 
 void PeerLinks::close_all() noexcept {
@@ -191,7 +188,6 @@ void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& 
     }
     if (t.receives) f.in_total = kHeaderBytes + t.in_bytes;
   }
-  auto closed = [&](int q, const std::string& how) { peer_gone(q, how, what); };
   std::vector<pollfd> fds;
   std::vector<int> who;
   for (;;) {
@@ -230,7 +226,7 @@ void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& 
       if (fds[i].revents == 0) continue;
       const int q = who[i];
       Flow& f = flows[q];
-      PeerTransfer& t = transfers[q];
+      const PeerTransfer& t = transfers[q];
       const int fd = fds[i].fd;
       while (f.in_done < f.in_total) {
         iovec v[2];
@@ -239,15 +235,15 @@ void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& 
         m.msg_iov = v;
         m.msg_iovlen = static_cast<size_t>(nv);
         ssize_t got = ::recvmsg(fd, &m, 0);
-        if (got == 0) closed(q, "closed its connection");
+        if (got == 0) peer_gone(q, "closed its connection", what);
         if (got < 0) {
           if (errno == EINTR) continue;
           if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-          closed(q, cat("broke its connection (", errno_text(errno), ")"));
+          peer_gone(q, cat("broke its connection (", errno_text(errno), ")"), what);
         }
+        const size_t before = f.in_done;
         f.in_done += static_cast<size_t>(got);
-        if (!f.header_checked && f.in_done >= kHeaderBytes) {
-          f.header_checked = true;
+        if (before < kHeaderBytes && f.in_done >= kHeaderBytes) {  // the header is complete: check it once
           if (get_u32(f.in_header) == kFailureMagic)
             fail(gcommRemoteError, what, ": rank ", q, " failed: ",
                  read_reason(peers_[q], f.in_header, t.in, f.in_done - kHeaderBytes));
@@ -257,18 +253,11 @@ void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& 
         }
       }
       while (f.out_done < f.out_total) {
-        iovec v[2];
-        int nv = remaining(f.out_header, const_cast<void*>(t.out), t.out_bytes, f.out_done, v);
-        msghdr m{};
-        m.msg_iov = v;
-        m.msg_iovlen = static_cast<size_t>(nv);
-        ssize_t sent = ::sendmsg(fd, &m, MSG_NOSIGNAL);
-        if (sent < 0) {
-          if (errno == EINTR) continue;
-          if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-          closed(q, cat("broke its connection (", errno_text(errno), ")"));
-        }
-        f.out_done += static_cast<size_t>(sent);
+        ssize_t sent = send_more(q, 0);
+        if (sent >= 0) continue;
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        peer_gone(q, cat("broke its connection (", errno_text(errno), ")"), what);
       }
     }
   }

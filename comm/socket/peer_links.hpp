@@ -77,8 +77,10 @@ class PeerLinks {
     size_t out_done = 0, out_total = 0;  // header + payload
     const void* out = nullptr;            // the payload
     size_t in_done = 0, in_total = 0;
-    bool header_checked = false;
+    bool mid_send() const { return out_done > 0 && out_done < out_total; }
   };
+  // One sendmsg of what is left of flow q's outgoing message; its result.
+  ssize_t send_more(int q, int flags);
   [[noreturn]] void peer_gone(int q, const std::string& how, const std::string& what);
   void close_all() noexcept;
 

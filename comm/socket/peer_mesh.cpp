@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "comm/bootstrap/store_state.hpp"
 #include "comm/bootstrap/wire.hpp"
 #include "comm/socket/little_endian.hpp"
 #include "common/error.hpp"
@@ -65,12 +66,6 @@ void parse_address(const std::vector<uint8_t>& bytes, int rank, std::string& hos
   if (host.empty() || port <= 0 || port > 65535)
     fail(gcommRemoteError, "rank ", rank, " published a malformed socket address '",
          std::string(bytes.begin(), bytes.end()), "'");
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s;
 }
 
 }  // namespace

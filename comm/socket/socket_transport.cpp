@@ -105,6 +105,19 @@ class SocketTransport final : public Transport {
     return std::max<size_t>(e / n() * n(), n());
   }
 
+  // fn(first, m) for consecutive pieces [first, first + m) of `count` elements,
+  // at most `step` each; once with m = 0 for an empty message, whose headers
+  // still keep the ranks in step.
+  template <class Fn>
+  static void for_each_piece(size_t count, size_t step, Fn&& fn) {
+    size_t first = 0;
+    do {
+      const size_t m = std::min(step, count - first);
+      fn(first, m);
+      first += m;
+    } while (first < count);
+  }
+
   char* scratch(size_t bytes) {
     if (scratch_.size() < bytes) scratch_.resize(bytes);
     return scratch_.data();
@@ -138,25 +151,21 @@ class SocketTransport final : public Transport {
   }
 
   void all_reduce(const CollectiveArgs& a, const std::string& what) {
-    const size_t es = dtype_size(a.dtype), step = piece_elems(a.dtype);
+    const size_t es = dtype_size(a.dtype);
     const char* send = static_cast<const char*>(a.send);
     char* recv = static_cast<char*>(a.recv);
-    size_t first = 0;
-    do {
-      Slices s(first, std::min(step, a.count - first), n());
+    for_each_piece(a.count, piece_elems(a.dtype), [&](size_t first, size_t m) {
+      Slices s(first, m, n());
       reduce_slices(a, send, s, recv + s.offset[me()] * es, what);
       gather_slices(recv, es, s, what);
-      first += std::min(step, a.count - first);
-    } while (first < a.count);
+    });
   }
 
   void reduce_scatter(const CollectiveArgs& a, const std::string& what) {
-    const size_t es = dtype_size(a.dtype), step = std::max<size_t>(kPieceBytes / es / n(), 1);
+    const size_t es = dtype_size(a.dtype);
     const char* send = static_cast<const char*>(a.send);
     char* recv = static_cast<char*>(a.recv);
-    size_t first = 0;
-    do {
-      const size_t m = std::min(step, a.count - first);
+    for_each_piece(a.count, std::max<size_t>(kPieceBytes / es / n(), 1), [&](size_t first, size_t m) {
       Slices s(0, 0, n());
       for (int q = 0; q < n(); ++q) {
         s.offset[q] = q * a.count + first;
@@ -164,41 +173,37 @@ class SocketTransport final : public Transport {
       }
       s.longest = m;
       reduce_slices(a, send, s, recv + first * es, what);
-      first += m;
-    } while (first < a.count);
+    });
   }
 
   void reduce(const CollectiveArgs& a, const std::string& what) {
-    const size_t es = dtype_size(a.dtype), step = piece_elems(a.dtype);
+    const size_t es = dtype_size(a.dtype);
     const char* send = static_cast<const char*>(a.send);
     char* recv = static_cast<char*>(a.recv);
     const bool root = me() == a.root;
-    std::vector<char> mine;  // a non-root rank's reduced slice, on its way to the root
-    size_t first = 0;
-    do {
-      Slices s(first, std::min(step, a.count - first), n());
-      if (!root) mine.resize(s.longest * es);
-      reduce_slices(a, send, s, root ? recv + s.offset[me()] * es : mine.data(), what);
+    for_each_piece(a.count, piece_elems(a.dtype), [&](size_t first, size_t m) {
+      Slices s(first, m, n());
+      // A non-root rank's reduced slice waits in reduced_ on its way to the root.
+      if (!root && reduced_.size() < s.longest * es) reduced_.resize(s.longest * es);
+      reduce_slices(a, send, s, root ? recv + s.offset[me()] * es : reduced_.data(), what);
       std::vector<PeerTransfer> t(n());
       for (int q = 0; q < n(); ++q) {
         if (q == me()) continue;
         if (root) t[q] = PeerTransfer{nullptr, 0, false, recv + s.offset[q] * es, s.length[q] * es, true};
-        else if (q == a.root) t[q] = PeerTransfer{mine.data(), s.length[me()] * es, true, nullptr, 0, false};
+        else if (q == a.root) t[q] = PeerTransfer{reduced_.data(), s.length[me()] * es, true, nullptr, 0, false};
       }
       phase(t, what);
-      first += std::min(step, a.count - first);
-    } while (first < a.count);
+    });
   }
 
   void broadcast(const CollectiveArgs& a, const std::string& what) {
-    const size_t es = dtype_size(a.dtype), step = piece_elems(a.dtype);
+    const size_t es = dtype_size(a.dtype);
     const bool root = me() == a.root;
     char* recv = static_cast<char*>(a.recv);
     const char* src = root ? static_cast<const char*>(a.send) : nullptr;
     if (root && recv != src && a.count > 0) std::memcpy(recv, src, a.count * es);
-    size_t first = 0;
-    do {
-      Slices s(first, std::min(step, a.count - first), n());
+    for_each_piece(a.count, piece_elems(a.dtype), [&](size_t first, size_t m) {
+      Slices s(first, m, n());
       // The root scatters the slices ...
       std::vector<PeerTransfer> t(n());
       for (int q = 0; q < n(); ++q) {
@@ -223,8 +228,7 @@ class SocketTransport final : public Transport {
         }
       }
       phase(g, what);
-      first += std::min(step, a.count - first);
-    } while (first < a.count);
+    });
   }
 
   void all_gather(const CollectiveArgs& a, const std::string& what) {
@@ -242,7 +246,8 @@ class SocketTransport final : public Transport {
   double timeout_s_;
   sock::PhaseTag tag_;
   Deadline deadline_{};
-  std::vector<char> scratch_;
+  std::vector<char> scratch_;  // the slices received for a reduction
+  std::vector<char> reduced_;  // reduce: this rank's reduced slice, for the root
   std::string broken_;  // why the streams cannot be used any more ("" while usable)
   std::atomic<bool> failed_{false};  // broken_ is set (readable from any thread)
 };

@@ -315,7 +315,7 @@ bool small_collective(gcommComm_t c, const std::vector<float>& mine, bool gather
   if (gpu) {
     cudaSetDevice(dev.ordinal);
     if (cudaMalloc(&send, (n + total) * sizeof(float)) != cudaSuccess) {
-      error = "cannot allocate 1 KiB on the GPU";
+      error = "cannot allocate " + std::to_string((n + total) * sizeof(float)) + " bytes on the GPU";
       return false;
     }
     recv = static_cast<float*>(send) + n;

@@ -279,10 +279,21 @@ TEST(Processes, CApiInitNamesTheRankThatNeverStarted) {
 
 // ---- The socket transport: host ranks as separate processes ----
 
+// Starts ranks 0..n-1 running `mode` under torchrun's variables; rank `special`
+// (if any) also gets `extra` (how and when it dies).
+void spawn_world(Job& job, const std::string& mode, int n, double timeout_s, int special = -1,
+                 const Env& extra = {}) {
+  const int port = gradcomm::test::free_tcp_port();
+  for (int r = 0; r < n; ++r) {
+    Env env = torchrun(r, n, port, timeout_s);
+    if (r == special) env.insert(extra.begin(), extra.end());
+    job.spawn(mode, env);
+  }
+}
+
 TEST(Processes, HostRanksReduceAcrossProcessesOverTheSocketTransport) {
-  int port = gradcomm::test::free_tcp_port();
   Job job;
-  for (int r = 0; r < 4; ++r) job.spawn("socket", torchrun(r, 4, port, 30));
+  spawn_world(job, "socket", 4, 30);
   auto out = job.wait(60);
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].output;
@@ -311,45 +322,27 @@ void expect_survivors_name(const std::vector<Outcome>& out, int dead, const std:
 }
 
 TEST(Processes, ASocketRankThatDiesBetweenCollectivesFailsTheOthersPromptly) {
-  int port = gradcomm::test::free_tcp_port();
   Job job;
-  for (int r = 0; r < 3; ++r) {
-    Env env = torchrun(r, 3, port, 60);
-    if (r == 1) env["GRADCOMM_TEST_DIE_AT"] = "5";
-    job.spawn("socket", env);
-  }
+  spawn_world(job, "socket", 3, 60, 1, {{"GRADCOMM_TEST_DIE_AT", "5"}});
   expect_survivors_name(job.wait(90), 1, "all-reduce #5");
 }
 
 TEST(Processes, AReducerRankThatDiesBetweenStepsFailsTheOthersPromptly) {
-  int port = gradcomm::test::free_tcp_port();
   Job job;
-  for (int r = 0; r < 3; ++r) {
-    Env env = torchrun(r, 3, port, 60);
-    if (r == 2) env["GRADCOMM_TEST_DIE_AT"] = "3";
-    job.spawn("reducer", env);
-  }
+  spawn_world(job, "reducer", 3, 60, 2, {{"GRADCOMM_TEST_DIE_AT", "3"}});
   expect_survivors_name(job.wait(90), 2, "all-reduce #");
 }
 
 TEST(Processes, AReducerRankThatDiesMidStepFailsTheOthersPromptly) {
-  int port = gradcomm::test::free_tcp_port();
   Job job;
-  for (int r = 0; r < 3; ++r) {
-    Env env = torchrun(r, 3, port, 60);
-    if (r == 0) {
-      env["GRADCOMM_TEST_DIE_AT"] = "2";
-      env["GRADCOMM_TEST_DIE_AFTER_READY"] = "3";  // after some of the step's buckets went out
-    }
-    job.spawn("reducer", env);
-  }
+  // Rank 0 dies after marking 3 gradients of step 2 ready: some buckets already went out.
+  spawn_world(job, "reducer", 3, 60, 0, {{"GRADCOMM_TEST_DIE_AT", "2"}, {"GRADCOMM_TEST_DIE_AFTER_READY", "3"}});
   expect_survivors_name(job.wait(90), 0, "all-reduce #");
 }
 
 TEST(Processes, ReducerRanksAverageAcrossProcesses) {
-  int port = gradcomm::test::free_tcp_port();
   Job job;
-  for (int r = 0; r < 3; ++r) job.spawn("reducer", torchrun(r, 3, port, 30));
+  spawn_world(job, "reducer", 3, 30);
   auto out = job.wait(60);
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].output;

@@ -43,6 +43,11 @@ struct Rank0 {
   ~Rank0() {
     if (peer >= 0) ::close(peer);
   }
+  // Rank 1 goes away: its end of the pair closes.
+  void hang_up() {
+    ::close(peer);
+    peer = -1;
+  }
   void write(const void* data, size_t n) { ASSERT_EQ(::send(peer, data, n, MSG_NOSIGNAL), static_cast<ssize_t>(n)); }
   void write(const std::vector<uint8_t>& v) { write(v.data(), v.size()); }
 };
@@ -157,8 +162,7 @@ TEST(PeerLinks, AConnectionClosedMidMessageNamesThePeer) {
   Rank0 r;
   r.write(header(all_reduce_tag(4), 16));
   r.write("12345678", 8);
-  ::close(r.peer);
-  r.peer = -1;
+  r.hang_up();
   auto [status, message] = receive(r, all_reduce_tag(4), 16);
   EXPECT_EQ(status, gcommRemoteError);
   EXPECT_TRUE(contains(message, "all-reduce #7 (test): rank 1 closed its connection")) << message;
@@ -178,8 +182,7 @@ TEST(PeerLinks, SilenceEndsAtTheDeadlineNamingThePeer) {
 TEST(PeerLinks, AFailureNoticeBringsThePeersReason) {
   Rank0 r;
   r.write(encode_failure_notice("all-reduce #7: rank 2 closed its connection"));
-  ::close(r.peer);
-  r.peer = -1;
+  r.hang_up();
   auto [status, message] = receive(r, all_reduce_tag(4), 16);
   EXPECT_EQ(status, gcommRemoteError);
   EXPECT_TRUE(contains(message, "rank 1 failed: all-reduce #7: rank 2 closed its connection")) << message;
