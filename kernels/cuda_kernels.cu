@@ -24,7 +24,12 @@ namespace gradcomm::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kVec = 8;  // elements per vector access: 16 bytes of f16/bf16, 2 x 16 of f32
+// Elements per thread per loop pass: 32 bytes of f16/bf16, 64 of f32, loaded as
+// 16-byte vectors all issued before any is used. At 8 (one 32-byte f32 load in
+// flight per thread) the in-place unscale reached 85-87% of the H100's copy
+// bandwidth (bench/results/2026-11-22-h100-89c61a9); 16 doubles the bytes in
+// flight. Not yet measured on a GPU.
+constexpr int kVec = 16;
 constexpr int kMaxTensors = 900;
 constexpr unsigned kMaxBlocks = 65535;
 

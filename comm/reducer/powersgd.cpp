@@ -171,7 +171,8 @@ void PowerSgd::begin_step(const float* one) {
   }
 }
 
-void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads, Communicator& comm, bool average) {
+void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads, Communicator& comm, bool average,
+                          const kp::DecompressOutput& out) {
   const std::vector<size_t>& ks = bucket_slots_[bucket];
   if (ks.empty()) return;
   auto all_reduce = [&](float* buf, size_t count, gcommRedOp_t op) {
@@ -186,11 +187,15 @@ void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads
     comm.collective(a);
   };
   if (!step_compressed_) {
-    // Warm-up: the whole gradient, averaged by the transport.
+    // Warm-up: the whole gradient, averaged by the transport, then unscaled and checked.
+    std::vector<gcommTensor_t> whole;
     for (size_t k : ks) {
       const gcommTensor_t& g = grads[slots_[k].grad];
       all_reduce(static_cast<float*>(g.data), g.count, average ? gcommAvg : gcommSum);
+      whole.push_back(g);
     }
+    kernels::unscale_and_check(whole.data(), whole.size(), out.out_scale != nullptr ? out.out_scale : one_,
+                               out.found_inf, target());
     return;
   }
   const int r = options_.rank;
@@ -218,19 +223,13 @@ void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads
   float* q = q_next_ + bucket_q_[bucket].first;
   size_t q_count = bucket_q_[bucket].second - bucket_q_[bucket].first;
   all_reduce(q, q_count, gcommSum);
-  kp::decompress(next.data(), n, r, average ? 1.0f / static_cast<float>(comm.size()) : 1.0f, flag_, t);
+  kp::decompress(next.data(), n, r, average ? 1.0f / static_cast<float>(comm.size()) : 1.0f, flag_, t, out);
   kp::commit(q_ + bucket_q_[bucket].first, q, q_count, flag_, t);
 }
 
 void PowerSgd::end_step() {
   if (step_compressed_) ++stats_.compressed_steps;
   ++step_;
-}
-
-std::vector<gcommTensor_t> PowerSgd::compressed_tensors(const std::vector<gcommTensor_t>& grads) const {
-  std::vector<gcommTensor_t> out;
-  for (const Slot& s : slots_) out.push_back(grads[s.grad]);
-  return out;
 }
 
 PowerSgdStats PowerSgd::stats() const { return stats_; }

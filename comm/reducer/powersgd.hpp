@@ -59,11 +59,12 @@ class PowerSgd {
   // Starts a synced step (clears the non-finite flag); `one` is a device 1.0f.
   void begin_step(const float* one);
   // The bucket's compressed gradients (those in `grads`, marked or zeroed by the
-  // caller), on the side stream.
-  void run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads, Communicator& comm, bool average);
+  // caller), on the side stream, ending with the reducer's epilogue for them:
+  // each gradient is left averaged, times *out.out_scale, with Inf/NaN flagged in
+  // *out.found_inf (fused into decompress; a separate pass before start_iter).
+  void run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads, Communicator& comm, bool average,
+                  const kernels::powersgd::DecompressOutput& out);
   void end_step();
-  // The compressed gradients, for the epilogue (unscale and check).
-  std::vector<gcommTensor_t> compressed_tensors(const std::vector<gcommTensor_t>& grads) const;
 
   const PowerSgdOptions& options() const { return options_; }
   PowerSgdStats stats() const;

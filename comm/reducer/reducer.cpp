@@ -125,8 +125,8 @@ Reducer::Reducer(Communicator& comm, const gcommTensor_t* grads, size_t n, const
   allocator_ = allocator != nullptr
                    ? std::move(allocator)
                    : memory::make_caching_allocator(device_, gcommMemoryDefault, memory::AllocatorOptions{});
-  flags_ = static_cast<float*>(allocator_->allocate(2 * sizeof(float), side_.stream()));
-  const float init[2] = {0.0f, 1.0f};
+  flags_ = static_cast<float*>(allocator_->allocate(3 * sizeof(float), side_.stream()));
+  const float init[3] = {0.0f, 1.0f, 0.0f};
   copy(flags_, init, sizeof init, device_, side_.stream(), cudaMemcpyHostToDevice);
   PlanOptions po;
   po.bucket_cap_bytes = options_.bucket_cap_bytes;
@@ -241,7 +241,15 @@ void Reducer::begin_step(bool sync) {
     bucket_streams_[b].clear();
   }
   ready_order_.clear();
-  if (sync && psgd_ != nullptr) or_fail([&] { psgd_->begin_step(flags_ + 1); });
+  if (sync)
+    or_fail([&] {
+      // Side-stream work of this step (the step flag, then the buckets) comes after
+      // the last finalize's epilogue on the caller's stream, which read the flag and
+      // updated the scale that this step's epilogues read.
+      side_.wait_for_marked();
+      zero(step_flag(), sizeof(float), device_, side_.stream());
+      if (psgd_ != nullptr) psgd_->begin_step(flags_ + 1);
+    });
   phase_ = sync ? Phase::kSynced : Phase::kAccumulating;
 }
 
@@ -273,7 +281,6 @@ void Reducer::launch_ready_buckets() {
 void Reducer::launch_bucket(size_t b) {
   const Bucket& bucket = plan_.buckets[b];
   void* wire = wire_at(b);
-  side_.wait_for_marked();  // the previous epilogue has read this buffer
   for (gcommStream_t s : bucket_streams_[b]) side_.wait_for(s);
   const float world = static_cast<float>(comm_.size());
   bool complete = remaining_[b] == 0;
@@ -314,8 +321,36 @@ void Reducer::launch_bucket(size_t b) {
   a.redop = options_.grad_as_bucket_view && options_.average ? gcommAvg : gcommSum;
   a.stream = side_.stream();
   comm_.collective(a);
-  if (psgd_ != nullptr) psgd_->run_bucket(b, grads_, comm_, options_.average);
+  if (psgd_ != nullptr)
+    psgd_->run_bucket(b, grads_, comm_, options_.average, kernels::powersgd::DecompressOutput{inv_scale(), step_flag()});
+  bucket_epilogue(b);
   ++stats_.buckets_launched;
+}
+
+// Bucket b's share of the epilogue, on the side stream right after its all-reduce,
+// so that it overlaps the later buckets' communication and finalize is left with
+// the last bucket's only: unpack (cast back, times 1/loss scale) or, with views,
+// unscale in place; Inf/NaN into the step flag. PowerSGD's gradients had theirs
+// in run_bucket (fused into decompress).
+void Reducer::bucket_epilogue(size_t b) {
+  const Bucket& bucket = plan_.buckets[b];
+  std::vector<gcommTensor_t> dst;
+  std::vector<size_t> offsets;
+  dst.reserve(bucket.entries.size());
+  offsets.reserve(bucket.entries.size());
+  for (const BucketEntry& e : bucket.entries) {
+    if (compressed(e.grad)) continue;
+    dst.push_back(grads_[e.grad]);
+    offsets.push_back(e.offset);
+  }
+  if (dst.empty()) return;
+  if (options_.grad_as_bucket_view) {
+    const float* s = inv_scale();
+    kernels::unscale_and_check(dst.data(), dst.size(), s != nullptr ? s : flags_ + 1, step_flag(), side_target());
+  } else {
+    kernels::unpack(wire_at(b), bucket.wire_dtype, offsets.data(), dst.data(), dst.size(), 1.0f, inv_scale(), false,
+                    step_flag(), side_target());
+  }
 }
 
 std::vector<size_t> Reducer::unmarked() const {
@@ -339,59 +374,31 @@ void Reducer::finalize(gcommStream_t stream) {
   std::vector<size_t> missing = unmarked();
   bool refuse = !missing.empty() && !options_.unused_as_zero;
   or_fail([&] {
-    // Missing gradients send zeros: the collectives complete on every rank.
+    // Missing gradients send zeros: the collectives complete on every rank, and so
+    // does the step (the same gradients and loss scale as on the other ranks).
     while (next_bucket_ < plan_.buckets.size()) launch_bucket(next_bucket_++);
     if (psgd_ != nullptr) psgd_->end_step();
-    if (!refuse) {
-      side_.make_wait(stream);
-      epilogue(stream);
-      side_.mark(stream);
-      ++stats_.synced_steps;
-    }
+    side_.make_wait(stream);
+    finish_step(stream);
+    side_.mark(stream);
+    ++stats_.synced_steps;
     maybe_rebuild(missing);  // every rank rebuilds at the same step
   });
   if (refuse)
     fail(gcommInvalidState, missing.size(), " of ", grads_.size(), " gradients were never marked ready in this step: ",
          list_indices(missing),
-         ". Their buckets were sent with zeros so the other ranks do not hang; the gradients were not updated. "
-         "Mark every gradient ready, or set unused_grads = gcommUnusedAsZero.");
+         ". The step was completed as if they were zero, as on the other ranks (which cannot know), so every "
+         "rank holds the same gradients and loss scale; do not apply it. Mark every gradient ready, or set "
+         "unused_grads = gcommUnusedAsZero.");
 }
 
-// Unpack (cast back, times 1/loss_scale) and the Inf/NaN flag, on the caller's
-// stream: one unpack per wire dtype covers every bucket, since the element
-// offsets are taken from the start of the one wire buffer.
-void Reducer::epilogue(gcommStream_t stream) {
-  kernels::Target t{device_, stream};
-  zero(flags_, sizeof(float), device_, stream);
-  const float* inv_scale = scaler_ != nullptr ? &scaler_->state()->inv_scale : nullptr;
-  if (options_.grad_as_bucket_view) {
-    kernels::unscale_and_check(grads_.data(), grads_.size(), inv_scale != nullptr ? inv_scale : flags_ + 1, flags_, t);
-  } else {
-    for (int d = 0; d < gcommNumDataTypes; ++d) {
-      auto wire_dtype = static_cast<gcommDataType_t>(d);
-      std::vector<gcommTensor_t> dst;
-      std::vector<size_t> offsets;
-      for (size_t b = 0; b < plan_.buckets.size(); ++b) {
-        if (plan_.buckets[b].wire_dtype != wire_dtype) continue;
-        size_t base = bucket_offset_[b] / dtype_size(wire_dtype);
-        for (const BucketEntry& e : plan_.buckets[b].entries) {
-          if (compressed(e.grad)) continue;
-          dst.push_back(grads_[e.grad]);
-          offsets.push_back(base + e.offset);
-        }
-      }
-      if (!dst.empty())
-        kernels::unpack(wire_, wire_dtype, offsets.data(), dst.data(), dst.size(), 1.0f, inv_scale, false, flags_, t);
-    }
-  }
-  if (psgd_ != nullptr) {
-    // PowerSGD wrote its (averaged) approximations in place: unscale and check them.
-    std::vector<gcommTensor_t> c = psgd_->compressed_tensors(grads_);
-    kernels::unscale_and_check(c.data(), c.size(), inv_scale != nullptr ? inv_scale : flags_ + 1, flags_, t);
-  }
+// The end of the epilogue, on the caller's stream once it waits for the side
+// stream: the step's Inf/NaN flag becomes the readable one and the scaler's
+// found-inf, and the scaler's update runs.
+void Reducer::finish_step(gcommStream_t stream) {
+  copy(flags_, step_flag(), sizeof(float), device_, stream, cudaMemcpyDeviceToDevice);
   if (scaler_ != nullptr) {
-    // The scaler's rule reads its own found-inf field.
-    copy(&scaler_->state()->found_inf, flags_, sizeof(float), device_, stream, cudaMemcpyDeviceToDevice);
+    copy(&scaler_->state()->found_inf, step_flag(), sizeof(float), device_, stream, cudaMemcpyDeviceToDevice);
     scaler_->update(stream);
   }
 }

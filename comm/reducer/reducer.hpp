@@ -1,8 +1,9 @@
 // The reducer: registered gradients, the bucket plan, and the step state machine
-// (begin -> mark ready ... -> finalize). Buckets are packed and all-reduced on a
-// side stream as soon as they and every bucket before them are complete, so every
-// rank issues the same collectives in the same order; finalize runs the fused
-// epilogue on the caller's stream. The C API (comm/api/reducer_api.cpp) and the
+// (begin -> mark ready ... -> finalize). Buckets are packed, all-reduced and
+// unpacked (the fused epilogue) on a side stream as soon as they and every bucket
+// before them are complete, so every rank issues the same collectives in the same
+// order and each bucket's epilogue overlaps the next buckets' communication;
+// finalize orders the caller's stream after it all and runs the scaler's update. The C API (comm/api/reducer_api.cpp) and the
 // tests drive it; docs/reducer.md explains the design.
 #pragma once
 
@@ -75,7 +76,10 @@ class Reducer {
   void build_wire(const BucketPlan& plan);
   void launch_ready_buckets();
   void launch_bucket(size_t b);
-  void epilogue(gcommStream_t stream);
+  void bucket_epilogue(size_t b);
+  void finish_step(gcommStream_t stream);
+  float* step_flag() const { return flags_ + 2; }
+  const float* inv_scale() const { return scaler_ != nullptr ? &scaler_->state()->inv_scale : nullptr; }
   void maybe_rebuild(const std::vector<size_t>& missing);
   void check_grad_location(const void* data, size_t index) const;
   std::vector<size_t> unmarked() const;
@@ -102,7 +106,9 @@ class Reducer {
   void* wire_ = nullptr;
   size_t wire_bytes_ = 0;          // allocated, padding included
   size_t wire_payload_bytes_ = 0;  // without alignment padding between buckets
-  float* flags_ = nullptr;        // [0] found-inf of the last synced step, [1] the constant 1.0f
+  // [0] found-inf of the last synced step (written on the caller's stream at
+  // finalize), [1] the constant 1.0f, [2] this step's found-inf (side stream).
+  float* flags_ = nullptr;
 
   mutable std::mutex mutex_;
   Phase phase_ = Phase::kIdle;

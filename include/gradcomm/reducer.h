@@ -1,11 +1,12 @@
 /*
  * gradcomm reducer: what a framework calls during backward. Gradients are
  * registered once; each step, the framework marks them ready as backward
- * produces them, and gradcomm packs complete buckets (one launch each) and
- * all-reduces them on its own stream while backward goes on. finalize() orders
- * the caller's stream after the collectives and runs one fused epilogue: unpack,
- * cast back, multiply by 1/(world_size * loss_scale), and the Inf/NaN flag; then
- * the grad scaler's update. No host synchronization anywhere unless asked for.
+ * produces them, and gradcomm packs complete buckets (one launch each),
+ * all-reduces them and runs each bucket's fused epilogue (unpack, cast back,
+ * multiply by 1/(world_size * loss_scale), the Inf/NaN flag) on its own stream
+ * while backward goes on and the next buckets communicate. finalize() orders the
+ * caller's stream after it all and runs the grad scaler's update. No host
+ * synchronization anywhere unless asked for.
  *
  * A step:
  *   gcommReducerBeginStep(r, sync)         sync = 0: gradient accumulation, nothing is sent
@@ -16,9 +17,11 @@
  * Thread and stream contract:
  *  - A reducer is driven by one thread at a time (its rank's thread); calls are
  *    serialized internally, so hooks running on several threads are safe.
- *  - On a CUDA communicator, packing and the collectives run on a stream the
- *    reducer owns, ordered after the streams named in mark-ready calls with
- *    events; the epilogue runs on the stream given to finalize.
+ *  - On a CUDA communicator, packing, the collectives and the epilogue run on a
+ *    stream the reducer owns, ordered after the streams named in mark-ready calls
+ *    with events; the scaler's update runs on the stream given to finalize.
+ *  - From mark-ready until finalize returns, a gradient belongs to the reducer:
+ *    neither read nor write it (its bucket may be written back at any time).
  *  - On a host communicator everything runs in the calling thread; a bucket's
  *    all-reduce returns when every rank has reached it.
  *  - Destroy the reducer before its communicator and its scaler.
@@ -100,10 +103,11 @@ GCOMM_API gcommStatus_t gcommReducerBeginStep(gcommReducer_t reducer, int sync);
 GCOMM_API gcommStatus_t gcommReducerMarkReady(gcommReducer_t reducer, size_t index, gcommStream_t stream);
 /** Ends the step: the averaged (and unscaled) gradients are ready on @p stream.
  *  @p skip_step: NULL (nothing waits), or it receives 1 if the step saw Inf/NaN and
- *  must be skipped (this synchronizes @p stream). On an unused-gradient error the
- *  collectives are still completed (with zeros for the missing gradients, so the
- *  other ranks do not hang), the gradients are left as they were, and the reducer
- *  is ready for the next step. */
+ *  must be skipped (this synchronizes @p stream). On an unused-gradient error
+ *  (gcommUnusedError) the step is still completed as with gcommUnusedAsZero (the
+ *  missing gradients count as zero, so the other ranks neither hang nor diverge:
+ *  every rank holds the same gradients and loss scale), then gcommInvalidState
+ *  lists them; do not apply that step. The reducer is ready for the next one. */
 GCOMM_API gcommStatus_t gcommReducerFinalize(gcommReducer_t reducer, gcommStream_t stream, int* skip_step);
 /** The last synced step's flag, on the reducer's device (> 0: Inf/NaN seen). Valid
  *  until the reducer is destroyed; read it after the finalize stream. */

@@ -75,10 +75,11 @@ void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip,
   validate(mats, n, r);
   dispatch(t, [&] { host::multiply_mtp(mats, n, r, skip); }, [&] { cuda::multiply_mtp(mats, n, r, skip, t.stream); });
 }
-void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip, const Target& t) {
+void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip, const Target& t,
+                const DecompressOutput& out) {
   validate(mats, n, r);
-  dispatch(t, [&] { host::decompress(mats, n, r, scale, skip); },
-           [&] { cuda::decompress(mats, n, r, scale, skip, t.stream); });
+  dispatch(t, [&] { host::decompress(mats, n, r, scale, skip, out); },
+           [&] { cuda::decompress(mats, n, r, scale, skip, out, t.stream); });
 }
 
 void commit(float* dst, const float* src, size_t count, const float* skip, const Target& t) {
@@ -153,8 +154,11 @@ void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip)
   }
 }
 
-void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip) {
+void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip,
+                const DecompressOutput& out) {
   const bool keep_state = skip != nullptr && *skip > 0.0f;
+  const float out_scale = out.out_scale != nullptr ? *out.out_scale : 1.0f;
+  bool nonfinite = false;
   for (size_t k = 0; k < n; ++k) {
     const LowRankMatrix& a = mats[k];
     for (size_t i = 0; i < a.rows; ++i)
@@ -164,9 +168,12 @@ void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const f
         float approx = static_cast<float>(s * scale);
         size_t idx = i * a.cols + j;
         if (a.e != nullptr && !keep_state) a.e[idx] = a.m[idx] - approx;
-        a.m[idx] = approx;
+        const float v = approx * out_scale;
+        a.m[idx] = v;
+        nonfinite |= !is_finite(v);
       }
   }
+  if (nonfinite && out.found_inf != nullptr) *out.found_inf = 1.0f;
 }
 
 }  // namespace host

@@ -56,8 +56,17 @@ void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps, const 
 // step saw Inf/NaN and the operations below leave the state (q, e) untouched.
 // q = m^T p.
 void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip, const Target& t);
-// One pass: approx = scale * p q^T; e = m - approx (when e is set); m = approx.
-void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip, const Target& t);
+// Where decompress writes the gradient, so the reducer's epilogue needs no second
+// pass over it: m = approx * *out_scale (the scaler's 1/loss scale; NULL: 1), and
+// *found_inf = 1 when a value written is Inf or NaN (found_inf may be NULL). Both
+// are in the target's memory.
+struct DecompressOutput {
+  const float* out_scale = nullptr;
+  float* found_inf = nullptr;
+};
+// One pass: approx = scale * p q^T; e = m - approx (when e is set); m = approx * out_scale.
+void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip, const Target& t,
+                const DecompressOutput& out = {});
 
 // dst = src (count floats) unless *skip > 0 (skip may be NULL): commits a new q.
 void commit(float* dst, const float* src, size_t count, const float* skip, const Target& t);
@@ -67,7 +76,8 @@ void add_error(const LowRankMatrix* mats, size_t n);
 void multiply_mq(const LowRankMatrix* mats, size_t n, int r);
 void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps);
 void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip);
-void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip);
+void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip,
+                const DecompressOutput& out);
 }  // namespace host
 
 namespace cuda {
@@ -75,7 +85,8 @@ void add_error(const LowRankMatrix* mats, size_t n, gcommStream_t stream);
 void multiply_mq(const LowRankMatrix* mats, size_t n, int r, gcommStream_t stream);
 void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps, gcommStream_t stream);
 void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip, gcommStream_t stream);
-void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip, gcommStream_t stream);
+void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip,
+                const DecompressOutput& out, gcommStream_t stream);
 void commit(float* dst, const float* src, size_t count, const float* skip, gcommStream_t stream);
 }  // namespace cuda
 

@@ -154,12 +154,16 @@ __global__ void __launch_bounds__(kThreads) orthogonalize_kernel(const __grid_co
   }
 }
 
-// approx = scale * p q^T; e = m - approx; m = approx: one read and one or two writes.
+// approx = scale * p q^T; e = m - approx; m = approx * out_scale, flagging Inf/NaN:
+// one read and one or two writes.
 template <int R>
 __global__ void __launch_bounds__(kThreads)
-    decompress_kernel(const __grid_constant__ Batch b, int r, float scale, const float* skip) {
+    decompress_kernel(const __grid_constant__ Batch b, int r, float scale, const float* skip,
+                      const float* out_scale, float* found_inf) {
   const MatArg& a = b.a[blockIdx.y];
   float* const e = skip != nullptr && *skip > 0.0f ? nullptr : a.e;  // a non-finite step keeps e
+  const float os = out_scale != nullptr ? *out_scale : 1.0f;
+  bool nonfinite = false;
   const size_t total = static_cast<size_t>(a.rows) * a.cols;
   for (size_t idx = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -172,8 +176,12 @@ __global__ void __launch_bounds__(kThreads)
       if (c < r) s += p[c] * q[c];
     const float approx = s * scale;
     if (e != nullptr) e[idx] = a.m[idx] - approx;
-    a.m[idx] = approx;
+    const float v = approx * os;
+    a.m[idx] = v;
+    nonfinite |= !is_finite(v);
   }
+  // Every writer stores the same value: a benign race, as in the scaling kernels.
+  if (nonfinite && found_inf != nullptr) *found_inf = 1.0f;
 }
 
 __global__ void commit_kernel(float* dst, const float* src, size_t count, const float* skip) {
@@ -231,10 +239,11 @@ void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip,
   });
 }
 
-void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip, gcommStream_t stream) {
+void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip,
+                const DecompressOutput& out, gcommStream_t stream) {
   for_each_batch(mats, n, [&](const Batch& b) {
     dim3 grid(blocks_for(b.max_elems, kThreads * 4), b.count);
-    GCOMM_WITH_RANK(r, decompress_kernel, grid, as_stream(stream), b, r, scale, skip);
+    GCOMM_WITH_RANK(r, decompress_kernel, grid, as_stream(stream), b, r, scale, skip, out.out_scale, out.found_inf);
     GCOMM_CUDA_CHECK(cudaGetLastError());
   });
 }

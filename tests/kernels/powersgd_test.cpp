@@ -209,6 +209,34 @@ TEST(PowerSgdHost, ASkipFlagKeepsQAndE) {
   EXPECT_EQ(a.e, e0);
 }
 
+// The reducer's epilogue, fused: m = approx * out_scale with Inf/NaN flagged, and e
+// still computed from the unscaled approximation: the same bits as decompress
+// followed by a separate multiply.
+TEST(PowerSgdHost, DecompressScalesItsOutputAndFlagsInfWithoutChangingTheError) {
+  std::mt19937 rng(11);
+  HostMatrix a(37, 23, 3, true);
+  low_rank_plus_noise(a, 2, 0.2f, rng);
+  for (auto& x : a.e) x = 0.125f * static_cast<float>(static_cast<int>(rng() % 16) - 8);
+  initial_q(4, 0, a.cols, 3, a.q.data());
+  LowRankMatrix v = a.view();
+  multiply_mq(&v, 1, 3, kHost);
+  orthogonalize(&v, 1, 3, 1e-8f, kHost);
+  multiply_mtp(&v, 1, 3, nullptr, kHost);
+  HostMatrix plain = a;
+  LowRankMatrix pv = plain.view();
+  decompress(&pv, 1, 3, 0.5f, nullptr, kHost);
+  const float out_scale = 1.0f / 1024.0f;
+  float found_inf = 0.0f;
+  decompress(&v, 1, 3, 0.5f, nullptr, kHost, DecompressOutput{&out_scale, &found_inf});
+  EXPECT_EQ(a.e, plain.e);
+  for (size_t k = 0; k < a.m.size(); ++k) ASSERT_EQ(a.m[k], plain.m[k] * out_scale) << k;
+  EXPECT_EQ(found_inf, 0.0f);
+  // A NaN in P reaches the output: flagged.
+  a.p[5] = std::nanf("");
+  decompress(&v, 1, 3, 0.5f, nullptr, kHost, DecompressOutput{&out_scale, &found_inf});
+  EXPECT_EQ(found_inf, 1.0f);
+}
+
 TEST(PowerSgdHost, BadArgumentsAreRefused) {
   HostMatrix a(4, 4, 2, false);
   LowRankMatrix v = a.view();
@@ -287,6 +315,40 @@ TEST(PowerSgdGpu, EveryOperationMatchesTheHostTwin) {
       }
       EXPECT_LT(std::sqrt(diff / (scale + 1e-30)), 2e-4) << "r=" << r << " matrix " << k;
       for (float x : m) ASSERT_TRUE(std::isfinite(x));
+    }
+  }
+}
+
+TEST(PowerSgdGpu, DecompressOutputScaleAndFlagMatchTheHost) {
+  GCOMM_SKIP_WITHOUT_GPU();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const Target gpu{gcommCudaDevice(0), nullptr};
+  std::mt19937 rng(12);
+  HostMatrix h(513, 67, 4, true);
+  low_rank_plus_noise(h, 3, 0.2f, rng);
+  for (auto& x : h.p) x = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  for (auto& x : h.q) x = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  const float out_scale = 1.0f / 256.0f;
+  for (bool with_nan : {false, true}) {
+    if (with_nan) h.p[4 * 300 + 2] = std::nanf("");
+    HostMatrix want = h;
+    LowRankMatrix hv = want.view();
+    float host_flag = 0.0f;
+    decompress(&hv, 1, 4, 0.5f, nullptr, kHost, DecompressOutput{&out_scale, &host_flag});
+    DeviceBuf m(h.m), e(h.e), p(h.p), q(h.q), scalars(std::vector<float>{out_scale, 0.0f});
+    LowRankMatrix dv{m.p, e.p, p.p, q.p, h.rows, h.cols};
+    decompress(&dv, 1, 4, 0.5f, nullptr, gpu, DecompressOutput{scalars.p, scalars.p + 1});
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(scalars.get(2)[1], host_flag) << "with_nan " << with_nan;
+    EXPECT_EQ(host_flag, with_nan ? 1.0f : 0.0f);
+    std::vector<float> got = m.get(h.m.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      if (std::isnan(want.m[k])) {
+        ASSERT_TRUE(std::isnan(got[k])) << k;
+        continue;
+      }
+      // f32 accumulation on the GPU, f64 on the host: equal up to rounding.
+      ASSERT_NEAR(got[k], want.m[k], 1e-5f * (1.0f + std::fabs(want.m[k]))) << k;
     }
   }
 }

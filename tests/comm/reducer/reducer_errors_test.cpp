@@ -11,7 +11,8 @@ using ReducerErrors = ReducerRig;
 bool message_has(const char* needle) { return std::string(gcommGetLastError()).find(needle) != std::string::npos; }
 
 // Rank 1 never marks gradient 2. As zero: every rank gets (rank 0's + 0) / 2 for it.
-// As an error: rank 1 fails naming index 2, rank 0 completes, and the next step works.
+// As an error: rank 1 fails naming index 2 after completing the step the same way
+// (so its gradients match rank 0's), rank 0 completes, and the next step works.
 TEST_P(ReducerErrors, UnusedGradientsAsZeroOrAsAnErrorThatDoesNotHangThePeers) {
   for (int mode : {static_cast<int>(gcommUnusedAsZero), static_cast<int>(gcommUnusedError)}) {
     auto comms = make_comms(2);
@@ -49,7 +50,11 @@ TEST_P(ReducerErrors, UnusedGradientsAsZeroOrAsAnErrorThatDoesNotHangThePeers) {
         if (s != gcommInvalidState) return "an unused gradient was not reported";
         if (!message_has("1 of 4 gradients were never marked ready in this step: 2")) return gcommGetLastError();
         TypedBuffer g1 = mem[1].download(stream);
-        if (g1.get(7) != 4.0f) return "a failed step changed the gradients";
+        if (g1.get(7) != 3.0f) return "a refused step left rank 1's used gradient at " + std::to_string(g1.get(7)) +
+                                      ", not rank 0's 3";
+        TypedBuffer g2 = mem[2].download(stream);
+        if (g2.get(7) != 1.0f) return "a refused step left the unused gradient at " + std::to_string(g2.get(7)) +
+                                      ", not rank 0's (2+0)/2";
       } else {
         RIG_CHECK(s);  // rank 0 did its part and completes
       }
