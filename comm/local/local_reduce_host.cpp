@@ -1,4 +1,14 @@
+// The host reductions of the local and socket transports. Blocks of kBlock
+// elements are accumulated in a float array, rank by rank, with the operator
+// chosen once per block rather than per element: the compiler vectorizes the
+// inner loops, and each element still sees exactly reduce_math.hpp's sequence
+// (rank 0, combine rank 1, ..., finish, round once): the same bits as the
+// element-at-a-time form and as the CUDA kernels. (The element-at-a-time loop
+// ran at ~4 ns an element: a third of a 2-process socket all-reduce's time.)
 #include "comm/local/local_reduce.hpp"
+
+#include <algorithm>
+
 #include "comm/local/reduce_math.hpp"
 
 namespace gradcomm::comm::local_host {
@@ -8,19 +18,52 @@ using kernels::from_float;
 using kernels::to_float;
 
 namespace {
-template <class T>
-float reduce_at(const void* const* sends, int n, size_t j, gcommRedOp_t op) {
-  float acc = to_float(static_cast<const T*>(sends[0])[j]);
-  for (int q = 1; q < n; ++q) acc = combine(op, acc, to_float(static_cast<const T*>(sends[q])[j]));
-  return finish(op, acc, n);
+
+constexpr size_t kBlock = 1024;  // 4 KiB of float accumulators: stays in L1
+
+template <class T, class Combine>
+void fold(float* acc, const T* in, size_t m, Combine&& combine_one) {
+  for (size_t i = 0; i < m; ++i) acc[i] = combine_one(acc[i], to_float(in[i]));
 }
+
+// acc[0..m) = finish(op, combine of send[q][first .. first + m) over q in rank order).
+template <class T>
+void reduce_block(const void* const* sends, int n, size_t first, size_t m, gcommRedOp_t op, float* acc) {
+  const T* s0 = static_cast<const T*>(sends[0]) + first;
+  for (size_t i = 0; i < m; ++i) acc[i] = to_float(s0[i]);
+  for (int q = 1; q < n; ++q) {
+    const T* in = static_cast<const T*>(sends[q]) + first;
+    switch (op) {
+      case gcommMax: fold(acc, in, m, [](float a, float v) { return combine(gcommMax, a, v); }); break;
+      case gcommMin: fold(acc, in, m, [](float a, float v) { return combine(gcommMin, a, v); }); break;
+      default: fold(acc, in, m, [](float a, float v) { return a + v; }); break;  // sum, avg: combine's default
+    }
+  }
+  if (op == gcommAvg)
+    for (size_t i = 0; i < m; ++i) acc[i] = finish(op, acc[i], n);
+}
+
+// Calls sink(block_start, m, acc) for consecutive blocks of the reduction.
+template <class T, class Sink>
+void reduce_blocks(const void* const* sends, int n, size_t offset, size_t count, gcommRedOp_t op, Sink&& sink) {
+  float acc[kBlock];
+  for (size_t b = 0; b < count; b += kBlock) {
+    const size_t m = std::min(kBlock, count - b);
+    // Every input of the block is read before the sink writes it: `out` may alias
+    // this rank's input.
+    reduce_block<T>(sends, n, offset + b, m, op, acc);
+    sink(b, m, acc);
+  }
+}
+
 }  // namespace
 
 void reduce_to_float(const void* const* sends, int n, size_t offset, size_t count, gcommDataType_t dtype,
                      gcommRedOp_t op, float* out) {
   dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    for (size_t i = 0; i < count; ++i) out[i] = reduce_at<T>(sends, n, offset + i, op);
+    reduce_blocks<T>(sends, n, offset, count, op,
+                     [&](size_t b, size_t m, const float* acc) { std::copy_n(acc, m, out + b); });
   });
 }
 
@@ -29,8 +72,9 @@ void reduce_to_typed(const void* const* sends, int n, size_t offset, size_t coun
   dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(out);
-    // Read every input of element i before writing it: `out` may alias this rank's input.
-    for (size_t i = 0; i < count; ++i) o[i] = from_float<T>(reduce_at<T>(sends, n, offset + i, op));
+    reduce_blocks<T>(sends, n, offset, count, op, [&](size_t b, size_t m, const float* acc) {
+      for (size_t i = 0; i < m; ++i) o[b + i] = from_float<T>(acc[i]);
+    });
   });
 }
 

@@ -173,7 +173,7 @@ void PeerLinks::close_all() noexcept {
 }
 
 void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& tag, Deadline deadline,
-                          const std::string& what) {
+                          const std::string& what, const std::function<void()>& progress) {
   const int n = size();
   std::vector<Flow>& flows = flows_;
   for (int q = 0; q < n; ++q) {
@@ -204,6 +204,7 @@ void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& 
       who.push_back(q);
     }
     if (fds.empty()) return;
+    if (progress) progress();
     int rc = ::poll(fds.data(), fds.size(), poll_ms_until(deadline));
     if (rc < 0) {
       if (errno == EINTR) continue;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,9 +53,16 @@ class PeerLinks {
   // ignored). Throws gcommInvalidArgument when a peer's header shows another
   // collective, gcommRemoteError when a peer closed its connection, gcommTimeout
   // at the deadline (naming the ranks not heard from), gcommAborted after
-  // abort(). `what` names the collective for messages.
+  // abort(). `what` names the collective for messages. `progress`, if set, is
+  // called whenever the phase would otherwise wait for the network: work on what
+  // has arrived so far (received_bytes) fills the time the peers take.
   void run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& tag, bootstrap::Deadline deadline,
-                 const std::string& what);
+                 const std::string& what, const std::function<void()>& progress = {});
+  // Payload bytes received so far from rank q in the phase being run.
+  size_t received_bytes(int q) const {
+    const Flow& f = flows_[q];
+    return f.in_done > kHeaderBytes ? f.in_done - kHeaderBytes : 0;
+  }
 
   // Shuts every connection down: peers blocked on this rank fail at once, and
   // so does a phase in progress here. Safe from any thread.

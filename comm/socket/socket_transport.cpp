@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "comm/bootstrap/bootstrap.hpp"
@@ -22,6 +23,7 @@ using sock::PeerTransfer;
 namespace {
 
 constexpr size_t kPieceBytes = size_t{8} << 20;
+constexpr size_t kMinReduceRun = size_t{64} << 10;  // bytes of a slice reduced at a time while receiving
 
 // Rank q's slice of `count` elements starting at `first`: [first + count*q/n, first + count*(q+1)/n).
 struct Slices {
@@ -94,8 +96,8 @@ class SocketTransport final : public Transport {
   int n() const { return size(); }
   int me() const { return rank(); }
 
-  void phase(std::vector<PeerTransfer>& t, const std::string& what) {
-    if (n() > 1) links_.run_phase(t, tag_, deadline_, what);
+  void phase(std::vector<PeerTransfer>& t, const std::string& what, const std::function<void()>& progress = {}) {
+    if (n() > 1) links_.run_phase(t, tag_, deadline_, what, progress);
     ++tag_.phase;
   }
 
@@ -124,7 +126,10 @@ class SocketTransport final : public Transport {
   }
 
   // Phase "reduce my slice": slice q of `send` goes to rank q; this rank's slice
-  // of every rank is reduced, in rank order, into `out`.
+  // of every rank is reduced, in rank order, into `out` — as it arrives: whenever
+  // the phase would wait for the network, the elements every peer has delivered
+  // so far are reduced (in runs of at least kMinReduceRun), so the reduction
+  // overlaps the transfer instead of following it.
   void reduce_slices(const CollectiveArgs& a, const char* send, const Slices& s, void* out, const std::string& what) {
     const size_t es = dtype_size(a.dtype);
     char* staging = scratch(static_cast<size_t>(n()) * s.longest * es);
@@ -136,8 +141,20 @@ class SocketTransport final : public Transport {
       if (q == me()) continue;
       t[q] = PeerTransfer{send + s.offset[q] * es, s.length[q] * es, true, slot, s.length[me()] * es, true};
     }
-    phase(t, what);
-    local_host::reduce_to_typed(inputs.data(), n(), 0, s.length[me()], a.dtype, a.redop, out);
+    const size_t total = s.length[me()];
+    size_t done = 0;
+    auto reduce_upto = [&](size_t upto) {
+      local_host::reduce_to_typed(inputs.data(), n(), done, upto - done, a.dtype, a.redop,
+                                  static_cast<char*>(out) + done * es);
+      done = upto;
+    };
+    phase(t, what, [&] {
+      size_t ready = total;
+      for (int q = 0; q < n(); ++q)
+        if (q != me()) ready = std::min(ready, links_.received_bytes(q) / es);
+      if (ready - done >= kMinReduceRun / es) reduce_upto(ready);
+    });
+    if (done < total) reduce_upto(total);
   }
 
   // Phase "all-gather the slices of buf": this rank's slice to everyone, rank q's into slice q.
