@@ -2,12 +2,16 @@
 // mark every gradient ready in backward order, finalize) for model-shaped
 // gradient sets, against a raw all-reduce of the same wire bytes on the same
 // communicator: once as one flat buffer, once cut at the same bucket caps.
-// Ranks are threads (local transport, or NCCL with one rank per GPU); a step is
-// timed from a barrier to every rank's stream being idle. One table row and one
-// JSON line per configuration.
+// Ranks are threads (local transport, or NCCL with one rank per GPU), or, under a
+// launcher (torchrun, mpirun, srun: a world size above 1), one rank per process
+// (gcommCommInitFromEnv: NCCL on the local rank's GPU, the socket transport
+// without one), which is how the engine's overhead over a multi-GPU NCCL
+// all-reduce is measured. A step is timed from a barrier to every rank's stream
+// being idle. One table row and one JSON line (rank 0's) per configuration.
 //
 //   gradcomm-reducer-bench                       a sensible matrix for this machine
 //   gradcomm-reducer-bench --set resnet50 --ranks 4 --device gpu --transport local --wire f16 --view
+//   torchrun --nproc-per-node 8 --no-python gradcomm-reducer-bench --set gpt2_medium
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -16,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -24,6 +29,7 @@
 
 #include "common/bench_util.hpp"
 #include "common/grad_sets.hpp"
+#include "common/launcher_env.hpp"
 #include "gradcomm/gradcomm.h"
 
 namespace {
@@ -36,8 +42,9 @@ using gradcomm::bench::median;
 
 struct Config {
   std::string set = "resnet50";
-  std::string transport = "local";  // local | nccl
+  std::string transport = "local";  // local | nccl (threads); under a launcher: what the processes use
   bool gpu = false;
+  int ordinal = 0;  // the GPU
   int ranks = 2;
   int wire = GCOMM_WIRE_SAME_AS_GRAD;
   bool view = false;
@@ -70,9 +77,13 @@ void* alloc_filled(size_t bytes, bool gpu) {
 }
 void release(void* p, bool gpu) { gpu ? (void)cudaFree(p) : std::free(p); }
 
+// Every rank waits until all have arrived (a thread barrier, or a collective one
+// between processes).
+using WaitAll = std::function<void()>;
+
 // One rank's whole run: the reducer steps, then the raw all-reduces.
-void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Result& out) {
-  if (c.gpu) check_cuda(cudaSetDevice(0), "cudaSetDevice");
+void run_rank(const Config& c, int rank, gcommComm_t comm, const WaitAll& barrier, Result& out) {
+  if (c.gpu) check_cuda(cudaSetDevice(c.ordinal), "cudaSetDevice");
   cudaStream_t stream = nullptr;
   if (c.gpu) check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   std::vector<size_t> sizes = gradcomm::bench::grad_set(c.set);
@@ -97,14 +108,14 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Res
   };
   std::vector<double> step, host;
   for (int it = 0; it < c.warmup + c.iters; ++it) {
-    barrier.wait();
+    barrier();
     auto t0 = Clock::now();
     check(gcommReducerBeginStep(reducer, 1), "gcommReducerBeginStep");
     for (size_t k = sizes.size(); k-- > 0;) check(gcommReducerMarkReady(reducer, k, stream), "gcommReducerMarkReady");
     check(gcommReducerFinalize(reducer, stream, nullptr), "gcommReducerFinalize");
     auto t1 = Clock::now();
     sync();
-    barrier.wait();
+    barrier();
     auto t2 = Clock::now();
     if (it >= c.warmup) {
       step.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count());
@@ -128,7 +139,7 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Res
   std::vector<double> flat_t, bucketed_t;
   for (int pass = 0; pass < 2; ++pass)
     for (int it = 0; it < c.warmup + c.iters; ++it) {
-      barrier.wait();
+      barrier();
       auto t0 = Clock::now();
       if (pass == 0) {
         check(gcommAllReduce(comm, flat, flat, count, wire, gcommSum, stream), "gcommAllReduce");
@@ -142,7 +153,7 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Res
         }
       }
       sync();
-      barrier.wait();
+      barrier();
       double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
       if (it >= c.warmup) (pass == 0 ? flat_t : bucketed_t).push_back(us);
     }
@@ -169,8 +180,39 @@ Result run(const Config& c) {
   }
   Barrier barrier(c.ranks);
   std::vector<Result> results(c.ranks);
-  gradcomm::bench::on_rank_threads(comms, [&](int r) { run_rank(c, r, comms[r], barrier, results[r]); });
+  gradcomm::bench::on_rank_threads(comms, [&](int r) { run_rank(c, r, comms[r], [&] { barrier.wait(); }, results[r]); });
   return results[0];
+}
+
+// This process's rank of a launcher's job: the communicator and the config's
+// transport, device and rank count filled from it.
+gcommComm_t join_job(Config& c, bool have_gpu) {
+  gcommCommConfig_t cfg = GCOMM_COMM_CONFIG_INITIALIZER;
+  if (!have_gpu) cfg.device = gcommHostDevice();  // the socket transport
+  gcommComm_t comm = nullptr;
+  check(gcommCommInitFromEnv(&cfg, &comm), "gcommCommInitFromEnv");
+  gcommDevice_t device = gcommHostDevice();
+  gcommTransport_t kind = gcommTransportAuto;
+  check(gcommCommSize(comm, &c.ranks), "gcommCommSize");
+  check(gcommCommDevice(comm, &device), "gcommCommDevice");
+  check(gcommCommTransport(comm, &kind), "gcommCommTransport");
+  c.gpu = device.kind == gcommDeviceCuda;
+  c.ordinal = c.gpu ? device.ordinal : 0;
+  c.transport = kind == gcommTransportNccl ? "nccl" : "socket";
+  return comm;
+}
+
+// One configuration as this process's rank of the job.
+Result run_process_rank(const Config& c, gcommComm_t comm, int rank) {
+  if (c.gpu) check_cuda(cudaSetDevice(c.ordinal), "cudaSetDevice");
+  // A barrier is a collective on the communicator's stream: wait for it to finish.
+  WaitAll barrier = [&] {
+    check(gcommBarrier(comm, nullptr), "gcommBarrier");
+    check(gcommCommSynchronize(comm), "gcommCommSynchronize");
+  };
+  Result r;
+  run_rank(c, rank, comm, barrier, r);
+  return r;
 }
 
 const char* wire_name(int w) {
@@ -217,6 +259,7 @@ int main(int argc, char** argv) {
   (void)cudaGetLastError();
   Config base;
   bool matrix = true;
+  std::string json_path;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -236,18 +279,48 @@ int main(int argc, char** argv) {
       } else if (a == "--view") base.view = true, matrix = false;
       else if (a == "--iters") base.iters = std::stoi(next());
       else if (a == "--warmup") base.warmup = std::stoi(next());
-      else if (a == "-J") {
-        base.json = std::fopen(next().c_str(), "w");
-        if (base.json == nullptr) return usage("cannot open the JSON file");
-      } else return usage(("unknown argument " + a).c_str());
+      else if (a == "-J") json_path = next();
+      else return usage(("unknown argument " + a).c_str());
     } catch (const std::exception& e) {
       return usage(e.what());
     }
   }
   if (base.ranks < 1 || base.iters < 1 || base.warmup < 0) return usage("ranks and iters must be >= 1");
   if (base.gpu && !have_gpu) return usage("--device gpu, but no usable GPU is present");
+  gcommComm_t job = nullptr;
+  int job_rank = 0;
+  if (gradcomm::bench::launcher_world_size() > 1) {
+    try {
+      job = join_job(base, have_gpu);
+      check(gcommCommRank(job, &job_rank), "gcommCommRank");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gradcomm-reducer-bench: %s\n", e.what());
+      return 1;
+    }
+  }
+  if (!json_path.empty() && job_rank == 0) {  // rank 0 reports for the job
+    base.json = std::fopen(json_path.c_str(), "w");
+    if (base.json == nullptr) {
+      if (job != nullptr) gcommCommDestroy(job);
+      return usage("cannot open the JSON file");
+    }
+  }
   std::vector<Config> configs;
-  if (!matrix) {
+  if (job != nullptr) {
+    // One rank per process: the job's transport and size; the sets this memory allows.
+    std::vector<const char*> sets = {"resnet50", "gpt2_medium"};
+    if (!matrix || !base.gpu) sets = {base.set.c_str()};
+    for (const char* set : sets)
+      for (int wire : {GCOMM_WIRE_SAME_AS_GRAD, static_cast<int>(gcommFloat16)})
+        for (bool view : {false, true}) {
+          if (view && wire != GCOMM_WIRE_SAME_AS_GRAD) continue;
+          Config c = base;
+          c.set = set;
+          if (matrix) c.wire = wire, c.view = view;
+          if (!matrix && (wire != GCOMM_WIRE_SAME_AS_GRAD || view)) continue;  // the flags' one configuration
+          configs.push_back(c);
+        }
+  } else if (!matrix) {
     configs.push_back(base);
   } else if (have_gpu) {
     // One GPU: NCCL with one rank (the engine's own cost), and the local
@@ -269,20 +342,29 @@ int main(int argc, char** argv) {
       configs.push_back(c);
     }
   }
-  std::printf("# gradcomm-reducer-bench: %s; step = begin + mark all ready (backward order) + finalize, until every "
-              "rank's stream is idle; medians\n",
-              have_gpu ? "GPU present" : "no GPU: host ranks");
+  if (job_rank == 0)
+    std::printf("# gradcomm-reducer-bench: %s; step = begin + mark all ready (backward order) + finalize, until every "
+                "rank's stream is idle; medians\n",
+                job != nullptr ? "one rank per process" : have_gpu ? "GPU present" : "no GPU: host ranks");
   bool header = true;
+  int status = 0;
   for (const Config& c : configs) {
-    if (c.transport == "nccl" && c.ranks > gpus) return usage("--transport nccl needs one GPU per rank");
+    if (job == nullptr && c.transport == "nccl" && c.ranks > gpus) return usage("--transport nccl needs one GPU per rank");
     try {
-      report(c, run(c), header);
+      if (job != nullptr) {
+        Result r = run_process_rank(c, job, job_rank);
+        if (job_rank == 0) report(c, r, header);
+      } else {
+        report(c, run(c), header);
+      }
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "gradcomm-reducer-bench: %s\n", e.what());
-      return 1;
+      std::fprintf(stderr, "gradcomm-reducer-bench: rank %d: %s\n", job_rank, e.what());
+      status = 1;
+      break;
     }
     header = false;
   }
+  if (job != nullptr) gcommCommDestroy(job);
   if (base.json != nullptr) std::fclose(base.json);
-  return 0;
+  return status;
 }

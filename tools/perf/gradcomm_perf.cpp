@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/launcher_env.hpp"
 #include "gradcomm/gradcomm.h"
 #include "half_bits.hpp"
 #include "perf_options.hpp"
@@ -287,20 +288,6 @@ void print_header(const Setup& s) {
               "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
 }
 
-// The world size set by a launcher (torchrun, Open MPI, Slurm, in the precedence
-// of gcommCommInitFromEnv), 0 if there is none.
-int launcher_world_size() {
-  const char* pairs[][2] = {{"RANK", "WORLD_SIZE"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                            {"SLURM_PROCID", "SLURM_NTASKS"}};
-  for (auto& p : pairs) {
-    const char* rank = std::getenv(p[0]);
-    if (rank == nullptr || *rank == '\0') continue;
-    const char* size = std::getenv(p[1]);
-    return size != nullptr ? std::atoi(size) : 0;
-  }
-  return 0;
-}
-
 // A small float collective on host data through a communicator of any device:
 // all-gather (`gather`) or sum. Values are small integers, exact in float.
 bool small_collective(gcommComm_t c, const std::vector<float>& mine, bool gather, int world, std::vector<float>& out,
@@ -417,7 +404,7 @@ int main(int argc, char** argv) {
   }
   // --local wins; else a launcher's world makes each process one rank; else
   // NCCL on the GPUs of this process, or 2 local host ranks without a GPU.
-  const int world = launcher_world_size();
+  const int world = gradcomm::bench::launcher_world_size();
   if (s.o.local_ranks > 0) s.launch = Launch::kLocal;
   else if (world > 1) s.launch = Launch::kProcessPerRank;
   else s.launch = gpus > 0 ? Launch::kGpusOfThisProcess : Launch::kLocal;
