@@ -16,7 +16,7 @@ struct Pair {
   size_t n;
 };
 
-enum class OpKind { kUnscale, kPack, kUnpack, kClip };
+enum class OpKind { kUnscale, kPack, kUnpack, kClip, kCheck };
 
 struct OpSpec {
   OpKind kind = OpKind::kUnscale;

@@ -150,6 +150,9 @@ void dispatch_pair(const OpSpec& spec, const Pair* pairs, size_t n, const ScaleS
       else
         launch_apply<UnpackOp<A, B, false>>(pairs, n, source, spec.found_inf, stream);
       break;
+    case OpKind::kCheck:
+      if constexpr (std::is_same<A, B>::value) launch_apply<CheckOp<A>>(pairs, n, source, spec.found_inf, stream);
+      break;
     case OpKind::kUnscale:
     case OpKind::kClip:
       if constexpr (std::is_same<A, B>::value)

@@ -25,6 +25,16 @@ struct UnscaleOp {
   }
 };
 
+// Reads g and reports Inf/NaN; writes nothing (half the bytes of an unscale by 1).
+template <class T>
+struct CheckOp {
+  using TA = T;
+  using TB = T;
+  static constexpr bool kReadA = true, kWriteA = false, kReadB = false, kWriteB = false;
+  float s;  // unused: every op is made from the launch's scale
+  GCOMM_HD bool operator()(TA& a, TB&) const { return !is_finite(to_float(a)); }
+};
+
 // bucket = cast(src * s) (a = the source tensor, b = its place in the bucket).
 template <class TSrc, class TBucket>
 struct PackOp {

@@ -44,6 +44,7 @@ bool dispatch_pair(const OpSpec& spec, float s, const Pair* pairs, size_t n) {
     case OpKind::kPack: return run(PackOp<A, B>{s}, pairs, n);
     case OpKind::kUnpack:
       return spec.accumulate ? run(UnpackOp<A, B, true>{s}, pairs, n) : run(UnpackOp<A, B, false>{s}, pairs, n);
+    case OpKind::kCheck: return std::is_same<A, B>::value ? run(CheckOp<A>{s}, pairs, n) : false;
     default: return std::is_same<A, B>::value ? run(UnscaleOp<A>{s}, pairs, n) : false;
   }
 }

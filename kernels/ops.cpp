@@ -149,6 +149,15 @@ void unscale_and_check(const gcommTensor_t* grads, size_t n, const float* inv_sc
   run_per_dtype(spec, grads, n, target);
 }
 
+void check_finite(const gcommTensor_t* grads, size_t n, float* found_inf, const Target& target) {
+  check_tensors(grads, n, target, "grads");
+  check_scalar(found_inf, target, "found_inf", true);
+  OpSpec spec;
+  spec.kind = OpKind::kCheck;
+  spec.found_inf = found_inf;
+  run_per_dtype(spec, grads, n, target);
+}
+
 void pack(const gcommTensor_t* src, size_t n, const size_t* offsets, void* bucket, gcommDataType_t bucket_dtype,
           float scale, const float* device_scale, const Target& target) {
   checked_dtype(bucket_dtype, "bucket_dtype");

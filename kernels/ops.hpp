@@ -28,6 +28,9 @@ Target make_target(gcommDevice_t device, gcommStream_t stream);
 void unscale_and_check(const gcommTensor_t* grads, size_t n, const float* inv_scale, float* found_inf,
                        const Target& target);
 
+// found_inf is set to 1.0f if any element is Inf/NaN; the tensors are only read.
+void check_finite(const gcommTensor_t* grads, size_t n, float* found_inf, const Target& target);
+
 // bucket <- cast(src * scale * (*device_scale)); device_scale may be NULL.
 void pack(const gcommTensor_t* src, size_t n, const size_t* offsets, void* bucket, gcommDataType_t bucket_dtype,
           float scale, const float* device_scale, const Target& target);

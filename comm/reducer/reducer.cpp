@@ -345,8 +345,11 @@ void Reducer::bucket_epilogue(size_t b) {
   }
   if (dst.empty()) return;
   if (options_.grad_as_bucket_view) {
-    const float* s = inv_scale();
-    kernels::unscale_and_check(dst.data(), dst.size(), s != nullptr ? s : flags_ + 1, step_flag(), side_target());
+    // Without a scaler there is nothing to multiply: a read-only check.
+    if (const float* s = inv_scale())
+      kernels::unscale_and_check(dst.data(), dst.size(), s, step_flag(), side_target());
+    else
+      kernels::check_finite(dst.data(), dst.size(), step_flag(), side_target());
   } else {
     kernels::unpack(wire_at(b), bucket.wire_dtype, offsets.data(), dst.data(), dst.size(), 1.0f, inv_scale(), false,
                     step_flag(), side_target());

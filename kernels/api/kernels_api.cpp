@@ -31,6 +31,11 @@ GCOMM_API gcommStatus_t gcommUnscaleAndCheck(const gcommTensor_t* grads, size_t 
   return GCOMM_API_CALL({ unscale_and_check(grads, num_grads, inv_scale, found_inf, make_target(device, stream)); });
 }
 
+GCOMM_API gcommStatus_t gcommCheckFinite(const gcommTensor_t* grads, size_t num_grads, float* found_inf,
+                                         gcommDevice_t device, gcommStream_t stream) {
+  return GCOMM_API_CALL({ check_finite(grads, num_grads, found_inf, make_target(device, stream)); });
+}
+
 GCOMM_API gcommStatus_t gcommPack(const gcommTensor_t* src, size_t num_src, const size_t* offsets, void* bucket,
                                   gcommDataType_t bucket_dtype, float scale, const float* device_scale,
                                   gcommDevice_t device, gcommStream_t stream) {

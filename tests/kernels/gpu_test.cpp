@@ -90,6 +90,26 @@ TEST_F(KernelsGpu, UnscaleMatchesHostTwin) {
       }
 }
 
+TEST_F(KernelsGpu, CheckFiniteMatchesHostTwinAndWritesNothing) {
+  for (auto d : kDtypes)
+    for (size_t n : {size_t{1}, size_t{7}, size_t{65537}, size_t{1} << 22})
+      for (size_t offset : {0, 1})
+        for (bool bad : {false, true}) {
+          TypedBuffer h = random_buffer(rng, d, n, offset);
+          if (bad) h.set(n - 1, std::nanf(""));
+          DeviceCopy g(h);
+          gcommTensor_t ht = h.tensor(), gt = g.tensor();
+          float hfound = 0;
+          DeviceFloat gfound(0.0f);
+          check_finite(&ht, 1, &hfound, host);
+          check_finite(&gt, 1, gfound.p, gpu);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          expect_same_bytes(g.fetch(), h);
+          EXPECT_EQ(gfound.get(), hfound) << "dtype " << d << " n " << n;
+          EXPECT_EQ(hfound, bad ? 1.0f : 0.0f);
+        }
+}
+
 // Locations are checked once per allocation: a host tensor between device tensors
 // of one allocation, device memory given to a host call, and pinned host memory
 // given to a CUDA call are all refused, naming the offending element.

@@ -22,6 +22,14 @@ TEST(KernelsApi, UnscalePackUnpackOnTheHost) {
   ASSERT_EQ(gcommUnscaleAndCheck(t, 2, &inv, &found, kHost, nullptr), gcommSuccess) << last();
   EXPECT_EQ(a[2], 3.0f);
   EXPECT_EQ(found, 0.0f);
+  ASSERT_EQ(gcommCheckFinite(t, 2, &found, kHost, nullptr), gcommSuccess) << last();
+  EXPECT_EQ(found, 0.0f);
+  b[0] = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_EQ(gcommCheckFinite(t, 2, &found, kHost, nullptr), gcommSuccess) << last();
+  EXPECT_EQ(found, 1.0f);
+  EXPECT_TRUE(std::isnan(b[0]));
+  b[0] = 8.0f;
+  found = 0.0f;
   std::vector<uint16_t> bucket(5);
   ASSERT_EQ(gcommPack(t, 2, nullptr, bucket.data(), gcommBfloat16, 1.0f, nullptr, kHost, nullptr), gcommSuccess);
   EXPECT_EQ(bucket[0], 0x3f80);  // 1.0 in bf16
@@ -51,6 +59,8 @@ TEST(KernelsApi, BadInputIsRefusedAndNothingRuns) {
   float inv = 0.5f, found = 0;
   EXPECT_EQ(gcommUnscaleAndCheck(&t, 1, nullptr, &found, kHost, nullptr), gcommInvalidArgument);
   EXPECT_NE(last().find("gcommUnscaleAndCheck: argument 'inv_scale'"), std::string::npos) << last();
+  EXPECT_EQ(gcommCheckFinite(&t, 1, nullptr, kHost, nullptr), gcommInvalidArgument);
+  EXPECT_NE(last().find("gcommCheckFinite: argument 'found_inf'"), std::string::npos) << last();
   gcommDevice_t bad_device = gcommCudaDevice(64);
   EXPECT_EQ(gcommUnscaleAndCheck(&t, 1, &inv, &found, bad_device, nullptr), gcommInvalidArgument);
   EXPECT_EQ(a[0], 2.0f);

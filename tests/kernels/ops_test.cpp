@@ -35,6 +35,12 @@ std::vector<gcommTensor_t> tensors_of(std::vector<TypedBuffer>& bufs) {
   return t;
 }
 
+// Runs f through the API's exception firewall; the message of the refusal.
+std::string refused(const std::function<void()>& f) {
+  EXPECT_EQ(api_call("op", f), gcommInvalidArgument);
+  return last_error();
+}
+
 TEST(Unscale, MatchesTheReferenceForEverySizeDtypeAndAlignment) {
   std::mt19937 rng(10);
   for (auto d : kDtypes)
@@ -63,6 +69,38 @@ TEST(Unscale, FlagsInfAndNanAnywhereAndStillWritesThem) {
         EXPECT_EQ(found, 1.0f) << "dtype " << d << " pos " << pos;
         EXPECT_TRUE(same_float(b.get(pos), bad * 0.5f));
       }
+}
+
+TEST(CheckFinite, FlagsInfAndNanAnywhereAndWritesNothing) {
+  std::mt19937 rng(13);
+  for (auto d : kDtypes)
+    for (size_t n : kSizes)
+      for (size_t offset : {0, 1}) {
+        TypedBuffer b = random_buffer(rng, d, n, offset);
+        const TypedBuffer before = b;
+        gcommTensor_t t = b.tensor();
+        float found = 0.0f;
+        check_finite(&t, 1, &found, kHost);
+        EXPECT_EQ(found, 0.0f) << "dtype " << d << " n " << n;
+        for (size_t pos : {size_t{0}, n / 2, n - 1}) {
+          if (n == 0) break;
+          for (float bad : {kInf, -kInf, std::nanf("")}) {
+            TypedBuffer c = before;
+            c.set(pos, bad);
+            const TypedBuffer with_bad = c;
+            gcommTensor_t ct = c.tensor();
+            found = 0.0f;
+            check_finite(&ct, 1, &found, kHost);
+            EXPECT_EQ(found, 1.0f) << "dtype " << d << " n " << n << " pos " << pos;
+            ASSERT_EQ(c.bytes, with_bad.bytes);
+          }
+        }
+        ASSERT_EQ(b.bytes, before.bytes);
+      }
+  float found = 0.0f;
+  EXPECT_NE(refused([&] { check_finite(nullptr, 1, &found, kHost); }).find("'grads' is NULL"), std::string::npos);
+  gcommTensor_t ok{&found, 1, gcommFloat32};
+  EXPECT_NE(refused([&] { check_finite(&ok, 1, nullptr, kHost); }).find("'found_inf'"), std::string::npos);
 }
 
 TEST(Unscale, ThousandsOfTinyTensorsOfMixedDtypes) {
@@ -217,11 +255,6 @@ TEST(Cast, EveryPairOfDtypes) {
 }
 
 // ---- bad input: refused with a message, nothing changed ----
-
-std::string refused(const std::function<void()>& f) {
-  EXPECT_EQ(api_call("op", f), gcommInvalidArgument);
-  return last_error();
-}
 
 TEST(BadInput, NullDataWithElementsOrNullScalars) {
   gcommTensor_t t{nullptr, 5, gcommFloat32};
