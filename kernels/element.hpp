@@ -51,39 +51,33 @@ GCOMM_HD float bits_to_float(uint32_t u) {
 
 GCOMM_HD bool is_finite(float f) { return (float_to_bits(f) & 0x7f800000u) != 0x7f800000u; }
 
+// Round to nearest even, written with selects instead of early returns so the host
+// twins' loops vectorize (the GPU runs the same code). Every path is computed and
+// one is chosen: Inf/NaN (NaN kept quiet, top payload bits kept), overflow to Inf
+// (>= 65520 rounds to 65536), f16 subnormals and zero (the float adder rounds
+// |f| + 0.5 to a multiple of 2^-24, to nearest even: the low bits are the result;
+// below 2^-25 that is 0), and normals (rebias 127 -> 15, round on bit 13).
 GCOMM_HD uint16_t f32_to_f16(float f) {
-  uint32_t x = float_to_bits(f);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u)  // Inf, or NaN (kept quiet, top payload bits kept)
-    return static_cast<uint16_t>(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0u));
-  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65536: Inf
-  if (ax < 0x38800000u) {                                               // below 2^-14: f16 subnormal or 0
-    uint32_t e = ax >> 23;
-    if (e < 102) return static_cast<uint16_t>(sign);  // below 2^-25 (ties at 2^-25 go to even 0)
-    uint32_t mant = (ax & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126 - e;  // 14..24: units of 2^-24
-    uint32_t q = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1);
-    uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1u))) ++q;  // may carry into the smallest normal: still right
-    return static_cast<uint16_t>(sign | q);
-  }
-  uint32_t r = ax - 0x38000000u;  // rebias exponent 127 -> 15
-  r += 0xfffu + ((r >> 13) & 1u);
-  return static_cast<uint16_t>(sign | (r >> 13));
+  const uint32_t x = float_to_bits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t ax = x & 0x7fffffffu;
+  const uint32_t special = 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0u);
+  const uint32_t subnormal = float_to_bits(bits_to_float(ax) + 0.5f) - 0x3f000000u;
+  const uint32_t r = ax - 0x38000000u;
+  const uint32_t normal = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
+  const uint32_t h = ax >= 0x7f800000u ? special : ax >= 0x477ff000u ? 0x7c00u : ax < 0x38800000u ? subnormal : normal;
+  return static_cast<uint16_t>(sign | h);
 }
 
+// Selects, not branches, as above: subnormals (mant * 2^-24, exact), Inf/NaN, normals.
 GCOMM_HD float f16_to_f32(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  if (exp == 0) {
-    float v = static_cast<float>(mant) * 5.9604644775390625e-8f;  // mant * 2^-24, exact
-    return bits_to_float(float_to_bits(v) | sign);
-  }
-  if (exp == 31) return bits_to_float(sign | 0x7f800000u | (mant << 13));
-  return bits_to_float(sign | ((exp + 112) << 23) | (mant << 13));
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  const uint32_t subnormal = float_to_bits(static_cast<float>(mant) * 5.9604644775390625e-8f);
+  const uint32_t special = 0x7f800000u | (mant << 13);
+  const uint32_t normal = ((exp + 112) << 23) | (mant << 13);
+  return bits_to_float(sign | (exp == 0 ? subnormal : exp == 31 ? special : normal));
 }
 
 GCOMM_HD uint16_t f32_to_bf16(float f) {
