@@ -65,7 +65,8 @@ void apply(const OpSpec& spec, const Pair* pairs, size_t n) {
 
 void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* per_tensor) {
   // Squares summed in double per chunk, chunks summed in order per tensor, and
-  // tensors in order: the grouping the CUDA kernels use.
+  // tensors in order: the CUDA kernels' grouping above the chunk (within a chunk
+  // each sums in its own fixed order; the two agree to rounding).
   double total = 0.0;
   for (size_t k = 0; k < n; ++k) {
     double tensor_sum = 0.0;
@@ -73,12 +74,24 @@ void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* 
       using T = decltype(tag);
       const T* x = static_cast<const T*>(tensors[k].data);
       for (size_t c = 0; c < chunks_of(tensors[k].count); ++c) {
-        double chunk = 0.0;
-        size_t end = std::min(tensors[k].count, (c + 1) * kChunkElements);
-        for (size_t i = c * kChunkElements; i < end; ++i) {
+        // kLanes interleaved partial sums, added in a fixed order: deterministic,
+        // and independent enough for the compiler to vectorize (one running sum
+        // is a chain of dependent adds).
+        constexpr size_t kLanes = 8;
+        double lanes[kLanes] = {};
+        size_t i = c * kChunkElements;
+        const size_t end = std::min(tensors[k].count, (c + 1) * kChunkElements);
+        for (; i + kLanes <= end; i += kLanes)
+          for (size_t j = 0; j < kLanes; ++j) {
+            double v = to_float(x[i + j]);
+            lanes[j] += v * v;
+          }
+        for (size_t j = 0; i < end; ++i, ++j) {
           double v = to_float(x[i]);
-          chunk += v * v;
+          lanes[j] += v * v;
         }
+        double chunk = 0.0;
+        for (double lane : lanes) chunk += lane;
         tensor_sum += chunk;
       }
     });
