@@ -268,10 +268,17 @@ struct DeviceBuf {
   }
 };
 
-TEST(PowerSgdGpu, EveryOperationMatchesTheHostTwin) {
-  GCOMM_SKIP_WITHOUT_GPU();
-  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+// GPU cases: skip without a GPU, else run on device 0.
+class PowerSgdGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GCOMM_SKIP_WITHOUT_GPU();
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  }
   const Target gpu{gcommCudaDevice(0), nullptr};
+};
+
+TEST_F(PowerSgdGpu, EveryOperationMatchesTheHostTwin) {
   std::mt19937 rng(5);
   for (int r : {1, 3, 4, 7, 16, 32}) {
     // A bucket of mixed shapes, more than one launch's worth (64) for r = 4.
@@ -319,10 +326,7 @@ TEST(PowerSgdGpu, EveryOperationMatchesTheHostTwin) {
   }
 }
 
-TEST(PowerSgdGpu, DecompressOutputScaleAndFlagMatchTheHost) {
-  GCOMM_SKIP_WITHOUT_GPU();
-  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  const Target gpu{gcommCudaDevice(0), nullptr};
+TEST_F(PowerSgdGpu, DecompressOutputScaleAndFlagMatchTheHost) {
   std::mt19937 rng(12);
   HostMatrix h(513, 67, 4, true);
   low_rank_plus_noise(h, 3, 0.2f, rng);
@@ -353,10 +357,7 @@ TEST(PowerSgdGpu, DecompressOutputScaleAndFlagMatchTheHost) {
   }
 }
 
-TEST(PowerSgdGpu, ZeroMatrixGivesNoNaN) {
-  GCOMM_SKIP_WITHOUT_GPU();
-  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  const Target gpu{gcommCudaDevice(0), nullptr};
+TEST_F(PowerSgdGpu, ZeroMatrixGivesNoNaN) {
   HostMatrix h(300, 20, 8, false);
   initial_q(3, 0, h.cols, 8, h.q.data());
   DeviceBuf m(h.m), p(h.p), q(h.q);
@@ -367,10 +368,7 @@ TEST(PowerSgdGpu, ZeroMatrixGivesNoNaN) {
   for (float x : p.get(h.p.size())) ASSERT_FALSE(std::isnan(x));
 }
 
-TEST(PowerSgdGpu, ADeviceSkipFlagKeepsQAndE) {
-  GCOMM_SKIP_WITHOUT_GPU();
-  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  const Target gpu{gcommCudaDevice(0), nullptr};
+TEST_F(PowerSgdGpu, ADeviceSkipFlagKeepsQAndE) {
   std::mt19937 rng(8);
   HostMatrix h(100, 50, 4, true);
   low_rank_plus_noise(h, 2, 0.2f, rng);
