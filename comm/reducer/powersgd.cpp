@@ -210,8 +210,11 @@ void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads
   }
   const kernels::Target t = target();
   const size_t n = state.size();
-  if (options_.error_feedback) kp::add_error(state.data(), n, t);
-  kp::multiply_mq(state.data(), n, r, t);
+  // M += E (error feedback) fused into P = M Q: one pass over M fewer.
+  if (options_.error_feedback)
+    kp::add_error_multiply_mq(state.data(), n, r, t);
+  else
+    kp::multiply_mq(state.data(), n, r, t);
   float* p = p_ + bucket_p_[bucket].first;
   size_t p_count = bucket_p_[bucket].second - bucket_p_[bucket].first;
   all_reduce(p, p_count, gcommSum);

@@ -66,6 +66,11 @@ void multiply_mq(const LowRankMatrix* mats, size_t n, int r, const Target& t) {
   validate(mats, n, r);
   dispatch(t, [&] { host::multiply_mq(mats, n, r); }, [&] { cuda::multiply_mq(mats, n, r, t.stream); });
 }
+void add_error_multiply_mq(const LowRankMatrix* mats, size_t n, int r, const Target& t) {
+  validate(mats, n, r);
+  dispatch(t, [&] { host::add_error_multiply_mq(mats, n, r); },
+           [&] { cuda::add_error_multiply_mq(mats, n, r, t.stream); });
+}
 void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps, const Target& t) {
   validate(mats, n, r);
   require(eps >= 0.0f && std::isfinite(eps), "eps must be a finite number >= 0, not ", eps);
@@ -120,6 +125,12 @@ void multiply_mq(const LowRankMatrix* mats, size_t n, int r) {
       for (int c = 0; c < r; ++c) a.p[i * r + c] = static_cast<float>(acc[c]);
     }
   }
+}
+
+// The host twin keeps the two passes: the result is the same by definition.
+void add_error_multiply_mq(const LowRankMatrix* mats, size_t n, int r) {
+  add_error(mats, n);
+  multiply_mq(mats, n, r);
 }
 
 void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps) {

@@ -42,6 +42,9 @@ void initial_q(uint64_t seed, uint64_t index, size_t cols, int r, float* out);
 void add_error(const LowRankMatrix* mats, size_t n, const Target& t);
 // p = m q.
 void multiply_mq(const LowRankMatrix* mats, size_t n, int r, const Target& t);
+// Both in one pass over m: m += e (for matrices with e), then p = m q. The same
+// bits as add_error followed by multiply_mq, with one read of m fewer.
+void add_error_multiply_mq(const LowRankMatrix* mats, size_t n, int r, const Target& t);
 // The columns of p, in order, made orthonormal (modified Gram-Schmidt). A column
 // whose remaining norm is below eps, or below kDependentColumn times its norm
 // before the projections (a column that depends on the earlier ones, up to f32
@@ -74,6 +77,7 @@ void commit(float* dst, const float* src, size_t count, const float* skip, const
 namespace host {
 void add_error(const LowRankMatrix* mats, size_t n);
 void multiply_mq(const LowRankMatrix* mats, size_t n, int r);
+void add_error_multiply_mq(const LowRankMatrix* mats, size_t n, int r);
 void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps);
 void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip);
 void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip,
@@ -83,6 +87,7 @@ void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const f
 namespace cuda {
 void add_error(const LowRankMatrix* mats, size_t n, gcommStream_t stream);
 void multiply_mq(const LowRankMatrix* mats, size_t n, int r, gcommStream_t stream);
+void add_error_multiply_mq(const LowRankMatrix* mats, size_t n, int r, gcommStream_t stream);
 void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps, gcommStream_t stream);
 void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip, gcommStream_t stream);
 void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip,

@@ -70,18 +70,26 @@ __global__ void add_error_kernel(const __grid_constant__ Batch b) {
 }
 
 // p = m q: one warp per row; the lanes stride over the row, each keeping r sums.
-template <int R>
+// ADD_ERROR: m += e first, element by element as it is read (every element is
+// read by exactly one thread, once), so error feedback costs no pass of its own.
+template <int R, bool ADD_ERROR>
 __global__ void __launch_bounds__(kThreads) mq_kernel(const __grid_constant__ Batch b, int r) {
   const MatArg& a = b.a[blockIdx.y];
+  const bool add_error = ADD_ERROR && a.e != nullptr;
   const unsigned lane = threadIdx.x % 32;
   const unsigned warps = gridDim.x * (blockDim.x / 32);
   for (unsigned i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; i < a.rows; i += warps) {
     float acc[R];
 #pragma unroll
     for (int c = 0; c < R; ++c) acc[c] = 0.0f;
-    const float* row = a.m + static_cast<size_t>(i) * a.cols;
+    float* row = a.m + static_cast<size_t>(i) * a.cols;
+    const float* error_row = add_error ? a.e + static_cast<size_t>(i) * a.cols : nullptr;
     for (unsigned j = lane; j < a.cols; j += 32) {
       float v = row[j];
+      if (add_error) {
+        v += error_row[j];
+        row[j] = v;
+      }
       const float* q = a.q + static_cast<size_t>(j) * r;
 #pragma unroll
       for (int c = 0; c < R; ++c)
@@ -204,6 +212,19 @@ __global__ void commit_kernel(float* dst, const float* src, size_t count, const 
       KERNEL<32><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                      \
   } while (0)
 
+// The same, for a kernel with a second template argument TARG after R.
+#define GCOMM_WITH_RANK_T(r, KERNEL, TARG, GRID, STREAM, ...)                         \
+  do {                                                                                 \
+    if ((r) <= 4)                                                                      \
+      KERNEL<4, TARG><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                 \
+    else if ((r) <= 8)                                                                 \
+      KERNEL<8, TARG><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                 \
+    else if ((r) <= 16)                                                                \
+      KERNEL<16, TARG><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                \
+    else                                                                               \
+      KERNEL<32, TARG><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                \
+  } while (0)
+
 cudaStream_t as_stream(gcommStream_t s) { return static_cast<cudaStream_t>(s); }
 
 }  // namespace
@@ -219,7 +240,15 @@ void add_error(const LowRankMatrix* mats, size_t n, gcommStream_t stream) {
 void multiply_mq(const LowRankMatrix* mats, size_t n, int r, gcommStream_t stream) {
   for_each_batch(mats, n, [&](const Batch& b) {
     dim3 grid(blocks_for(b.max_rows, kThreads / 32), b.count);
-    GCOMM_WITH_RANK(r, mq_kernel, grid, as_stream(stream), b, r);
+    GCOMM_WITH_RANK_T(r, mq_kernel, false, grid, as_stream(stream), b, r);
+    GCOMM_CUDA_CHECK(cudaGetLastError());
+  });
+}
+
+void add_error_multiply_mq(const LowRankMatrix* mats, size_t n, int r, gcommStream_t stream) {
+  for_each_batch(mats, n, [&](const Batch& b) {
+    dim3 grid(blocks_for(b.max_rows, kThreads / 32), b.count);
+    GCOMM_WITH_RANK_T(r, mq_kernel, true, grid, as_stream(stream), b, r);
     GCOMM_CUDA_CHECK(cudaGetLastError());
   });
 }

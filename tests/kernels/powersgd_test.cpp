@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -237,6 +238,23 @@ TEST(PowerSgdHost, DecompressScalesItsOutputAndFlagsInfWithoutChangingTheError) 
   EXPECT_EQ(found_inf, 1.0f);
 }
 
+TEST(PowerSgdHost, FusedErrorFeedbackIsAddErrorThenMultiply) {
+  std::mt19937 rng(15);
+  HostMatrix a(41, 29, 3, true);
+  low_rank_plus_noise(a, 2, 0.2f, rng);
+  for (auto& x : a.e) x = std::normal_distribution<float>(0.0f, 0.1f)(rng);
+  initial_q(5, 0, a.cols, 3, a.q.data());
+  HostMatrix b = a;
+  LowRankMatrix va = a.view(), vb = b.view();
+  add_error_multiply_mq(&va, 1, 3, kHost);
+  add_error(&vb, 1, kHost);
+  multiply_mq(&vb, 1, 3, kHost);
+  EXPECT_EQ(a.m, b.m);
+  EXPECT_EQ(a.p, b.p);
+  va.rows = 0;
+  EXPECT_THROW(add_error_multiply_mq(&va, 1, 3, kHost), Error);
+}
+
 TEST(PowerSgdHost, BadArgumentsAreRefused) {
   HostMatrix a(4, 4, 2, false);
   LowRankMatrix v = a.view();
@@ -353,6 +371,38 @@ TEST_F(PowerSgdGpu, DecompressOutputScaleAndFlagMatchTheHost) {
       }
       // f32 accumulation on the GPU, f64 on the host: equal up to rounding.
       ASSERT_NEAR(got[k], want.m[k], 1e-5f * (1.0f + std::fabs(want.m[k]))) << k;
+    }
+  }
+}
+
+// Error feedback fused into P = M Q computes the same floats as the two passes.
+TEST_F(PowerSgdGpu, FusedErrorFeedbackMatchesTheTwoPassesBitForBit) {
+  std::mt19937 rng(14);
+  for (int r : {1, 4, 13}) {
+    std::vector<HostMatrix> hs;
+    for (size_t k = 0; k < 3; ++k) {
+      hs.emplace_back(1 + rng() % 700, 1 + rng() % 300, r, k != 1);  // matrix 1 without error feedback
+      low_rank_plus_noise(hs.back(), 2, 0.3f, rng);
+      for (auto& x : hs.back().e) x = std::normal_distribution<float>(0.0f, 0.1f)(rng);
+      initial_q(21, k, hs.back().cols, r, hs.back().q.data());
+    }
+    std::vector<std::unique_ptr<DeviceBuf>> bufs;
+    std::vector<LowRankMatrix> fused, split;
+    for (auto& h : hs)
+      for (auto* out : {&fused, &split}) {
+        for (auto* v : {&h.m, &h.e, &h.p, &h.q}) bufs.push_back(std::make_unique<DeviceBuf>(*v));
+        size_t b = bufs.size();
+        out->push_back(LowRankMatrix{bufs[b - 4]->p, h.e.empty() ? nullptr : bufs[b - 3]->p, bufs[b - 2]->p,
+                                     bufs[b - 1]->p, h.rows, h.cols});
+      }
+    add_error_multiply_mq(fused.data(), fused.size(), r, gpu);
+    add_error(split.data(), split.size(), gpu);
+    multiply_mq(split.data(), split.size(), r, gpu);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    for (size_t k = 0; k < hs.size(); ++k) {
+      const size_t f = 8 * k, s = 8 * k + 4;  // fused then split buffers of matrix k
+      EXPECT_EQ(bufs[f]->get(hs[k].m.size()), bufs[s]->get(hs[k].m.size())) << "m, r=" << r << " matrix " << k;
+      EXPECT_EQ(bufs[f + 2]->get(hs[k].p.size()), bufs[s + 2]->get(hs[k].p.size())) << "p, r=" << r << " matrix " << k;
     }
   }
 }
