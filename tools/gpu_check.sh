@@ -57,6 +57,7 @@ commit=${GRADCOMM_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
   nvidia-smi 2>&1
 } >"$out/env.txt"
 note "gpu_check: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 
 # --- build -------------------------------------------------------------------------
 if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
@@ -162,6 +163,10 @@ if want perf && [ -x "$perf" ]; then
       echo "### gradcomm-perf -C $c"; "$perf" -C $c -b 8 -e 128M -f 4
     done
     echo "### JSON"; cat "$benchdir"/perf_default.json
+    if [ "$ngpus" -ge 2 ]; then  # NCCL through the store, one process per GPU
+      echo "### gradcomm-perf, one process per GPU ($ngpus)"
+      RUN_PROCESSES_TIMEOUT=400 examples/run_processes.sh "$ngpus" "$perf" -b 8 -e 128M -f 2
+    fi
   } >>"$out/perf.txt" 2>&1
   note "perf: $(grep -m1 'Avg bus bandwidth' "$out/perf.txt")"
 fi
@@ -171,6 +176,12 @@ rbench=$build/bench/comm/gradcomm-reducer-bench
 if want reducer && [ -x "$rbench" ]; then
   { echo "### gradcomm-reducer-bench (defaults)"; timeout 500 "$rbench" -J "$benchdir/reducer.jsonl"; } >>"$out/perf.txt" 2>&1
   note "reducer bench: exit $? ($(wc -l <"$benchdir/reducer.jsonl" 2>/dev/null || echo 0) rows)"
+  if [ "$ngpus" -ge 2 ]; then  # the issue's target: overhead over a multi-GPU NCCL all-reduce
+    { echo "### gradcomm-reducer-bench, one process per GPU ($ngpus)"
+      RUN_PROCESSES_TIMEOUT=500 examples/run_processes.sh "$ngpus" "$rbench" -J "$benchdir/reducer_processes.jsonl"
+    } >>"$out/perf.txt" 2>&1
+    note "reducer bench, $ngpus processes: exit $?"
+  fi
 fi
 
 # --- PowerSGD through the reducer ------------------------------------------------------
