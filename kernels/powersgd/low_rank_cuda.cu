@@ -105,14 +105,23 @@ __global__ void __launch_bounds__(kThreads) mq_kernel(const __grid_constant__ Ba
   }
 }
 
-// q = m^T p: one thread per column of m (coalesced rows), p staged 32 rows at a time.
+// q = m^T p. A block covers 32 columns with kMtpGroups groups of 32 threads: lane
+// = the column (a warp reads 128 contiguous bytes of a row), group g = rows g,
+// g + kMtpGroups, ... of each 32-row tile of p staged in shared memory. The groups'
+// sums are added in group order at the end: deterministic. Splitting the rows
+// keeps tall matrices busy (the 50257 x 1024 embedding: 32 blocks, not the 4 that
+// one thread per column of a 256-column block gave, each walking every row).
+constexpr int kMtpGroups = kThreads / 32;
+
 template <int R>
 __global__ void __launch_bounds__(kThreads) mtp_kernel(const __grid_constant__ Batch b, int r, const float* skip) {
   if (skip != nullptr && *skip > 0.0f) return;  // a non-finite step keeps the warm-start q
   const MatArg& a = b.a[blockIdx.y];
   __shared__ float tile[32 * kMaxRank];
-  for (unsigned j0 = blockIdx.x * blockDim.x; j0 < a.cols; j0 += gridDim.x * blockDim.x) {
-    const unsigned j = j0 + threadIdx.x;
+  __shared__ float sums[kMtpGroups][R][32];  // lane last: no bank conflicts
+  const unsigned lane = threadIdx.x % 32, group = threadIdx.x / 32;
+  for (unsigned j0 = blockIdx.x * 32; j0 < a.cols; j0 += gridDim.x * 32) {
+    const unsigned j = j0 + lane;
     float acc[R];
 #pragma unroll
     for (int c = 0; c < R; ++c) acc[c] = 0.0f;
@@ -122,17 +131,23 @@ __global__ void __launch_bounds__(kThreads) mtp_kernel(const __grid_constant__ B
       for (unsigned t = threadIdx.x; t < rows * r; t += blockDim.x) tile[t] = a.p[static_cast<size_t>(i0) * r + t];
       __syncthreads();
       if (j < a.cols)
-        for (unsigned ii = 0; ii < rows; ++ii) {
+        for (unsigned ii = group; ii < rows; ii += kMtpGroups) {
           float v = a.m[static_cast<size_t>(i0 + ii) * a.cols + j];
 #pragma unroll
           for (int c = 0; c < R; ++c)
             if (c < r) acc[c] += v * tile[ii * r + c];
         }
     }
-    if (j < a.cols)
 #pragma unroll
-      for (int c = 0; c < R; ++c)
-        if (c < r) a.q[static_cast<size_t>(j) * r + c] = acc[c];
+    for (int c = 0; c < R; ++c) sums[group][c][lane] = acc[c];
+    __syncthreads();
+    if (group == 0 && j < a.cols)
+      for (int c = 0; c < r; ++c) {
+        float s = 0.0f;
+        for (int g = 0; g < kMtpGroups; ++g) s += sums[g][c][lane];
+        a.q[static_cast<size_t>(j) * r + c] = s;
+      }
+    __syncthreads();  // sums is rewritten by the next column block
   }
 }
 
@@ -262,7 +277,7 @@ void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps, gcommS
 
 void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip, gcommStream_t stream) {
   for_each_batch(mats, n, [&](const Batch& b) {
-    dim3 grid(blocks_for(b.max_cols, kThreads), b.count);
+    dim3 grid(blocks_for(b.max_cols, 32), b.count);
     GCOMM_WITH_RANK(r, mtp_kernel, grid, as_stream(stream), b, r, skip);
     GCOMM_CUDA_CHECK(cudaGetLastError());
   });
