@@ -74,11 +74,13 @@ struct Range {
   size_t index;
 };
 
-// Throws if any two non-empty ranges overlap.
+// Throws if any two non-empty ranges overlap. Lists usually come in address order
+// (tensors of one slab, bucket offsets): then no sort is needed.
 void check_disjoint(std::vector<Range> ranges, const char* what) {
   ranges.erase(std::remove_if(ranges.begin(), ranges.end(), [](const Range& r) { return r.begin == r.end; }),
                ranges.end());
-  std::sort(ranges.begin(), ranges.end(), [](const Range& x, const Range& y) { return x.begin < y.begin; });
+  auto by_begin = [](const Range& x, const Range& y) { return x.begin < y.begin; };
+  if (!std::is_sorted(ranges.begin(), ranges.end(), by_begin)) std::sort(ranges.begin(), ranges.end(), by_begin);
   for (size_t i = 1; i < ranges.size(); ++i)
     require(ranges[i].begin >= ranges[i - 1].end, what, ": tensors ", ranges[i - 1].index, " and ", ranges[i].index,
             " overlap");
@@ -123,8 +125,10 @@ void run(const OpSpec& spec, const std::vector<Pair>& pairs, const Target& targe
 
 // Unscale and clip work per dtype: one run per dtype present, in list order.
 void run_per_dtype(OpSpec spec, const gcommTensor_t* t, size_t n, const Target& target) {
+  std::vector<Pair> pairs;
+  pairs.reserve(n);
   for (int d = 0; d < gcommNumDataTypes; ++d) {
-    std::vector<Pair> pairs;
+    pairs.clear();
     for (size_t k = 0; k < n; ++k)
       if (t[k].dtype == d) pairs.push_back(Pair{t[k].data, t[k].data, t[k].count});
     spec.a_dtype = spec.b_dtype = static_cast<gcommDataType_t>(d);
