@@ -291,6 +291,18 @@ TEST(BadInput, OverlappingDestinationsAndBucketRanges) {
                 .find("overlap"),
             std::string::npos);
   EXPECT_EQ(x[0], 1.0f) << "nothing may run";
+  // Out of address order (the check sorts only then), with the overlap not between
+  // neighbours in the list.
+  gcommTensor_t shuffled[3] = {{x.data() + 12, 4, gcommFloat32}, {x.data(), 4, gcommFloat32},
+                               {x.data() + 10, 3, gcommFloat32}};
+  EXPECT_NE(refused([&] { unpack(bucket.data(), gcommFloat32, nullptr, shuffled, 3, 1.0f, nullptr, false, &found,
+                                 kHost); })
+                .find("tensors 2 and 0 overlap"),
+            std::string::npos)
+      << last_error();
+  gcommTensor_t shuffled_ok[3] = {{x.data() + 12, 4, gcommFloat32}, {x.data(), 4, gcommFloat32},
+                                  {x.data() + 4, 8, gcommFloat32}};
+  EXPECT_NO_THROW(unpack(bucket.data(), gcommFloat32, nullptr, shuffled_ok, 3, 1.0f, nullptr, false, &found, kHost));
   gcommTensor_t src[2] = {{x.data(), 8, gcommFloat32}, {x.data() + 8, 8, gcommFloat32}};
   size_t offsets[2] = {0, 4};
   EXPECT_NE(refused([&] { pack(src, 2, offsets, bucket.data(), gcommFloat32, 1.0f, nullptr, kHost); })
