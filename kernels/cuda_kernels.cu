@@ -98,7 +98,8 @@ __global__ void __launch_bounds__(kThreads)
       if (Op::kWriteA) *reinterpret_cast<Vec<TA>*>(static_cast<TA*>(t.a) + i) = va;
       if (Op::kWriteB) *reinterpret_cast<Vec<TB>*>(static_cast<TB*>(t.b) + i) = vb;
     }
-    for (size_t i = vec_end + threadIdx.x; i < end; i += kThreads) nonfinite |= apply_at(op, t.a, t.b, i);
+    for (size_t i = vec_end + threadIdx.x; i < end; i += kThreads)
+      nonfinite |= apply_at(op, static_cast<TA*>(t.a), static_cast<TB*>(t.b), i);
   }
   // Every writer stores the same value: a benign race, as in PyTorch.
   if (nonfinite && found_inf != nullptr) *found_inf = 1.0f;

@@ -68,16 +68,14 @@ struct UnpackOp {
 // One element through an op, from and to memory: what the host twin runs, and
 // the kernels' scalar path.
 template <class Op>
-GCOMM_HD bool apply_at(const Op& op, void* a, void* b, size_t i) {
-  using TA = typename Op::TA;
-  using TB = typename Op::TB;
-  TA va{};
-  TB vb{};
-  if (Op::kReadA) va = static_cast<TA*>(a)[i];
-  if (Op::kReadB) vb = static_cast<TB*>(b)[i];
+GCOMM_HD bool apply_at(const Op& op, typename Op::TA* a, typename Op::TB* b, size_t i) {
+  typename Op::TA va{};
+  typename Op::TB vb{};
+  if (Op::kReadA) va = a[i];
+  if (Op::kReadB) vb = b[i];
   bool nonfinite = op(va, vb);
-  if (Op::kWriteA) static_cast<TA*>(a)[i] = va;
-  if (Op::kWriteB) static_cast<TB*>(b)[i] = vb;
+  if (Op::kWriteA) a[i] = va;
+  if (Op::kWriteB) b[i] = vb;
   return nonfinite;
 }
 

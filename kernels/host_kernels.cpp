@@ -10,24 +10,15 @@
 namespace gradcomm::kernels::host {
 
 namespace {
-// One tensor through an op: apply_at's per-element steps on typed pointers the
-// compiler may treat as distinct (a tensor's two sides never overlap: the API
-// refuses overlapping unpack destinations, and one-sided ops touch one side), so
-// the loop vectorizes.
+// One tensor through an op, on typed pointers the compiler may treat as distinct
+// (a tensor's two sides never overlap: the API refuses overlapping unpack
+// destinations, and one-sided ops touch one side), so the loop vectorizes.
 template <class Op>
 bool run_tensor(const Op& op, void* a, void* b, size_t n) {
-  using TA = typename Op::TA;
-  using TB = typename Op::TB;
-  TA* __restrict__ pa = static_cast<TA*>(a);
-  TB* __restrict__ pb = static_cast<TB*>(b);
+  typename Op::TA* __restrict__ pa = static_cast<typename Op::TA*>(a);
+  typename Op::TB* __restrict__ pb = static_cast<typename Op::TB*>(b);
   unsigned nonfinite = 0;
-  for (size_t i = 0; i < n; ++i) {
-    TA va = Op::kReadA ? pa[i] : TA{};
-    TB vb = Op::kReadB ? pb[i] : TB{};
-    nonfinite |= op(va, vb) ? 1u : 0u;
-    if (Op::kWriteA) pa[i] = va;
-    if (Op::kWriteB) pb[i] = vb;
-  }
+  for (size_t i = 0; i < n; ++i) nonfinite |= apply_at(op, pa, pb, i) ? 1u : 0u;
   return nonfinite != 0;
 }
 
