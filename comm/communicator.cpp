@@ -16,7 +16,7 @@ bool is_cuda(const gcommDevice_t& d) { return d.kind == gcommDeviceCuda; }
 
 // Is `ptr` usable by a communicator on `device`?
 void check_buffer(const void* ptr, const gcommDevice_t& device, const char* what) {
-  require_usable(pointer_info(ptr), device, what, "the communicator is on");
+  require_usable(pointer_info(ptr), device, what, -1, "the communicator is on");
 }
 }  // namespace
 
@@ -60,12 +60,12 @@ void Communicator::validate(const CollectiveArgs& a) const {
   bool needs_recv = a.op != Collective::kReduce || rank() == a.root;
   if (needs_send) {
     require(a.send != nullptr, "sendbuf is NULL but count is ", a.count);
-    check_buffer(a.send, device(), "sendbuf");
+    if (!a.buffers_known) check_buffer(a.send, device(), "sendbuf");
   }
   if (needs_recv) {
     require(a.recv != nullptr, "recvbuf is NULL but count is ", a.count);
     // In place, the send check has answered already (one driver query fewer).
-    if (!(needs_send && a.recv == a.send)) check_buffer(a.recv, device(), "recvbuf");
+    if (!a.buffers_known && !(needs_send && a.recv == a.send)) check_buffer(a.recv, device(), "recvbuf");
   }
 }
 

@@ -28,6 +28,9 @@ struct CollectiveArgs {
   int root = 0;
   gcommStream_t stream = nullptr;
   uint64_t seq = 0;  // per-communicator sequence number, for error messages
+  // The caller owns both buffers and checked where they live (the reducer's
+  // buckets): the communicator does not ask the driver again. NULL checks stay.
+  bool buffers_known = false;
 };
 
 // What every rank must agree on for one collective.

@@ -3,6 +3,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "common/cuda_check.hpp"
@@ -82,7 +83,11 @@ gcommDevice_t validate_device(const gcommDevice_t& device, const char* what) {
   return device;
 }
 
-PointerInfo pointer_info(const void* ptr) noexcept {
+namespace {
+std::atomic<uint64_t> g_pointer_lookups{0};
+
+// pointer_info without the count (pointer_range's fallback).
+PointerInfo query_pointer_info(const void* ptr) noexcept {
   PointerInfo info;
   if (ptr == nullptr || !gpu_available()) return info;
   cudaPointerAttributes attr{};
@@ -99,8 +104,17 @@ PointerInfo pointer_info(const void* ptr) noexcept {
   info.device = info.kind == MemoryKind::kHost ? -1 : attr.device;
   return info;
 }
+}  // namespace
+
+uint64_t pointer_lookups() noexcept { return g_pointer_lookups.load(std::memory_order_relaxed); }
+
+PointerInfo pointer_info(const void* ptr) noexcept {
+  g_pointer_lookups.fetch_add(1, std::memory_order_relaxed);
+  return query_pointer_info(ptr);
+}
 
 PointerRange pointer_range(const void* ptr) noexcept {
+  g_pointer_lookups.fetch_add(1, std::memory_order_relaxed);
   PointerRange r;
   if (ptr == nullptr || !gpu_available()) return r;
   static const auto get = reinterpret_cast<PointerGetAttributes>(driver_entry("cuPointerGetAttributes"));
@@ -115,7 +129,7 @@ PointerRange pointer_range(const void* ptr) noexcept {
   void* data[] = {&type, &managed, &ordinal, &start, &size};
   if (get == nullptr || get(5, attrs, data, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS || type == 0) {
     // Unknown to the driver (pageable host memory) or no driver entry: the runtime's answer, no range.
-    r.info = pointer_info(ptr);
+    r.info = query_pointer_info(ptr);
     return r;
   }
   if (managed != 0) {
@@ -125,7 +139,7 @@ PointerRange pointer_range(const void* ptr) noexcept {
   } else if (type == CU_MEMORYTYPE_HOST) {
     r.info.kind = MemoryKind::kPinnedHost;
   } else {
-    r.info = pointer_info(ptr);
+    r.info = query_pointer_info(ptr);
     return r;
   }
   r.info.device = ordinal;
@@ -137,14 +151,20 @@ PointerRange pointer_range(const void* ptr) noexcept {
   return r;
 }
 
-void require_usable(const PointerInfo& info, const gcommDevice_t& device, const std::string& name, const char* user) {
-  if (device.kind == gcommDeviceCuda) {
-    if ((info.kind == MemoryKind::kDevice && info.device == device.ordinal) || info.kind == MemoryKind::kManaged) return;
+bool usable_by(const PointerInfo& info, const gcommDevice_t& device) noexcept {
+  if (device.kind == gcommDeviceCuda)
+    return (info.kind == MemoryKind::kDevice && info.device == device.ordinal) || info.kind == MemoryKind::kManaged;
+  return info.kind != MemoryKind::kDevice;
+}
+
+void require_usable(const PointerInfo& info, const gcommDevice_t& device, const char* what, long long index,
+                    const char* user) {
+  if (usable_by(info, device)) return;
+  std::string name = index < 0 ? std::string(what) : cat(what, "[", index, "]");
+  if (device.kind == gcommDeviceCuda)
     fail(gcommInvalidArgument, name, " is ", memory_kind_name(info.kind),
          info.kind == MemoryKind::kDevice ? cat(" of cuda:", info.device) : std::string(), " but ", user, " ",
          describe_device(device), ", which needs device memory of that GPU");
-  }
-  if (info.kind != MemoryKind::kDevice) return;
   fail(gcommInvalidArgument, name, " is device memory of cuda:", info.device, " but ", user,
        " the host; pass that CUDA device (gcommCudaDevice) instead");
 }

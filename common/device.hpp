@@ -43,11 +43,20 @@ struct PointerRange {
 PointerRange pointer_range(const void* ptr) noexcept;
 const char* memory_kind_name(MemoryKind kind) noexcept;
 
-// Throws gcommInvalidArgument unless memory of this kind can be used by work on
-// `device`: device memory of that GPU or managed memory for a CUDA device, any
-// but device memory for the host. `name` names the buffer ("grads[3]"), `user`
-// what uses it ("the call runs on", "the communicator is on").
-void require_usable(const PointerInfo& info, const gcommDevice_t& device, const std::string& name, const char* user);
+// How many times pointer_info / pointer_range were asked (each is a driver query
+// on a GPU machine, ~0.5 us): lets tests check that hot paths ask none.
+uint64_t pointer_lookups() noexcept;
+
+// Can memory of this kind serve work on `device`? Device memory of that GPU or
+// managed memory for a CUDA device; anything but device memory for the host.
+bool usable_by(const PointerInfo& info, const gcommDevice_t& device) noexcept;
+
+// Throws gcommInvalidArgument unless usable_by(info, device). `what` names the
+// buffer and `index` its element ("grads" and 3: "grads[3]"; -1: none), `user`
+// what uses it ("the call runs on", "the communicator is on"). The message is only
+// formatted on failure: this runs for every tensor of every call.
+void require_usable(const PointerInfo& info, const gcommDevice_t& device, const char* what, long long index,
+                    const char* user);
 
 // True if the primary context of CUDA device `ordinal` exists (so switching to
 // it creates nothing). False when it cannot be told.

@@ -53,7 +53,8 @@ void GradScaler::unscale(const gcommTensor_t* grads, size_t n, gcommStream_t str
   unscale_and_check(grads, n, &state_->inv_scale, &state_->found_inf, Target{device_, stream});
 }
 
-void GradScaler::update(gcommStream_t stream) { update_scale(state_, params_, Target{device_, stream}); }
+// The state is the scaler's own allocation: no driver query to find it.
+void GradScaler::update(gcommStream_t stream) { update_scale(state_, params_, Target{device_, stream, true}); }
 
 ScalerState GradScaler::read(gcommStream_t stream) const {
   if (device_.kind != gcommDeviceCuda) return *state_;

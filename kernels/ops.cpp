@@ -20,10 +20,12 @@ namespace {
 // Is memory of this kind usable by the target (see require_usable)? `what` names
 // the argument, `index` its element (-1: none).
 void check_kind(const PointerInfo& info, const Target& target, const char* what, long long index) {
-  require_usable(info, target.device, index < 0 ? std::string(what) : cat(what, "[", index, "]"), "the call runs on");
+  require_usable(info, target.device, what, index, "the call runs on");
 }
 
+// Where the caller vouches for its pointers (Target::locations_known), no driver query.
 void check_location(const void* ptr, const Target& target, const char* what) {
+  if (target.locations_known) return;
   check_kind(pointer_info(ptr), target, what, -1);
 }
 
@@ -66,7 +68,7 @@ void check_tensors(const gcommTensor_t* tensors, size_t n, const Target& target,
             " elements from ", t.data, " wrap around the address space");
   }
   // On the host, device memory can only appear if a GPU is present.
-  if (target.cuda() || gpu_available()) check_locations(tensors, n, target, what);
+  if (!target.locations_known && (target.cuda() || gpu_available())) check_locations(tensors, n, target, what);
 }
 
 struct Range {

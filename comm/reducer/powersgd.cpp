@@ -184,6 +184,7 @@ void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads
     a.dtype = gcommFloat32;
     a.redop = op;
     a.stream = side_.stream();
+    a.buffers_known = true;  // P, Q and registered gradients
     comm.collective(a);
   };
   if (!step_compressed_) {

@@ -79,7 +79,8 @@ class PowerSgd {
     size_t grad, rows, cols;
     size_t p_off = 0, q_off = 0, e_off = 0;  // float offsets in p_, q_ (and q_next_), e_
   };
-  kernels::Target target() const { return kernels::Target{device_, side_.stream()}; }
+  // Locations known: its own buffers and the reducer's registered gradients.
+  kernels::Target target() const { return kernels::Target{device_, side_.stream(), true}; }
   float* alloc_floats(size_t n);
 
   PowerSgdOptions options_;

@@ -159,7 +159,7 @@ Reducer::~Reducer() {
 }
 
 void Reducer::check_grad_location(const void* data, size_t index) const {
-  require_usable(pointer_info(data), device_, cat("grads[", index, "]"), "the communicator is on");
+  require_usable(pointer_info(data), device_, "grads", static_cast<long long>(index), "the communicator is on");
 }
 
 // Lays the plan's buckets out in one allocation (bucket b at bucket_offset_[b])
@@ -320,6 +320,7 @@ void Reducer::launch_bucket(size_t b) {
   // Views are not packed, so the transport averages (NCCL's ncclAvg divides before summing).
   a.redop = options_.grad_as_bucket_view && options_.average ? gcommAvg : gcommSum;
   a.stream = side_.stream();
+  a.buffers_known = true;  // the reducer's own buffers and registered gradients
   comm_.collective(a);
   if (psgd_ != nullptr)
     psgd_->run_bucket(b, grads_, comm_, options_.average, kernels::powersgd::DecompressOutput{inv_scale(), step_flag()});
@@ -436,6 +437,7 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
   a.dtype = gcommFloat32;
   a.root = 0;
   a.stream = side_.stream();
+  a.buffers_known = true;  // its own staging buffer
   comm_.collective(a);
   copy(order.data(), staging, n * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
   side_.synchronize();

@@ -90,7 +90,8 @@ class Reducer {
   void or_fail(F&& work);
   void check_index(size_t index) const;
   void* wire_at(size_t bucket) const;
-  kernels::Target side_target() const { return kernels::Target{device_, side_.stream()}; }
+  // Locations known: the reducer's buffers, and gradients checked at registration.
+  kernels::Target side_target() const { return kernels::Target{device_, side_.stream(), true}; }
 
   Communicator& comm_;
   kernels::GradScaler* scaler_;

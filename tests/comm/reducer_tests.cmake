@@ -10,7 +10,7 @@ if(TARGET gradcomm_kernels AND TARGET gradcomm_memory)
 endif()
 if(TARGET gradcomm_kernels AND TARGET gradcomm_memory)
   gradcomm_add_test(gradcomm_reducer_fault_tests
-    SOURCES reducer/reducer_faults_test.cpp
+    SOURCES reducer/reducer_faults_test.cpp reducer/reducer_driver_queries_test.cpp
     LIBS gradcomm_comm
     LABELS comm)
 endif()
