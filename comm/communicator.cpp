@@ -8,6 +8,7 @@
 #include "common/device.hpp"
 #include "common/dtype.hpp"
 #include "common/log.hpp"
+#include "comm/group.hpp"
 
 namespace gradcomm::comm {
 
@@ -120,6 +121,22 @@ void Communicator::collective(CollectiveArgs a) {
       record_failure(e.status(), cat(call_name(a.op, a.seq, bytes), ": ", e.message()));
     throw;
   }
+  if (in_group()) {
+    // Launched at the group's end: watched from then on (see comm/group.hpp).
+    ++grouped_;
+    try {
+      add_to_group(this, a);
+    } catch (...) {
+      --grouped_;
+      throw;
+    }
+    return;
+  }
+  watch(a);
+}
+
+// On the collective's device (the caller holds a DeviceGuard).
+void Communicator::watch(const CollectiveArgs& a) {
   if (!is_cuda(device())) return;
   void* event = take_event();
   GCOMM_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), reinterpret_cast<cudaStream_t>(a.stream)));
@@ -129,7 +146,24 @@ void Communicator::collective(CollectiveArgs a) {
   // timeout is noticed, and waking it per call cost tight loops of small
   // collectives tens of microseconds.
   std::lock_guard<std::mutex> lock(mutex_);
-  pending_.push_back(Pending{event, deadline, a.op, a.seq, bytes});
+  pending_.push_back(Pending{event, deadline, a.op, a.seq, a.count * dtype_size(a.dtype)});
+}
+
+void Communicator::complete_grouped(const CollectiveArgs& a) {
+  --grouped_;
+  DeviceGuard guard(device());
+  watch(a);
+}
+
+void Communicator::fail_grouped(const CollectiveArgs& a, gcommStatus_t status, const std::string& message) noexcept {
+  --grouped_;
+  try {
+    record_failure(status, cat(call_name(a.op, a.seq, a.count * dtype_size(a.dtype)), " (in a group): ", message));
+  } catch (...) {
+    record_failure(status, message);
+  }
+  transport_->abort();
+  cv_.notify_all();
 }
 
 void Communicator::watchdog_loop() {

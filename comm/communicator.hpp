@@ -46,6 +46,14 @@ class Communicator {
   // Waits (bounded by the timeout) for every enqueued collective to complete.
   void synchronize();
 
+  // Calls made inside a group (comm/group.hpp) and not yet launched; destroy
+  // refuses while there are any.
+  int grouped_calls() const noexcept { return grouped_.load(); }
+  // At the group's end: the call was launched, watch it from now on.
+  void complete_grouped(const CollectiveArgs& args);
+  // At the group's end: the launch failed; fail and abort this communicator.
+  void fail_grouped(const CollectiveArgs& args, gcommStatus_t status, const std::string& message) noexcept;
+
  private:
   struct Pending {
     void* event;  // cudaEvent_t
@@ -60,10 +68,13 @@ class Communicator {
   [[noreturn]] void throw_failure() const;
   void watchdog_loop();
   void* take_event();
+  // CUDA: records the call's completion event for the watchdog.
+  void watch(const CollectiveArgs& a);
 
   std::unique_ptr<Transport> transport_;
   const double timeout_s_;
   uint64_t next_seq_ = 1;
+  std::atomic<int> grouped_{0};
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;

@@ -4,6 +4,7 @@
 // sequence numbers, the watchdog, abort state and the C API.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -65,9 +66,11 @@ class Transport {
   // enqueue it on args.stream and return.
   virtual void run(const CollectiveArgs& args) = 0;
 
-  // Group calls (only meaningful for NCCL; others may treat them as no-ops).
-  virtual void group_start() {}
-  virtual void group_end() {}
+  // After this thread's group ended (comm/group.hpp): returns once the calls
+  // this transport made in the group are enqueued (a non-blocking NCCL
+  // communicator may still be enqueueing them); throws on failure or at the
+  // deadline. Transports that run calls at once have nothing to wait for.
+  virtual void wait_group_launched(std::chrono::steady_clock::time_point /*deadline*/) {}
 
   // Non-blocking poll for an asynchronous failure (NCCL async error, a peer that
   // aborted). gcommSuccess if healthy; otherwise fills `message`.

@@ -5,6 +5,7 @@
 
 #include "comm/api/publish.hpp"
 #include "comm/communicator.hpp"
+#include "comm/group.hpp"
 #include "comm/local/local_transport.hpp"
 #include "comm/nccl/nccl_transport.hpp"
 #include "common/device.hpp"
@@ -28,8 +29,6 @@ HandleRegistry<gcommComm>& comms() {
   static HandleRegistry<gcommComm> registry("gcommComm_t");
   return registry;
 }
-
-thread_local int t_group_depth = 0;
 
 double timeout_from(const gcommCommConfig_t& c) {
   require(!(c.timeout_s != c.timeout_s), "timeout_s is NaN");
@@ -81,6 +80,10 @@ GCOMM_API gcommStatus_t gcommCommDestroy(gcommComm_t comm) {
     if (users > 0)
       fail(gcommInvalidState, "the communicator is used by ", users,
            " reducer(s); destroy them first (gcommReducerDestroy)");
+    int grouped = comms().get(comm)->comm.grouped_calls();
+    if (grouped > 0)
+      fail(gcommInvalidState, "the communicator has ", grouped,
+           " collective(s) in a group not yet ended; call gcommGroupEnd on the thread that began it first");
     delete comms().remove(comm);
   });
 }
@@ -160,14 +163,11 @@ GCOMM_API gcommStatus_t gcommBarrier(gcommComm_t comm, gcommStream_t stream) {
 }
 
 GCOMM_API gcommStatus_t gcommGroupStart(void) {
-  return GCOMM_API_CALL({ ++t_group_depth; });
+  return GCOMM_API_CALL({ group_start(); });
 }
 
 GCOMM_API gcommStatus_t gcommGroupEnd(void) {
-  return GCOMM_API_CALL({
-    if (t_group_depth == 0) fail(gcommInvalidState, "gcommGroupEnd without a matching gcommGroupStart on this thread");
-    --t_group_depth;
-  });
+  return GCOMM_API_CALL({ group_end(); });
 }
 
 GCOMM_API const char* gcommRedOpName(gcommRedOp_t op) {

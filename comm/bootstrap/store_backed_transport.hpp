@@ -24,8 +24,9 @@ class StoreBackedTransport final : public Transport {
   gcommDevice_t device() const noexcept override { return inner_->device(); }
   gcommTransport_t kind() const noexcept override { return inner_->kind(); }
   void run(const CollectiveArgs& args) override { inner_->run(args); }
-  void group_start() override { inner_->group_start(); }
-  void group_end() override { inner_->group_end(); }
+  void wait_group_launched(std::chrono::steady_clock::time_point deadline) override {
+    inner_->wait_group_launched(deadline);
+  }
   gcommStatus_t poll_async_error(std::string& message) noexcept override;
   void abort() noexcept override;
 

@@ -133,8 +133,15 @@ void NcclTransport::enqueue(const CollectiveArgs& a, ncclDataType_t t, cudaStrea
   }
 }
 
-void NcclTransport::group_start() { GCOMM_NCCL_CHECK(ncclGroupStart()); }
-void NcclTransport::group_end() { GCOMM_NCCL_CHECK(ncclGroupEnd()); }
+void NcclTransport::wait_group_launched(std::chrono::steady_clock::time_point deadline) {
+  if (aborted_) fail(gcommAborted, "the NCCL communicator was aborted");
+  try {
+    wait_nccl_ready(comm_, deadline, "the group's collectives");
+  } catch (const Error&) {
+    abort();
+    throw;
+  }
+}
 
 gcommStatus_t NcclTransport::poll_async_error(std::string& message) noexcept {
   if (aborted_) return gcommSuccess;  // the abort itself was recorded by whoever aborted

@@ -28,8 +28,7 @@ class NcclTransport final : public Transport {
   gcommDevice_t device() const noexcept override { return device_; }
   gcommTransport_t kind() const noexcept override { return gcommTransportNccl; }
   void run(const CollectiveArgs& args) override;
-  void group_start() override;
-  void group_end() override;
+  void wait_group_launched(std::chrono::steady_clock::time_point deadline) override;
   gcommStatus_t poll_async_error(std::string& message) noexcept override;
   void abort() noexcept override;
 

@@ -10,6 +10,7 @@
 #include "common/device.hpp"
 #include "common/dtype.hpp"
 #include "common/log.hpp"
+#include "comm/group.hpp"
 #include "kernels/ops.hpp"
 
 namespace gradcomm::comm {
@@ -63,6 +64,14 @@ bool same_plan(const BucketPlan& a, const BucketPlan& b) {
       if (x.entries[e].grad != y.entries[e].grad || x.entries[e].offset != y.entries[e].offset) return false;
   }
   return true;
+}
+
+// Inside gcommGroupStart/End an NCCL all-reduce only launches at the group's
+// end, while the reducer's kernels would run at once, before it: refused.
+void refuse_in_group(const char* call) {
+  if (in_group())
+    fail(gcommInvalidState, call, " inside gcommGroupStart/End: the reducer issues its own collectives and kernels in "
+         "order, which a group would reorder; end the group first");
 }
 
 }  // namespace
@@ -231,6 +240,7 @@ void Reducer::check_index(size_t index) const {
 void Reducer::begin_step(bool sync) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
+  refuse_in_group("gcommReducerBeginStep");
   if (phase_ != Phase::kIdle)
     fail(gcommInvalidState, "a step is already in progress: call gcommReducerFinalize before beginning another");
   std::fill(marked_.begin(), marked_.end(), 0);
@@ -256,6 +266,7 @@ void Reducer::begin_step(bool sync) {
 void Reducer::mark_ready(size_t index, gcommStream_t stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
+  refuse_in_group("gcommReducerMarkReady");
   if (phase_ == Phase::kIdle)
     fail(gcommInvalidState, "gradient ", index, " was marked ready outside a step: call gcommReducerBeginStep first");
   check_index(index);
@@ -368,6 +379,7 @@ std::vector<size_t> Reducer::unmarked() const {
 void Reducer::finalize(gcommStream_t stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
+  refuse_in_group("gcommReducerFinalize");
   if (phase_ == Phase::kIdle) fail(gcommInvalidState, "finalize without a step: call gcommReducerBeginStep first");
   if (phase_ == Phase::kAccumulating) {
     phase_ = Phase::kIdle;

@@ -166,7 +166,14 @@ GCOMM_API gcommStatus_t gcommReduceScatter(gcommComm_t comm, const void* sendbuf
 GCOMM_API gcommStatus_t gcommBarrier(gcommComm_t comm, gcommStream_t stream);
 
 /** Group calls (ncclGroupStart/End): collectives of several communicators driven
- *  from one thread, issued together. Per thread; groups nest. */
+ *  from one thread, launched together at the outermost gcommGroupEnd (NCCL
+ *  communicators; the local and socket transports run each call at once, so
+ *  their ranks still need a thread each). Per thread; groups nest. End fails with
+ *  gcommInvalidState without a matching start; if the launch fails, every
+ *  communicator with a call in the group is aborted and End returns the error.
+ *  Inside a group: only the collective calls; reducer calls are refused
+ *  (gcommInvalidState), and a communicator with calls in an open group cannot be
+ *  destroyed. */
 GCOMM_API gcommStatus_t gcommGroupStart(void);
 GCOMM_API gcommStatus_t gcommGroupEnd(void);
 

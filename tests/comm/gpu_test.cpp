@@ -1,5 +1,6 @@
 // GPU paths of the communicators (run on a GPU machine; skip here with the
-// reason): NCCL of size 1 through gcommCommInitAll, wrapping a caller's
+// reason): NCCL of size 1 through gcommCommInitAll, group calls (one GPU, and one
+// thread driving every GPU where there are several), wrapping a caller's
 // ncclComm_t (never destroyed by gradcomm), abort then destroy, and the local
 // transport with several ranks on one GPU against the host reference.
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -56,6 +58,60 @@ TEST(CommGpu, NcclCommunicatorOfSizeOneRunsEveryCollective) {
   // Host memory is refused before NCCL sees it.
   EXPECT_EQ(gcommAllReduce(c, h.data(), h.data(), h.size(), gcommFloat32, gcommSum, nullptr), gcommInvalidArgument);
   EXPECT_EQ(gcommCommDestroy(c), gcommSuccess);
+}
+
+// Inside a group NCCL launches at gcommGroupEnd; the communicator watches the
+// calls from then on (Synchronize waits for them).
+TEST(CommGpu, GroupedCollectivesLaunchAtTheGroupsEnd) {
+  GCOMM_SKIP_WITHOUT_GPU();
+  gcommComm_t c = nullptr;
+  ASSERT_EQ(gcommCommInitAll(1, nullptr, &c), gcommSuccess) << gcommGetLastError();
+  auto h1 = ramp(4099, 1.0f), h2 = ramp(33, 7.0f);
+  DeviceVec a(h1), b(h2), out(ramp(4099, 0.0f));
+  ASSERT_EQ(gcommGroupStart(), gcommSuccess);
+  ASSERT_EQ(gcommAllReduce(c, a.p, out.p, h1.size(), gcommFloat32, gcommSum, nullptr), gcommSuccess)
+      << gcommGetLastError();
+  ASSERT_EQ(gcommAllReduce(c, b.p, b.p, h2.size(), gcommFloat32, gcommMax, nullptr), gcommSuccess);
+  EXPECT_EQ(gcommCommDestroy(c), gcommInvalidState);  // calls in an open group
+  ASSERT_EQ(gcommGroupEnd(), gcommSuccess) << gcommGetLastError();
+  ASSERT_EQ(gcommCommSynchronize(c), gcommSuccess) << gcommGetLastError();
+  EXPECT_EQ(out.get(), h1);
+  EXPECT_EQ(b.get(), h2);
+  EXPECT_EQ(gcommCommDestroy(c), gcommSuccess) << gcommGetLastError();
+}
+
+// The reason groups exist: one thread drives every GPU's communicator.
+TEST(CommGpu, OneThreadDrivesEveryGpuInsideAGroup) {
+  GCOMM_SKIP_WITHOUT_GPU();
+  int n = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&n), cudaSuccess);
+  if (n < 2) GTEST_SKIP() << "needs two or more GPUs (" << n << " visible)";
+  std::vector<gcommComm_t> comms(n, nullptr);
+  ASSERT_EQ(gcommCommInitAll(n, nullptr, comms.data()), gcommSuccess) << gcommGetLastError();
+  std::vector<std::unique_ptr<DeviceVec>> bufs;
+  for (int d = 0; d < n; ++d) {
+    ASSERT_EQ(cudaSetDevice(d), cudaSuccess);
+    bufs.push_back(std::make_unique<DeviceVec>(ramp(100003, static_cast<float>(d))));
+  }
+  ASSERT_EQ(gcommGroupStart(), gcommSuccess);
+  for (int d = 0; d < n; ++d)
+    ASSERT_EQ(gcommAllReduce(comms[d], bufs[d]->p, bufs[d]->p, bufs[d]->n, gcommFloat32, gcommSum, nullptr),
+              gcommSuccess)
+        << gcommGetLastError();
+  ASSERT_EQ(gcommGroupEnd(), gcommSuccess) << gcommGetLastError();
+  for (int d = 0; d < n; ++d) ASSERT_EQ(gcommCommSynchronize(comms[d]), gcommSuccess) << gcommGetLastError();
+  // sum over d of (d + i % 13) = n(n-1)/2 + n (i % 13)
+  for (int d = 0; d < n; ++d) {
+    ASSERT_EQ(cudaSetDevice(d), cudaSuccess);
+    std::vector<float> got = bufs[d]->get();
+    for (size_t i = 0; i < got.size(); i += 997)
+      ASSERT_EQ(got[i], static_cast<float>(n * (n - 1) / 2 + n * static_cast<int>(i % 13))) << "GPU " << d;
+  }
+  for (int d = 0; d < n; ++d) {
+    ASSERT_EQ(cudaSetDevice(d), cudaSuccess);
+    bufs[d].reset();
+  }
+  for (gcommComm_t c : comms) EXPECT_EQ(gcommCommDestroy(c), gcommSuccess);
 }
 
 TEST(CommGpu, WrappedNcclCommIsNeverDestroyedByGradcomm) {

@@ -1,5 +1,5 @@
 gradcomm_add_test(gradcomm_comm_local_tests
-  SOURCES local/collectives_test.cpp local/failure_test.cpp
+  SOURCES local/collectives_test.cpp local/failure_test.cpp local/group_test.cpp
   LIBS gradcomm::gradcomm
   LABELS comm)
 gradcomm_add_test(gradcomm_comm_gpu_tests

@@ -1,0 +1,98 @@
+#include "comm/group.hpp"
+
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "common/error.hpp"
+#include "common/nccl_check.hpp"
+
+namespace gradcomm::comm {
+
+namespace {
+
+struct GroupState {
+  int depth = 0;
+  std::vector<std::pair<Communicator*, CollectiveArgs>> calls;  // in call order
+};
+thread_local GroupState t_group;
+
+// The first failure of the launch, to be reported by every grouped call.
+struct Failure {
+  gcommStatus_t status = gcommSuccess;
+  std::string message;
+  void set(gcommStatus_t s, std::string m) {
+    if (status != gcommSuccess) return;
+    status = s;
+    message = std::move(m);
+  }
+};
+
+}  // namespace
+
+bool in_group() noexcept { return t_group.depth > 0; }
+
+void group_start() {
+  GCOMM_NCCL_CHECK(ncclGroupStart());
+  ++t_group.depth;
+}
+
+void group_end() {
+  if (t_group.depth == 0) fail(gcommInvalidState, "gcommGroupEnd without a matching gcommGroupStart on this thread");
+  --t_group.depth;
+  ncclResult_t launched = ncclGroupEnd();  // the outermost end launches the NCCL calls
+  if (t_group.depth > 0) {
+    if (launched != ncclSuccess) throw_nccl_error(launched, "ncclGroupEnd", __FILE__, __LINE__);
+    return;
+  }
+  std::vector<std::pair<Communicator*, CollectiveArgs>> calls;
+  calls.swap(t_group.calls);
+  Failure failure;
+  if (launched != ncclSuccess && launched != ncclInProgress) {
+    try {
+      throw_nccl_error(launched, "ncclGroupEnd", __FILE__, __LINE__);
+    } catch (const Error& e) {
+      failure.set(e.status(), e.message());
+    }
+  }
+  // A non-blocking NCCL communicator may still be enqueueing (ncclInProgress):
+  // each one is waited for once, before any event goes on a stream behind it.
+  std::vector<Communicator*> distinct;
+  for (const auto& [comm, args] : calls)
+    if (std::find(distinct.begin(), distinct.end(), comm) == distinct.end()) distinct.push_back(comm);
+  for (Communicator* comm : distinct) {
+    if (failure.status != gcommSuccess) break;
+    try {
+      auto deadline = std::chrono::steady_clock::now() +
+                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                          std::chrono::duration<double>(comm->timeout_s()));
+      comm->transport().wait_group_launched(deadline);
+    } catch (const Error& e) {
+      failure.set(e.status(), e.message());
+    }
+  }
+  for (const auto& [comm, args] : calls) {
+    if (failure.status == gcommSuccess) {
+      try {
+        comm->complete_grouped(args);
+        continue;
+      } catch (const Error& e) {
+        failure.set(e.status(), e.message());
+      } catch (const std::exception& e) {
+        failure.set(gcommInternalError, e.what());
+      }
+    }
+    comm->fail_grouped(args, failure.status, failure.message);
+  }
+  if (failure.status != gcommSuccess)
+    fail(failure.status, "the group of ", calls.size(), " collective(s) failed: ", failure.message,
+         "; every communicator with a call in the group was aborted");
+}
+
+void add_to_group(Communicator* comm, const CollectiveArgs& args) { t_group.calls.emplace_back(comm, args); }
+
+}  // namespace gradcomm::comm
