@@ -163,6 +163,12 @@ if want perf && [ -x "$perf" ]; then
       echo "### gradcomm-perf -C $c"; "$perf" -C $c -b 8 -e 128M -f 4
     done
     echo "### JSON"; cat "$benchdir"/perf_default.json
+    # Where a small call's host time goes (the gap to nccl-tests below 8 MiB).
+    overhead=$build/bench/comm/gradcomm-call-overhead-bench
+    if [ -x "$overhead" ]; then
+      echo "### gradcomm-call-overhead-bench"; "$overhead" -J "$benchdir/call_overhead.jsonl"
+      "$overhead" --bytes 1048576
+    fi
     if [ "$ngpus" -ge 2 ]; then  # NCCL through the store, one process per GPU
       echo "### gradcomm-perf, one process per GPU ($ngpus)"
       RUN_PROCESSES_TIMEOUT=400 examples/run_processes.sh "$ngpus" "$perf" -b 8 -e 128M -f 2

@@ -50,6 +50,8 @@ struct Config {
   int iters = 10;
   int error_steps = 0;  // > 0: only the per-step errors of that many compressed steps
   bool error_feedback = true;
+  bool seed_given = false;  // --seed S: the initial Q's seed, else the config's default
+  uint64_t seed = 0;
   FILE* json = nullptr;
 };
 
@@ -140,6 +142,7 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Res
   pc.rank = c.rank;
   pc.start_iter = 0;
   pc.error_feedback = c.error_feedback ? 1 : 0;
+  if (c.seed_given) pc.seed = c.seed;
   if (c.error_steps > 0) {
     gcommReducer_t r = nullptr;
     check(gcommReducerCreate(comm, grads.data(), grads.size(), &rc, &r), "create");
@@ -202,8 +205,8 @@ void report_errors(const Config& c, const Result& r) {
   std::printf("\n");
   if (c.json != nullptr) {
     std::fprintf(c.json, "{\"bench\": \"powersgd_error_steps\", \"set\": \"%s\", \"ranks\": %d, \"rank\": %d, "
-                 "\"device\": \"%s\", \"error_feedback\": %d, \"errors\": [", c.set.c_str(), c.ranks, c.rank,
-                 c.gpu ? "gpu" : "host", c.error_feedback ? 1 : 0);
+                 "\"device\": \"%s\", \"error_feedback\": %d, \"seed\": %llu, \"errors\": [", c.set.c_str(), c.ranks,
+                 c.rank, c.gpu ? "gpu" : "host", c.error_feedback ? 1 : 0, static_cast<unsigned long long>(c.seed_given ? c.seed : gcommPowerSgdConfig_t(GCOMM_POWERSGD_CONFIG_INITIALIZER).seed));
     for (size_t i = 0; i < r.step_errors.size(); ++i) std::fprintf(c.json, "%s%.6f", i ? ", " : "", r.step_errors[i]);
     std::fprintf(c.json, "]}\n");
     std::fflush(c.json);
@@ -257,12 +260,13 @@ int main(int argc, char** argv) {
       else if (a == "--iters") base.iters = std::stoi(next());
       else if (a == "--error-steps") base.error_steps = std::stoi(next());
       else if (a == "--no-error-feedback") base.error_feedback = false;
+      else if (a == "--seed") base.seed = std::stoull(next()), base.seed_given = true;
       else if (a == "-J") base.json = std::fopen(next().c_str(), "w");
       else throw std::invalid_argument("unknown argument " + a);
     } catch (const std::exception& e) {
       std::fprintf(stderr,
                    "%s\nusage: gradcomm-powersgd-bench [--set resnet50|gpt2_medium] [--ranks N] [--rank R] "
-                   "[--device host|gpu] [--iters N] [--error-steps K [--no-error-feedback]] [-J FILE]\n",
+                   "[--device host|gpu] [--iters N] [--error-steps K [--no-error-feedback]] [--seed S] [-J FILE]\n",
                    e.what());
       return 2;
     }

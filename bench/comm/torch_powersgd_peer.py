@@ -10,7 +10,7 @@ error feedback, warm start) on the same gradient sets and the same values
 
 Run on the GPU machine: python3 bench/comm/torch_powersgd_peer.py
 
-  --error-steps K [--no-error-feedback] [--device cpu] [--set resnet50]
+  --error-steps K [--no-error-feedback] [--device cpu] [--set resnet50] [--seed S]
       instead: the relative error of each of the first K compressed steps on the
       same gradients (warm start), for gradcomm-powersgd-bench --error-steps K.
       With warm start Q converges to the gradients' top subspace, so after a step
@@ -71,12 +71,13 @@ def relative_error(model):
     return (num / den) ** 0.5
 
 
-def make(name, error_feedback, start_iter):
+def make(name, error_feedback, start_iter, seed=0):
     sizes, rows = SETS[name], ROWS[name]
     model = Params(sizes, rows)
     ddp = DDP(model, device_ids=[0] if DEVICE == "cuda" else None, bucket_cap_mb=25)
     state = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=RANK, start_powerSGD_iter=start_iter,
-                               min_compression_rate=2, use_error_feedback=error_feedback, warm_start=True)
+                               min_compression_rate=2, use_error_feedback=error_feedback, warm_start=True,
+                               random_seed=seed)
     ddp.register_comm_hook(state, psgd.powerSGD_hook)
     one = torch.ones(1, device=DEVICE)
 
@@ -89,7 +90,7 @@ def make(name, error_feedback, start_iter):
 
 def error_steps(args):
     # start_powerSGD_iter must be >= 2 in torch; the steps before it are plain all-reduces.
-    model, ddp, step, _ = make(args.set, not args.no_error_feedback, 2)
+    model, ddp, step, _ = make(args.set, not args.no_error_feedback, 2, args.seed)
     step(); step()
     errors = []
     for _ in range(args.error_steps):
@@ -97,7 +98,8 @@ def error_steps(args):
         errors.append(relative_error(model))
     print(json.dumps({"peer": "torch_powersgd", "bench": "powersgd_error_steps", "torch": torch.__version__,
                       "set": args.set, "rank": RANK, "world": 1, "device": DEVICE,
-                      "error_feedback": 0 if args.no_error_feedback else 1, "errors": errors}), flush=True)
+                      "error_feedback": 0 if args.no_error_feedback else 1, "seed": args.seed,
+                      "errors": errors}), flush=True)
 
 
 def timing(args):
@@ -135,6 +137,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--error-steps", type=int, default=0)
     parser.add_argument("--no-error-feedback", action="store_true")
+    parser.add_argument("--seed", type=int, default=0, help="PowerSGDState.random_seed (the initial Q)")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--set", default="resnet50", choices=sorted(SETS))
     args = parser.parse_args()

@@ -1,0 +1,136 @@
+// Where a small collective's host time goes. gradcomm-perf is 5–6 us per call
+// slower than nccl-tests below 8 MiB on one H100 (docs/benchmarks.md), where the
+// GPU work is shorter than the host's enqueue and every host microsecond shows.
+// This times, per call on the caller's thread, each piece gradcomm adds around
+// ncclAllReduce — the pointer checks (runtime and driver queries), the
+// watchdog's event — and the whole call through the C API, on one GPU (an NCCL
+// communicator of size 1, wrapped by gradcomm so both paths use the same one).
+//
+//   gradcomm-call-overhead-bench [--calls N] [--bytes B] [-J FILE]
+//
+// A GPU-only measurement: without a GPU it says so and exits 0.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/device.hpp"
+#include "gradcomm/gradcomm.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Row {
+  const char* what;
+  double host_us;  // on the calling thread, per call (median of 5 runs)
+  double wall_us;  // including the stream's completion, per call; 0: not stream work
+};
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "gradcomm-call-overhead-bench: %s\n", what.c_str());
+  std::exit(1);
+}
+void cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) die(std::string(what) + ": " + cudaGetErrorString(e));
+}
+void gcomm(gcommStatus_t s, const char* what) {
+  if (s != gcommSuccess) die(std::string(what) + ": " + gcommGetLastError());
+}
+
+// Median over 5 runs of `calls` calls: host time per call, and time until the
+// stream is idle per call (when `stream` is set).
+Row time_calls(const char* what, int calls, cudaStream_t stream, const std::function<void()>& call) {
+  std::vector<double> host, wall;
+  for (int run = 0; run < 6; ++run) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) call();
+    auto t1 = Clock::now();
+    if (stream != nullptr) cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    auto t2 = Clock::now();
+    if (run == 0) continue;  // warm-up
+    host.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / calls);
+    wall.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count() / calls);
+  }
+  std::sort(host.begin(), host.end());
+  std::sort(wall.begin(), wall.end());
+  return Row{what, host[host.size() / 2], stream != nullptr ? wall[wall.size() / 2] : 0.0};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int calls = 2000;
+  size_t bytes = 8;
+  FILE* json = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) die("usage: gradcomm-call-overhead-bench [--calls N] [--bytes B] [-J FILE]");
+    if (a == "--calls") calls = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--bytes") bytes = std::max<size_t>(4, std::strtoull(argv[++i], nullptr, 10));
+    else if (a == "-J") json = std::fopen(argv[++i], "w");
+    else die("unknown argument " + a);
+  }
+  if (!gradcomm::gpu_available()) {
+    std::printf("gradcomm-call-overhead-bench: no usable GPU (%s); nothing measured\n",
+                gradcomm::no_gpu_reason().c_str());
+    return 0;
+  }
+  cuda(cudaSetDevice(0), "cudaSetDevice");
+  cudaStream_t stream = nullptr;
+  cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  const size_t count = bytes / sizeof(float);
+  float *send = nullptr, *recv = nullptr;
+  cuda(cudaMalloc(&send, count * sizeof(float)), "cudaMalloc");
+  cuda(cudaMalloc(&recv, count * sizeof(float)), "cudaMalloc");
+  cuda(cudaMemset(send, 0, count * sizeof(float)), "cudaMemset");
+  ncclComm_t nccl = nullptr;
+  int dev0 = 0;
+  if (ncclCommInitAll(&nccl, 1, &dev0) != ncclSuccess) die("ncclCommInitAll failed");
+  gcommComm_t comm = nullptr;
+  gcomm(gcommCommWrapNccl(nccl, gcommCudaDevice(0), 0.0, &comm), "gcommCommWrapNccl");
+  auto gs = reinterpret_cast<gcommStream_t>(stream);
+  cudaEvent_t event = nullptr;
+  cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+
+  std::vector<Row> rows;
+  rows.push_back(time_calls("cudaPointerGetAttributes (gradcomm::pointer_info)", calls, nullptr,
+                            [&] { (void)gradcomm::pointer_info(send); }));
+  rows.push_back(time_calls("cuPointerGetAttributes, 5 attributes (gradcomm::pointer_range)", calls, nullptr,
+                            [&] { (void)gradcomm::pointer_range(send); }));
+  rows.push_back(time_calls("cudaEventRecord", calls, stream, [&] { cuda(cudaEventRecord(event, stream), "record"); }));
+  rows.push_back(time_calls("ncclAllReduce, out of place (raw NCCL)", calls, stream, [&] {
+    if (ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, nccl, stream) != ncclSuccess) die("ncclAllReduce");
+  }));
+  rows.push_back(time_calls("gcommAllReduce, out of place (2 pointer checks + event)", calls, stream, [&] {
+    gcomm(gcommAllReduce(comm, send, recv, count, gcommFloat32, gcommSum, gs), "gcommAllReduce");
+  }));
+  rows.push_back(time_calls("gcommAllReduce, in place (1 pointer check + event)", calls, stream, [&] {
+    gcomm(gcommAllReduce(comm, recv, recv, count, gcommFloat32, gcommSum, gs), "gcommAllReduce");
+  }));
+  gcomm(gcommCommSynchronize(comm), "gcommCommSynchronize");
+
+  std::printf("# one GPU, %zu-byte float all-reduce, %d calls per run, median of 5 runs\n", count * sizeof(float),
+              calls);
+  std::printf("%-66s %10s %10s\n", "call", "host_us", "wall_us");
+  for (const Row& r : rows) {
+    std::printf("%-66s %10.3f %10.3f\n", r.what, r.host_us, r.wall_us);
+    if (json != nullptr)
+      std::fprintf(json, "{\"bench\": \"call_overhead\", \"call\": \"%s\", \"bytes\": %zu, \"host_us\": %.4f, "
+                   "\"wall_us\": %.4f, \"calls\": %d}\n", r.what, count * sizeof(float), r.host_us, r.wall_us, calls);
+  }
+  if (json != nullptr) std::fclose(json);
+  cudaEventDestroy(event);
+  gcomm(gcommCommDestroy(comm), "gcommCommDestroy");
+  ncclCommDestroy(nccl);
+  cudaFree(send);
+  cudaFree(recv);
+  cudaStreamDestroy(stream);
+  return 0;
+}
