@@ -224,6 +224,11 @@ gcommStatus_t Communicator::health(std::string& message) noexcept {
 }
 
 void Communicator::synchronize() {
+  // Grouped calls launch at the group's end: waiting before it would return
+  // with them not even started.
+  if (int grouped = grouped_.load(); grouped > 0)
+    fail(gcommInvalidState, "the communicator has ", grouped,
+         " collective(s) in a group not yet ended; call gcommGroupEnd first");
   auto deadline = std::chrono::steady_clock::now() +
                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s_));
   std::unique_lock<std::mutex> lock(mutex_);

@@ -172,8 +172,8 @@ GCOMM_API gcommStatus_t gcommBarrier(gcommComm_t comm, gcommStream_t stream);
  *  gcommInvalidState without a matching start; if the launch fails, every
  *  communicator with a call in the group is aborted and End returns the error.
  *  Inside a group: only the collective calls; reducer calls are refused
- *  (gcommInvalidState), and a communicator with calls in an open group cannot be
- *  destroyed. */
+ *  (gcommInvalidState), and a communicator with calls in an open group can be
+ *  neither destroyed nor synchronized (gcommInvalidState). */
 GCOMM_API gcommStatus_t gcommGroupStart(void);
 GCOMM_API gcommStatus_t gcommGroupEnd(void);
 

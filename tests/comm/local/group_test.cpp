@@ -1,9 +1,9 @@
 // Group calls (gcommGroupStart/End) on the host: they nest per thread, ends must
 // match starts, collectives inside a group work on the local transport (one
-// thread per rank), a communicator with calls in an open group cannot be
-// destroyed, and the reducer refuses to run inside a group (a group would launch
-// its all-reduces after its kernels). The NCCL launch at the group's end runs in
-// tests/comm/gpu_test.cpp.
+// thread per rank), a communicator with calls in an open group can be neither
+// destroyed nor synchronized, and the reducer refuses to run inside a group (a
+// group would launch its all-reduces after its kernels). The NCCL launch at the
+// group's end runs in tests/comm/gpu_test.cpp.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -46,14 +46,17 @@ TEST(Groups, CollectivesInsideAGroupOnEachRanksThread) {
   destroy(comms);
 }
 
-TEST(Groups, ACommunicatorWithCallsInAnOpenGroupIsNotDestroyed) {
+TEST(Groups, ACommunicatorWithCallsInAnOpenGroupIsNotDestroyedNorSynchronized) {
   auto comms = make_local(1);
   std::vector<float> a(16, 2.0f);
   ASSERT_EQ(gcommGroupStart(), gcommSuccess);
   ASSERT_EQ(gcommAllReduce(comms[0], a.data(), a.data(), a.size(), gcommFloat32, gcommSum, nullptr), gcommSuccess);
   EXPECT_EQ(gcommCommDestroy(comms[0]), gcommInvalidState);
   EXPECT_TRUE(last_error_has("in a group not yet ended")) << gcommGetLastError();
+  // Nor waited for: the calls have not launched.
+  EXPECT_EQ(gcommCommSynchronize(comms[0]), gcommInvalidState);
   ASSERT_EQ(gcommGroupEnd(), gcommSuccess);
+  EXPECT_EQ(gcommCommSynchronize(comms[0]), gcommSuccess) << gcommGetLastError();
   destroy(comms);
 }
 
