@@ -4,11 +4,11 @@
 
 #include <optional>
 
+#include "comm/group.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
 #include "common/dtype.hpp"
 #include "common/log.hpp"
-#include "comm/group.hpp"
 
 namespace gradcomm::comm {
 
@@ -150,13 +150,11 @@ void Communicator::watch(const CollectiveArgs& a) {
 }
 
 void Communicator::complete_grouped(const CollectiveArgs& a) {
-  --grouped_;
   DeviceGuard guard(device());
   watch(a);
 }
 
 void Communicator::fail_grouped(const CollectiveArgs& a, gcommStatus_t status, const std::string& message) noexcept {
-  --grouped_;
   try {
     record_failure(status, cat(call_name(a.op, a.seq, a.count * dtype_size(a.dtype)), " (in a group): ", message));
   } catch (...) {

@@ -47,12 +47,14 @@ class Communicator {
   void synchronize();
 
   // Calls made inside a group (comm/group.hpp) and not yet launched; destroy
-  // refuses while there are any.
+  // and synchronize refuse while there are any. The group's end completes or
+  // fails each call, then counts it out (left_group).
   int grouped_calls() const noexcept { return grouped_.load(); }
   // At the group's end: the call was launched, watch it from now on.
   void complete_grouped(const CollectiveArgs& args);
   // At the group's end: the launch failed; fail and abort this communicator.
   void fail_grouped(const CollectiveArgs& args, gcommStatus_t status, const std::string& message) noexcept;
+  void left_group() noexcept { --grouped_; }
 
  private:
   struct Pending {

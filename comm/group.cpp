@@ -76,6 +76,10 @@ void group_end() {
     }
   }
   for (const auto& [comm, args] : calls) {
+    struct Leave {  // counted out of the group whatever happens below
+      Communicator* comm;
+      ~Leave() { comm->left_group(); }
+    } leave{comm};
     if (failure.status == gcommSuccess) {
       try {
         comm->complete_grouped(args);
@@ -90,7 +94,7 @@ void group_end() {
   }
   if (failure.status != gcommSuccess)
     fail(failure.status, "the group of ", calls.size(), " collective(s) failed: ", failure.message,
-         "; every communicator with a call in the group was aborted");
+         "; the communicators whose calls were not launched (or not watched) were aborted");
 }
 
 void add_to_group(Communicator* comm, const CollectiveArgs& args) { t_group.calls.emplace_back(comm, args); }
