@@ -17,6 +17,7 @@ namespace {
 
 struct GroupState {
   int depth = 0;
+  bool nccl_open = false;  // ncclGroupStart called in this (outermost) group
   std::vector<std::pair<Communicator*, CollectiveArgs>> calls;  // in call order
 };
 thread_local GroupState t_group;
@@ -36,21 +37,22 @@ struct Failure {
 
 bool in_group() noexcept { return t_group.depth > 0; }
 
-void group_start() {
+void group_start() { ++t_group.depth; }
+
+void join_nccl_group() {
+  if (t_group.depth == 0 || t_group.nccl_open) return;
   GCOMM_NCCL_CHECK(ncclGroupStart());
-  ++t_group.depth;
+  t_group.nccl_open = true;
 }
 
 void group_end() {
   if (t_group.depth == 0) fail(gcommInvalidState, "gcommGroupEnd without a matching gcommGroupStart on this thread");
-  --t_group.depth;
-  ncclResult_t launched = ncclGroupEnd();  // the outermost end launches the NCCL calls
-  if (t_group.depth > 0) {
-    if (launched != ncclSuccess) throw_nccl_error(launched, "ncclGroupEnd", __FILE__, __LINE__);
-    return;
-  }
+  if (--t_group.depth > 0) return;
   std::vector<std::pair<Communicator*, CollectiveArgs>> calls;
   calls.swap(t_group.calls);
+  const bool nccl_open = std::exchange(t_group.nccl_open, false);
+  // The outermost end launches the NCCL calls, if the group made any.
+  const ncclResult_t launched = nccl_open ? ncclGroupEnd() : ncclSuccess;
   Failure failure;
   if (launched != ncclSuccess && launched != ncclInProgress) {
     try {

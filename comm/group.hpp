@@ -1,7 +1,8 @@
 // Group calls (gcommGroupStart/End): collectives issued from one thread between
 // them are launched together at the outermost end (ncclGroupStart/End), which is
 // how one thread drives several GPUs' NCCL communicators without deadlock.
-// Per thread; groups nest.
+// Per thread; groups nest (counted here: NCCL sees one flat group, opened by the
+// first NCCL call inside it, so a group without NCCL calls never reaches NCCL).
 //
 // A grouped NCCL collective is only launched at the end, so the communicator's
 // watchdog event for it (recorded on the stream right after the call otherwise)
@@ -21,6 +22,9 @@ class Communicator;
 bool in_group() noexcept;
 
 void group_start();
+
+// Before an NCCL call on this thread: inside a group, opens NCCL's group (once).
+void join_nccl_group();
 
 // Throws gcommInvalidState without a matching start. At the outermost end:
 // launches the group, waits until each grouped communicator has enqueued its
