@@ -135,16 +135,10 @@ void PeerLinks::fail_all(const std::string& reason) noexcept {
       if (f.mid_send()) continue;
       // The message's tail may still fill the socket buffer: wait for room (bounded)
       // rather than drop the notice, which is the peer's only account of why.
-      size_t done = 0;
-      while (done < notice.size()) {
-        ssize_t sent = ::send(peers_[q].fd(), notice.data() + done, notice.size() - done, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (sent > 0) {
-          done += static_cast<size_t>(sent);
-          continue;
-        }
-        if (sent < 0 && errno == EINTR) continue;
-        pollfd p{peers_[q].fd(), POLLOUT, 0};
-        if (sent == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) || ::poll(&p, 1, poll_ms_until(until)) <= 0) break;
+      try {
+        std::string error;
+        (void)bootstrap::send_all(peers_[q], notice.data(), notice.size(), until, error);
+      } catch (...) {  // its error text could not be made: the peer learns less
       }
     }
   }
