@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "common/cuda_check.hpp"
 #include "kernels/block_sum.cuh"
@@ -214,33 +215,33 @@ __global__ void commit_kernel(float* dst, const float* src, size_t count, const 
     dst[i] = src[i];
 }
 
-// The instantiation for r: the smallest of 4, 8, 16, 32 that holds it.
-#define GCOMM_WITH_RANK(r, KERNEL, GRID, STREAM, ...)                                  \
-  do {                                                                                 \
-    if ((r) <= 4)                                                                      \
-      KERNEL<4><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                       \
-    else if ((r) <= 8)                                                                 \
-      KERNEL<8><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                       \
-    else if ((r) <= 16)                                                                \
-      KERNEL<16><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                      \
-    else                                                                               \
-      KERNEL<32><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                      \
-  } while (0)
-
-// The same, for a kernel with a second template argument TARG after R.
-#define GCOMM_WITH_RANK_T(r, KERNEL, TARG, GRID, STREAM, ...)                         \
-  do {                                                                                 \
-    if ((r) <= 4)                                                                      \
-      KERNEL<4, TARG><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                 \
-    else if ((r) <= 8)                                                                 \
-      KERNEL<8, TARG><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                 \
-    else if ((r) <= 16)                                                                \
-      KERNEL<16, TARG><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                \
-    else                                                                               \
-      KERNEL<32, TARG><<<(GRID), kThreads, 0, (STREAM)>>>(__VA_ARGS__);                \
-  } while (0)
+// Calls launch(std::integral_constant<int, R>{}) for the smallest R of 4, 8, 16,
+// 32 that holds r: the kernels are instantiated for those four.
+template <class Launch>
+void with_rank(int r, Launch&& launch) {
+  if (r <= 4)
+    launch(std::integral_constant<int, 4>{});
+  else if (r <= 8)
+    launch(std::integral_constant<int, 8>{});
+  else if (r <= 16)
+    launch(std::integral_constant<int, 16>{});
+  else
+    launch(std::integral_constant<int, 32>{});
+}
 
 cudaStream_t as_stream(gcommStream_t s) { return static_cast<cudaStream_t>(s); }
+
+// p = m q, with m += e fused into the same pass when ADD_ERROR.
+template <bool ADD_ERROR>
+void launch_mq(const LowRankMatrix* mats, size_t n, int r, gcommStream_t stream) {
+  for_each_batch(mats, n, [&](const Batch& b) {
+    dim3 grid(blocks_for(b.max_rows, kThreads / 32), b.count);
+    with_rank(r, [&](auto R) {
+      mq_kernel<decltype(R)::value, ADD_ERROR><<<grid, kThreads, 0, as_stream(stream)>>>(b, r);
+    });
+    GCOMM_CUDA_CHECK(cudaGetLastError());
+  });
+}
 
 }  // namespace
 
@@ -253,19 +254,11 @@ void add_error(const LowRankMatrix* mats, size_t n, gcommStream_t stream) {
 }
 
 void multiply_mq(const LowRankMatrix* mats, size_t n, int r, gcommStream_t stream) {
-  for_each_batch(mats, n, [&](const Batch& b) {
-    dim3 grid(blocks_for(b.max_rows, kThreads / 32), b.count);
-    GCOMM_WITH_RANK_T(r, mq_kernel, false, grid, as_stream(stream), b, r);
-    GCOMM_CUDA_CHECK(cudaGetLastError());
-  });
+  launch_mq<false>(mats, n, r, stream);
 }
 
 void add_error_multiply_mq(const LowRankMatrix* mats, size_t n, int r, gcommStream_t stream) {
-  for_each_batch(mats, n, [&](const Batch& b) {
-    dim3 grid(blocks_for(b.max_rows, kThreads / 32), b.count);
-    GCOMM_WITH_RANK_T(r, mq_kernel, true, grid, as_stream(stream), b, r);
-    GCOMM_CUDA_CHECK(cudaGetLastError());
-  });
+  launch_mq<true>(mats, n, r, stream);
 }
 
 void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps, gcommStream_t stream) {
@@ -278,7 +271,7 @@ void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps, gcommS
 void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip, gcommStream_t stream) {
   for_each_batch(mats, n, [&](const Batch& b) {
     dim3 grid(blocks_for(b.max_cols, 32), b.count);
-    GCOMM_WITH_RANK(r, mtp_kernel, grid, as_stream(stream), b, r, skip);
+    with_rank(r, [&](auto R) { mtp_kernel<decltype(R)::value><<<grid, kThreads, 0, as_stream(stream)>>>(b, r, skip); });
     GCOMM_CUDA_CHECK(cudaGetLastError());
   });
 }
@@ -287,7 +280,10 @@ void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const f
                 const DecompressOutput& out, gcommStream_t stream) {
   for_each_batch(mats, n, [&](const Batch& b) {
     dim3 grid(blocks_for(b.max_elems, kThreads * 4), b.count);
-    GCOMM_WITH_RANK(r, decompress_kernel, grid, as_stream(stream), b, r, scale, skip, out.out_scale, out.found_inf);
+    with_rank(r, [&](auto R) {
+      decompress_kernel<decltype(R)::value>
+          <<<grid, kThreads, 0, as_stream(stream)>>>(b, r, scale, skip, out.out_scale, out.found_inf);
+    });
     GCOMM_CUDA_CHECK(cudaGetLastError());
   });
 }
