@@ -8,7 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,34 +19,27 @@
 #include "common/device.hpp"
 #include "kernels/grad_scaler.hpp"
 #include "kernels/ops.hpp"
+#include "comm/reducer/reducer_rig.hpp"
 #include "support/gpu.hpp"
 
 namespace gradcomm::comm {
 namespace {
 
-// Gradients of a few sizes, in host memory or in one cudaMalloc each.
-class Grads {
- public:
-  Grads(bool gpu) : gpu_(gpu) {
+// Gradients of a few sizes, zeroed, in host memory or in one cudaMalloc each.
+struct Grads {
+  std::vector<test::GradMem> mem;
+  std::vector<gcommTensor_t> tensors;
+  explicit Grads(bool gpu) {
     for (size_t n : {300, 5, 1000, 77, 4096}) {
-      void* p = nullptr;
-      size_t bytes = n * sizeof(float);
+      mem.emplace_back(gcommFloat32, n, gpu);
       if (gpu) {
-        EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess);
-        EXPECT_EQ(cudaMemset(p, 0, bytes), cudaSuccess);
+        EXPECT_EQ(cudaMemset(mem.back().data, 0, n * sizeof(float)), cudaSuccess);
       } else {
-        p = std::calloc(n, sizeof(float));
+        std::memset(mem.back().data, 0, n * sizeof(float));
       }
-      tensors.push_back(gcommTensor_t{p, n, gcommFloat32});
+      tensors.push_back(mem.back().tensor());
     }
   }
-  ~Grads() {
-    for (auto& t : tensors) gpu_ ? (void)cudaFree(t.data) : std::free(t.data);
-  }
-  std::vector<gcommTensor_t> tensors;
-
- private:
-  bool gpu_;
 };
 
 struct Variant {
