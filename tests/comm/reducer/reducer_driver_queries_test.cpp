@@ -16,10 +16,10 @@
 #include "comm/communicator.hpp"
 #include "comm/local/local_transport.hpp"
 #include "comm/reducer/reducer.hpp"
+#include "comm/reducer/reducer_rig.hpp"
 #include "common/device.hpp"
 #include "kernels/grad_scaler.hpp"
 #include "kernels/ops.hpp"
-#include "comm/reducer/reducer_rig.hpp"
 #include "support/gpu.hpp"
 
 namespace gradcomm::comm {
