@@ -20,7 +20,13 @@ const char* collective_name(Collective op) noexcept {
 }
 
 std::string call_name(Collective op, uint64_t seq, size_t bytes) {
-  return cat(collective_name(op), " #", seq, " of ", bytes, " bytes");
+  return cat(CallId{op, seq, bytes});
+}
+
+CallId call_id(const CollectiveArgs& a) noexcept { return CallId{a.op, a.seq, a.count * dtype_size(a.dtype)}; }
+
+std::ostream& operator<<(std::ostream& os, const CallId& id) {
+  return os << collective_name(id.op) << " #" << id.seq << " of " << id.bytes << " bytes";
 }
 
 std::string describe(const CallSignature& s) {

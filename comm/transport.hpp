@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <string>
 
@@ -50,6 +51,16 @@ std::string describe(const CallSignature& s);
 // "all-reduce #7 of 4096 bytes": names a call in messages. Formatted only when a
 // message needs it (a string per call costs a visible share of a small collective).
 std::string call_name(Collective op, uint64_t seq, size_t bytes);
+
+// The same name as a value: transports pass it down to where a message may be
+// needed and print it there (`cat(id, ...)`), so a call that succeeds formats nothing.
+struct CallId {
+  Collective op = Collective::kBarrier;
+  uint64_t seq = 0;
+  size_t bytes = 0;
+};
+CallId call_id(const CollectiveArgs& a) noexcept;
+std::ostream& operator<<(std::ostream& os, const CallId& id);
 
 // A transport is driven by one thread at a time (its rank's thread).
 class Transport {

@@ -49,8 +49,11 @@ GradScaler::~GradScaler() {
   }
 }
 
+// The caller's gradients are looked up; the scaler's own scalars are not.
 void GradScaler::unscale(const gcommTensor_t* grads, size_t n, gcommStream_t stream) {
-  unscale_and_check(grads, n, &state_->inv_scale, &state_->found_inf, Target{device_, stream});
+  Target target{device_, stream};
+  target.scalars_known = true;
+  unscale_and_check(grads, n, &state_->inv_scale, &state_->found_inf, target);
 }
 
 // The state is the scaler's own allocation: no driver query to find it.

@@ -34,7 +34,7 @@ void check_scalar(const void* ptr, const Target& target, const char* what, bool 
     require(!required, "argument '", what, "' must not be NULL");
     return;
   }
-  check_location(ptr, target, what);
+  if (!target.scalars_known) check_location(ptr, target, what);
 }
 
 // Checks where every non-empty tensor lives. The tensors are visited in address

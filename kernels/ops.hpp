@@ -23,6 +23,10 @@ struct Target {
   // driver is not asked again (~0.5 us a query, one per allocation per call).
   // Every other check still runs.
   bool locations_known = false;
+  // Only the call's device scalars (inv_scale, found_inf, device_scale, state)
+  // are the caller's own, checked allocations (a grad scaler's state); tensors
+  // and buckets are still looked up.
+  bool scalars_known = false;
   bool cuda() const { return device.kind == gcommDeviceCuda; }
 };
 

@@ -5,10 +5,12 @@
 // ncclAllReduce — the pointer checks (runtime and driver queries), the
 // watchdog's event — and the whole call through the C API, on one GPU (an NCCL
 // communicator of size 1, wrapped by gradcomm so both paths use the same one).
+// First, on any machine, the host part alone: a 1-rank local communicator on
+// host memory (the C API, validation, sequence numbers, transport dispatch).
 //
 //   gradcomm-call-overhead-bench [--calls N] [--bytes B] [-J FILE]
 //
-// A GPU-only measurement: without a GPU it says so and exits 0.
+// Without a GPU it prints the host rows and says the GPU rows were not measured.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -63,29 +65,11 @@ Row time_calls(const char* what, int calls, cudaStream_t stream, const std::func
   return Row{what, host[host.size() / 2], stream != nullptr ? wall[wall.size() / 2] : 0.0};
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  int calls = 2000;
-  size_t bytes = 8;
-  FILE* json = nullptr;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (i + 1 >= argc) die("usage: gradcomm-call-overhead-bench [--calls N] [--bytes B] [-J FILE]");
-    if (a == "--calls") calls = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--bytes") bytes = std::max<size_t>(4, std::strtoull(argv[++i], nullptr, 10));
-    else if (a == "-J") json = std::fopen(argv[++i], "w");
-    else die("unknown argument " + a);
-  }
-  if (!gradcomm::gpu_available()) {
-    std::printf("gradcomm-call-overhead-bench: no usable GPU (%s); nothing measured\n",
-                gradcomm::no_gpu_reason().c_str());
-    return 0;
-  }
+// Each piece of a small collective on one GPU, and the whole call against raw NCCL.
+void measure_gpu(std::vector<Row>& rows, int calls, size_t count) {
   cuda(cudaSetDevice(0), "cudaSetDevice");
   cudaStream_t stream = nullptr;
   cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  const size_t count = bytes / sizeof(float);
   float *send = nullptr, *recv = nullptr;
   cuda(cudaMalloc(&send, count * sizeof(float)), "cudaMalloc");
   cuda(cudaMalloc(&recv, count * sizeof(float)), "cudaMalloc");
@@ -99,7 +83,6 @@ int main(int argc, char** argv) {
   cudaEvent_t event = nullptr;
   cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
 
-  std::vector<Row> rows;
   rows.push_back(time_calls("cudaPointerGetAttributes (gradcomm::pointer_info)", calls, nullptr,
                             [&] { (void)gradcomm::pointer_info(send); }));
   rows.push_back(time_calls("cuPointerGetAttributes, 5 attributes (gradcomm::pointer_range)", calls, nullptr,
@@ -115,9 +98,50 @@ int main(int argc, char** argv) {
     gcomm(gcommAllReduce(comm, recv, recv, count, gcommFloat32, gcommSum, gs), "gcommAllReduce");
   }));
   gcomm(gcommCommSynchronize(comm), "gcommCommSynchronize");
+  cudaEventDestroy(event);
+  gcomm(gcommCommDestroy(comm), "gcommCommDestroy");
+  ncclCommDestroy(nccl);
+  cudaFree(send);
+  cudaFree(recv);
+  cudaStreamDestroy(stream);
+}
 
-  std::printf("# one GPU, %zu-byte float all-reduce, %d calls per run, median of 5 runs\n", count * sizeof(float),
-              calls);
+}  // namespace
+
+int main(int argc, char** argv) {
+  int calls = 2000;
+  size_t bytes = 8;
+  FILE* json = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) die("usage: gradcomm-call-overhead-bench [--calls N] [--bytes B] [-J FILE]");
+    if (a == "--calls") calls = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--bytes") bytes = std::max<size_t>(4, std::strtoull(argv[++i], nullptr, 10));
+    else if (a == "-J") json = std::fopen(argv[++i], "w");
+    else die("unknown argument " + a);
+  }
+  const size_t count = bytes / sizeof(float);
+  std::vector<Row> rows;
+  // The host part of a call, no GPU involved: the C API, the handle lookup,
+  // validation, the sequence number and the local transport's dispatch (one rank,
+  // so nothing waits for a peer).
+  {
+    gcommComm_t host = nullptr;
+    gcomm(gcommCommInitLocal(1, gcommHostDevice(), nullptr, &host), "gcommCommInitLocal");
+    std::vector<float> a(count, 1.0f), b(count, 0.0f);
+    rows.push_back(time_calls("gcommAllReduce, out of place, 1 local rank on the host", calls, nullptr, [&] {
+      gcomm(gcommAllReduce(host, a.data(), b.data(), count, gcommFloat32, gcommSum, nullptr), "gcommAllReduce");
+    }));
+    rows.push_back(time_calls("gcommAllReduce, in place, 1 local rank on the host", calls, nullptr, [&] {
+      gcomm(gcommAllReduce(host, b.data(), b.data(), count, gcommFloat32, gcommSum, nullptr), "gcommAllReduce");
+    }));
+    gcomm(gcommCommDestroy(host), "gcommCommDestroy");
+  }
+  const bool gpu = gradcomm::gpu_available();
+  if (gpu) measure_gpu(rows, calls, count);
+  std::printf("# %s, %zu-byte float all-reduce, %d calls per run, median of 5 runs\n",
+              gpu ? "one GPU" : "no GPU (host rows only)", count * sizeof(float), calls);
+  if (!gpu) std::printf("# no usable GPU (%s): the GPU rows were not measured\n", gradcomm::no_gpu_reason().c_str());
   std::printf("%-66s %10s %10s\n", "call", "host_us", "wall_us");
   for (const Row& r : rows) {
     std::printf("%-66s %10.3f %10.3f\n", r.what, r.host_us, r.wall_us);
@@ -126,11 +150,5 @@ int main(int argc, char** argv) {
                    "\"wall_us\": %.4f, \"calls\": %d}\n", r.what, count * sizeof(float), r.host_us, r.wall_us, calls);
   }
   if (json != nullptr) std::fclose(json);
-  cudaEventDestroy(event);
-  gcomm(gcommCommDestroy(comm), "gcommCommDestroy");
-  ncclCommDestroy(nccl);
-  cudaFree(send);
-  cudaFree(recv);
-  cudaStreamDestroy(stream);
   return 0;
 }

@@ -52,7 +52,7 @@ class LocalTransport final : public Transport {
   gcommTransport_t kind() const noexcept override { return gcommTransportLocal; }
 
   void run(const CollectiveArgs& a) override {
-    std::string what = cat(collective_name(a.op), " #", a.seq, " (", a.count * dtype_size(a.dtype), " bytes)");
+    const CallId what = call_id(a);
     CallSignature sig{a.op, a.count, a.dtype, a.redop, a.root};
     if (a.op == Collective::kBarrier) sig.count = 0;
     if (gpu()) {
@@ -84,7 +84,7 @@ class LocalTransport final : public Transport {
     return s;
   }
 
-  void run_host(const CollectiveArgs& a, const CallSignature& sig, const std::string& what) {
+  void run_host(const CollectiveArgs& a, const CallSignature& sig, const CallId& what) {
     Rendezvous& rv = group_->rv;
     int n = size();
     if (a.op == Collective::kAllReduce && rank_ == 0 && group_->host_scratch.size() < a.count)
@@ -122,7 +122,7 @@ class LocalTransport final : public Transport {
     rv.arrive_and_wait(rank_, what);
   }
 
-  void run_gpu(const CollectiveArgs& a, const CallSignature& sig, const std::string& what) {
+  void run_gpu(const CollectiveArgs& a, const CallSignature& sig, const CallId& what) {
     Rendezvous& rv = group_->rv;
     LocalGroup& g = *group_;
     int n = size();

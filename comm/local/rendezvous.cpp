@@ -41,7 +41,7 @@ void Rendezvous::throw_failure(int rank) {
   gradcomm::fail(gcommRemoteError, "rank ", failed_by_, " failed: ", failed_message_);
 }
 
-void Rendezvous::arrive_and_wait(int rank, const std::string& what) {
+void Rendezvous::arrive_and_wait(int rank, const CallId& what) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (failed_) throw_failure(rank);
   uint64_t gen = generation_;
@@ -71,7 +71,7 @@ void Rendezvous::arrive_and_wait(int rank, const std::string& what) {
   }
 }
 
-void Rendezvous::exchange(int rank, const CallSignature& sig, const void* send, void* recv, const std::string& what) {
+void Rendezvous::exchange(int rank, const CallSignature& sig, const void* send, void* recv, const CallId& what) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     sig_[rank] = sig;

@@ -25,12 +25,12 @@ class Rendezvous {
   // Waits until every rank arrived at this barrier (each rank calls it the same
   // number of times). Throws gcommTimeout naming the ranks that never arrived,
   // gcommAborted if this rank's transport was aborted, gcommRemoteError if a peer
-  // failed first. `what` names the operation for messages.
-  void arrive_and_wait(int rank, const std::string& what);
+  // failed first. `what` names the operation in messages (formatted only for one).
+  void arrive_and_wait(int rank, const CallId& what);
 
   // Posts this rank's signature and pointers, waits for all, and checks that all
   // ranks called the same collective (gcommInvalidArgument on every rank if not).
-  void exchange(int rank, const CallSignature& sig, const void* send, void* recv, const std::string& what);
+  void exchange(int rank, const CallSignature& sig, const void* send, void* recv, const CallId& what);
   const void* send_of(int rank) const { return send_[rank]; }
   void* recv_of(int rank) const { return recv_[rank]; }
   // Opaque per-rank slots (CUDA events on a GPU), published before an arrive_and_wait.

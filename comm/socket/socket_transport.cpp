@@ -49,7 +49,7 @@ class SocketTransport final : public Transport {
   gcommTransport_t kind() const noexcept override { return gcommTransportSocket; }
 
   void run(const CollectiveArgs& a) override {
-    const std::string what = cat(collective_name(a.op), " #", a.seq, " (", a.count * dtype_size(a.dtype), " bytes)");
+    const std::string what = cat(call_id(a));
     if (!broken_.empty())
       fail(gcommInvalidState, what, ": the connections to the other ranks are out of step since an earlier "
            "failure (", broken_, "); destroy this communicator");

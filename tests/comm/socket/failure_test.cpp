@@ -65,7 +65,7 @@ TEST(SocketFailures, ARankThatNeverCallsIsNamedAtTheTimeout) {
             gcommRemoteError);
   error = gcommGetLastError();
   EXPECT_LT(since(start), 0.4) << "before its own timeout";
-  EXPECT_TRUE(contains(error, "all-reduce #1 (4000 bytes): rank 0 failed: all-reduce #1 (4000 bytes) did not "
+  EXPECT_TRUE(contains(error, "all-reduce #1 of 4000 bytes: rank 0 failed: all-reduce #1 of 4000 bytes did not "
                               "complete within the timeout on rank 0: waiting for data from rank 1"))
       << error;
   destroy_together(comms);
