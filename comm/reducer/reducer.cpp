@@ -158,6 +158,7 @@ Reducer::~Reducer() {
     side_.synchronize();
     psgd_.reset();  // its buffers come from the allocator
     if (wire_ != nullptr) allocator_->deallocate(wire_, side_.stream());
+    if (own_ != nullptr) allocator_->deallocate(own_, side_.stream());
     if (flags_ != nullptr) allocator_->deallocate(flags_, side_.stream());
     // The allocator's teardown records events on the streams it served: it must
     // go while the side stream still exists.
@@ -172,9 +173,11 @@ void Reducer::check_grad_location(const void* data, size_t index) const {
 }
 
 // Lays the plan's buckets out in one allocation (bucket b at bucket_offset_[b])
-// and, with views, points the gradients into it. The old buffer is freed in
-// order on the side stream, after the last epilogue that read it.
-void Reducer::build_wire(const BucketPlan& plan) {
+// and, with views, points the gradients into it (PowerSGD's compressed ones into
+// own_) and moves their contents there. The old buffers are freed in order on
+// the side stream, after the last epilogue that read them.
+void Reducer::build_wire(const BucketPlan& plan, const PowerSgd* psgd) {
+  const bool views = options_.grad_as_bucket_view;
   std::vector<size_t> offsets(plan.buckets.size());
   size_t total = 0, payload = 0;
   for (size_t b = 0; b < plan.buckets.size(); ++b) {
@@ -184,26 +187,60 @@ void Reducer::build_wire(const BucketPlan& plan) {
     require(bytes <= SIZE_MAX - total - kBucketAlign, "the buckets' total size overflows");
     total = align_up(total + bytes, kBucketAlign);
   }
+  std::vector<size_t> own_offset(grads_.size(), 0);
+  size_t own_total = 0;
+  if (views && psgd != nullptr)
+    for (size_t i = 0; i < grads_.size(); ++i) {
+      if (!psgd->compressed(i)) continue;
+      own_offset[i] = own_total;
+      size_t bytes = grads_[i].count * dtype_size(grads_[i].dtype);
+      require(bytes <= SIZE_MAX - own_total - kBucketAlign, "the compressed gradients' total size overflows");
+      own_total = align_up(own_total + bytes, kBucketAlign);
+    }
   void* wire = total > 0 ? allocator_->allocate(total, side_.stream()) : nullptr;
+  void* own = nullptr;
+  try {
+    own = own_total > 0 ? allocator_->allocate(own_total, side_.stream()) : nullptr;
+  } catch (...) {
+    if (wire != nullptr) allocator_->deallocate(wire, side_.stream());
+    throw;
+  }
   // Padding is reduced with the payload: zeros keep it finite and initialized.
   zero(wire, total, device_, side_.stream());
-  if (wire_ != nullptr) {
+  zero(own, own_total, device_, side_.stream());
+  if (views) {
+    // New addresses; the contents follow once the last finalize's epilogue is done.
+    std::vector<gcommTensor_t> old = grads_;
+    for (size_t b = 0; b < plan.buckets.size(); ++b)
+      for (const BucketEntry& e : plan.buckets[b].entries) {
+        gcommTensor_t& g = grads_[e.grad];
+        if (g.count == 0) {
+          g.data = nullptr;
+        } else if (psgd != nullptr && psgd->compressed(e.grad)) {
+          g.data = static_cast<char*>(own) + own_offset[e.grad];
+        } else {
+          g.data = static_cast<char*>(wire) + offsets[b] + e.offset * dtype_size(g.dtype);
+        }
+      }
     side_.wait_for_marked();
-    allocator_->deallocate(wire_, side_.stream());
+    for (size_t i = 0; i < grads_.size(); ++i)
+      if (old[i].data != nullptr && old[i].data != grads_[i].data)
+        copy(grads_[i].data, old[i].data, grads_[i].count * dtype_size(grads_[i].dtype), device_, side_.stream(),
+             cudaMemcpyDeviceToDevice);
+  }
+  if (wire_ != nullptr || own_ != nullptr) {
+    side_.wait_for_marked();
+    if (wire_ != nullptr) allocator_->deallocate(wire_, side_.stream());
+    if (own_ != nullptr) allocator_->deallocate(own_, side_.stream());
   }
   wire_ = wire;
+  own_ = own;
   wire_bytes_ = total;
   wire_payload_bytes_ = payload;
   bucket_offset_ = std::move(offsets);
   plan_ = plan;
   remaining_.assign(plan_.buckets.size(), 0);
   bucket_streams_.assign(plan_.buckets.size(), {});
-  if (options_.grad_as_bucket_view)
-    for (size_t b = 0; b < plan_.buckets.size(); ++b)
-      for (const BucketEntry& e : plan_.buckets[b].entries)
-        grads_[e.grad].data =
-            grads_[e.grad].count > 0 ? static_cast<char*>(wire_at(b)) + e.offset * dtype_size(grads_[e.grad].dtype)
-                                     : nullptr;
 }
 
 void* Reducer::wire_at(size_t bucket) const { return static_cast<char*>(wire_) + bucket_offset_[bucket]; }
@@ -514,9 +551,6 @@ void Reducer::enable_powersgd(const size_t* rows, const PowerSgdOptions& options
   throw_if_failed();
   if (phase_ != Phase::kIdle) fail(gcommInvalidState, "PowerSGD can only be enabled between steps");
   if (psgd_ != nullptr) fail(gcommInvalidState, "PowerSGD is already enabled on this reducer");
-  if (options_.grad_as_bucket_view)
-    fail(gcommNotSupported, "PowerSGD with grad_as_bucket_view is not supported (the compressed gradients would "
-                            "have to leave the buckets)");
   auto psgd = std::make_unique<PowerSgd>(grads_, rows, options, *allocator_, side_, device_);
   // Keep the plan's current gradient order; the compressed gradients take no bytes.
   PlanOptions po;
@@ -528,7 +562,7 @@ void Reducer::enable_powersgd(const size_t* rows, const PowerSgdOptions& options
   BucketPlan plan = plan_buckets(psgd->plan_specs(specs_), po);
   side_.synchronize();
   or_fail([&] {
-    build_wire(plan);
+    build_wire(plan, psgd.get());  // with views, every gradient's address may change
     psgd->set_layout(plan_);
   });
   rebuild_pending_ = false;  // P and Q are laid out by this plan

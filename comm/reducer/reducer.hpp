@@ -73,7 +73,8 @@ class Reducer {
  private:
   enum class Phase { kIdle, kSynced, kAccumulating };
 
-  void build_wire(const BucketPlan& plan);
+  // `psgd`: with views, its compressed gradients live in own_ instead of the buckets.
+  void build_wire(const BucketPlan& plan, const PowerSgd* psgd = nullptr);
   void launch_ready_buckets();
   void launch_bucket(size_t b);
   void bucket_epilogue(size_t b);
@@ -97,7 +98,7 @@ class Reducer {
   kernels::GradScaler* scaler_;
   const ReducerOptions options_;
   const gcommDevice_t device_;
-  std::vector<gcommTensor_t> grads_;  // registration order; views point into wire_
+  std::vector<gcommTensor_t> grads_;  // registration order; views point into wire_ (or own_)
   std::vector<GradSpec> specs_;
 
   SideStream side_;  // declared before the allocator: it must outlive it
@@ -107,6 +108,9 @@ class Reducer {
   void* wire_ = nullptr;
   size_t wire_bytes_ = 0;          // allocated, padding included
   size_t wire_payload_bytes_ = 0;  // without alignment padding between buckets
+  // With views and PowerSGD: the compressed gradients (outside the buckets, which
+  // carry only the uncompressed ones), one aligned slot each.
+  void* own_ = nullptr;
   // [0] found-inf of the last synced step (written on the caller's stream at
   // finalize), [1] the constant 1.0f, [2] this step's found-inf (side stream).
   float* flags_ = nullptr;

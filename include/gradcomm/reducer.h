@@ -156,7 +156,9 @@ typedef struct gcommPowerSgdStats {
  *  first dimension (the gradient is viewed as rows x count/rows), 0 for a gradient
  *  that is not a matrix. Every rank must make the same call. The bucket plan is
  *  rebuilt with the compressed gradients outside the buckets and is not rebuilt
- *  again. Not with grad_as_bucket_view. */
+ *  again. With grad_as_bucket_view every gradient's address may change (contents
+ *  kept, copied in order after the last finalize's stream; finish other writes to
+ *  them first): read them again with gcommReducerGradData. */
 GCOMM_API gcommStatus_t gcommReducerEnablePowerSgd(gcommReducer_t reducer, const size_t* rows,
                                                    const gcommPowerSgdConfig_t* config);
 GCOMM_API gcommStatus_t gcommReducerGetPowerSgdStats(gcommReducer_t reducer, gcommPowerSgdStats_t* stats);

@@ -109,6 +109,7 @@ TEST_P(ReducerDriverQueries, AStepAsksNothing) {
       {"views", true, kWireSameAsGrad, false, false},
       {"views, scaler", true, kWireSameAsGrad, true, false},
       {"PowerSGD, scaler", false, kWireSameAsGrad, true, true},
+      {"views, PowerSGD, scaler", true, kWireSameAsGrad, true, true},
   };
   for (const Variant& v : variants) EXPECT_EQ(lookups_in_steps(v), 0u) << v.name;
 }

@@ -32,25 +32,36 @@ std::vector<float> values(unsigned seed, size_t n) {
 }
 
 // Everything a rank needs: gradients where the device wants them, and a reducer
-// with PowerSGD on.
+// with PowerSGD on. With `views` the gradients are the reducer's
+// (grad_as_bucket_view), looked up after PowerSGD moved them.
 struct Rank {
   bool gpu;
   std::vector<GradMem> mem;
   gcommReducer_t r = nullptr;
-  std::string init(gcommComm_t comm, bool on_gpu, const gcommPowerSgdConfig_t& pc) {
+  std::string init(gcommComm_t comm, bool on_gpu, const gcommPowerSgdConfig_t& pc, bool views = false) {
     gpu = on_gpu;
     std::vector<gcommTensor_t> tensors;
     std::vector<size_t> rows;
     for (const Shape& s : kShapes) {
-      mem.emplace_back(gcommFloat32, count_of(s), gpu);
-      tensors.push_back(mem.back().tensor());
+      if (views) {
+        tensors.push_back(gcommTensor_t{nullptr, count_of(s), gcommFloat32});
+      } else {
+        mem.emplace_back(gcommFloat32, count_of(s), gpu);
+        tensors.push_back(mem.back().tensor());
+      }
       rows.push_back(s.rows);
     }
     gcommReducerConfig_t rc = GCOMM_REDUCER_CONFIG_INITIALIZER;
     rc.bucket_cap_bytes = 16 << 10;
     rc.first_bucket_bytes = 4 << 10;
+    rc.grad_as_bucket_view = views ? 1 : 0;
     RIG_CHECK(gcommReducerCreate(comm, tensors.data(), tensors.size(), &rc, &r));
     RIG_CHECK(gcommReducerEnablePowerSgd(r, rows.data(), &pc));
+    for (size_t i = 0; views && i < kShapes.size(); ++i) {
+      void* p = nullptr;
+      RIG_CHECK(gcommReducerGradData(r, i, &p));
+      mem.push_back(GradMem::view(gcommFloat32, count_of(kShapes[i]), p, gpu));
+    }
     return "";
   }
   void set(size_t i, const std::vector<float>& v, cudaStream_t stream) {
@@ -100,14 +111,16 @@ TEST_P(ReducerPowerSgd, RanksGetTheSingleProcessMathOnTheSummedGradients) {
   auto comms = make_comms(world);
   bool on_gpu = gpu();
   run(comms, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+   for (bool views : {false, true}) {
+    const std::string variant = views ? "views: " : "";
     Rank me;
-    std::string e = me.init(comm, on_gpu, pc);
-    if (!e.empty()) return e;
+    std::string e = me.init(comm, on_gpu, pc, views);
+    if (!e.empty()) return variant + e;
     for (int step = 0; step < 3; ++step) {
       for (size_t i = 0; i < kShapes.size(); ++i) me.set(i, values(1000 * step + 10 * i + rank, count_of(kShapes[i])), stream);
       int skip = -1;
-      if (!(e = me.step(stream, &skip)).empty()) return e;
-      if (skip != 0) return "a finite step was flagged";
+      if (!(e = me.step(stream, &skip)).empty()) return variant + e;
+      if (skip != 0) return variant + "a finite step was flagged";
       size_t slot = 0;
       for (size_t i = 0; i < kShapes.size(); ++i) {
         std::vector<float> summed(count_of(kShapes[i]), 0.0f);
@@ -126,8 +139,8 @@ TEST_P(ReducerPowerSgd, RanksGetTheSingleProcessMathOnTheSummedGradients) {
         if (worth(kShapes[i])) ++slot;
         double d = rel_diff(got, want);
         if (!(d < (compressed_now ? 2e-4 : 1e-6)))
-          return "step " + std::to_string(step) + " grad " + std::to_string(i) + ": relative difference " +
-                 std::to_string(d);
+          return variant + "step " + std::to_string(step) + " grad " + std::to_string(i) +
+                 ": relative difference " + std::to_string(d);
       }
     }
     gcommPowerSgdStats_t st{};
@@ -136,10 +149,11 @@ TEST_P(ReducerPowerSgd, RanksGetTheSingleProcessMathOnTheSummedGradients) {
     for (const Shape& s : kShapes)
       if (worth(s)) bytes += (s.rows + s.cols) * kRank * 4, full += s.rows * s.cols * 4, ++matrices;
     if (st.compressed_matrices != matrices || st.uncompressed_tensors != kShapes.size() - matrices)
-      return "wrong matrix counts";
-    if (st.bytes_last_step != bytes || st.uncompressed_bytes_equivalent != full) return "wrong byte counts";
-    if (st.compressed_steps != 1) return "wrong compressed step count";
+      return variant + "wrong matrix counts";
+    if (st.bytes_last_step != bytes || st.uncompressed_bytes_equivalent != full) return variant + "wrong byte counts";
+    if (st.compressed_steps != 1) return variant + "wrong compressed step count";
     RIG_CHECK(gcommReducerDestroy(me.r));
+   }
     return "";
   });
 }
@@ -162,9 +176,11 @@ TEST_P(ReducerPowerSgd, AnInfStepKeepsTheStateAndTheStateRoundTrips) {
   auto comms = make_comms(2);
   bool on_gpu = gpu();
   run(comms, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+   for (bool views : {false, true}) {
+    const std::string variant = views ? "views: " : "";
     Rank me, twin;
-    std::string e = me.init(comm, on_gpu, pc);
-    if (!e.empty()) return e;
+    std::string e = me.init(comm, on_gpu, pc, views);
+    if (!e.empty()) return variant + e;
     auto fill = [&](Rank& x, int step) {
       for (size_t i = 0; i < kShapes.size(); ++i)
         x.set(i, values(77 * step + 10 * i + rank, count_of(kShapes[i])), stream);
@@ -181,10 +197,10 @@ TEST_P(ReducerPowerSgd, AnInfStepKeepsTheStateAndTheStateRoundTrips) {
       me.set(0, v, stream);
     }
     if (!(e = me.step(stream, &skip)).empty()) return e;
-    if (skip != 1) return "the Inf step was not flagged";
-    if (body(save(me.r)) != body(s1)) return "an Inf step changed Q or E";
+    if (skip != 1) return variant + "the Inf step was not flagged";
+    if (body(save(me.r)) != body(s1)) return variant + "an Inf step changed Q or E";
     // A state restored into a second reducer behaves identically.
-    if (!(e = twin.init(comm, on_gpu, pc)).empty()) return e;
+    if (!(e = twin.init(comm, on_gpu, pc, views)).empty()) return variant + e;
     std::vector<uint8_t> bad = s1;
     bad[0] ^= 1;
     if (gcommReducerLoadPowerSgdState(twin.r, bad.data(), bad.size()) != gcommInvalidArgument)
@@ -198,10 +214,12 @@ TEST_P(ReducerPowerSgd, AnInfStepKeepsTheStateAndTheStateRoundTrips) {
     fill(twin, 2);
     if (!(e = twin.step(stream, &skip)).empty()) return e;
     for (size_t i = 0; i < kShapes.size(); ++i)
-      if (me.get(i, stream) != twin.get(i, stream)) return "restored reducers differ on gradient " + std::to_string(i);
-    if (save(me.r) != save(twin.r)) return "restored reducers' states differ";
+      if (me.get(i, stream) != twin.get(i, stream))
+        return variant + "restored reducers differ on gradient " + std::to_string(i);
+    if (save(me.r) != save(twin.r)) return variant + "restored reducers' states differ";
     RIG_CHECK(gcommReducerDestroy(twin.r));
     RIG_CHECK(gcommReducerDestroy(me.r));
+   }
     return "";
   });
 }
@@ -300,11 +318,52 @@ TEST_P(ReducerPowerSgd, BadConfigurationsAreRefused) {
     RIG_CHECK(gcommReducerEnablePowerSgd(r, &rows, nullptr));
     if (gcommReducerEnablePowerSgd(r, &rows, nullptr) != gcommInvalidState) return "enabled twice";
     RIG_CHECK(gcommReducerDestroy(r));
+    return "";
+  });
+}
+
+// With grad_as_bucket_view, enabling PowerSGD moves the compressed gradients out
+// of the buckets (and re-plans the others): addresses change, contents do not.
+TEST_P(ReducerPowerSgd, ViewsKeepTheirContentsWhenPowerSgdMovesThem) {
+  auto comms = make_comms(1);
+  bool on_gpu = gpu();
+  run(comms, [&](int, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    std::vector<gcommTensor_t> tensors;
+    std::vector<size_t> rows;
+    for (const Shape& s : kShapes) {
+      tensors.push_back(gcommTensor_t{nullptr, count_of(s), gcommFloat32});
+      rows.push_back(s.rows);
+    }
     gcommReducerConfig_t rc = GCOMM_REDUCER_CONFIG_INITIALIZER;
     rc.grad_as_bucket_view = 1;
-    t.data = nullptr;
-    RIG_CHECK(gcommReducerCreate(comm, &t, 1, &rc, &r));
-    if (gcommReducerEnablePowerSgd(r, &rows, nullptr) != gcommNotSupported) return "views accepted";
+    gcommReducer_t r = nullptr;
+    RIG_CHECK(gcommReducerCreate(comm, tensors.data(), tensors.size(), &rc, &r));
+    std::vector<void*> before(kShapes.size());
+    for (size_t i = 0; i < kShapes.size(); ++i) {
+      RIG_CHECK(gcommReducerGradData(r, i, &before[i]));
+      GradMem m = GradMem::view(gcommFloat32, count_of(kShapes[i]), before[i], on_gpu);
+      std::vector<float> v = values(900 + i, m.count);
+      TypedBuffer b{gcommFloat32, v.size(), 0, std::vector<unsigned char>((v.size() + 8) * 4)};
+      for (size_t j = 0; j < v.size(); ++j) b.set(j, v[j]);
+      m.upload(b, stream);
+    }
+    if (on_gpu && cudaStreamSynchronize(stream) != cudaSuccess) return "sync failed";
+    RIG_CHECK(gcommReducerEnablePowerSgd(r, rows.data(), nullptr));
+    std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+    for (size_t i = 0; i < kShapes.size(); ++i) {
+      void* p = nullptr;
+      RIG_CHECK(gcommReducerGradData(r, i, &p));
+      if (worth(kShapes[i]) && p == before[i]) return "compressed gradient " + std::to_string(i) + " did not move";
+      if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return "gradient " + std::to_string(i) + " is not 16-byte aligned";
+      ranges.emplace_back(reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + count_of(kShapes[i]) * 4);
+      TypedBuffer b = GradMem::view(gcommFloat32, count_of(kShapes[i]), p, on_gpu).download(stream);
+      std::vector<float> want = values(900 + i, b.count);
+      for (size_t j = 0; j < b.count; ++j)
+        if (b.get(j) != want[j]) return "gradient " + std::to_string(i) + " lost its contents at " + std::to_string(j);
+    }
+    std::sort(ranges.begin(), ranges.end());
+    for (size_t k = 1; k < ranges.size(); ++k)
+      if (ranges[k].first < ranges[k - 1].second) return "two gradients overlap after the move";
     RIG_CHECK(gcommReducerDestroy(r));
     return "";
   });
