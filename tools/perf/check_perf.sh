@@ -13,4 +13,8 @@ for c in all_reduce all_gather reduce_scatter broadcast reduce; do
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['results'] and all(r['wrong_out']==0 and r['wrong_in']==0 for r in d['results']), d" "$json"
   done
 done
+# Blocking mode (-z 1) is reported in the header and the JSON.
+out=$("$perf" --local "$n" -b 8 -e 1K -f 4 -n 2 -w 1 -z 1 -J "$json")
+grep -q "blocking: 1" <<< "$out" || { echo "$out"; echo "-z 1 not in the header"; exit 1; }
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['blocking'] == 1, d" "$json"
 echo "perf sweep on $n local ranks: ok"

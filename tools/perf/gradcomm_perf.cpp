@@ -209,7 +209,11 @@ void rank_main(Setup& s, int index, const std::vector<size_t>& sizes) {
       if (gpu) cudaStreamSynchronize(stream);
       PERF_CHECK(s, gcommBarrier(c, nullptr));
       auto t0 = std::chrono::steady_clock::now();
-      for (int it = 0; it < s.o.iters; ++it) PERF_CHECK(s, issue(s, c, send, recv, count, stream));
+      for (int it = 0; it < s.o.iters; ++it) {
+        PERF_CHECK(s, issue(s, c, send, recv, count, stream));
+        // nccl-tests' -z 1: each collective completes before the next is issued.
+        if (s.o.blocking && gpu) cudaStreamSynchronize(stream);
+      }
       if (gpu) cudaStreamSynchronize(stream);
       PERF_CHECK(s, gcommBarrier(c, nullptr));
       double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / s.o.iters;
@@ -264,10 +268,10 @@ void print_header(const Setup& s) {
   size_t pos = 0;
   while ((pos = report.find('\n', pos)) != std::string::npos && pos + 1 < report.size()) report.replace(pos, 1, "\n# ", 0, 3), pos += 3;
   std::printf("# gradcomm-perf %s: %s\n# %s", gcommGetVersionString(), s.o.collective.c_str(), report.c_str());
-  std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d validation: %d\n",
+  std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d validation: %d blocking: %d\n",
               static_cast<int>(s.comms.size()), s.device.kind == gcommDeviceCuda ? 1 : 0, s.o.min_bytes, s.o.max_bytes,
               s.o.step_factor > 0 ? s.o.step_factor : static_cast<double>(s.o.step_bytes),
-              s.o.step_factor > 0 ? "factor" : "bytes", s.o.warmup, s.o.iters, s.o.check ? 1 : 0);
+              s.o.step_factor > 0 ? "factor" : "bytes", s.o.warmup, s.o.iters, s.o.check ? 1 : 0, s.o.blocking ? 1 : 0);
   if (s.launch == Launch::kProcessPerRank)
     std::printf("#\n# Transport: %s (%d ranks, one per process)\n", s.nccl ? "nccl" : "socket", s.nranks);
   else if (s.nccl)
@@ -462,9 +466,9 @@ int main(int argc, char** argv) {
     }
     std::fprintf(f, "{\"tool\": \"gradcomm-perf\", \"version\": \"%s\", \"collective\": \"%s\", \"dtype\": \"%s\", "
                     "\"op\": \"%s\", \"root\": %d, \"nranks\": %d, \"transport\": \"%s\", \"device\": \"%s\", "
-                    "\"iters\": %d, \"avg_busbw\": %g, \"results\": [",
+                    "\"iters\": %d, \"blocking\": %d, \"avg_busbw\": %g, \"results\": [",
                  gcommGetVersionString(), s.o.collective.c_str(), dtype_label(s.o.dtype), op, root, s.nranks,
-                 s.nccl ? "nccl" : s.launch == Launch::kProcessPerRank ? "socket" : "local", s.device.kind == gcommDeviceCuda ? "cuda" : "host", s.o.iters, avg);
+                 s.nccl ? "nccl" : s.launch == Launch::kProcessPerRank ? "socket" : "local", s.device.kind == gcommDeviceCuda ? "cuda" : "host", s.o.iters, s.o.blocking ? 1 : 0, avg);
     for (size_t k = 0; k < s.rows.size(); ++k) {
       const Row& r = s.rows[k];
       std::fprintf(f, "%s\n {\"bytes\": %zu, \"count\": %zu, \"time_out_us\": %g, \"algbw_out\": %g, \"busbw_out\": %g, "

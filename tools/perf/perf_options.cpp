@@ -21,7 +21,7 @@ const char* kUsage =
     "  -d, --datatype T         float|half|bfloat16 (or f32|f16|bf16)\n"
     "  -o, --op OP              sum|avg|max|min\n"
     "  -r, --root R             root of broadcast/reduce (default 0)\n"
-    "  -z, --blocking 0|1       accepted for nccl-tests compatibility\n"
+    "  -z, --blocking 0|1       1: wait for each collective before issuing the next (default 0)\n"
     "  -C, --collective C       all_reduce|all_gather|reduce_scatter|broadcast|reduce\n"
     "  -J, --json FILE          also write the results as JSON\n"
     "  -h, --help               this text\n"

@@ -16,7 +16,7 @@ struct PerfOptions {
   int iters = 20;            // -n
   int warmup = 5;            // -w
   bool check = true;         // -c
-  bool blocking = false;     // -z (accepted: every call here is stream-ordered anyway)
+  bool blocking = false;     // -z 1: synchronize the stream after every collective (host transports block anyway)
   int root = 0;              // -r
   gcommDataType_t dtype = gcommFloat32;  // -d
   gcommRedOp_t op = gcommSum;            // -o
