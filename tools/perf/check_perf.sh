@@ -17,4 +17,11 @@ done
 out=$("$perf" --local "$n" -b 8 -e 1K -f 4 -n 2 -w 1 -z 1 -J "$json")
 grep -q "blocking: 1" <<< "$out" || { echo "$out"; echo "-z 1 not in the header"; exit 1; }
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['blocking'] == 1, d" "$json"
+# -a: the reported time is rank 0's, the mean, the min or the max of the ranks' times.
+here=$(dirname "$0")
+for a in 0 1 2 3; do
+  "$perf" --local "$n" -b 8 -e 4K -f 8 -n 2 -w 1 -a "$a" -J "$json" > /dev/null
+  python3 "$here/check_perf_times.py" "$json" "$n"
+done
+"$perf" --local "$n" -a 4 > /dev/null 2>&1 && { echo "-a 4 accepted"; exit 1; }
 echo "perf sweep on $n local ranks: ok"

@@ -35,6 +35,8 @@ for ((r = 1; r < n; r++)); do
   [[ ! -s $dir/out$r ]] || { cat "$dir/out$r"; echo "rank $r printed"; exit 1; }
 done
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['transport']=='socket' and d['nranks']==int(sys.argv[2]) and all(r['wrong_out']==0 for r in d['results']), d" "$dir/perf.json" "$n"
+# Every process's times reached rank 0 (the default -a 1: their mean).
+python3 "$(dirname "$0")/check_perf_times.py" "$dir/perf.json" "$n"
 
 # Rank 1 asks for another maximum size: the ranks disagree on a collective.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

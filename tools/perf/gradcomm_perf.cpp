@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,7 +30,8 @@ namespace {
 
 struct Row {
   size_t bytes = 0, count = 0;
-  double time_us[2] = {0, 0}, algbw[2] = {0, 0}, busbw[2] = {0, 0};
+  std::vector<double> rank_us[2];  // per rank of the world (out of place, in place)
+  double time_us[2] = {0, 0}, algbw[2] = {0, 0}, busbw[2] = {0, 0};  // -a's aggregate of rank_us
   long wrong[2] = {0, 0};
 };
 
@@ -227,15 +229,13 @@ void rank_main(Setup& s, int index, const std::vector<size_t>& sizes) {
         wrong = count_wrong(s, rank, fetch(s, result, recv_count, gpu), count);
       }
       PERF_CHECK(s, gcommBarrier(c, nullptr));
+      Row& row = s.rows[k];
+      row.rank_us[in_place][rank] = us;  // this rank's own slot
       if (rank == 0) {
-        Row& row = s.rows[k];
         // Like nccl-tests, the size column is what moved: the request rounded down
         // to whole elements (and, for all-gather / reduce-scatter, whole rank blocks).
         row.count = grouped ? count * s.nranks : count;
         row.bytes = row.count * es;
-        row.time_us[in_place] = us;
-        row.algbw[in_place] = static_cast<double>(grouped ? count * s.nranks * es : count * es) / us / 1e3;
-        row.busbw[in_place] = row.algbw[in_place] * bus_factor(s);
       }
       static std::mutex wrong_mutex;
       std::lock_guard<std::mutex> lock(wrong_mutex);
@@ -268,10 +268,11 @@ void print_header(const Setup& s) {
   size_t pos = 0;
   while ((pos = report.find('\n', pos)) != std::string::npos && pos + 1 < report.size()) report.replace(pos, 1, "\n# ", 0, 3), pos += 3;
   std::printf("# gradcomm-perf %s: %s\n# %s", gcommGetVersionString(), s.o.collective.c_str(), report.c_str());
-  std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d validation: %d blocking: %d\n",
+  std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d validation: %d blocking: %d time: %s\n",
               static_cast<int>(s.comms.size()), s.device.kind == gcommDeviceCuda ? 1 : 0, s.o.min_bytes, s.o.max_bytes,
               s.o.step_factor > 0 ? s.o.step_factor : static_cast<double>(s.o.step_bytes),
-              s.o.step_factor > 0 ? "factor" : "bytes", s.o.warmup, s.o.iters, s.o.check ? 1 : 0, s.o.blocking ? 1 : 0);
+              s.o.step_factor > 0 ? "factor" : "bytes", s.o.warmup, s.o.iters, s.o.check ? 1 : 0, s.o.blocking ? 1 : 0,
+              average_label(s.o.average));
   if (s.launch == Launch::kProcessPerRank)
     std::printf("#\n# Transport: %s (%d ranks, one per process)\n", s.nccl ? "nccl" : "socket", s.nranks);
   else if (s.nccl)
@@ -394,6 +395,43 @@ bool sum_wrong_over_processes(Setup& s) {
   return true;
 }
 
+// Under a launcher: every process learns every rank's times (an all-gather of
+// this rank's, as floats: microseconds to ~7 digits).
+bool gather_times_over_processes(Setup& s) {
+  const int me = s.ranks[0];
+  std::vector<float> mine;
+  for (const Row& r : s.rows)
+    for (const auto& t : r.rank_us) mine.push_back(static_cast<float>(t[me]));
+  std::vector<float> all;
+  std::string error;
+  if (!small_collective(s.comms[0], mine, true, s.nranks, all, error)) {
+    fail_with(s, "gathering the ranks' times: " + error);
+    return false;
+  }
+  for (int q = 0; q < s.nranks; ++q) {
+    size_t k = q * mine.size();
+    for (Row& r : s.rows)
+      for (auto& t : r.rank_us) t[q] = all[k++];
+  }
+  return true;
+}
+
+// The reported time (nccl-tests' -a: rank 0's, the mean, the min or the max over
+// the ranks) and the bandwidths from it.
+void aggregate_times(Setup& s) {
+  for (Row& r : s.rows)
+    for (int p = 0; p < 2; ++p) {
+      const std::vector<double>& t = r.rank_us[p];
+      double v = t[0];
+      if (s.o.average == 1) v = std::accumulate(t.begin(), t.end(), 0.0) / t.size();
+      if (s.o.average == 2) v = *std::min_element(t.begin(), t.end());
+      if (s.o.average == 3) v = *std::max_element(t.begin(), t.end());
+      r.time_us[p] = v;
+      r.algbw[p] = static_cast<double>(r.bytes) / v / 1e3;
+      r.busbw[p] = r.algbw[p] * bus_factor(s);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -434,11 +472,14 @@ int main(int argc, char** argv) {
   }
   std::vector<size_t> sizes = size_list(s.o);
   s.rows.resize(sizes.size());
+  for (Row& r : s.rows)
+    for (auto& t : r.rank_us) t.assign(s.nranks, 0.0);
   if (printer) print_header(s);
   std::vector<std::thread> threads;
   for (size_t i = 0; i < s.comms.size(); ++i) threads.emplace_back([&, i] { rank_main(s, static_cast<int>(i), sizes); });
   for (auto& t : threads) t.join();
-  if (!s.failed && s.launch == Launch::kProcessPerRank) sum_wrong_over_processes(s);
+  if (!s.failed && s.launch == Launch::kProcessPerRank && sum_wrong_over_processes(s)) gather_times_over_processes(s);
+  if (!s.failed) aggregate_times(s);
   for (gcommComm_t c : s.comms) gcommCommDestroy(c);
   if (s.failed) {
     std::fprintf(stderr, "gradcomm-perf: rank %d: %s\n", s.ranks[0], s.error.c_str());
@@ -466,15 +507,22 @@ int main(int argc, char** argv) {
     }
     std::fprintf(f, "{\"tool\": \"gradcomm-perf\", \"version\": \"%s\", \"collective\": \"%s\", \"dtype\": \"%s\", "
                     "\"op\": \"%s\", \"root\": %d, \"nranks\": %d, \"transport\": \"%s\", \"device\": \"%s\", "
-                    "\"iters\": %d, \"blocking\": %d, \"avg_busbw\": %g, \"results\": [",
+                    "\"iters\": %d, \"blocking\": %d, \"average\": \"%s\", \"avg_busbw\": %g, \"results\": [",
                  gcommGetVersionString(), s.o.collective.c_str(), dtype_label(s.o.dtype), op, root, s.nranks,
-                 s.nccl ? "nccl" : s.launch == Launch::kProcessPerRank ? "socket" : "local", s.device.kind == gcommDeviceCuda ? "cuda" : "host", s.o.iters, s.o.blocking ? 1 : 0, avg);
+                 s.nccl ? "nccl" : s.launch == Launch::kProcessPerRank ? "socket" : "local", s.device.kind == gcommDeviceCuda ? "cuda" : "host", s.o.iters, s.o.blocking ? 1 : 0,
+                 average_label(s.o.average), avg);
     for (size_t k = 0; k < s.rows.size(); ++k) {
       const Row& r = s.rows[k];
       std::fprintf(f, "%s\n {\"bytes\": %zu, \"count\": %zu, \"time_out_us\": %g, \"algbw_out\": %g, \"busbw_out\": %g, "
-                      "\"wrong_out\": %ld, \"time_in_us\": %g, \"algbw_in\": %g, \"busbw_in\": %g, \"wrong_in\": %ld}",
+                      "\"wrong_out\": %ld, \"time_in_us\": %g, \"algbw_in\": %g, \"busbw_in\": %g, \"wrong_in\": %ld",
                    k ? "," : "", r.bytes, r.count, r.time_us[0], r.algbw[0], r.busbw[0], r.wrong[0], r.time_us[1],
                    r.algbw[1], r.busbw[1], r.wrong[1]);
+      for (int p = 0; p < 2; ++p) {
+        std::fprintf(f, ", \"rank_time_%s_us\": [", p == 0 ? "out" : "in");
+        for (size_t q = 0; q < r.rank_us[p].size(); ++q) std::fprintf(f, "%s%g", q ? ", " : "", r.rank_us[p][q]);
+        std::fprintf(f, "]");
+      }
+      std::fprintf(f, "}");
     }
     std::fprintf(f, "\n]}\n");
     std::fclose(f);

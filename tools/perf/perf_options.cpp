@@ -22,6 +22,7 @@ const char* kUsage =
     "  -o, --op OP              sum|avg|max|min\n"
     "  -r, --root R             root of broadcast/reduce (default 0)\n"
     "  -z, --blocking 0|1       1: wait for each collective before issuing the next (default 0)\n"
+    "  -a, --average 0|1|2|3    time reported: 0 rank 0's, 1 mean of the ranks (default), 2 min, 3 max\n"
     "  -C, --collective C       all_reduce|all_gather|reduce_scatter|broadcast|reduce\n"
     "  -J, --json FILE          also write the results as JSON\n"
     "  -h, --help               this text\n"
@@ -56,6 +57,11 @@ bool parse_int(const char* text, int& out, int min) {
 }
 
 }  // namespace
+
+const char* average_label(int average) {
+  static const char* const names[] = {"rank0", "avg", "min", "max"};
+  return average >= 0 && average <= 3 ? names[average] : "?";
+}
 
 const char* dtype_label(gcommDataType_t d) {
   return d == gcommFloat16 ? "half" : d == gcommBfloat16 ? "bfloat16" : "float";
@@ -102,6 +108,8 @@ bool parse_perf_options(int argc, char** argv, PerfOptions& o, int& exit_code) {
     } else if (a == "-z" || a == "--blocking") {
       if (!parse_int(v, n, 0)) return bad("bad -z value");
       o.blocking = n != 0;
+    } else if (a == "-a" || a == "--average") {
+      if (!parse_int(v, o.average, 0) || o.average > 3) return bad("bad -a value (0, 1, 2 or 3)");
     } else if (a == "-r" || a == "--root") {
       if (!parse_int(v, o.root, 0)) return bad("bad root " + std::string(v));
     } else if (a == "-d" || a == "--datatype") {

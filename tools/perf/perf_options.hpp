@@ -18,6 +18,7 @@ struct PerfOptions {
   bool check = true;         // -c
   bool blocking = false;     // -z 1: synchronize the stream after every collective (host transports block anyway)
   int root = 0;              // -r
+  int average = 1;           // -a: the time reported: 0 rank 0's, 1 the ranks' mean, 2 min, 3 max
   gcommDataType_t dtype = gcommFloat32;  // -d
   gcommRedOp_t op = gcommSum;            // -o
   std::string collective = "all_reduce";  // -C
@@ -28,3 +29,4 @@ struct PerfOptions {
 // Parses argv; on error or -h prints to stderr/stdout and returns false with exit_code set.
 bool parse_perf_options(int argc, char** argv, PerfOptions& o, int& exit_code);
 const char* dtype_label(gcommDataType_t d);
+const char* average_label(int average);  // "rank0", "avg", "min", "max"
