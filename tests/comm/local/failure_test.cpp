@@ -54,6 +54,8 @@ TEST(LocalFailures, StuckPeerTimesOutNamingItThenEveryCallFails) {
     // One rank times out; the other sees it as a remote failure (or times out too).
     EXPECT_TRUE(contains(errors[r], "gcommTimeout") || contains(errors[r], "gcommRemoteError")) << errors[r];
     EXPECT_TRUE(contains(errors[r], "rank 2 never arrived")) << errors[r];
+    // The message names the call (formatted only now, on failure).
+    EXPECT_TRUE(contains(errors[r], "all-reduce #1 of 64 bytes: rank 2 never arrived")) << errors[r];
   }
   // The late rank finds the group failed instead of hanging.
   gcommStatus_t late = gcommAllReduce(comms[2], bufs[2].data(), bufs[2].data(), 16, gcommFloat32, gcommSum, nullptr);
