@@ -564,6 +564,9 @@ void Reducer::enable_powersgd(const size_t* rows, const PowerSgdOptions& options
   or_fail([&] {
     build_wire(plan, psgd.get());  // with views, every gradient's address may change
     psgd->set_layout(plan_);
+    // With views, the moved contents must be in place before the caller writes the
+    // gradients at their new addresses on its own streams.
+    side_.synchronize();
   });
   rebuild_pending_ = false;  // P and Q are laid out by this plan
   psgd_ = std::move(psgd);
