@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -50,6 +51,7 @@ class Rendezvous {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   uint64_t generation_ = 0;
+  std::atomic<uint64_t> published_generation_{0};  // generation_, for waiters that spin without the lock
   int arrived_ = 0;
   std::vector<uint64_t> arrived_gen_;  // per rank: the last generation it arrived at
   bool failed_ = false;
