@@ -47,6 +47,14 @@ void copy(void* dst, const void* src, size_t bytes, const gcommDevice_t& device,
   GCOMM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, static_cast<cudaStream_t>(stream)));
 }
 
+// Waits for every stream of the device (no-op on the host): for a one-time call
+// that moves memory the caller may still be using on streams the reducer cannot name.
+void synchronize_device(const gcommDevice_t& device) {
+  if (device.kind == gcommDeviceHost) return;
+  DeviceGuard guard(device);
+  GCOMM_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 std::string list_indices(const std::vector<size_t>& v, size_t limit = 20) {
   std::string s;
   for (size_t k = 0; k < v.size() && k < limit; ++k) s += (k ? ", " : "") + std::to_string(v[k]);
@@ -175,7 +183,9 @@ void Reducer::check_grad_location(const void* data, size_t index) const {
 // Lays the plan's buckets out in one allocation (bucket b at bucket_offset_[b])
 // and, with views, points the gradients into it (PowerSGD's compressed ones into
 // own_) and moves their contents there. The old buffers are freed in order on
-// the side stream, after the last epilogue that read them.
+// the side stream: the reducer's own work on them is ordered before that; with
+// views the caller's is not, so enable_powersgd first waits for the device.
+// Nothing of the reducer changes unless every step succeeded.
 void Reducer::build_wire(const BucketPlan& plan, const PowerSgd* psgd) {
   const bool views = options_.grad_as_bucket_view;
   std::vector<size_t> offsets(plan.buckets.size());
@@ -197,44 +207,44 @@ void Reducer::build_wire(const BucketPlan& plan, const PowerSgd* psgd) {
       require(bytes <= SIZE_MAX - own_total - kBucketAlign, "the compressed gradients' total size overflows");
       own_total = align_up(own_total + bytes, kBucketAlign);
     }
-  void* wire = total > 0 ? allocator_->allocate(total, side_.stream()) : nullptr;
+  void* wire = nullptr;
   void* own = nullptr;
+  std::vector<void*> view_data;  // with views: each gradient's new address
   try {
+    wire = total > 0 ? allocator_->allocate(total, side_.stream()) : nullptr;
     own = own_total > 0 ? allocator_->allocate(own_total, side_.stream()) : nullptr;
+    // Padding is reduced with the payload: zeros keep it finite and initialized.
+    zero(wire, total, device_, side_.stream());
+    zero(own, own_total, device_, side_.stream());
+    if (views) {
+      view_data.assign(grads_.size(), nullptr);
+      for (size_t b = 0; b < plan.buckets.size(); ++b)
+        for (const BucketEntry& e : plan.buckets[b].entries) {
+          const gcommTensor_t& g = grads_[e.grad];
+          if (g.count == 0) continue;
+          view_data[e.grad] = psgd != nullptr && psgd->compressed(e.grad)
+                                  ? static_cast<char*>(own) + own_offset[e.grad]
+                                  : static_cast<char*>(wire) + offsets[b] + e.offset * dtype_size(g.dtype);
+        }
+      // The contents follow, after the last finalize's epilogue.
+      side_.wait_for_marked();
+      for (size_t i = 0; i < grads_.size(); ++i)
+        if (grads_[i].data != nullptr)
+          copy(view_data[i], grads_[i].data, grads_[i].count * dtype_size(grads_[i].dtype), device_, side_.stream(),
+               cudaMemcpyDeviceToDevice);
+    }
+    if (wire_ != nullptr || own_ != nullptr) side_.wait_for_marked();
   } catch (...) {
     if (wire != nullptr) allocator_->deallocate(wire, side_.stream());
+    if (own != nullptr) allocator_->deallocate(own, side_.stream());
     throw;
   }
-  // Padding is reduced with the payload: zeros keep it finite and initialized.
-  zero(wire, total, device_, side_.stream());
-  zero(own, own_total, device_, side_.stream());
-  if (views) {
-    // New addresses; the contents follow once the last finalize's epilogue is done.
-    std::vector<gcommTensor_t> old = grads_;
-    for (size_t b = 0; b < plan.buckets.size(); ++b)
-      for (const BucketEntry& e : plan.buckets[b].entries) {
-        gcommTensor_t& g = grads_[e.grad];
-        if (g.count == 0) {
-          g.data = nullptr;
-        } else if (psgd != nullptr && psgd->compressed(e.grad)) {
-          g.data = static_cast<char*>(own) + own_offset[e.grad];
-        } else {
-          g.data = static_cast<char*>(wire) + offsets[b] + e.offset * dtype_size(g.dtype);
-        }
-      }
-    side_.wait_for_marked();
-    for (size_t i = 0; i < grads_.size(); ++i)
-      if (old[i].data != nullptr && old[i].data != grads_[i].data)
-        copy(grads_[i].data, old[i].data, grads_[i].count * dtype_size(grads_[i].dtype), device_, side_.stream(),
-             cudaMemcpyDeviceToDevice);
-  }
-  if (wire_ != nullptr || own_ != nullptr) {
-    side_.wait_for_marked();
-    if (wire_ != nullptr) allocator_->deallocate(wire_, side_.stream());
-    if (own_ != nullptr) allocator_->deallocate(own_, side_.stream());
-  }
+  if (wire_ != nullptr) allocator_->deallocate(wire_, side_.stream());
+  if (own_ != nullptr) allocator_->deallocate(own_, side_.stream());
   wire_ = wire;
   own_ = own;
+  if (views)
+    for (size_t i = 0; i < grads_.size(); ++i) grads_[i].data = view_data[i];
   wire_bytes_ = total;
   wire_payload_bytes_ = payload;
   bucket_offset_ = std::move(offsets);
@@ -561,12 +571,13 @@ void Reducer::enable_powersgd(const size_t* rows, const PowerSgdOptions& options
     for (const BucketEntry& e : b.entries) po.order.push_back(e.grad);
   BucketPlan plan = plan_buckets(psgd->plan_specs(specs_), po);
   side_.synchronize();
+  // With views the gradients move: whatever the caller queued on its own streams
+  // that reads or writes them at their old addresses (an optimizer step after the
+  // last finalize, zeroing) must be done before they are copied and freed.
+  if (options_.grad_as_bucket_view) synchronize_device(device_);
   or_fail([&] {
     build_wire(plan, psgd.get());  // with views, every gradient's address may change
-    psgd->set_layout(plan_);
-    // With views, the moved contents must be in place before the caller writes the
-    // gradients at their new addresses on its own streams.
-    side_.synchronize();
+    psgd->set_layout(plan_);       // ends with a wait for the side stream: the moves are done
   });
   rebuild_pending_ = false;  // P and Q are laid out by this plan
   psgd_ = std::move(psgd);

@@ -157,8 +157,9 @@ typedef struct gcommPowerSgdStats {
  *  that is not a matrix. Every rank must make the same call. The bucket plan is
  *  rebuilt with the compressed gradients outside the buckets and is not rebuilt
  *  again. With grad_as_bucket_view every gradient's address may change (contents
- *  kept, copied in order after the last finalize's stream; finish other writes to
- *  them first): read them again with gcommReducerGradData. */
+ *  kept; the old addresses are freed): read them again with gcommReducerGradData.
+ *  It then first waits for the whole device, since work on any stream may still
+ *  use the gradients at their old addresses. */
 GCOMM_API gcommStatus_t gcommReducerEnablePowerSgd(gcommReducer_t reducer, const size_t* rows,
                                                    const gcommPowerSgdConfig_t* config);
 GCOMM_API gcommStatus_t gcommReducerGetPowerSgdStats(gcommReducer_t reducer, gcommPowerSgdStats_t* stats);

@@ -99,6 +99,50 @@ TEST(ReducerFaults, EveryAllocationSiteFailsCleanlyWithOutOfMemory) {
   }
 }
 
+// Enabling PowerSGD on views moves the gradients. An allocation failing at any
+// point of it is reported, and every gradient address the reducer then hands out
+// still holds the gradient's values (the old ones, or the moved copy).
+TEST(ReducerFaults, PowerSgdOnViewsFailingToAllocateLosesNoGradient) {
+  auto comms = communicators(1, 5.0);
+  const size_t counts[] = {300, 5, 1000, 77};
+  const size_t rows[] = {10, 0, 20, 0};  // 10 x 30 and 20 x 50 are compressed at rank 1
+  PowerSgdOptions p;
+  p.rank = 1;
+  bool enabled = false;
+  for (uint64_t k = 0; !enabled && k < 32; ++k) {
+    SCOPED_TRACE("failing allocation " + std::to_string(k) + " of the enable");
+    std::vector<gcommTensor_t> tensors;
+    for (size_t n : counts) tensors.push_back(gcommTensor_t{nullptr, n, gcommFloat32});
+    ReducerOptions o = small_buckets();
+    o.grad_as_bucket_view = true;
+    o.rebuild_buckets = false;
+    Reducer r(*comms[0], tensors.data(), tensors.size(), o, nullptr, host_allocator());
+    std::vector<void*> before;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      before.push_back(r.grad_data(i));
+      float* f = static_cast<float*>(before.back());
+      for (size_t j = 0; j < counts[i]; ++j) f[j] = static_cast<float>(i * 10000 + j) + 0.5f;
+    }
+    r.allocator().inject_failure_after(k);
+    try {
+      r.enable_powersgd(rows, p);
+      enabled = true;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), gcommOutOfMemory) << e.what();
+    }
+    r.allocator().clear_injected_failure();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const float* f = static_cast<const float*>(r.grad_data(i));
+      if (enabled && rows[i] != 0) {
+        EXPECT_NE(f, before[i]) << "compressed gradient " << i << " did not move";
+      }
+      for (size_t j = 0; j < counts[i]; ++j)
+        ASSERT_EQ(f[j], static_cast<float>(i * 10000 + j) + 0.5f) << "gradient " << i << " element " << j;
+    }
+  }
+  EXPECT_TRUE(enabled) << "PowerSGD was never enabled";
+}
+
 // Rank 0 runs out of memory in the rebuild, before the broadcast; rank 1 must not hang.
 TEST(ReducerFaults, APeerOfARankThatFailedGetsAnErrorWithinTheTimeout) {
   const double timeout_s = 0.5;
