@@ -17,8 +17,11 @@
  * --gpu, on the GPU of its local rank (NCCL). The ranks sum their losses with one
  * all-reduce at the end, and rank 0 checks the curve.
  *
- *   gradcomm_example_mlp [--ranks R] [--steps N] [--gpu]
- *   torchrun --nproc-per-node 4 --no-python gradcomm_example_mlp [--steps N] [--gpu]
+ * With --powersgd R the reducer compresses W1 with PowerSGD at rank R (after 10
+ * plain steps); the curve must then stay within 5% of the exact one.
+ *
+ *   gradcomm_example_mlp [--ranks R] [--steps N] [--gpu] [--powersgd R]
+ *   torchrun --nproc-per-node 4 --no-python gradcomm_example_mlp [--steps N] [--gpu] [--powersgd R]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -117,7 +120,7 @@ static double forward_backward(const Tensors* w, int t, int first, int n, float 
 /* --- one rank ------------------------------------------------------------------------ */
 
 typedef struct {
-  int rank, ranks, steps, gpu, f16_wire;
+  int rank, ranks, steps, gpu, f16_wire, powersgd; /* powersgd: PowerSGD's rank r, 0 = off */
   gcommComm_t comm;
   double* sse;      /* [steps], summed over ranks under the lock */
   pthread_mutex_t* lock;
@@ -170,6 +173,14 @@ static void* run_rank(void* arg) {
     rc.wire_dtype = job->f16_wire ? (int)gcommFloat16 : GCOMM_WIRE_SAME_AS_GRAD;
     CHECK(gcommReducerCreate(job->comm, grads, NPARAM, &rc, &reducer));
   }
+  if (job->powersgd > 0) {
+    /* Optional: PowerSGD, each weight matrix viewed as rows x cols (0: a bias, sent
+     * whole). W1 (32 x 16) is worth compressing at small ranks; W2 (4 x 32) is not. */
+    const size_t rows[NPARAM] = {HIDDEN, 0, D_OUT, 0};
+    gcommPowerSgdConfig_t pc = GCOMM_POWERSGD_CONFIG_INITIALIZER;
+    pc.rank = job->powersgd;
+    CHECK(gcommReducerEnablePowerSgd(reducer, rows, &pc));
+  }
 
   for (t = 0; t < job->steps; ++t) {
     float scale = 1.0f;
@@ -213,7 +224,7 @@ done:
 }
 
 /* Trains on `ranks` ranks; fills loss[t] (mean squared error of step t's global batch). */
-static int train(int ranks, int steps, int gpu, int f16_wire, double* loss) {
+static int train(int ranks, int steps, int gpu, int f16_wire, int powersgd, double* loss) {
   gcommComm_t comms[8];
   RankJob jobs[8];
   pthread_t threads[8];
@@ -229,6 +240,7 @@ static int train(int ranks, int steps, int gpu, int f16_wire, double* loss) {
   for (r = 0; r < ranks; ++r) {
     memset(&jobs[r], 0, sizeof jobs[r]);
     jobs[r].rank = r, jobs[r].ranks = ranks, jobs[r].steps = steps, jobs[r].gpu = gpu, jobs[r].f16_wire = f16_wire;
+    jobs[r].powersgd = powersgd;
     jobs[r].comm = comms[r], jobs[r].sse = loss, jobs[r].lock = &lock;
     pthread_create(&threads[r], NULL, run_rank, &jobs[r]);
   }
@@ -260,7 +272,7 @@ static int launcher_world_size(void) {
 
 /* This process is one rank of `world`: trains its share; on rank 0, *is_rank0 = 1 and
  * loss[t] is the global batch's loss (summed over the ranks with one all-reduce). */
-static int train_as_process(int world, int steps, int gpu, double* loss, int* is_rank0) {
+static int train_as_process(int world, int steps, int gpu, int powersgd, double* loss, int* is_rank0) {
   gcommCommConfig_t cc = GCOMM_COMM_CONFIG_INITIALIZER;
   gcommComm_t comm = NULL;
   RankJob job;
@@ -284,7 +296,7 @@ static int train_as_process(int world, int steps, int gpu, double* loss, int* is
   }
   for (t = 0; t < steps; ++t) loss[t] = 0;
   memset(&job, 0, sizeof job);
-  job.rank = rank, job.ranks = world, job.steps = steps, job.gpu = gpu, job.f16_wire = 1;
+  job.rank = rank, job.ranks = world, job.steps = steps, job.gpu = gpu, job.f16_wire = 1, job.powersgd = powersgd;
   job.comm = comm, job.sse = loss, job.lock = &lock;
   run_rank(&job);
   if (job.error[0] != '\0') {
@@ -309,17 +321,22 @@ static int train_as_process(int world, int steps, int gpu, double* loss, int* is
 }
 
 int main(int argc, char** argv) {
-  int ranks = 4, steps = 200, gpu = 0, i, t, bad = 0, world = launcher_world_size(), is_rank0 = 1;
+  int ranks = 4, steps = 200, gpu = 0, powersgd = 0, i, t, bad = 0, world = launcher_world_size(), is_rank0 = 1;
   static double single[MAX_STEPS], multi[MAX_STEPS];
-  double worst = 0;
+  double worst = 0, tolerance;
   for (i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc) ranks = atoi(argv[++i]);
     else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = atoi(argv[++i]);
     else if (strcmp(argv[i], "--gpu") == 0) gpu = 1;
+    else if (strcmp(argv[i], "--powersgd") == 0 && i + 1 < argc) powersgd = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: %s [--ranks 1|2|4|8] [--steps N<=%d] [--gpu]\n", argv[0], MAX_STEPS);
+      fprintf(stderr, "usage: %s [--ranks 1|2|4|8] [--steps N<=%d] [--gpu] [--powersgd RANK]\n", argv[0], MAX_STEPS);
       return 2;
     }
+  }
+  if (powersgd < 0 || powersgd > 32) {
+    fprintf(stderr, "--powersgd takes PowerSGD's rank, 1..32\n");
+    return 2;
   }
   if (ranks < 1 || ranks > 8 || BATCH % ranks != 0 || steps < 1 || steps > MAX_STEPS) {
     fprintf(stderr, "ranks must divide %d (1..8) and steps be 1..%d\n", BATCH, MAX_STEPS);
@@ -335,22 +352,25 @@ int main(int argc, char** argv) {
   make_data(steps);
   if (world > 1) {
     /* One rank per process: train, sum the losses, and let rank 0 check them. */
-    if (train_as_process(world, steps, gpu, multi, &is_rank0)) return 1;
+    if (train_as_process(world, steps, gpu, powersgd, multi, &is_rank0)) return 1;
     if (!is_rank0) return 0;
     ranks = world;
-    if (train(1, steps, 0, 0, single)) return 1;
-  } else if (train(1, steps, 0, 0, single) || train(ranks, steps, gpu, 1, multi)) {
+    if (train(1, steps, 0, 0, 0, single)) return 1;
+  } else if (train(1, steps, 0, 0, 0, single) || train(ranks, steps, gpu, 1, powersgd, multi)) {
     return 1;
   }
-  printf("step   1 rank, f32, host   %d ranks%s, f16 wire, %s\n", ranks, world > 1 ? " (processes)" : "",
-         gpu ? (world > 1 ? "GPUs" : "GPU 0") : "host");
+  printf("step   1 rank, f32, host   %d ranks%s, f16 wire%s, %s\n", ranks, world > 1 ? " (processes)" : "",
+         powersgd > 0 ? ", PowerSGD" : "", gpu ? (world > 1 ? "GPUs" : "GPU 0") : "host");
   for (t = 0; t < steps; ++t) {
     double rel = fabs(multi[t] - single[t]) / single[t];
     if (rel > worst) worst = rel;
     if (t % 20 == 0 || t == steps - 1) printf("%4d   %.6f            %.6f\n", t, single[t], multi[t]);
   }
-  bad = worst > 0.01 || !(multi[steps - 1] < 0.5 * multi[0]);
-  printf("largest relative difference of the loss curves: %.2e (%s); loss %.4f -> %.4f\n", worst,
-         bad ? "FAIL" : "ok", multi[0], multi[steps - 1]);
+  /* f16 rounding moves the curve by well under 1%; PowerSGD's low-rank approximation
+   * (with error feedback) by a few percent at the ranks that compress this model. */
+  tolerance = powersgd > 0 ? 0.05 : 0.01;
+  bad = worst > tolerance || !(multi[steps - 1] < 0.5 * multi[0]);
+  printf("largest relative difference of the loss curves: %.2e (limit %.0e: %s); loss %.4f -> %.4f\n", worst,
+         tolerance, bad ? "FAIL" : "ok", multi[0], multi[steps - 1]);
   return bad;
 }

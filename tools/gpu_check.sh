@@ -105,11 +105,14 @@ if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
   # The C tutorial on the GPU (the examples are not GoogleTest programs).
   mlp=$build/examples/gradcomm_example_mlp
   if [ -x "$mlp" ]; then
-    echo "=== gradcomm_example_mlp --ranks 4 --steps 200 --gpu" >>"$out/tests.log"
-    timeout 300 "$mlp" --ranks 4 --steps 200 --gpu >>"$out/tests.log" 2>&1
-    rc=$?
-    echo "=== exit $rc" >>"$out/tests.log"
-    if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+    for extra in "" "--powersgd 2"; do
+      echo "=== gradcomm_example_mlp --ranks 4 --steps 200 --gpu $extra" >>"$out/tests.log"
+      # shellcheck disable=SC2086  # $extra is empty or two words
+      timeout 300 "$mlp" --ranks 4 --steps 200 --gpu $extra >>"$out/tests.log" 2>&1
+      rc=$?
+      echo "=== exit $rc" >>"$out/tests.log"
+      if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+    done
   fi
   note "tests: $passed test programs passed, $failed failed ($(grep -h '^\[  PASSED  \]' "$out/tests.log" | awk '{s += $4} END {print s}') cases passed)"
   grep -E '^\[  FAILED  \]' "$out/tests.log" | sort -u | head -20 | tee -a "$summary"
