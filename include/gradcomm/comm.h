@@ -69,11 +69,13 @@ typedef struct gcommCommConfig {
   { GCOMM_CONFIG_HEADER(gcommCommConfig_t), -1, -1, -1, -1, NULL, NULL, {gcommDeviceCuda, -1}, \
     0.0, gcommTransportAuto, 0 }
 
-/** Creates this process's rank of a multi-process NCCL job, meeting the other
- *  ranks through gradcomm's TCP rendezvous store: rank 0 listens on
- *  master_addr:master_port, the others connect (retrying until the timeout); rank
- *  0 publishes the ncclUniqueId there, and NCCL init follows (non-blocking,
- *  bounded by what is left of the timeout). Collective: every rank must call it.
+/** Creates this process's rank of a multi-process job, meeting the other ranks
+ *  through gradcomm's TCP rendezvous store: rank 0 listens on
+ *  master_addr:master_port, the others connect (retrying until the timeout). The
+ *  transport follows the device: for a CUDA device rank 0 publishes the
+ *  ncclUniqueId there and NCCL init follows (non-blocking, bounded by what is left
+ *  of the timeout); for gcommHostDevice() the ranks connect to each other over TCP
+ *  (the socket transport). Collective: every rank must call it.
  *
  *  @p config may be NULL. Its fields that are set win; the unset ones come from the
  *  launcher's environment: torchrun (RANK, WORLD_SIZE, LOCAL_RANK), else Open MPI
@@ -87,9 +89,10 @@ typedef struct gcommCommConfig {
  *  gcommInvalidArgument for bad or missing values (naming the variable or field);
  *  gcommTimeout naming the ranks that never connected ("rank 2 of 4 never connected
  *  to node1:29500 within 30 s ..."); gcommRemoteError naming a rank that cannot
- *  take part or failed (and why); gcommNotSupported for a host device (at once) or
- *  on a machine without a GPU (after the rendezvous, which the message says worked):
- *  ranks in separate processes need NCCL; use gcommCommInitLocal for host ranks.
+ *  take part or failed (and why); gcommNotSupported for a CUDA device on a machine
+ *  without a GPU (after the rendezvous, which the message says worked: set
+ *  config->device to gcommHostDevice() for the socket transport), or for
+ *  config->transport = gcommTransportNccl with a host device (at once).
  *  Destroying the communicator meets the other ranks at a shutdown barrier
  *  (bounded by the timeout; skipped after an abort). */
 GCOMM_API gcommStatus_t gcommCommInitFromEnv(const gcommCommConfig_t* config, gcommComm_t* comm);
