@@ -4,8 +4,8 @@
 // aborts poisons the group, so peers fail promptly instead of hanging.
 #pragma once
 
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
