@@ -133,8 +133,18 @@ LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_
     require(c.master_port >= 0 && c.master_port <= 65535, "config.master_port is ", c.master_port,
             ": use a TCP port in [1, 65535], or -1 to leave it unset");
     lc.master_port = c.master_port;
+  } else if (auto own = use_env ? env("GRADCOMM_MASTER_PORT") : std::nullopt) {
+    lc.master_port = parse_int("GRADCOMM_MASTER_PORT", *own, 1, 65535, "the port of rank 0's store");
   } else if (auto text = use_env ? env("MASTER_PORT") : std::nullopt) {
     lc.master_port = parse_int("MASTER_PORT", *text, 1, 65535, "the port of rank 0's store");
+    // Under torchrun (TORCHELASTIC_RUN_ID) MASTER_PORT is taken: torchrun's agent
+    // listens there itself (the TCPStore that torch.distributed workers share), so
+    // gradcomm's store takes the next port, the same on every rank.
+    if (env("TORCHELASTIC_RUN_ID")) {
+      require(lc.master_port < 65535, "MASTER_PORT=65535 under torchrun, whose agent holds that port: gradcomm's "
+              "store would listen on MASTER_PORT + 1; set GRADCOMM_MASTER_PORT to a free port instead");
+      lc.master_port += 1;
+    }
   } else {
     require(
         lc.world_size == 1,

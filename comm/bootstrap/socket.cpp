@@ -150,7 +150,9 @@ Socket listen_on(const std::string& host, int port, int& bound_port, std::string
     int err = errno;
     require(
         false, "rank 0 cannot listen on port ", port, ": ", errno_text(err),
-        err == EADDRINUSE ? " (another job, or an earlier run, holds it: choose another MASTER_PORT)" : "");
+        err == EADDRINUSE ? " (another job, an earlier run or a torch.distributed store holds it: choose "
+                            "another MASTER_PORT, or set GRADCOMM_MASTER_PORT for gradcomm's store alone)"
+                          : "");
   }
   if (::listen(s.fd(), SOMAXCONN) != 0) fail(gcommInternalError, "listen() failed: ", errno_text(errno));
   sockaddr_storage bound{};

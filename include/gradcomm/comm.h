@@ -56,7 +56,7 @@ typedef struct gcommCommConfig {
   int rank;              /**< -1: unset */
   int world_size;        /**< -1: unset */
   int local_rank;        /**< -1: unset (selects the GPU when device.ordinal is -1) */
-  int master_port;       /**< -1: unset */
+  int master_port;       /**< -1: unset (GRADCOMM_MASTER_PORT, else MASTER_PORT; + 1 under torchrun) */
   const char* master_addr; /**< NULL: unset. Rank 0 listens here; the others connect. */
   const char* job_key;   /**< NULL: GRADCOMM_JOB_KEY, else "gradcomm". Peers with another key are refused. */
   gcommDevice_t device;  /**< host, or CUDA ordinal; a CUDA ordinal of -1 means "from local_rank" */
@@ -81,7 +81,9 @@ typedef struct gcommCommConfig {
  *  launcher's environment: torchrun (RANK, WORLD_SIZE, LOCAL_RANK), else Open MPI
  *  (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK), else Slurm (SLURM_PROCID,
  *  SLURM_NTASKS, SLURM_LOCALID), plus MASTER_ADDR and MASTER_PORT (needed when the
- *  world has more than one rank). The GPU is config->device, else cuda:<local
+ *  world has more than one rank). Under torchrun (TORCHELASTIC_RUN_ID set), whose
+ *  agent listens on MASTER_PORT itself, gradcomm's store takes MASTER_PORT + 1;
+ *  GRADCOMM_MASTER_PORT, if set, names the store's port with any launcher. The GPU is config->device, else cuda:<local
  *  rank>, checked against the visible devices. Job key: config->job_key, else
  *  GRADCOMM_JOB_KEY, else "gradcomm"; a peer with another key is refused.
  *

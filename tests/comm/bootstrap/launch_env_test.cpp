@@ -72,6 +72,25 @@ TEST(LaunchEnv, Torchrun) {
   EXPECT_EQ(lc.source, "torchrun environment");
 }
 
+// torchrun's agent listens on MASTER_PORT itself (workers share its TCPStore):
+// under torchrun gradcomm's store takes MASTER_PORT + 1 on every rank;
+// GRADCOMM_MASTER_PORT names the port outright, and config.master_port wins over both.
+TEST(LaunchEnv, UnderTorchrunTheStoreTakesTheNextPort) {
+  const Env plain = with(kMaster, {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}});
+  const Env torchrun = with(plain, {{"TORCHELASTIC_RUN_ID", "abc"}});
+  EXPECT_EQ(from_env(torchrun).master_port, 29501);
+  EXPECT_EQ(from_env(plain).master_port, 29500) << "the same variables without torchrun: MASTER_PORT itself";
+  EXPECT_EQ(from_env(with(torchrun, {{"GRADCOMM_MASTER_PORT", "40000"}})).master_port, 40000);
+  EXPECT_EQ(from_env(with(plain, {{"GRADCOMM_MASTER_PORT", "40001"}})).master_port, 40001);
+  gcommCommConfig_t c = defaults();
+  c.master_port = 31000;
+  EXPECT_EQ(from_env(with(torchrun, {{"GRADCOMM_MASTER_PORT", "40000"}}), c).master_port, 31000);
+  EXPECT_NE(refusal([&] { from_env(with(torchrun, {{"MASTER_PORT", "65535"}})); }).find("GRADCOMM_MASTER_PORT"),
+            std::string::npos);
+  EXPECT_NE(refusal([&] { from_env(with(torchrun, {{"GRADCOMM_MASTER_PORT", "x"}})); }).find("GRADCOMM_MASTER_PORT='x'"),
+            std::string::npos);
+}
+
 TEST(LaunchEnv, OpenMpi) {
   auto lc = from_env(with(
       kMaster,
