@@ -216,6 +216,8 @@ void Reducer::build_wire(const BucketPlan& plan, const PowerSgd* psgd) {
     // Padding is reduced with the payload: zeros keep it finite and initialized.
     zero(wire, total, device_, side_.stream());
     zero(own, own_total, device_, side_.stream());
+    // What follows reads or frees the old buffers: after the last finalize's epilogue.
+    side_.wait_for_marked();
     if (views) {
       view_data.assign(grads_.size(), nullptr);
       for (size_t b = 0; b < plan.buckets.size(); ++b)
@@ -226,14 +228,12 @@ void Reducer::build_wire(const BucketPlan& plan, const PowerSgd* psgd) {
                                   ? static_cast<char*>(own) + own_offset[e.grad]
                                   : static_cast<char*>(wire) + offsets[b] + e.offset * dtype_size(g.dtype);
         }
-      // The contents follow, after the last finalize's epilogue.
-      side_.wait_for_marked();
+      // The contents follow.
       for (size_t i = 0; i < grads_.size(); ++i)
         if (grads_[i].data != nullptr)
           copy(view_data[i], grads_[i].data, grads_[i].count * dtype_size(grads_[i].dtype), device_, side_.stream(),
                cudaMemcpyDeviceToDevice);
     }
-    if (wire_ != nullptr || own_ != nullptr) side_.wait_for_marked();
   } catch (...) {
     if (wire != nullptr) allocator_->deallocate(wire, side_.stream());
     if (own != nullptr) allocator_->deallocate(own, side_.stream());
