@@ -373,48 +373,32 @@ bool init(Setup& s, int gpus) {
   return true;
 }
 
-// Under a launcher: every process adds its #wrong counts to everyone's. Each
-// count goes as two floats (count / 4096 and count % 4096), so that the sums
-// stay exact in float for any buffer this tool allocates.
-bool sum_wrong_over_processes(Setup& s) {
-  std::vector<float> mine;
-  for (const Row& r : s.rows)
-    for (long w : r.wrong) {
-      mine.push_back(static_cast<float>(w >> 12));
-      mine.push_back(static_cast<float>(w & 4095));
-    }
-  std::vector<float> sum;
-  std::string error;
-  if (!small_collective(s.comms[0], mine, false, s.nranks, sum, error)) {
-    fail_with(s, "summing #wrong over the ranks: " + error);
-    return false;
-  }
-  size_t k = 0;
-  for (Row& r : s.rows)
-    for (long& w : r.wrong) {
-      w = static_cast<long>(sum[k]) * 4096 + static_cast<long>(sum[k + 1]);
-      k += 2;
-    }
-  return true;
-}
-
-// Under a launcher: every process learns every rank's times (an all-gather of
-// this rank's, as floats: microseconds to ~7 digits).
-bool gather_times_over_processes(Setup& s) {
+// Under a launcher: one all-gather tells every process each rank's #wrong counts
+// (summed) and times. A count goes as two floats (count / 4096 and count % 4096),
+// exact in float for any buffer this tool allocates; times to ~7 digits.
+bool exchange_over_processes(Setup& s) {
   const int me = s.ranks[0];
   std::vector<float> mine;
   for (const Row& r : s.rows)
-    for (const auto& t : r.rank_us) mine.push_back(static_cast<float>(t[me]));
+    for (int p = 0; p < 2; ++p) {
+      mine.push_back(static_cast<float>(r.wrong[p] >> 12));
+      mine.push_back(static_cast<float>(r.wrong[p] & 4095));
+      mine.push_back(static_cast<float>(r.rank_us[p][me]));
+    }
   std::vector<float> all;
   std::string error;
   if (!small_collective(s.comms[0], mine, true, s.nranks, all, error)) {
-    fail_with(s, "gathering the ranks' times: " + error);
+    fail_with(s, "gathering the ranks' #wrong and times: " + error);
     return false;
   }
+  for (Row& r : s.rows) r.wrong[0] = r.wrong[1] = 0;
   for (int q = 0; q < s.nranks; ++q) {
     size_t k = q * mine.size();
     for (Row& r : s.rows)
-      for (auto& t : r.rank_us) t[q] = all[k++];
+      for (int p = 0; p < 2; ++p, k += 3) {
+        r.wrong[p] += static_cast<long>(all[k]) * 4096 + static_cast<long>(all[k + 1]);
+        r.rank_us[p][q] = all[k + 2];
+      }
   }
   return true;
 }
@@ -481,7 +465,7 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (size_t i = 0; i < s.comms.size(); ++i) threads.emplace_back([&, i] { rank_main(s, static_cast<int>(i), sizes); });
   for (auto& t : threads) t.join();
-  if (!s.failed && s.launch == Launch::kProcessPerRank && sum_wrong_over_processes(s)) gather_times_over_processes(s);
+  if (!s.failed && s.launch == Launch::kProcessPerRank) exchange_over_processes(s);
   if (!s.failed) aggregate_times(s);
   for (gcommComm_t c : s.comms) gcommCommDestroy(c);
   if (s.failed) {
