@@ -118,8 +118,12 @@ void Communicator::collective(CollectiveArgs a) {
   } catch (const Error& e) {
     // Argument mismatches between ranks leave the communicator usable; anything
     // else (timeout, abort, a peer's failure, CUDA/NCCL errors) fails it.
-    if (e.status() != gcommInvalidArgument)
-      record_failure(e.status(), cat(call_name(a.op, a.seq, bytes), ": ", e.message()));
+    if (e.status() != gcommInvalidArgument) {
+      // The host transports name the call themselves: say it once.
+      std::string name = call_name(a.op, a.seq, bytes);
+      const std::string& m = e.message();
+      record_failure(e.status(), m.compare(0, name.size(), name) == 0 ? m : cat(name, ": ", m));
+    }
     throw;
   }
   if (in_group()) {

@@ -131,8 +131,11 @@ void PeerLinks::fail_all(const std::string& reason) noexcept {
       while (f.mid_send()) {
         ssize_t sent = send_more(static_cast<int>(q), MSG_DONTWAIT);
         if (sent > 0 || (sent < 0 && errno == EINTR)) continue;
+        if (sent == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) break;
         pollfd p{peers_[q].fd(), POLLOUT, 0};
-        if (sent == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) || ::poll(&p, 1, poll_ms_until(until)) <= 0) break;
+        const int ready = ::poll(&p, 1, poll_ms_until(until));
+        if (ready < 0 && errno == EINTR) continue;  // a signal, not a verdict: `until` still bounds the wait
+        if (ready <= 0) break;
       }
       if (f.mid_send()) continue;
       // The message's tail may still fill the socket buffer: wait for room (bounded)

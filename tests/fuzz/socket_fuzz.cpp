@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <vector>
 
@@ -44,6 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t off = 0;
   while (off < stream.size()) {
     ssize_t k = ::send(fds[1], stream.data() + off, stream.size() - off, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;  // libFuzzer's timeout alarm
     if (k <= 0) break;
     off += static_cast<size_t>(k);
   }

@@ -4,12 +4,15 @@
 // reaches the messages behind it — then reads what comes back for at most 20 ms.
 // The store must never crash or hang (libFuzzer's -timeout), and must still accept
 // and serve a well-behaved client afterwards: rank 1's hello is answered.
+// libFuzzer's timeout alarm (SIGALRM) interrupts system calls in this thread, so
+// every call here retries on EINTR: an interrupted poll once read as "no reply".
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <vector>
@@ -35,6 +38,7 @@ int connect_to(int port) {
 void send_all(int fd, const uint8_t* p, size_t n) {
   while (n > 0) {
     ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
     if (k <= 0) return;  // the store may have dropped us: fine
     p += k;
     n -= static_cast<size_t>(k);
@@ -50,8 +54,11 @@ std::vector<uint8_t> drain(int fd, int ms, bool frame_only = false) {
     pollfd p{fd, POLLIN, 0};
     int left = static_cast<int>(
         std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count());
-    if (::poll(&p, 1, left > 0 ? left : 0) <= 0) break;
+    int ready = ::poll(&p, 1, left > 0 ? left : 0);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) break;
     ssize_t k = ::recv(fd, buf, sizeof buf, 0);
+    if (k < 0 && errno == EINTR) continue;
     if (k <= 0) break;
     got.insert(got.end(), buf, buf + k);
     Header h;

@@ -64,6 +64,9 @@ TEST(LocalFailures, StuckPeerTimesOutNamingItThenEveryCallFails) {
   gcommStatus_t again = gcommBarrier(comms[0], nullptr);
   EXPECT_NE(again, gcommSuccess);
   EXPECT_TRUE(contains(gcommGetLastError(), "only accepts destroy")) << gcommGetLastError();
+  // ... naming the failed call once (the transport's message already names it).
+  EXPECT_TRUE(contains(gcommGetLastError(), "all-reduce #1 of 64 bytes: rank 2 never arrived")) << gcommGetLastError();
+  EXPECT_FALSE(contains(gcommGetLastError(), "64 bytes: all-reduce #1")) << gcommGetLastError();
   gcommStatus_t health = gcommSuccess;
   EXPECT_EQ(gcommCommGetAsyncError(comms[0], &health), gcommSuccess);
   EXPECT_NE(health, gcommSuccess);
