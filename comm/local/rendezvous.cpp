@@ -1,20 +1,35 @@
 #include "comm/local/rendezvous.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <sstream>
 #include <thread>
 
+#include "common/cpu_relax.hpp"
 #include "common/dtype.hpp"
 #include "common/log.hpp"
 
 namespace gradcomm::comm {
 
 namespace {
+
 constexpr std::chrono::microseconds kSpin(50);
+
+// The cores this process may run on (its affinity mask), at least 1.
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 }  // namespace
 
 Rendezvous::Rendezvous(int nranks, double timeout_s)
     : nranks_(nranks),
       timeout_(timeout_s),
+      spin_(nranks <= usable_cores() ? kSpin : std::chrono::microseconds(0)),
       arrived_gen_(nranks, 0),
       sig_(nranks),
       send_(nranks, nullptr),
@@ -59,14 +74,16 @@ void Rendezvous::arrive_and_wait(int rank, const CallId& what) {
     return;
   }
   // The ranks of one collective usually arrive within microseconds of each other:
-  // wait a little without sleeping (yielding the core) before the condition
-  // variable, whose wake-up costs tens of microseconds on a busy machine.
-  lock.unlock();
-  const auto spin_end = std::chrono::steady_clock::now() + kSpin;
-  while (published_generation_.load(std::memory_order_acquire) == gen && std::chrono::steady_clock::now() < spin_end)
-    std::this_thread::yield();
-  lock.lock();
-  if (generation_ != gen) return;  // completed while spinning
+  // spin a little before the condition variable, whose wake-up costs tens to
+  // hundreds of microseconds (see spin_ in the header for when and how).
+  if (spin_.count() > 0) {
+    lock.unlock();
+    const auto spin_end = std::chrono::steady_clock::now() + spin_;
+    while (published_generation_.load(std::memory_order_acquire) == gen && std::chrono::steady_clock::now() < spin_end)
+      cpu_relax();
+    lock.lock();
+    if (generation_ != gen) return;  // completed while spinning
+  }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(timeout_);
   bool done = cv_.wait_until(lock, deadline, [&] { return generation_ != gen || failed_; });
   if (generation_ != gen) return;  // completed (even if someone failed right after)

@@ -48,6 +48,10 @@ class Rendezvous {
 
   const int nranks_;
   const std::chrono::duration<double> timeout_;
+  // How long a waiting rank spins before it sleeps: 50 us when every rank can have
+  // a core of its own, else 0, since a spinning rank would hold the core a late
+  // rank needs. It spins with cpu_relax(), never sched_yield() (common/cpu_relax.hpp says why).
+  const std::chrono::microseconds spin_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   uint64_t generation_ = 0;

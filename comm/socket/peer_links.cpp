@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
 #include "comm/bootstrap/store_state.hpp"
 #include "comm/socket/little_endian.hpp"
@@ -201,9 +200,12 @@ void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& 
   }
   std::vector<pollfd> fds;
   std::vector<int> who;
-  // Small messages usually arrive within microseconds: poll without sleeping
-  // (yielding the core) for a short while before poll() may put the thread to
-  // sleep, whose wake-up costs tens of microseconds on a busy machine.
+  // Small messages usually arrive within microseconds: poll without sleeping for
+  // a short while before poll() may put the thread to sleep, whose wake-up costs
+  // tens of microseconds. Never sched_yield() here: on EEVDF kernels (Linux 6.6+)
+  // a yield queues the thread behind every runnable thread for a whole slice, and
+  // with the cores busy (data-loader workers) each yield cost milliseconds
+  // (bench/results/2026-11-23-cpu-spin-under-load/).
   const auto spin_end = Clock::now() + kSpin;
   for (;;) {
     if (aborted_.load()) fail(gcommAborted, what, ": rank ", rank_, "'s communicator was aborted");
@@ -226,10 +228,7 @@ void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& 
       if (errno == EINTR) continue;
       fail(gcommInternalError, what, ": poll() failed: ", errno_text(errno));
     }
-    if (rc == 0 && spin) {
-      std::this_thread::yield();
-      continue;
-    }
+    if (rc == 0 && spin) continue;
     if (rc == 0 && Clock::now() >= deadline) {
       std::vector<int> silent, stuck;
       for (size_t i = 0; i < fds.size(); ++i) {
