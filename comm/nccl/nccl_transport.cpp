@@ -38,8 +38,8 @@ ncclRedOp_t nccl_op(gcommRedOp_t op) {
 // The call's name is formatted only on this slow path.
 void check_call(ncclComm_t comm, ncclResult_t r, const char* expr, const CollectiveArgs& a) {
   if (r == ncclInProgress) {
-    wait_nccl_ready(comm, std::chrono::steady_clock::now() + std::chrono::seconds(60),
-                    cat(collective_name(a.op), " #", a.seq));
+    // Named as the host transports name a call, so the communicator's record says it once.
+    wait_nccl_ready(comm, std::chrono::steady_clock::now() + std::chrono::seconds(60), cat(call_id(a)));
     return;
   }
   if (r != ncclSuccess) throw_nccl_error(r, expr, __FILE__, __LINE__);
