@@ -39,6 +39,7 @@ void zero(void* ptr, size_t bytes, const gcommDevice_t& device, gcommStream_t st
 // Copies bytes host -> target memory or back, in order on `stream`.
 void copy(void* dst, const void* src, size_t bytes, const gcommDevice_t& device, gcommStream_t stream,
           cudaMemcpyKind kind) {
+  if (bytes == 0) return;  // as zero(): an empty gradient may have no address to copy to
   if (device.kind == gcommDeviceHost) {
     std::memcpy(dst, src, bytes);
     return;

@@ -202,10 +202,7 @@ void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& 
   std::vector<int> who;
   // Small messages usually arrive within microseconds: poll without sleeping for
   // a short while before poll() may put the thread to sleep, whose wake-up costs
-  // tens of microseconds. Never sched_yield() here: on EEVDF kernels (Linux 6.6+)
-  // a yield queues the thread behind every runnable thread for a whole slice, and
-  // with the cores busy (data-loader workers) each yield cost milliseconds
-  // (bench/results/2026-11-23-cpu-spin-under-load/).
+  // tens of microseconds. No sched_yield() between polls: common/cpu_relax.hpp says why.
   const auto spin_end = Clock::now() + kSpin;
   for (;;) {
     if (aborted_.load()) fail(gcommAborted, what, ": rank ", rank_, "'s communicator was aborted");
