@@ -2,10 +2,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "comm/group.hpp"
 #include "common/cuda_check.hpp"
+#include "common/deadline.hpp"
 #include "common/device.hpp"
 #include "common/dtype.hpp"
 #include "common/log.hpp"
@@ -47,24 +49,26 @@ void Communicator::validate(const CollectiveArgs& a) const {
   checked_dtype(a.dtype, "dtype");
   if (a.op == Collective::kBroadcast || a.op == Collective::kReduce)
     require(a.root >= 0 && a.root < size(), "root ", a.root, " is not a rank (0..", size() - 1, ")");
-  // The largest buffer of the call: all-gather's receive and reduce-scatter's
-  // send hold size() blocks.
-  size_t big = a.count;
-  if (a.op == Collective::kAllGather || a.op == Collective::kReduceScatter) {
-    require(a.count <= SIZE_MAX / static_cast<size_t>(size()), "count ", a.count, " times ", size(),
-            " ranks overflows");
-    big = a.count * size();
-  }
-  checked_bytes(big, a.dtype, "count");
+  // All-gather's receive and reduce-scatter's send hold size() blocks.
+  require(a.count <= SIZE_MAX / static_cast<size_t>(size()), "count ", a.count, " times ", size(),
+          " ranks overflows");
+  const size_t blocks = a.count * size();
+  const size_t send_count = a.op == Collective::kReduceScatter ? blocks : a.count;
+  const size_t recv_count = a.op == Collective::kAllGather ? blocks : a.count;
+  checked_bytes(std::max(send_count, recv_count), a.dtype, "count");
   if (a.count == 0) return;
   bool needs_send = a.op != Collective::kBroadcast || rank() == a.root;
   bool needs_recv = a.op != Collective::kReduce || rank() == a.root;
+  // Both buffers are checked against the address limit before anything reads
+  // them: an absurd count must be refused, not followed into unmapped memory.
   if (needs_send) {
     require(a.send != nullptr, "sendbuf is NULL but count is ", a.count);
+    checked_span(a.send, send_count, a.dtype, "sendbuf");
     if (!a.buffers_known) check_buffer(a.send, device(), "sendbuf");
   }
   if (needs_recv) {
     require(a.recv != nullptr, "recvbuf is NULL but count is ", a.count);
+    checked_span(a.recv, recv_count, a.dtype, "recvbuf");
     // In place, the send check has answered already (one driver query fewer).
     if (!a.buffers_known && !(needs_send && a.recv == a.send)) check_buffer(a.recv, device(), "recvbuf");
   }
@@ -145,8 +149,7 @@ void Communicator::watch(const CollectiveArgs& a) {
   if (!is_cuda(device())) return;
   void* event = take_event();
   GCOMM_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), reinterpret_cast<cudaStream_t>(a.stream)));
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s_));
+  auto deadline = deadline_after(timeout_s_);
   // The watchdog is not woken: it looks every 20 ms, which bounds how late a
   // timeout is noticed, and waking it per call cost tight loops of small
   // collectives tens of microseconds.
@@ -232,8 +235,7 @@ void Communicator::synchronize() {
   if (int grouped = grouped_.load(); grouped > 0)
     fail(gcommInvalidState, "the communicator has ", grouped,
          " collective(s) in a group not yet ended; call gcommGroupEnd first");
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s_));
+  auto deadline = deadline_after(timeout_s_);
   std::unique_lock<std::mutex> lock(mutex_);
   while (!pending_.empty() && failure_ == gcommSuccess) {
     if (std::chrono::steady_clock::now() > deadline) break;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "common/deadline.hpp"
 #include "common/error.hpp"
 #include "common/nccl_check.hpp"
 
@@ -69,9 +70,7 @@ void group_end() {
   for (Communicator* comm : distinct) {
     if (failure.status != gcommSuccess) break;
     try {
-      auto deadline = std::chrono::steady_clock::now() +
-                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                          std::chrono::duration<double>(comm->timeout_s()));
+      auto deadline = deadline_after(comm->timeout_s());
       comm->transport().wait_group_launched(deadline);
     } catch (const Error& e) {
       failure.set(e.status(), e.message());

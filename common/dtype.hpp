@@ -39,4 +39,21 @@ inline size_t checked_bytes(size_t count, gcommDataType_t dtype, const char* wha
   return count * element;
 }
 
+// The bytes of `count` elements at `data`, or gcommInvalidArgument naming `what`
+// when they would reach past GCOMM_ADDRESS_LIMIT (which also catches counts
+// whose byte size overflows size_t): checked before any byte is touched.
+inline size_t checked_span(const void* data, size_t count, gcommDataType_t dtype, const char* what) {
+  const size_t bytes = checked_bytes(count, dtype, what);
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  require(begin <= GCOMM_ADDRESS_LIMIT && bytes <= GCOMM_ADDRESS_LIMIT - begin, what, ": ", count, " elements of ",
+          dtype_name(dtype), " from ", data, " reach past the highest address memory can have (GCOMM_ADDRESS_LIMIT)");
+  return bytes;
+}
+
+// Refuses a list longer than GCOMM_MAX_TENSORS before any element is read.
+inline void check_list_length(size_t n, const char* what) {
+  require(n <= GCOMM_MAX_TENSORS, what, ": ", n, " is above the limit of ", GCOMM_MAX_TENSORS,
+          " tensors (GCOMM_MAX_TENSORS)");
+}
+
 }  // namespace gradcomm

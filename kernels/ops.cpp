@@ -54,18 +54,24 @@ void check_locations(const gcommTensor_t* tensors, size_t n, const Target& targe
   }
 }
 
+// checked_span() for list element k, naming it only when it fails.
+void check_tensor_span(const gcommTensor_t& t, const char* what, size_t k) {
+  const size_t element = dtype_size(t.dtype);
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.data);
+  if (t.count > GCOMM_ADDRESS_LIMIT / element || begin > GCOMM_ADDRESS_LIMIT - t.count * element)
+    checked_span(t.data, t.count, t.dtype, cat(what, "[", k, "]").c_str());
+}
+
 // Checks a tensor list. Messages are only formatted on failure: this runs on
 // every call, over thousands of tensors.
 void check_tensors(const gcommTensor_t* tensors, size_t n, const Target& target, const char* what) {
   require(tensors != nullptr || n == 0, "argument '", what, "' is NULL but its count is ", n);
+  check_list_length(n, what);  // before reading the list: a count can be absurd
   for (size_t k = 0; k < n; ++k) {
     const gcommTensor_t& t = tensors[k];
     if (!is_valid_dtype(t.dtype)) checked_dtype(t.dtype, cat(what, "[", k, "].dtype").c_str());
     require(t.data != nullptr || t.count == 0, what, "[", k, "] has ", t.count, " elements but its data is NULL");
-    if (t.count > SIZE_MAX / dtype_size(t.dtype)) checked_bytes(t.count, t.dtype, cat(what, "[", k, "]").c_str());
-    size_t bytes = t.count * dtype_size(t.dtype);
-    require(reinterpret_cast<uintptr_t>(t.data) <= UINTPTR_MAX - bytes, what, "[", k, "]: ", t.count,
-            " elements from ", t.data, " wrap around the address space");
+    check_tensor_span(t, what, k);
   }
   // On the host, device memory can only appear if a GPU is present.
   if (!target.locations_known && (target.cuda() || gpu_available())) check_locations(tensors, n, target, what);
@@ -113,6 +119,15 @@ std::vector<size_t> bucket_offsets(const gcommTensor_t* t, size_t n, const size_
   }
   if (offsets != nullptr) check_disjoint(ranges, "bucket offsets");
   return result;
+}
+
+// The bucket must hold every tensor at its offset, below the address limit.
+void check_bucket(const void* bucket, const gcommTensor_t* t, size_t n, const std::vector<size_t>& offsets,
+                  gcommDataType_t bucket_dtype, const Target& target) {
+  size_t end = 0;
+  for (size_t k = 0; k < n; ++k) end = std::max(end, offsets[k] + t[k].count);
+  checked_span(bucket, end, bucket_dtype, "bucket");
+  check_location(bucket, target, "bucket");
 }
 
 void run(const OpSpec& spec, const std::vector<Pair>& pairs, const Target& target) {
@@ -171,7 +186,7 @@ void pack(const gcommTensor_t* src, size_t n, const size_t* offsets, void* bucke
   std::vector<size_t> off = bucket_offsets(src, n, offsets, bucket_dtype);
   bool any = std::any_of(src, src + n, [](const gcommTensor_t& t) { return t.count > 0; });
   require(bucket != nullptr || !any, "argument 'bucket' must not be NULL");
-  if (any) check_location(bucket, target, "bucket");
+  if (any) check_bucket(bucket, src, n, off, bucket_dtype, target);
   check_scalar(device_scale, target, "device_scale", false);
   for (int d = 0; d < gcommNumDataTypes; ++d) {
     std::vector<Pair> pairs;
@@ -197,7 +212,7 @@ void unpack(const void* bucket, gcommDataType_t bucket_dtype, const size_t* offs
   std::vector<size_t> off = bucket_offsets(dst, n, offsets, bucket_dtype);
   bool any = std::any_of(dst, dst + n, [](const gcommTensor_t& t) { return t.count > 0; });
   require(bucket != nullptr || !any, "argument 'bucket' must not be NULL");
-  if (any) check_location(bucket, target, "bucket");
+  if (any) check_bucket(bucket, dst, n, off, bucket_dtype, target);
   check_scalar(device_scale, target, "device_scale", false);
   check_scalar(found_inf, target, "found_inf", false);
   for (int d = 0; d < gcommNumDataTypes; ++d) {
@@ -220,6 +235,11 @@ void unpack(const void* bucket, gcommDataType_t bucket_dtype, const size_t* offs
 
 size_t norm_workspace_bytes(const gcommTensor_t* tensors, size_t n) {
   require(tensors != nullptr || n == 0, "argument 'tensors' is NULL but its count is ", n);
+  check_list_length(n, "tensors");
+  for (size_t k = 0; k < n; ++k) {
+    checked_dtype(tensors[k].dtype, "tensors[].dtype");
+    check_tensor_span(tensors[k], "tensors", k);  // the chunk count below cannot overflow
+  }
   size_t chunks = 0;
   for (size_t k = 0; k < n; ++k) chunks += chunks_of(tensors[k].count);
   // partials + per-tensor squares (doubles) + the chunk tables (u64 + u32 per tensor).

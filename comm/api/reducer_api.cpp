@@ -103,6 +103,15 @@ GCOMM_API gcommStatus_t gcommReducerSetGradData(gcommReducer_t reducer, size_t i
   return GCOMM_API_CALL({ reducer_of(reducer).set_grad_data(index, data); });
 }
 
+GCOMM_API gcommStatus_t gcommReducerSetAllGradData(gcommReducer_t reducer, void* const* data, size_t num_grads) {
+  return GCOMM_API_CALL({ reducer_of(reducer).set_all_grad_data(data, num_grads); });
+}
+
+GCOMM_API gcommStatus_t gcommReducerMarkReadyAt(gcommReducer_t reducer, size_t index, const void* data,
+                                                gcommStream_t stream) {
+  return GCOMM_API_CALL({ reducer_of(reducer).mark_ready(index, stream, data); });
+}
+
 GCOMM_API gcommStatus_t gcommReducerGetStats(gcommReducer_t reducer, gcommReducerStats_t* stats) {
   return GCOMM_API_CALL({
     GCOMM_REQUIRE_NOT_NULL(stats);

@@ -18,12 +18,6 @@
 
 namespace gradcomm::comm::bootstrap {
 
-Deadline deadline_after(double seconds) {
-  // Clamp so that a huge timeout cannot overflow the clock's representation.
-  double s = std::min(std::max(seconds, 0.0), 1e8);
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
 double seconds_left(Deadline deadline) {
   double s = std::chrono::duration<double>(deadline - Clock::now()).count();
   return s > 0 ? s : 0.0;

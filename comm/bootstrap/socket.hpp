@@ -11,12 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "common/deadline.hpp"
+
 namespace gradcomm::comm::bootstrap {
 
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
+using gradcomm::Clock;
+using gradcomm::Deadline;
+using gradcomm::deadline_after;  // common/deadline.hpp: saturated
 
-Deadline deadline_after(double seconds);
 double seconds_left(Deadline deadline);  // >= 0
 int poll_ms_until(Deadline deadline);    // for poll(): remaining milliseconds, rounded up
 std::string errno_text(int err);

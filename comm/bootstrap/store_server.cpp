@@ -209,8 +209,7 @@ void Loop::accept_all(Deadline now) {
     Conn& c = conns_[next_id_++];
     c.socket = std::move(s);
     c.peer = peer;
-    c.hello_deadline = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
-                                 std::min(std::max(o_.hello_timeout_s, 0.0), 1e8)));
+    c.hello_deadline = deadline_after(o_.hello_timeout_s, now);
   }
 }
 

@@ -10,10 +10,7 @@ namespace gradcomm::comm::bootstrap {
 
 namespace {
 
-Deadline after(Deadline now, double seconds) {
-  double s = std::min(std::max(seconds, 0.0), 1e8);
-  return now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
+Deadline after(Deadline now, double seconds) { return deadline_after(seconds, now); }
 
 }  // namespace
 

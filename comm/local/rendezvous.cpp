@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/cpu_relax.hpp"
+#include "common/deadline.hpp"
 #include "common/dtype.hpp"
 #include "common/log.hpp"
 
@@ -84,7 +85,7 @@ void Rendezvous::arrive_and_wait(int rank, const CallId& what) {
     lock.lock();
     if (generation_ != gen) return;  // completed while spinning
   }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::nanoseconds>(timeout_);
+  auto deadline = deadline_after(timeout_.count());
   bool done = cv_.wait_until(lock, deadline, [&] { return generation_ != gen || failed_; });
   if (generation_ != gen) return;  // completed (even if someone failed right after)
   if (failed_) throw_failure(rank);

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/cpu_relax.hpp"
+#include "common/deadline.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
 #include "common/dtype.hpp"
@@ -207,8 +208,7 @@ std::unique_ptr<Transport> make_nccl_transport_from_id(const ncclUniqueId& id, i
     config.blocking = 0;
     ncclResult_t r = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
     if (r != ncclSuccess && r != ncclInProgress) throw_nccl_error(r, "ncclCommInitRankConfig", __FILE__, __LINE__);
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
+    auto deadline = deadline_after(timeout_s);
     try {
       wait_nccl_ready(comm, deadline, what);
     } catch (const Error& e) {

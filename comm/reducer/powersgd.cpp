@@ -137,6 +137,7 @@ void PowerSgd::set_layout(const BucketPlan& plan) {
   }
   p_total_ = p;
   q_total_ = q;
+  pending_.reserve(plan.buckets.size());
   e_total_ = options_.error_feedback ? e : 0;
   p_ = alloc_floats(p_total_);
   q_ = alloc_floats(q_total_);
@@ -155,6 +156,7 @@ void PowerSgd::set_layout(const BucketPlan& plan) {
 
 void PowerSgd::begin_step(const float* one) {
   one_ = one;
+  pending_.clear();  // a step that failed half-way left its buckets here
   step_compressed_ = step_ >= options_.start_iter && !slots_.empty();
   if (step_compressed_) {
     const float zero = 0.0f;
@@ -227,11 +229,34 @@ void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads
   float* q = q_next_ + bucket_q_[bucket].first;
   size_t q_count = bucket_q_[bucket].second - bucket_q_[bucket].first;
   all_reduce(q, q_count, gcommSum);
-  kp::decompress(next.data(), n, r, average ? 1.0f / static_cast<float>(comm.size()) : 1.0f, flag_, t, out);
-  kp::commit(q_ + bucket_q_[bucket].first, q, q_count, flag_, t);
+  // Decompress (which writes E) and Q's commit wait for end_step: only then is
+  // it known whether any gradient of the step, compressed or not, was non-finite.
+  pending_.push_back(Pending{bucket, average ? 1.0f / static_cast<float>(comm.size()) : 1.0f, out});
 }
 
-void PowerSgd::end_step() {
+// The state changes of the step's compressed buckets, on the side stream after
+// every bucket's epilogue: E and Q stay as they were when the step saw Inf/NaN
+// anywhere (this step's P, or `step_flag`, where the epilogues of the
+// uncompressed gradients record theirs).
+void PowerSgd::end_step(const std::vector<gcommTensor_t>& grads, const float* step_flag) {
+  const kernels::Target t = target();
+  if (!pending_.empty()) {
+    // flag_ |= *step_flag, as flags are 0 or 1: commit copies unless flag_ is set already.
+    kp::commit(flag_, step_flag, 1, flag_, t);
+  }
+  const int r = options_.rank;
+  for (const Pending& b : pending_) {
+    std::vector<kp::LowRankMatrix> next;
+    for (size_t k : bucket_slots_[b.bucket]) {
+      const Slot& s = slots_[k];
+      next.push_back(kp::LowRankMatrix{static_cast<float*>(grads[s.grad].data), e_ != nullptr ? e_ + s.e_off : nullptr,
+                                       p_ + s.p_off, q_next_ + s.q_off, s.rows, s.cols});
+    }
+    kp::decompress(next.data(), next.size(), r, b.scale, flag_, t, b.out);
+    size_t q_begin = bucket_q_[b.bucket].first, q_count = bucket_q_[b.bucket].second - q_begin;
+    kp::commit(q_ + q_begin, q_next_ + q_begin, q_count, flag_, t);
+  }
+  pending_.clear();
   if (step_compressed_) ++stats_.compressed_steps;
   ++step_;
 }

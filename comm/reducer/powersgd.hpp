@@ -59,12 +59,17 @@ class PowerSgd {
   // Starts a synced step (clears the non-finite flag); `one` is a device 1.0f.
   void begin_step(const float* one);
   // The bucket's compressed gradients (those in `grads`, marked or zeroed by the
-  // caller), on the side stream, ending with the reducer's epilogue for them:
-  // each gradient is left averaged, times *out.out_scale, with Inf/NaN flagged in
-  // *out.found_inf (fused into decompress; a separate pass before start_iter).
+  // caller), on the side stream: compress and the P and Q all-reduces. Before
+  // start_iter: the whole gradients, averaged, times *out.out_scale, Inf/NaN
+  // flagged in *out.found_inf, at once.
   void run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads, Communicator& comm, bool average,
                   const kernels::powersgd::DecompressOutput& out);
-  void end_step();
+  // After every bucket's run_bucket and epilogue: the compressed buckets'
+  // decompress (the reducer's epilogue for them, fused: averaged, times
+  // *out.out_scale, Inf/NaN into *out.found_inf) and the state update (E, Q),
+  // skipped when this step's P or *step_flag (the step's found-inf so far, on
+  // the side stream) saw Inf/NaN. A skipped step still counts as a step.
+  void end_step(const std::vector<gcommTensor_t>& grads, const float* step_flag);
 
   const PowerSgdOptions& options() const { return options_; }
   PowerSgdStats stats() const;
@@ -98,7 +103,14 @@ class PowerSgd {
   float* flag_ = nullptr;  // > 0: this step's P was not finite on some rank
   const float* one_ = nullptr;
   size_t p_total_ = 0, q_total_ = 0, e_total_ = 0;
-  uint64_t step_ = 0;  // synced steps finished
+  // This step's compressed buckets, decompressed at end_step.
+  struct Pending {
+    size_t bucket;
+    float scale;
+    kernels::powersgd::DecompressOutput out;
+  };
+  std::vector<Pending> pending_;
+  uint64_t step_ = 0;  // synced steps finished, skipped ones included
   bool step_compressed_ = false;
   PowerSgdStats stats_;
 };

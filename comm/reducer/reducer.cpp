@@ -22,6 +22,7 @@ namespace {
 constexpr size_t kBucketAlign = 256;
 // The plan broadcast sends gradient indices as floats, exact below 2^24.
 constexpr size_t kMaxGrads = size_t{1} << 24;
+static_assert(kMaxGrads == GCOMM_MAX_TENSORS, "the documented list limit is the reducer's");
 
 size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
@@ -127,7 +128,7 @@ Reducer::Reducer(Communicator& comm, const gcommTensor_t* grads, size_t n, const
   for (size_t i = 0; i < n; ++i) {
     const gcommTensor_t& g = grads[i];
     checked_dtype(g.dtype, cat("grads[", i, "].dtype").c_str());
-    checked_bytes(g.count, g.dtype, cat("grads[", i, "]").c_str());
+    checked_span(g.data, g.count, g.dtype, cat("grads[", i, "]").c_str());
     if (options_.grad_as_bucket_view) {
       require(g.data == nullptr, "grads[", i, "].data must be NULL with grad_as_bucket_view (gradcomm allocates it)");
       require(options_.wire_dtype == kWireSameAsGrad || options_.wire_dtype == g.dtype,
@@ -140,6 +141,7 @@ Reducer::Reducer(Communicator& comm, const gcommTensor_t* grads, size_t n, const
     grads_.push_back(g);
     specs_.push_back(GradSpec{g.count, g.dtype});
   }
+  if (!options_.grad_as_bucket_view) addresses_ = GradAddresses(grads_);
   allocator_ = allocator != nullptr
                    ? std::move(allocator)
                    : memory::make_caching_allocator(device_, gcommMemoryDefault, memory::AllocatorOptions{});
@@ -311,13 +313,20 @@ void Reducer::begin_step(bool sync) {
   phase_ = sync ? Phase::kSynced : Phase::kAccumulating;
 }
 
-void Reducer::mark_ready(size_t index, gcommStream_t stream) {
+void Reducer::mark_ready(size_t index, gcommStream_t stream, std::optional<const void*> expected) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
   refuse_in_group("gcommReducerMarkReady");
   if (phase_ == Phase::kIdle)
     fail(gcommInvalidState, "gradient ", index, " was marked ready outside a step: call gcommReducerBeginStep first");
   check_index(index);
+  // The guard against a caller whose gradient memory was replaced behind the
+  // reducer's back (freed and reallocated): refused before anything reads it.
+  if (expected && *expected != grads_[index].data && grads_[index].count > 0)
+    fail(gcommInvalidArgument, "gradient ", index, " is at ", *expected, " but the reducer has it at ",
+         grads_[index].data, ": its memory was replaced (PyTorch's zero_grad(set_to_none=True) frees it, an "
+         "optimizer may assign a new one); point the reducer at the new memory between steps "
+         "(gcommReducerSetGradData) or keep the gradients in place");
   if (marked_[index])
     fail(gcommInvalidState, "gradient ", index, " was already marked ready in this step");
   marked_[index] = 1;
@@ -390,8 +399,9 @@ void Reducer::launch_bucket(size_t b) {
 // Bucket b's share of the epilogue, on the side stream right after its all-reduce,
 // so that it overlaps the later buckets' communication and finalize is left with
 // the last bucket's only: unpack (cast back, times 1/loss scale) or, with views,
-// unscale in place; Inf/NaN into the step flag. PowerSGD's gradients had theirs
-// in run_bucket (fused into decompress).
+// unscale in place; Inf/NaN into the step flag. PowerSGD's compressed gradients
+// have theirs at finalize (fused into decompress, in PowerSgd::end_step, once the
+// whole step's flag is known).
 void Reducer::bucket_epilogue(size_t b) {
   const Bucket& bucket = plan_.buckets[b];
   std::vector<gcommTensor_t> dst;
@@ -441,7 +451,7 @@ void Reducer::finalize(gcommStream_t stream) {
     // Missing gradients send zeros: the collectives complete on every rank, and so
     // does the step (the same gradients and loss scale as on the other ranks).
     while (next_bucket_ < plan_.buckets.size()) launch_bucket(next_bucket_++);
-    if (psgd_ != nullptr) psgd_->end_step();
+    if (psgd_ != nullptr) psgd_->end_step(grads_, step_flag());
     side_.make_wait(stream);
     finish_step(stream);
     side_.mark(stream);
@@ -528,16 +538,37 @@ void* Reducer::grad_data(size_t index) const {
   return grads_[index].data;
 }
 
-void Reducer::set_grad_data(size_t index, void* data) {
-  std::lock_guard<std::mutex> lock(mutex_);
+gcommTensor_t Reducer::checked_move(size_t index, void* data) const {
   check_index(index);
   if (options_.grad_as_bucket_view)
     fail(gcommInvalidState, "gradient ", index, " lives in gradcomm's bucket (grad_as_bucket_view); it cannot move");
   if (phase_ != Phase::kIdle) fail(gcommInvalidState, "gradients cannot move during a step (call finalize first)");
-  require(data != nullptr || grads_[index].count == 0, "data is NULL but gradient ", index, " has ",
-          grads_[index].count, " elements");
-  if (grads_[index].count > 0) check_grad_location(data, index);
-  grads_[index].data = data;
+  gcommTensor_t moved = grads_[index];
+  moved.data = data;
+  require(data != nullptr || moved.count == 0, "data is NULL but gradient ", index, " has ", moved.count,
+          " elements");
+  checked_span(data, moved.count, moved.dtype, cat("gradient ", index).c_str());
+  if (moved.count > 0) check_grad_location(data, index);
+  return moved;
+}
+
+void Reducer::set_grad_data(size_t index, void* data) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  gcommTensor_t moved = checked_move(index, data);
+  addresses_.check_move(index, moved);
+  addresses_.move(index, grads_[index], moved);
+  grads_[index] = moved;
+}
+
+void Reducer::set_all_grad_data(void* const* data, size_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  require(data != nullptr, "argument 'data' must not be NULL");
+  require(n == grads_.size(), "num_grads is ", n, " but the reducer has ", grads_.size(), " gradients");
+  std::vector<gcommTensor_t> moved(n);
+  for (size_t i = 0; i < n; ++i) moved[i] = checked_move(i, data[i]);
+  GradAddresses addresses(moved);  // the new set as a whole
+  addresses_ = std::move(addresses);
+  grads_ = std::move(moved);
 }
 
 gcommReducerStats_t Reducer::stats() const {

@@ -10,11 +10,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.hpp"
 #include "comm/reducer/bucket_plan.hpp"
+#include "comm/reducer/grad_addresses.hpp"
 #include "comm/reducer/powersgd.hpp"
 #include "comm/reducer/side_stream.hpp"
 #include "gradcomm/reducer.h"
@@ -49,7 +51,9 @@ class Reducer {
   Reducer& operator=(const Reducer&) = delete;
 
   void begin_step(bool sync);
-  void mark_ready(size_t index, gcommStream_t stream);
+  // `expected` (when given): the address the caller believes the gradient has;
+  // a different registered address is refused, changing nothing.
+  void mark_ready(size_t index, gcommStream_t stream, std::optional<const void*> expected = std::nullopt);
   // Returns normally when the step succeeded; throws gcommInvalidState for unused
   // gradients (after completing the collectives) and whatever the communicator throws.
   void finalize(gcommStream_t stream);
@@ -59,6 +63,9 @@ class Reducer {
 
   void* grad_data(size_t index) const;
   void set_grad_data(size_t index, void* data);
+  // Every gradient's address at once (n == the number registered): the new set
+  // is checked as a whole, so gradients may trade places.
+  void set_all_grad_data(void* const* data, size_t n);
   gcommReducerStats_t stats() const;
   std::string describe() const;
   memory::CachingAllocator& allocator() { return *allocator_; }
@@ -83,6 +90,8 @@ class Reducer {
   const float* inv_scale() const { return scaler_ != nullptr ? &scaler_->state()->inv_scale : nullptr; }
   void maybe_rebuild(const std::vector<size_t>& missing);
   void check_grad_location(const void* data, size_t index) const;
+  // A moved gradient's new tensor, checked alone (NULL, span, location) between steps.
+  gcommTensor_t checked_move(size_t index, void* data) const;
   std::vector<size_t> unmarked() const;
   // Once a step fails after something was launched, ranks may disagree on what
   // was issued: every later call fails with this, naming the first failure.
@@ -100,6 +109,7 @@ class Reducer {
   const gcommDevice_t device_;
   std::vector<gcommTensor_t> grads_;  // registration order; views point into wire_ (or own_)
   std::vector<GradSpec> specs_;
+  GradAddresses addresses_;  // without views: no two gradients share memory
 
   SideStream side_;  // declared before the allocator: it must outlive it
   std::unique_ptr<memory::CachingAllocator> allocator_;

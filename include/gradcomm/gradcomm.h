@@ -90,6 +90,19 @@ typedef struct gcommTensor {
   gcommDataType_t dtype;
 } gcommTensor_t;
 
+/** @name Limits
+ *  Checked by every call before it reads a caller's array or buffer, so that an
+ *  absurd count is refused with gcommInvalidArgument instead of being followed
+ *  into memory that is not there. @{ */
+/** The most tensors one call takes in a list (a reducer's gradients, the tensor
+ *  lists of the kernel functions). */
+#define GCOMM_MAX_TENSORS ((size_t)1 << 24)
+/** No buffer may reach past this address (2^57): no supported platform maps
+ *  memory there (x86-64 with 5-level paging ends user space at 2^56, AArch64 at
+ *  2^52), so a count that reaches it is a mistake. */
+#define GCOMM_ADDRESS_LIMIT ((uint64_t)1 << 57)
+/** @} */
+
 /** A CUDA stream (binary-compatible with cudaStream_t). NULL is the legacy default
  *  stream. For host objects a stream is only an ordering token. */
 typedef struct CUstream_st* gcommStream_t;

@@ -116,8 +116,29 @@ GCOMM_API gcommStatus_t gcommReducerFoundInf(gcommReducer_t reducer, const float
 /** The address of gradient @p index (gradcomm's own with grad_as_bucket_view). */
 GCOMM_API gcommStatus_t gcommReducerGradData(gcommReducer_t reducer, size_t index, void** data);
 /** Points gradient @p index at new memory (same count and dtype) between steps.
- *  Refused with grad_as_bucket_view (gradcomm owns those) and during a step. */
+ *  Refused with grad_as_bucket_view (gradcomm owns those), during a step, and when
+ *  the new memory would overlap another gradient's (the message names both).
+ *
+ *  The memory contract: the reducer reads and writes each gradient at its
+ *  registered address from its gcommReducerMarkReady to the end of the finalize
+ *  stream's work. Memory freed while still registered is not detected by
+ *  gcommReducerMarkReady (it reads freed memory: a crash or silent corruption);
+ *  callers whose framework may replace gradient memory (PyTorch's
+ *  zero_grad(set_to_none=True), an optimizer assigning .grad) use
+ *  gcommReducerMarkReadyAt, or keep the gradients in place. */
 GCOMM_API gcommStatus_t gcommReducerSetGradData(gcommReducer_t reducer, size_t index, void* data);
+/** Points every gradient at new memory at once, between steps: @p data has
+ *  @p num_grads entries (the number registered). The new addresses are checked as
+ *  a whole (gradients may trade places, which one call at a time would refuse as a
+ *  passing overlap); on any error nothing changes. */
+GCOMM_API gcommStatus_t gcommReducerSetAllGradData(gcommReducer_t reducer, void* const* data, size_t num_grads);
+/** gcommReducerMarkReady with a guard: @p data is where the caller's gradient is
+ *  now. If the reducer has gradient @p index elsewhere (its memory was replaced
+ *  since registration), the call fails with gcommInvalidArgument naming both
+ *  addresses and marks nothing, instead of reading memory that may be freed. One
+ *  comparison: cheap enough to use always. */
+GCOMM_API gcommStatus_t gcommReducerMarkReadyAt(gcommReducer_t reducer, size_t index, const void* data,
+                                                gcommStream_t stream);
 
 GCOMM_API gcommStatus_t gcommReducerGetStats(gcommReducer_t reducer, gcommReducerStats_t* stats);
 /** The bucket plan, one line per bucket, into @p buf (NUL-terminated, truncated to

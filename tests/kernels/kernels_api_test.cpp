@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,49 @@ TEST(KernelsApi, BadInputIsRefusedAndNothingRuns) {
   EXPECT_EQ(gcommCast(a.data(), gcommFloat32, reinterpret_cast<char*>(a.data()) + 2, gcommFloat16, 2, kHost, nullptr),
             gcommInvalidArgument);
   EXPECT_EQ(gcommNormWorkspaceSize(&t, 1, nullptr), gcommInvalidArgument);
+}
+
+// Issue 17 #2: a list count above GCOMM_MAX_TENSORS is refused before the list
+// is read (it used to read t[1] of a one-element array and complain about its
+// dtype); a tensor or bucket reaching past GCOMM_ADDRESS_LIMIT likewise.
+TEST(KernelsApi, AbsurdCountsAreRefusedBeforeTheListIsRead) {
+  auto one = std::make_unique<gcommTensor_t[]>(1);  // on the heap: ASan sees any read past it
+  std::vector<float> a(4, 2.0f);
+  one[0] = gcommTensor_t{a.data(), 4, gcommFloat32};
+  float inv = 0.5f, found = 0, norm = 0;
+  size_t ws = 0;
+  auto refused_for_length = [](gcommStatus_t s) {
+    return s == gcommInvalidArgument && last().find("GCOMM_MAX_TENSORS") != std::string::npos;
+  };
+  for (size_t n : {SIZE_MAX, SIZE_MAX / 2, static_cast<size_t>(GCOMM_MAX_TENSORS) + 1}) {
+    EXPECT_TRUE(refused_for_length(gcommL2Norm(one.get(), n, &norm, nullptr, nullptr, 0, kHost, nullptr))) << last();
+    EXPECT_TRUE(refused_for_length(gcommUnscaleAndCheck(one.get(), n, &inv, &found, kHost, nullptr))) << last();
+    EXPECT_TRUE(refused_for_length(gcommCheckFinite(one.get(), n, &found, kHost, nullptr))) << last();
+    EXPECT_TRUE(refused_for_length(gcommClipByGlobalNorm(one.get(), n, 1.0f, &norm, nullptr, 0, kHost, nullptr)))
+        << last();
+    EXPECT_TRUE(refused_for_length(gcommNormWorkspaceSize(one.get(), n, &ws))) << last();
+    EXPECT_TRUE(refused_for_length(gcommPack(one.get(), n, nullptr, a.data(), gcommFloat32, 1.0f, nullptr, kHost,
+                                             nullptr)))
+        << last();
+    EXPECT_TRUE(refused_for_length(gcommUnpack(a.data(), gcommFloat32, nullptr, one.get(), n, 1.0f, nullptr, 0,
+                                               &found, kHost, nullptr)))
+        << last();
+  }
+  // Element counts that fit size_t but not memory.
+  gcommTensor_t far{a.data(), (static_cast<size_t>(GCOMM_ADDRESS_LIMIT) >> 2), gcommFloat32};
+  EXPECT_EQ(gcommCheckFinite(&far, 1, &found, kHost, nullptr), gcommInvalidArgument);
+  EXPECT_NE(last().find("GCOMM_ADDRESS_LIMIT"), std::string::npos) << last();
+  EXPECT_EQ(gcommNormWorkspaceSize(&far, 1, &ws), gcommInvalidArgument);
+  EXPECT_EQ(gcommCast(a.data(), gcommFloat32, a.data(), gcommFloat32, SIZE_MAX / 8, kHost, nullptr),
+            gcommInvalidArgument);
+  // A bucket offset that puts a tensor past the address limit.
+  size_t far_offset = static_cast<size_t>(GCOMM_ADDRESS_LIMIT) / 4;
+  EXPECT_EQ(gcommPack(one.get(), 1, &far_offset, a.data(), gcommFloat32, 1.0f, nullptr, kHost, nullptr),
+            gcommInvalidArgument);
+  EXPECT_NE(last().find("bucket"), std::string::npos) << last();
+  EXPECT_EQ(a[0], 2.0f) << "nothing ran";
+  EXPECT_EQ(gcommL2Norm(one.get(), 1, &norm, nullptr, nullptr, 0, kHost, nullptr), gcommSuccess) << last();
+  EXPECT_EQ(norm, 4.0f);
 }
 
 TEST(KernelsApi, GradScalerLifecycleAndBadHandles) {

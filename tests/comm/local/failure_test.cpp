@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -122,6 +124,51 @@ TEST(LocalFailures, BadArgumentsAreRefusedBeforeAnythingRuns) {
   EXPECT_EQ(gcommCommDestroy(c), gcommInvalidArgument);
   EXPECT_TRUE(contains(gcommGetLastError(), "not a live gcommComm_t")) << gcommGetLastError();
   EXPECT_EQ(gcommAllReduce(c, buf.data(), buf.data(), 4, gcommFloat32, gcommSum, nullptr), gcommInvalidArgument);
+}
+
+// Issue 17 #1: counts whose bytes fit size_t but reach past any memory crashed in
+// memmove (all-gather, broadcast, reduce, reduce-scatter) or came back as an
+// internal error (all-reduce). They are refused, naming the buffer, and the
+// communicator stays usable.
+TEST(LocalFailures, AbsurdCountsAreRefusedBeforeAnyByteIsRead) {
+  auto comms = make_local(1);
+  gcommComm_t c = comms[0];
+  std::vector<float> b(4, 1.0f), o(4, 0.0f);
+  auto refused = [&](gcommStatus_t s, const char* call) {
+    EXPECT_EQ(s, gcommInvalidArgument) << call << ": " << gcommGetLastError();
+    EXPECT_TRUE(contains(gcommGetLastError(), "GCOMM_ADDRESS_LIMIT")) << call << ": " << gcommGetLastError();
+  };
+  for (size_t count : {SIZE_MAX / 4, SIZE_MAX / 8, static_cast<size_t>(GCOMM_ADDRESS_LIMIT) / 4}) {
+    refused(gcommAllGather(c, b.data(), o.data(), count, gcommFloat32, nullptr), "all-gather");
+    refused(gcommBroadcast(c, b.data(), o.data(), count, gcommFloat32, 0, nullptr), "broadcast");
+    refused(gcommReduce(c, b.data(), o.data(), count, gcommFloat32, gcommSum, 0, nullptr), "reduce");
+    refused(gcommAllReduce(c, b.data(), o.data(), count, gcommFloat32, gcommSum, nullptr), "all-reduce");
+  }
+  refused(gcommReduceScatter(c, b.data(), o.data(), SIZE_MAX / 2, gcommFloat16, gcommSum, nullptr), "reduce-scatter");
+  EXPECT_EQ(o[0], 0.0f) << "nothing ran";
+  EXPECT_EQ(gcommAllReduce(c, b.data(), o.data(), 4, gcommFloat32, gcommSum, nullptr), gcommSuccess)
+      << gcommGetLastError();
+  EXPECT_EQ(o[3], 1.0f);
+  destroy(comms);
+}
+
+// Issue 17 #5: timeouts of 9.3e9 s and more (up to +inf) overflowed the clock
+// into a deadline in the past: the first rank that waited failed at once with
+// "never arrived within inf s". They saturate now (wait practically forever).
+TEST(LocalFailures, HugeTimeoutsWaitInsteadOfFailingAtOnce) {
+  for (double timeout : {std::numeric_limits<double>::infinity(), 1e300, 1e30, 1e10, 9.3e9}) {
+    auto comms = make_local(2, timeout);
+    std::vector<std::vector<float>> bufs(2, std::vector<float>(8, 1.0f));
+    auto errors = run_ranks(comms, [&](int r, gcommComm_t c) -> std::string {
+      if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // rank 0 waits
+      gcommStatus_t s = gcommAllReduce(c, bufs[r].data(), bufs[r].data(), 8, gcommFloat32, gcommSum, nullptr);
+      return s == gcommSuccess ? "" : gcommGetLastError();
+    });
+    EXPECT_EQ(errors[0], "") << "timeout " << timeout;
+    EXPECT_EQ(errors[1], "") << "timeout " << timeout;
+    EXPECT_EQ(bufs[0][7], 2.0f);
+    destroy(comms);
+  }
 }
 
 TEST(LocalFailures, CreationIsValidated) {

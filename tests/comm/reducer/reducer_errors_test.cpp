@@ -111,6 +111,118 @@ TEST_P(ReducerErrors, CallsInTheWrongOrderAreRefusedAndChangeNothing) {
   });
 }
 
+// Issue 17 #3: gradients sharing memory (identical, partly overlapping, an f32
+// and an f16 view of the same bytes) used to be accepted at create and by
+// SetGradData, and only caught at the next mark-ready, which failed the reducer
+// for good. They are refused at once, naming both indices; the reducer stays usable.
+TEST_P(ReducerErrors, OverlappingGradientsAreRefusedAtRegistrationNamingBoth) {
+  auto comms = make_comms(1);
+  bool on_gpu = gpu();
+  run(comms, [&](int, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    GradMem slab(gcommFloat32, 256, on_gpu);
+    float* base = static_cast<float*>(slab.data);
+    auto t = [&](size_t at, size_t n, gcommDataType_t d = gcommFloat32) {
+      return gcommTensor_t{reinterpret_cast<char*>(base) + at * 4, n, d};
+    };
+    gcommReducer_t r = nullptr;
+    auto refused = [&](std::vector<gcommTensor_t> grads, const char* needle) -> std::string {
+      r = nullptr;
+      gcommStatus_t s = gcommReducerCreate(comm, grads.data(), grads.size(), nullptr, &r);
+      if (s != gcommInvalidArgument) return std::string("accepted overlapping gradients: ") + needle;
+      if (!message_has(needle)) return std::string("message '") + gcommGetLastError() + "' lacks '" + needle + "'";
+      if (r != nullptr) return "a refused create wrote its out-handle";
+      return "";
+    };
+    std::string e;
+    if (!(e = refused({t(0, 64), t(64, 64), t(0, 64)}, "grads[0] and grads[2] overlap")).empty()) return e;
+    if (!(e = refused({t(0, 64), t(32, 64)}, "grads[0] and grads[1] overlap")).empty()) return e;
+    if (!(e = refused({t(0, 64), t(100, 8), t(16, 8, gcommFloat16)}, "grads[0] and grads[2] overlap")).empty())
+      return e;
+    // Out of address order, the overlap not between list neighbours.
+    if (!(e = refused({t(128, 16), t(0, 16), t(64, 16), t(136, 4)}, "grads[0] and grads[3] overlap")).empty())
+      return e;
+    // Adjacent and empty gradients are fine.
+    std::vector<gcommTensor_t> grads = {t(0, 64), t(64, 64), t(128, 0), t(128, 64, gcommFloat16), t(64, 0)};
+    RIG_CHECK(gcommReducerCreate(comm, grads.data(), grads.size(), nullptr, &r));
+    // Moving one gradient onto another is refused and changes nothing ...
+    if (gcommReducerSetGradData(r, 1, base) != gcommInvalidArgument) return "a move onto gradient 0 was accepted";
+    if (!message_has("gradient 1 at")) return gcommGetLastError();
+    if (!message_has("would overlap gradient 0")) return gcommGetLastError();
+    void* where = nullptr;
+    RIG_CHECK(gcommReducerGradData(r, 1, &where));
+    if (where != base + 64) return "a refused move changed the address";
+    if (gcommReducerSetGradData(r, 0, base + 150) != gcommInvalidArgument) return "a partial overlap was accepted";
+    if (!message_has("would overlap gradient 3")) return gcommGetLastError();
+    // ... a move to free memory (or onto its own old place) is fine ...
+    RIG_CHECK(gcommReducerSetGradData(r, 0, base + 192));
+    RIG_CHECK(gcommReducerSetGradData(r, 1, base + 32));  // into the memory gradient 0 left
+    RIG_CHECK(gcommReducerSetGradData(r, 1, base + 40));  // overlapping only its own old range
+    // ... and several at once may trade places.
+    std::vector<void*> swapped = {base + 64, base, nullptr, base + 128, nullptr};
+    if (gcommReducerSetAllGradData(r, swapped.data(), 4) != gcommInvalidArgument) return "a short list was accepted";
+    std::vector<void*> clash = {base, base + 32, nullptr, base + 128, nullptr};
+    if (gcommReducerSetAllGradData(r, clash.data(), 5) != gcommInvalidArgument) return "an overlapping set was accepted";
+    if (!message_has("grads[0] and grads[1] overlap")) return gcommGetLastError();
+    RIG_CHECK(gcommReducerGradData(r, 0, &where));
+    if (where != base + 192) return "a refused set changed an address";
+    RIG_CHECK(gcommReducerSetAllGradData(r, swapped.data(), 5));
+    // The reducer works at the new addresses: one rank's average is its own gradient.
+    std::mt19937 rng(9);
+    TypedBuffer v = random_buffer(rng, gcommFloat32, 64);
+    GradMem g0 = GradMem::view(gcommFloat32, 64, base + 64, on_gpu);
+    g0.upload(v, stream);
+    RIG_CHECK(gcommReducerBeginStep(r, 1));
+    for (size_t i = 0; i < 5; ++i) RIG_CHECK(gcommReducerMarkReady(r, i, stream));
+    RIG_CHECK(gcommReducerFinalize(r, stream, nullptr));
+    TypedBuffer got = g0.download(stream);
+    for (size_t j = 0; j < 64; ++j)
+      if (got.get(j) != v.get(j)) return "gradient 0 was not reduced at its new address";
+    RIG_CHECK(gcommReducerDestroy(r));
+    return "";
+  });
+}
+
+// Issue 17 #11: a caller whose gradient memory was replaced since registration
+// (PyTorch's zero_grad(set_to_none=True)) made the reducer read freed memory.
+// gcommReducerMarkReadyAt compares the caller's address with the registered one
+// and refuses a mismatch, marking nothing; the step then completes normally.
+TEST_P(ReducerErrors, MarkReadyAtRefusesAGradientWhoseMemoryWasReplaced) {
+  auto comms = make_comms(1);
+  bool on_gpu = gpu();
+  run(comms, [&](int, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    GradMem a(gcommFloat32, 64, on_gpu), b(gcommFloat16, 33, on_gpu), replacement(gcommFloat32, 64, on_gpu);
+    gcommTensor_t t[3] = {a.tensor(), b.tensor(), gcommTensor_t{nullptr, 0, gcommFloat32}};
+    gcommReducer_t r = nullptr;
+    RIG_CHECK(gcommReducerCreate(comm, t, 3, nullptr, &r));
+    std::mt19937 rng(5);
+    TypedBuffer va = random_buffer(rng, gcommFloat32, 64);
+    a.upload(va, stream);
+    RIG_CHECK(gcommReducerBeginStep(r, 1));
+    if (gcommReducerMarkReadyAt(r, 0, replacement.data, stream) != gcommInvalidArgument)
+      return "a replaced gradient was marked ready";
+    if (!message_has("gradient 0 is at")) return gcommGetLastError();
+    if (!message_has("gcommReducerSetGradData")) return gcommGetLastError();
+    RIG_CHECK(gcommReducerMarkReadyAt(r, 0, a.data, stream));  // nothing was marked by the refusal
+    RIG_CHECK(gcommReducerMarkReadyAt(r, 1, b.data, stream));
+    RIG_CHECK(gcommReducerMarkReadyAt(r, 2, nullptr, stream));  // empty: no address to compare
+    RIG_CHECK(gcommReducerFinalize(r, stream, nullptr));
+    TypedBuffer got = a.download(stream);
+    for (size_t j = 0; j < 64; ++j)
+      if (got.get(j) != va.get(j)) return "the step after the refusal is wrong";
+    // Re-pointed between steps, the new address is the one that passes.
+    replacement.upload(va, stream);
+    RIG_CHECK(gcommReducerSetGradData(r, 0, replacement.data));
+    RIG_CHECK(gcommReducerBeginStep(r, 1));
+    if (gcommReducerMarkReadyAt(r, 0, a.data, stream) != gcommInvalidArgument) return "the old address passed";
+    RIG_CHECK(gcommReducerMarkReadyAt(r, 0, replacement.data, stream));
+    RIG_CHECK(gcommReducerMarkReady(r, 1, stream));
+    RIG_CHECK(gcommReducerMarkReady(r, 2, stream));
+    RIG_CHECK(gcommReducerFinalize(r, stream, nullptr));
+    RIG_CHECK(gcommReducerDestroy(r));
+    return "";
+  });
+}
+
 TEST_P(ReducerErrors, BadConfigurationAndHandlesAreRefusedWithTheReason) {
   auto comms = make_comms(1);
   bool on_gpu = gpu();

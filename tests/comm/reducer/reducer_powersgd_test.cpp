@@ -199,6 +199,18 @@ TEST_P(ReducerPowerSgd, AnInfStepKeepsTheStateAndTheStateRoundTrips) {
     if (!(e = me.step(stream, &skip)).empty()) return e;
     if (skip != 1) return variant + "the Inf step was not flagged";
     if (body(save(me.r)) != body(s1)) return variant + "an Inf step changed Q or E";
+    // Issue 17 #4: a NaN in a gradient that is not compressed (a bias) also
+    // skips the step everywhere, and must leave Q and E alone too (they used to
+    // change: the compressed buckets committed before the NaN was seen).
+    fill(me, 3);
+    if (rank == 1) {
+      std::vector<float> v = values(6, count_of(kShapes[1]));
+      v[5] = std::numeric_limits<float>::quiet_NaN();
+      me.set(1, v, stream);
+    }
+    if (!(e = me.step(stream, &skip)).empty()) return e;
+    if (skip != 1) return variant + "the NaN step was not flagged";
+    if (body(save(me.r)) != body(s1)) return variant + "a NaN in an uncompressed gradient changed Q or E";
     // A state restored into a second reducer behaves identically.
     if (!(e = twin.init(comm, on_gpu, pc, views)).empty()) return variant + e;
     std::vector<uint8_t> bad = s1;
