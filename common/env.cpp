@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <strings.h>
 
+#include "common/error.hpp"
 #include "common/log.hpp"
 
 namespace gradcomm {
@@ -60,7 +61,20 @@ LogLevel debug_level() {
   return LogLevel::kWarn;
 }
 
-double timeout_seconds() { return env_double("GRADCOMM_TIMEOUT_S", 300.0, 0.001, 1e7); }
+double timeout_seconds() {
+  auto text = env_string("GRADCOMM_TIMEOUT_S");
+  if (!text) return 300.0;
+  errno = 0;
+  char* end = nullptr;
+  double value = std::strtod(text->c_str(), &end);
+  // A typo must not turn a 5 s timeout into the default 300 s: refused, named.
+  // Huge values and inf are fine: deadlines saturate (common/deadline.hpp).
+  if (end == text->c_str() || *end != '\0' || !(value > 0.0) || (errno == ERANGE && value < 1.0))
+    fail(gcommInvalidArgument, "GRADCOMM_TIMEOUT_S='", *text,
+         "' is not a timeout: give seconds > 0, such as 30 or 2.5 (inf: wait without limit), or unset it for 300");
+  GCOMM_INFO("GRADCOMM_TIMEOUT_S set by environment to ", value);
+  return value;
+}
 
 }  // namespace knobs
 }  // namespace gradcomm

@@ -1,6 +1,6 @@
 // Every environment knob gradcomm reads is declared here, in one place. Values
 // are parsed on first use; an override is logged at INFO, a malformed value is
-// logged at WARN and the default is kept.
+// logged at WARN and the default is kept, except where a knob says otherwise.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,9 @@ namespace knobs {
 // GRADCOMM_DEBUG: NONE, WARN (default), INFO, TRACE. Read on every call (cheap), so
 // tests can change it; log.cpp caches the level.
 LogLevel debug_level();
-// GRADCOMM_TIMEOUT_S: timeout of init and of every collective, seconds (default 300).
+// GRADCOMM_TIMEOUT_S: timeout of init and of every collective, seconds (default
+// 300; inf: no limit). A malformed, zero or negative value throws
+// gcommInvalidArgument naming the variable (unlike the other knobs, which warn).
 double timeout_seconds();
 // GRADCOMM_JOB_KEY (the rendezvous store's job key, default "gradcomm") and the
 // launchers' variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT,

@@ -79,8 +79,11 @@ GCOMM_HD bool apply_at(const Op& op, typename Op::TA* a, typename Op::TB* b, siz
   return nonfinite;
 }
 
-// The factor clip-by-global-norm multiplies by: 1 when the norm is within bounds.
+// The factor clip-by-global-norm multiplies by: 1 when the norm is within bounds,
+// and 1 when it is Inf or NaN, so a non-finite list is left exactly as it was
+// (an Inf norm used to give 0: every finite value zeroed, every Inf made NaN).
 GCOMM_HD float clip_factor(float norm, float max_norm) {
+  if (!is_finite(norm)) return 1.0f;
   float f = max_norm / (norm + 1e-6f);
   return f < 1.0f ? f : 1.0f;
 }

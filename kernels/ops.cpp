@@ -265,12 +265,18 @@ void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* 
 }
 
 void clip_by_global_norm(const gcommTensor_t* tensors, size_t n, float max_norm, float* global_norm,
-                         void* workspace, size_t workspace_bytes, const Target& target) {
+                         void* workspace, size_t workspace_bytes, const Target& target, float* found_inf) {
   require(max_norm > 0.0f && is_finite(max_norm), "max_norm must be a positive finite number, not ", max_norm);
   // The list is validated before check_disjoint reads it (NULL list, overflowing counts).
   check_tensors(tensors, n, target, "tensors");
   check_disjoint(tensor_ranges(tensors, n), "tensors");
+  if (found_inf != nullptr) check_scalar(found_inf, target, "found_inf", true);
   l2_norm(tensors, n, global_norm, nullptr, workspace, workspace_bytes, target);
+  if (found_inf != nullptr) {
+    // The norm is Inf or NaN exactly when some value is (or the sum overflowed).
+    gcommTensor_t norm{global_norm, 1, gcommFloat32};
+    check_finite(&norm, 1, found_inf, target);
+  }
   OpSpec spec;
   spec.kind = OpKind::kClip;
   spec.norm = global_norm;

@@ -59,8 +59,9 @@ void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* 
 
 // Computes the global norm into global_norm, then multiplies every tensor by
 // max_norm / (norm + 1e-6) if that is below 1 — all on the target, no host sync.
+// A non-finite norm scales nothing and sets *found_inf (when given) to 1.
 void clip_by_global_norm(const gcommTensor_t* tensors, size_t n, float max_norm, float* global_norm,
-                         void* workspace, size_t workspace_bytes, const Target& target);
+                         void* workspace, size_t workspace_bytes, const Target& target, float* found_inf = nullptr);
 
 // dst <- cast(src), count elements.
 void cast(const void* src, gcommDataType_t src_dtype, void* dst, gcommDataType_t dst_dtype, size_t count,

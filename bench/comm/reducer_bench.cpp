@@ -288,7 +288,14 @@ int main(int argc, char** argv) {
   if (base.gpu && !have_gpu) return usage("--device gpu, but no usable GPU is present");
   gcommComm_t job = nullptr;
   int job_rank = 0;
-  if (gradcomm::bench::launcher_world_size() > 1) {
+  int world = 0;
+  try {
+    world = gradcomm::bench::launcher_world_size();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gradcomm-reducer-bench: %s\n", e.what());
+    return 2;
+  }
+  if (world > 1) {
     try {
       job = join_job(base, have_gpu);
       check(gcommCommRank(job, &job_rank), "gcommCommRank");

@@ -33,6 +33,16 @@ GCOMM_API gcommStatus_t gcommCommInitFromEnv(const gcommCommConfig_t* config, gc
   });
 }
 
+GCOMM_API gcommStatus_t gcommGetLauncherRank(int* rank, int* world_size) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(rank);
+    GCOMM_REQUIRE_NOT_NULL(world_size);
+    auto placement = bootstrap::launcher_placement(bootstrap::process_environment());
+    *rank = placement ? placement->rank : -1;
+    *world_size = placement ? placement->world_size : 0;
+  });
+}
+
 GCOMM_API gcommStatus_t gcommCommInit(const gcommCommConfig_t* config, gcommComm_t* comm) {
   return GCOMM_API_CALL({
     GCOMM_REQUIRE_NOT_NULL(comm);

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <vector>
 
 #include "comm/bootstrap/wire.hpp"
 #include "common/env.hpp"
@@ -17,13 +18,35 @@ struct Launcher {
   const char* rank;
   const char* size;
   const char* local_rank;
+  // Variables that name this launch, the same on every rank and different for
+  // the next launch: joined, they make the default job key (all must be set).
+  std::vector<std::vector<const char*>> launch_ids;
 };
 
-constexpr Launcher kLaunchers[] = {
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
-    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+const Launcher kLaunchers[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", {{"TORCHELASTIC_RUN_ID"}}},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     {{"PMIX_NAMESPACE"}, {"OMPI_MCA_ess_base_jobid"}, {"OMPI_MCA_orte_ess_jobid"}}},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", {{"SLURM_JOB_ID", "SLURM_STEP_ID"}}},
 };
+
+// "gradcomm" and the launcher's id of this launch when it gives one, so that two
+// jobs that pick the same port do not join one store (the first complete set of
+// launch_ids wins); else plain "gradcomm".
+std::string default_job_key(const Launcher* launcher, const EnvLookup& env) {
+  if (launcher != nullptr)
+    for (const auto& ids : launcher->launch_ids) {
+      std::string key = "gradcomm";
+      bool complete = true;
+      for (const char* name : ids) {
+        auto value = env(name);
+        complete = complete && value.has_value();
+        if (complete) key += cat(":", *value);
+      }
+      if (complete && key.size() <= kMaxNameBytes) return key;
+    }
+  return "gradcomm";
+}
 
 // A decimal integer in [lo, hi], nothing else (no spaces, no trailing text).
 int parse_int(const std::string& name, const std::string& text, long long lo, long long hi, const char* who) {
@@ -43,6 +66,12 @@ bool config_int(int value, const char* field, int lo) {
   return true;
 }
 
+const Launcher* find_launcher(const EnvLookup& env) {
+  for (const Launcher& l : kLaunchers)
+    if (env(l.rank)) return &l;
+  return nullptr;
+}
+
 LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_env) {
   require(c.transport == gcommTransportAuto || c.transport == gcommTransportNccl ||
               c.transport == gcommTransportSocket,
@@ -54,23 +83,19 @@ LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_
   require(!(c.timeout_s != c.timeout_s), "config.timeout_s is NaN");
   lc.timeout_s = c.timeout_s > 0 ? c.timeout_s : knobs::timeout_seconds();
 
+  const Launcher* launcher = use_env ? find_launcher(env) : nullptr;
+  lc.source = launcher != nullptr ? cat(launcher->name, " environment") : "config";
+
   if (c.job_key != nullptr) {
     lc.job_key = c.job_key;
     require(!lc.job_key.empty(), "config.job_key is empty: use NULL for the default, or a non-empty string");
+  } else if (auto key = env("GRADCOMM_JOB_KEY")) {
+    lc.job_key = *key;
   } else {
-    lc.job_key = env("GRADCOMM_JOB_KEY").value_or("gradcomm");
+    lc.job_key = default_job_key(launcher, env);
   }
   require(lc.job_key.size() <= kMaxNameBytes, "the job key has ", lc.job_key.size(), " bytes; the limit is ",
           kMaxNameBytes);
-
-  const Launcher* launcher = nullptr;
-  if (use_env)
-    for (const Launcher& l : kLaunchers)
-      if (env(l.rank)) {
-        launcher = &l;
-        break;
-      }
-  lc.source = launcher != nullptr ? cat(launcher->name, " environment") : "config";
 
   std::string rank_from = "config.rank", world_from = "config.world_size";
   if (config_int(c.rank, "rank", 0)) {
@@ -192,6 +217,22 @@ LaunchConfig launch_from_env(const gcommCommConfig_t& config, const EnvLookup& e
 
 LaunchConfig launch_from_config(const gcommCommConfig_t& config, const EnvLookup& env) {
   return resolve(config, env, false);
+}
+
+std::optional<LauncherPlacement> launcher_placement(const EnvLookup& env) {
+  const Launcher* launcher = find_launcher(env);
+  if (launcher == nullptr) return std::nullopt;
+  // Parsed as resolve() parses them, with the same messages.
+  LauncherPlacement p;
+  p.launcher = launcher->name;
+  p.rank = parse_int(launcher->rank, *env(launcher->rank), 0, INT_MAX - 1, launcher->name);
+  auto size = env(launcher->size);
+  require(size.has_value(), launcher->size, " is not set although ", launcher->rank, " is (an incomplete ",
+          launcher->name, " environment); set it");
+  p.world_size = parse_int(launcher->size, *size, 1, INT_MAX, launcher->name);
+  require(p.rank < p.world_size, launcher->rank, "=", p.rank, " is not below ", launcher->size, "=", p.world_size,
+          " (ranks are 0..", p.world_size - 1, ")");
+  return p;
 }
 
 }  // namespace gradcomm::comm::bootstrap

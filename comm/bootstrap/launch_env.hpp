@@ -12,6 +12,14 @@
 // before Slurm because mpirun does too. MASTER_ADDR and MASTER_PORT (the host and
 // port of rank 0's store) are needed for every launcher when the world has more
 // than one rank; a world of one needs neither (its store listens on loopback).
+//
+// The job key (what keeps two jobs on one port apart): config.job_key, else
+// GRADCOMM_JOB_KEY, else "gradcomm" joined with the launcher's id of this launch
+// (torchrun: TORCHELASTIC_RUN_ID; Open MPI: PMIX_NAMESPACE or its ess job id;
+// Slurm: SLURM_JOB_ID and SLURM_STEP_ID), else "gradcomm". Jobs started without
+// a launcher id (explicit config, a launcher that names no launch, torchrun's
+// default rendezvous id "none") still share the plain default: give them
+// distinct GRADCOMM_JOB_KEY values if they may pick the same port.
 #pragma once
 
 #include <functional>
@@ -44,6 +52,16 @@ struct LaunchConfig {
 // launcher's environment. Throws gcommInvalidArgument naming the variable or
 // field at fault and what to do.
 LaunchConfig launch_from_env(const gcommCommConfig_t& config, const EnvLookup& env);
+
+// The launcher whose rank variable is set (in the order above) and the rank and
+// world size it gives, checked as launch_from_env checks them (throws
+// gcommInvalidArgument naming the variable); nullopt when no launcher's is set.
+struct LauncherPlacement {
+  std::string launcher;
+  int rank = -1;
+  int world_size = 0;
+};
+std::optional<LauncherPlacement> launcher_placement(const EnvLookup& env);
 
 // gcommCommInit: the config's explicit values only. The environment supplies
 // only the defaults of the job key (GRADCOMM_JOB_KEY) and of the timeout

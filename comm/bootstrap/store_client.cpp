@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
+#include <thread>
 
 #include "comm/bootstrap/wire.hpp"
 #include "common/error.hpp"
@@ -41,29 +43,48 @@ StoreClient::StoreClient(const StoreClientOptions& options, Deadline deadline)
       tag_(job_key_tag(options.job_key)) {
   require(options.job_key.size() <= kMaxNameBytes, "the job key has ", options.job_key.size(),
           " bytes; the limit is ", kMaxNameBytes);
-  auto start = Clock::now();
-  std::string error;
-  bool fatal = false;
-  socket_ = connect_until(options.host, options.port, deadline, error, fatal);
-  if (!socket_.valid()) {
-    if (fatal)
-      fail(gcommInvalidArgument, "rank ", options.rank, " cannot reach the store: ", error,
-           " (check MASTER_ADDR)");
-    fail(gcommTimeout, "rank ", options.rank, " of ", options.world_size, " could not connect to ", address_,
-         " within ", seconds_text(std::chrono::duration<double>(Clock::now() - start).count()),
-         " s (last attempt: ", error,
-         "); check that rank 0 was started and that MASTER_ADDR and MASTER_PORT point at it");
-  }
-  Writer hello;
-  hello.str(options.job_key).i32(options.rank).i32(options.world_size).str(self_name());
-  try {
-    (void)request(hello.frame(MsgType::kHello, tag_), reply_deadline(deadline), "hello");
-  } catch (const Error& e) {
-    socket_.close();
-    if (e.status() == gcommInvalidArgument)
-      fail(gcommInvalidArgument, "the store at ", address_, " refused rank ", options.rank, ": ",
-           e.message());
-    throw;
+  const auto start = Clock::now();
+  auto elapsed = [&] { return seconds_text(std::chrono::duration<double>(Clock::now() - start).count()); };
+  int full = 0;  // hellos the store turned away because it was full
+  std::string full_message;
+  for (auto pause = std::chrono::milliseconds(20);; pause = std::min(2 * pause, std::chrono::milliseconds(500))) {
+    std::string error;
+    bool fatal = false;
+    socket_ = connect_until(options.host, options.port, deadline, error, fatal);
+    if (!socket_.valid()) {
+      if (fatal)
+        fail(gcommInvalidArgument, "rank ", options.rank, " cannot reach the store: ", error,
+             " (check MASTER_ADDR)");
+      if (full > 0)
+        fail(gcommTimeout, "rank ", options.rank, " of ", options.world_size, " could not join the store at ",
+             address_, " within ", elapsed(), " s: it was full ", full, " time(s) (", full_message, ")");
+      fail(gcommTimeout, "rank ", options.rank, " of ", options.world_size, " could not connect to ", address_,
+           " within ", elapsed(), " s (last attempt: ", error,
+           "); check that rank 0 was started and that MASTER_ADDR and MASTER_PORT point at it");
+    }
+    Writer hello;
+    hello.str(options.job_key).i32(options.rank).i32(options.world_size).str(self_name());
+    try {
+      (void)request(hello.frame(MsgType::kHello, tag_), reply_deadline(deadline), "hello");
+      return;
+    } catch (const Error& e) {
+      socket_.close();
+      if (e.status() == gcommInvalidArgument)
+        fail(gcommInvalidArgument, "the store at ", address_, " refused rank ", options.rank, ": ",
+             e.message());
+      if (e.status() != gcommOutOfMemory) throw;
+      // Full (connections held by something else, say): it frees room as idle
+      // connections time out; try again until the deadline.
+      ++full;
+      full_message = e.message();
+      broken_.clear();
+      if (Clock::now() + pause >= deadline)
+        fail(gcommTimeout, "rank ", options.rank, " of ", options.world_size, " could not join the store at ",
+             address_, " within ", elapsed(), " s: it was full ", full, " time(s) (", full_message, ")");
+      GCOMM_INFO("rank ", options.rank, ": the store at ", address_, " is full; trying again in ", pause.count(),
+                 " ms");
+      std::this_thread::sleep_for(pause);
+    }
   }
 }
 

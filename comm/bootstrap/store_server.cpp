@@ -69,7 +69,10 @@ class Loop {
   void tell_everyone_why();
   void close_all();
   // Answers with an error (in the peer's own job-key tag, so that it can read it), then closes.
-  void refuse(Conn& c, uint64_t tag, const std::string& why, Deadline now);
+  // `status` gcommOutOfMemory: the store is full; the client may retry.
+  void refuse(Conn& c, uint64_t tag, const std::string& why, Deadline now, gcommStatus_t status = gcommInvalidArgument);
+  size_t open_connections() const;
+  Conn* oldest_without_hello();
   std::string who(ConnId id, const Conn& c) const {
     int rank = state_.rank_of(id);
     return rank >= 0 ? cat(c.peer, " (rank ", rank, ")") : c.peer;
@@ -201,15 +204,22 @@ void Loop::accept_all(Deadline now) {
       }
       return;
     }
-    if (conns_.size() >= static_cast<size_t>(2 * o_.world_size + 64)) {
-      GCOMM_WARN("store at ", address_, ": refused a connection from ", peer, ": too many connections (",
-                 conns_.size(), ")");
-      continue;
-    }
+    // Full: the oldest connection that has not said hello makes room (a rank
+    // says hello at once, so idle connections go first and the job's ranks
+    // keep their place); if every connection is a rank, the newcomer is turned
+    // away. Either way the one turned away is told the store is full, so a
+    // rank among them retries (StoreClient).
+    const bool full = open_connections() >= static_cast<size_t>(2 * o_.world_size + 64);
+    Conn* victim = full ? oldest_without_hello() : nullptr;
     Conn& c = conns_[next_id_++];
     c.socket = std::move(s);
     c.peer = peer;
     c.hello_deadline = deadline_after(o_.hello_timeout_s, now);
+    if (full) {
+      std::string why = cat("the store is full (", conns_.size() - 1,
+                            " connections; another program may be holding connections to this port); try again");
+      refuse(victim != nullptr ? *victim : c, tag_, why, now, gcommOutOfMemory);
+    }
   }
 }
 
@@ -369,10 +379,21 @@ void Loop::drop(ConnId id, Conn& c, const std::string& why) {
   state_.leave(id, false, cat("was dropped by the store at ", address_, ": ", why));
 }
 
-void Loop::refuse(Conn& c, uint64_t tag, const std::string& why, Deadline now) {
+size_t Loop::open_connections() const {
+  return static_cast<size_t>(std::count_if(conns_.begin(), conns_.end(), [](const auto& kv) {
+    return !kv.second.dead && !kv.second.closing;
+  }));
+}
+
+Conn* Loop::oldest_without_hello() {
+  for (auto& [id, c] : conns_)  // ids grow: the first match is the oldest
+    if (!c.dead && !c.closing && !c.hello_done) return &c;
+  return nullptr;
+}
+
+void Loop::refuse(Conn& c, uint64_t tag, const std::string& why, Deadline now, gcommStatus_t status) {
   GCOMM_WARN("store at ", address_, ": refused ", c.peer, ": ", why);
-  std::vector<uint8_t> frame =
-      Writer().u32(static_cast<uint32_t>(gcommInvalidArgument)).str(why).frame(MsgType::kError, tag);
+  std::vector<uint8_t> frame = Writer().u32(static_cast<uint32_t>(status)).str(why).frame(MsgType::kError, tag);
   c.out.insert(c.out.end(), frame.begin(), frame.end());
   c.in.clear();
   c.closing = true;

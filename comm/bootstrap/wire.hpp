@@ -18,7 +18,9 @@
 //   kGather  -> str name, u32 timeout_ms, blob contribution       <- kOk: u32 n, n blobs (rank order)
 //   kAbort   -> str reason                                         <- kOk
 //   kBye     -> (empty); the peer closes next
-//   kError   <- u32 status (gcommStatus_t), str message
+//   kError   <- u32 status (gcommStatus_t), str message; gcommOutOfMemory, sent
+//               to a connection before its hello is answered, means "the store
+//               is full, try again" (StoreClient retries until its deadline)
 // The job-key tag and the key in the hello guard against mix-ups (two jobs on one
 // port, a stale process), not against attackers: nothing is authenticated or
 // encrypted, as in torchrun's store.

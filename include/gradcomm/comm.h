@@ -58,7 +58,7 @@ typedef struct gcommCommConfig {
   int local_rank;        /**< -1: unset (selects the GPU when device.ordinal is -1) */
   int master_port;       /**< -1: unset (GRADCOMM_MASTER_PORT, else MASTER_PORT; + 1 under torchrun) */
   const char* master_addr; /**< NULL: unset. Rank 0 listens here; the others connect. */
-  const char* job_key;   /**< NULL: GRADCOMM_JOB_KEY, else "gradcomm". Peers with another key are refused. */
+  const char* job_key;   /**< NULL: GRADCOMM_JOB_KEY, else derived from the launch (see gcommCommInitFromEnv). Peers with another key are refused. */
   gcommDevice_t device;  /**< host, or CUDA ordinal; a CUDA ordinal of -1 means "from local_rank" */
   double timeout_s;      /**< <= 0: GRADCOMM_TIMEOUT_S, else 300 s. Init and every collective. */
   gcommTransport_t transport;
@@ -85,7 +85,10 @@ typedef struct gcommCommConfig {
  *  agent listens on MASTER_PORT itself, gradcomm's store takes MASTER_PORT + 1;
  *  GRADCOMM_MASTER_PORT, if set, names the store's port with any launcher. The GPU is config->device, else cuda:<local
  *  rank>, checked against the visible devices. Job key: config->job_key, else
- *  GRADCOMM_JOB_KEY, else "gradcomm"; a peer with another key is refused.
+ *  GRADCOMM_JOB_KEY, else "gradcomm" joined with the launcher's id of the launch
+ *  (TORCHELASTIC_RUN_ID; PMIX_NAMESPACE or Open MPI's job id; SLURM_JOB_ID and
+ *  SLURM_STEP_ID), so that two launches on one port stay apart; a peer with another
+ *  key is refused.
  *
  *  Errors (every rank fails, none hangs past the timeout):
  *  gcommInvalidArgument for bad or missing values (naming the variable or field);
@@ -98,6 +101,14 @@ typedef struct gcommCommConfig {
  *  Destroying the communicator meets the other ranks at a shutdown barrier
  *  (bounded by the timeout; skipped after an abort). */
 GCOMM_API gcommStatus_t gcommCommInitFromEnv(const gcommCommConfig_t* config, gcommComm_t* comm);
+
+/** The rank and world size a launcher set for this process, read and checked as
+ *  gcommCommInitFromEnv reads them (torchrun, else Open MPI, else Slurm): for
+ *  tools that must decide whether each process is one rank of a job. No launcher's
+ *  rank variable set: *rank = -1, *world_size = 0, gcommSuccess. Malformed or
+ *  inconsistent values (WORLD_SIZE=abc, 0 or -2, RANK without WORLD_SIZE, a rank
+ *  not below the world size): gcommInvalidArgument naming the variable. */
+GCOMM_API gcommStatus_t gcommGetLauncherRank(int* rank, int* world_size);
 
 /** Like gcommCommInitFromEnv, from explicit values only: config->rank,
  *  config->world_size, config->master_addr and config->master_port (the last two

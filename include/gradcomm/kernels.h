@@ -62,10 +62,23 @@ GCOMM_API gcommStatus_t gcommL2Norm(const gcommTensor_t* tensors, size_t num_ten
                                     gcommDevice_t device, gcommStream_t stream);
 
 /** Computes the global norm into *global_norm, then multiplies every tensor by
- *  max_norm / (norm + 1e-6) when that is below 1; no host synchronization. */
+ *  max_norm / (norm + 1e-6) when that is below 1; no host synchronization.
+ *  Inf or NaN anywhere in the list makes *global_norm Inf or NaN, and then no
+ *  tensor is changed: the values stay as they were, so the step can be skipped
+ *  (PyTorch's clip_grad_norm_ instead multiplies everything by NaN, which cannot
+ *  be undone). Use gcommClipByGlobalNormAndCheck to have that reported in a flag. */
 GCOMM_API gcommStatus_t gcommClipByGlobalNorm(const gcommTensor_t* tensors, size_t num_tensors, float max_norm,
                                               float* global_norm, void* workspace, size_t workspace_bytes,
                                               gcommDevice_t device, gcommStream_t stream);
+
+/** gcommClipByGlobalNorm that reports a non-finite norm: *found_inf (in the
+ *  target's memory, like gcommUnscaleAndCheck's) is set to 1 when the norm is Inf
+ *  or NaN and left as it was otherwise, so one flag can collect the unscale's and
+ *  the clip's verdicts before the optimizer step. */
+GCOMM_API gcommStatus_t gcommClipByGlobalNormAndCheck(const gcommTensor_t* tensors, size_t num_tensors,
+                                                      float max_norm, float* global_norm, float* found_inf,
+                                                      void* workspace, size_t workspace_bytes,
+                                                      gcommDevice_t device, gcommStream_t stream);
 
 /** dst = src converted, round to nearest even. f32 -> f16 overflows to +-Inf from
  *  65520 up; NaN stays NaN. */

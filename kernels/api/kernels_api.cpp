@@ -77,6 +77,17 @@ GCOMM_API gcommStatus_t gcommClipByGlobalNorm(const gcommTensor_t* tensors, size
   });
 }
 
+GCOMM_API gcommStatus_t gcommClipByGlobalNormAndCheck(const gcommTensor_t* tensors, size_t num_tensors,
+                                                      float max_norm, float* global_norm, float* found_inf,
+                                                      void* workspace, size_t workspace_bytes,
+                                                      gcommDevice_t device, gcommStream_t stream) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(found_inf);
+    clip_by_global_norm(tensors, num_tensors, max_norm, global_norm, workspace, workspace_bytes,
+                        make_target(device, stream), found_inf);
+  });
+}
+
 GCOMM_API gcommStatus_t gcommCast(const void* src, gcommDataType_t src_dtype, void* dst, gcommDataType_t dst_dtype,
                                   size_t count, gcommDevice_t device, gcommStream_t stream) {
   return GCOMM_API_CALL({ cast(src, src_dtype, dst, dst_dtype, count, make_target(device, stream)); });

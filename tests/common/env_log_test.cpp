@@ -2,10 +2,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "common/env.hpp"
+#include "common/error.hpp"
 #include "common/log.hpp"
 
 namespace gradcomm {
@@ -42,8 +44,23 @@ TEST(Env, TimeoutKnob) {
   EXPECT_EQ(knobs::timeout_seconds(), 300.0);
   setenv("GRADCOMM_TIMEOUT_S", "2.5", 1);
   EXPECT_EQ(knobs::timeout_seconds(), 2.5);
-  setenv("GRADCOMM_TIMEOUT_S", "-1", 1);
-  EXPECT_EQ(knobs::timeout_seconds(), 300.0);
+  setenv("GRADCOMM_TIMEOUT_S", "1e30", 1);
+  EXPECT_EQ(knobs::timeout_seconds(), 1e30) << "saturated where deadlines are made";
+  setenv("GRADCOMM_TIMEOUT_S", "inf", 1);
+  EXPECT_EQ(knobs::timeout_seconds(), std::numeric_limits<double>::infinity());
+  // Issue 17 #10: a malformed value used to fall back to 300 s with a warning
+  // (calling -1 "not a number"); it is an error naming the variable now.
+  for (const char* bad : {"abc", "-1", "0", "nan", "3x", "-inf", "1e-400"}) {
+    setenv("GRADCOMM_TIMEOUT_S", bad, 1);
+    try {
+      knobs::timeout_seconds();
+      ADD_FAILURE() << "accepted GRADCOMM_TIMEOUT_S=" << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), gcommInvalidArgument);
+      EXPECT_NE(e.message().find(std::string("GRADCOMM_TIMEOUT_S='") + bad + "' is not a timeout"), std::string::npos)
+          << e.message();
+    }
+  }
   unsetenv("GRADCOMM_TIMEOUT_S");
 }
 

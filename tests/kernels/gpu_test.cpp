@@ -224,6 +224,30 @@ TEST_F(KernelsGpu, CastAndClipMatchHostTwin) {
     }
 }
 
+// Issue 17 #12 on the GPU: a non-finite list is left as it was, and the checked
+// clip raises found_inf, as the host twin does.
+TEST_F(KernelsGpu, ClipOfANonFiniteListMatchesHostTwin) {
+  for (float bad : {std::numeric_limits<float>::infinity(), std::nanf("")})
+    for (auto d : kDtypes) {
+      TypedBuffer h = random_buffer(rng, d, 65537, 1);
+      h.set(4099, bad);
+      DeviceCopy g(h);
+      gcommTensor_t ht = h.tensor(), gt = g.tensor();
+      size_t ws_bytes = norm_workspace_bytes(&gt, 1);
+      void* ws = nullptr;
+      ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
+      float hnorm = 0, hfound = 0;
+      DeviceFloat gnorm(0.0f), gfound(0.0f);
+      clip_by_global_norm(&ht, 1, 1e-3f, &hnorm, nullptr, 0, host, &hfound);
+      clip_by_global_norm(&gt, 1, 1e-3f, gnorm.p, ws, ws_bytes, gpu, gfound.p);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      cudaFree(ws);
+      expect_same_bytes(g.fetch(), h);
+      EXPECT_EQ(gfound.get(), hfound) << "dtype " << d << " bad " << bad;
+      EXPECT_EQ(hfound, 1.0f);
+    }
+}
+
 TEST_F(KernelsGpu, ScalerUpdateMatchesTheRuleWithoutHostSync) {
   gcommGradScalerConfig_t c = GCOMM_GRAD_SCALER_CONFIG_INITIALIZER;
   c.init_scale = 1024.0f;

@@ -54,6 +54,19 @@ TEST(KernelsApi, NormClipAndCast) {
   ASSERT_EQ(gcommCast(a.data(), gcommFloat32, h, gcommFloat16, 2, kHost, nullptr), gcommSuccess);
 }
 
+TEST(KernelsApi, ClipReportsANonFiniteNormInAFlag) {
+  std::vector<float> a = {3, std::numeric_limits<float>::infinity(), 4};
+  gcommTensor_t t{a.data(), 3, gcommFloat32};
+  float norm = 0, found = 0;
+  ASSERT_EQ(gcommClipByGlobalNormAndCheck(&t, 1, 1.0f, &norm, &found, nullptr, 0, kHost, nullptr), gcommSuccess)
+      << last();
+  EXPECT_EQ(found, 1.0f);
+  EXPECT_EQ(a[0], 3.0f) << "nothing is scaled by a non-finite norm";
+  EXPECT_EQ(gcommClipByGlobalNormAndCheck(&t, 1, 1.0f, &norm, nullptr, nullptr, 0, kHost, nullptr),
+            gcommInvalidArgument);
+  EXPECT_NE(last().find("'found_inf'"), std::string::npos) << last();
+}
+
 TEST(KernelsApi, BadInputIsRefusedAndNothingRuns) {
   std::vector<float> a = {2, 4};
   gcommTensor_t t{a.data(), 2, gcommFloat32};

@@ -243,6 +243,30 @@ TEST(Norm, ClipScalesOnlyWhenAboveTheMaximum) {
   }
 }
 
+// Issue 17 #12: Inf or NaN in the list gives an Inf/NaN norm and changes no
+// value (an Inf used to give a factor of 0: finite values zeroed, Inf made NaN),
+// and the checked variant raises found_inf; a finite list leaves it alone.
+TEST(Norm, ANonFiniteListIsLeftAsItWasAndReported) {
+  std::mt19937 rng(21);
+  for (float bad : {kInf, -kInf, std::nanf("")}) {
+    std::vector<TypedBuffer> bufs = {random_buffer(rng, gcommFloat32, 353), random_buffer(rng, gcommFloat16, 9)};
+    bufs[0].set(17, bad);
+    std::vector<TypedBuffer> before = bufs;
+    auto t = tensors_of(bufs);
+    float norm = 0, found = 0;
+    clip_by_global_norm(t.data(), t.size(), 1e-3f, &norm, nullptr, 0, kHost, &found);
+    EXPECT_FALSE(std::isfinite(norm)) << bad;
+    EXPECT_EQ(found, 1.0f) << bad;
+    for (size_t k = 0; k < 2; ++k) EXPECT_EQ(bufs[k].bytes, before[k].bytes) << "tensor " << k << " changed, bad " << bad;
+  }
+  std::vector<TypedBuffer> fine = {random_buffer(rng, gcommFloat32, 100)};
+  auto t = tensors_of(fine);
+  float norm = 0, found = 0;
+  clip_by_global_norm(t.data(), t.size(), 1e-3f, &norm, nullptr, 0, kHost, &found);
+  EXPECT_EQ(found, 0.0f);
+  EXPECT_TRUE(std::isfinite(norm));
+}
+
 TEST(Cast, EveryPairOfDtypes) {
   std::mt19937 rng(19);
   for (auto from : kDtypes)

@@ -255,9 +255,11 @@ std::vector<size_t> size_list(const PerfOptions& o) {
   std::vector<size_t> sizes;
   for (size_t b = o.min_bytes; b <= o.max_bytes;) {
     sizes.push_back(b);
-    size_t next = o.step_factor > 0 ? static_cast<size_t>(static_cast<double>(b) * o.step_factor) : b + o.step_bytes;
-    if (next <= b) break;
-    b = next;
+    // In double: a big factor must end the sweep, not wrap a size_t.
+    double next = o.step_factor > 0 ? static_cast<double>(b) * o.step_factor
+                                    : static_cast<double>(b) + static_cast<double>(o.step_bytes);
+    if (next > static_cast<double>(o.max_bytes) || static_cast<size_t>(next) <= b) break;
+    b = static_cast<size_t>(next);
   }
   return sizes;
 }
@@ -433,7 +435,13 @@ int main(int argc, char** argv) {
   }
   // --local wins; else a launcher's world makes each process one rank; else
   // NCCL on the GPUs of this process, or 2 local host ranks without a GPU.
-  const int world = gradcomm::bench::launcher_world_size();
+  int world = 0;
+  try {
+    world = gradcomm::bench::launcher_world_size();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gradcomm-perf: %s\n", e.what());
+    return 2;
+  }
   if (s.o.local_ranks > 0) s.launch = Launch::kLocal;
   else if (world > 1) s.launch = Launch::kProcessPerRank;
   else s.launch = gpus > 0 ? Launch::kGpusOfThisProcess : Launch::kLocal;

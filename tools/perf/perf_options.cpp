@@ -1,11 +1,14 @@
 #include "perf_options.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 namespace {
+
+std::string cat_reason(const char* text, const char* why) { return std::string("'") + text + "' " + why; }
 
 const char* kUsage =
     "usage: gradcomm-perf [options]\n"
@@ -33,19 +36,37 @@ const char* kUsage =
     "or, without a GPU, the socket transport between host processes. MASTER_ADDR and MASTER_PORT\n"
     "name rank 0's store. Rank 0 prints the table.\n";
 
-bool parse_size(const char* text, size_t& out) {
+// Sizes above this cannot be buffers (GCOMM_ADDRESS_LIMIT): refused, not wrapped.
+constexpr double kMaxSize = static_cast<double>(GCOMM_ADDRESS_LIMIT);
+
+// A byte count: a number (decimal point and exponent allowed) with an optional
+// K/M/G suffix, finite, >= 0 and below kMaxSize. "" on success, else the reason.
+std::string parse_size(const char* text, size_t& out) {
   char* end = nullptr;
   double v = std::strtod(text, &end);
-  if (end == text || v < 0) return false;
+  if (end == text) return cat_reason(text, "is not a size (a number of bytes, optionally with K, M or G)");
   switch (*end) {
     case 'K': case 'k': v *= 1024.0; ++end; break;
     case 'M': case 'm': v *= 1024.0 * 1024; ++end; break;
     case 'G': case 'g': v *= 1024.0 * 1024 * 1024; ++end; break;
     default: break;
   }
-  if (*end != '\0') return false;
+  if (*end != '\0') return cat_reason(text, "is not a size (a number of bytes, optionally with K, M or G)");
+  if (!std::isfinite(v)) return cat_reason(text, "is not a finite size");
+  if (v < 0) return cat_reason(text, "is negative");
+  if (v >= kMaxSize) return cat_reason(text, "is larger than any buffer can be (2^57 bytes)");
   out = static_cast<size_t>(v);
-  return true;
+  return "";
+}
+
+// A factor > 1 and finite (2, 1.5); "" on success, else the reason.
+std::string parse_factor(const char* text, double& out) {
+  char* end = nullptr;
+  double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(v) || !(v > 1.0))
+    return cat_reason(text, "is not a step factor (a finite number > 1)");
+  out = v;
+  return "";
 }
 
 bool parse_int(const char* text, int& out, int min) {
@@ -83,15 +104,16 @@ bool parse_perf_options(int argc, char** argv, PerfOptions& o, int& exit_code) {
     if (i + 1 >= argc) return bad("option " + a + " needs a value");
     const char* v = argv[++i];
     int n = 0;
+    std::string why;
     if (a == "-b" || a == "--minbytes") {
-      if (!parse_size(v, o.min_bytes)) return bad("bad size " + std::string(v));
+      if (!(why = parse_size(v, o.min_bytes)).empty()) return bad(a + ": " + why);
     } else if (a == "-e" || a == "--maxbytes") {
-      if (!parse_size(v, o.max_bytes)) return bad("bad size " + std::string(v));
+      if (!(why = parse_size(v, o.max_bytes)).empty()) return bad(a + ": " + why);
     } else if (a == "-f" || a == "--stepfactor") {
-      o.step_factor = std::atof(v);
-      if (!(o.step_factor > 1.0)) return bad("the step factor must be > 1");
+      if (!(why = parse_factor(v, o.step_factor)).empty()) return bad(a + ": " + why);
     } else if (a == "-i" || a == "--stepbytes") {
-      if (!parse_size(v, o.step_bytes) || o.step_bytes == 0) return bad("bad step " + std::string(v));
+      if (!(why = parse_size(v, o.step_bytes)).empty()) return bad(a + ": " + why);
+      if (o.step_bytes == 0) return bad(a + ": a step of 0 bytes never ends");
       o.step_factor = 0;
     } else if (a == "-g" || a == "--ngpus") {
       if (!parse_int(v, o.gpus, 1)) return bad("bad GPU count " + std::string(v));
@@ -136,6 +158,10 @@ bool parse_perf_options(int argc, char** argv, PerfOptions& o, int& exit_code) {
       return bad("unknown option " + a);
     }
   }
-  if (o.min_bytes > o.max_bytes) return bad("minbytes is larger than maxbytes");
+  if (o.min_bytes > o.max_bytes)
+    return bad("minbytes (" + std::to_string(o.min_bytes) + ") is larger than maxbytes (" +
+               std::to_string(o.max_bytes) + ")");
+  if (o.min_bytes == 0 && o.step_factor > 0 && o.max_bytes > 0)
+    return bad("-b 0 with a step factor: 0 times any factor stays 0; start at -b 1 or more, or step with -i");
   return true;
 }

@@ -243,6 +243,58 @@ TEST(LaunchEnv, BadConfigFields) {
                        "config.master_addr is required when world_size > 1"));
 }
 
+// Issue 17 #7: two jobs on one port with the default job key joined one store
+// (job F's ranks filled job E's world). The default key now carries the
+// launcher's id of the launch, so two launches differ; GRADCOMM_JOB_KEY and
+// config.job_key still win, and without an id the key stays "gradcomm".
+TEST(LaunchEnv, TheDefaultJobKeyDiffersBetweenLaunches) {
+  gcommCommConfig_t host = defaults();
+  host.device = gcommHostDevice();
+  auto key = [&](const Env& env) { return from_env(env, host).job_key; };
+  const Env torch = with(kMaster, {{"RANK", "0"}, {"WORLD_SIZE", "3"}});
+  EXPECT_EQ(key(with(torch, {{"TORCHELASTIC_RUN_ID", "E"}})), "gradcomm:E");
+  EXPECT_NE(key(with(torch, {{"TORCHELASTIC_RUN_ID", "E"}})),
+            key(with(torch, {{"TORCHELASTIC_RUN_ID", "F"}})));
+  const Env mpi = with(kMaster, {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+  EXPECT_EQ(key(with(mpi, {{"PMIX_NAMESPACE", "prterun-a-1@1"}})), "gradcomm:prterun-a-1@1");
+  EXPECT_EQ(key(with(mpi, {{"OMPI_MCA_ess_base_jobid", "77"}})), "gradcomm:77");
+  const Env slurm = with(kMaster, {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "900"}});
+  EXPECT_EQ(key(with(slurm, {{"SLURM_STEP_ID", "0"}})), "gradcomm:900:0");
+  EXPECT_NE(key(with(slurm, {{"SLURM_STEP_ID", "0"}})),
+            key(with(slurm, {{"SLURM_STEP_ID", "1"}})))
+      << "two sruns in one allocation";
+  EXPECT_EQ(key(slurm), "gradcomm") << "an incomplete id is no id";
+  // The id of the launcher that supplied the rank, not another's left over.
+  EXPECT_EQ(key(with(torch, {{"SLURM_JOB_ID", "900"}, {"SLURM_STEP_ID", "0"}})), "gradcomm");
+  EXPECT_EQ(key(with(torch, {{"TORCHELASTIC_RUN_ID", "E"}, {"GRADCOMM_JOB_KEY", "mine"}})), "mine");
+  gcommCommConfig_t c = host;
+  c.job_key = "explicit";
+  EXPECT_EQ(from_env(with(torch, {{"TORCHELASTIC_RUN_ID", "E"}}), c).job_key, "explicit");
+  // gcommCommInit (explicit ranks) may join processes of different launches: no id.
+  c = defaults();
+  c.rank = 0;
+  c.world_size = 1;
+  c.device = gcommHostDevice();
+  EXPECT_EQ(launch_from_config(c, lookup(with(torch, {{"TORCHELASTIC_RUN_ID", "E"}}))).job_key, "gradcomm");
+}
+
+// What tools read to decide whether each process is a rank (gcommGetLauncherRank):
+// the launcher's rank and world size, parsed as init parses them.
+TEST(LaunchEnv, LauncherPlacementIsParsedAsInitParsesIt) {
+  EXPECT_FALSE(launcher_placement(lookup({})).has_value());
+  auto p = launcher_placement(lookup({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}}));
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->launcher, "Slurm");
+  EXPECT_EQ(p->rank, 3);
+  EXPECT_EQ(p->world_size, 4);
+  EXPECT_TRUE(contains(refusal([] { launcher_placement(lookup({{"RANK", "1"}, {"WORLD_SIZE", "abc"}})); }),
+                       "WORLD_SIZE='abc' (torchrun) is not an integer"));
+  EXPECT_TRUE(contains(refusal([] { launcher_placement(lookup({{"RANK", "1"}})); }),
+                       "WORLD_SIZE is not set although RANK is"));
+  EXPECT_TRUE(contains(refusal([] { launcher_placement(lookup({{"RANK", "4"}, {"WORLD_SIZE", "4"}})); }),
+                       "RANK=4 is not below WORLD_SIZE=4"));
+}
+
 TEST(LaunchEnv, ExplicitInitReadsNoLauncherVariables) {
   Env env =
       with(kMaster, {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"GRADCOMM_JOB_KEY", "k"}});

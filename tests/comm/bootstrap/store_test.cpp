@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -278,6 +279,81 @@ TEST(Store, ASlowPeerBlocksNoOneAndIsDroppedAfterTheHelloTimeout) {
   });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
+}
+
+// Issue 17 #6: with ranks 0 and 1 in, 200 idle connections held to the store
+// filled it (70 connections for 3 ranks); rank 2's connection was accepted and
+// closed, and rank 2 failed at once blaming rank 0. Idle connections now make
+// room for newcomers (oldest first), so rank 2 joins and the job completes.
+TEST(Store, IdleConnectionsThatFillTheStoreMakeRoomForTheJobsRanks) {
+  LogCapture log;
+  Store store(3);
+  std::atomic<bool> flooded{false};
+  std::vector<std::string> errors;
+  std::thread late([&] {
+    errors = on_threads(3, [&](int r) {
+      if (r == 2)  // arrives once the flood is in
+        while (!flooded) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      auto c = store.connect(r, 3, "job", 10);
+      c->barrier("init", deadline_after(10));
+      c->bye();
+    });
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // ranks 0 and 1 said hello
+  std::vector<Socket> idle;
+  for (int k = 0; k < 200; ++k) idle.push_back(raw_connect(store.port()));
+  flooded = true;
+  late.join();
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  EXPECT_TRUE(log.has("the store is full")) << "the flood was not noticed";
+}
+
+// A rank the store turns away as full retries until its timeout, and then says
+// that the store was full (it used to blame rank 0 at once).
+TEST(Store, ARankTurnedAwayByAFullStoreRetriesThenSaysSo) {
+  int port = 0;
+  std::string loopback;
+  Socket listener = listen_on("127.0.0.1", 0, port, loopback);
+  std::atomic<bool> stop{false};
+  std::atomic<int> turned_away{0};
+  std::thread fake([&] {  // a store that is always full
+    while (!stop) {
+      pollfd p{listener.fd(), POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      std::string peer;
+      Socket s = accept_one(listener, peer);
+      if (!s.valid()) continue;
+      std::vector<uint8_t> full = Writer()
+                                      .u32(static_cast<uint32_t>(gcommOutOfMemory))
+                                      .str("the store is full (70 connections); try again")
+                                      .frame(MsgType::kError, job_key_tag("job"));
+      std::string error;
+      (void)send_all(s, full.data(), full.size(), deadline_after(1), error);
+      ++turned_away;
+      closed_within(s, 1.0);
+    }
+  });
+  StoreClientOptions o;
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.job_key = "job";
+  o.rank = 2;
+  o.world_size = 3;
+  auto start = Clock::now();
+  std::string message;
+  try {
+    StoreClient c(o, deadline_after(1.5));
+  } catch (const Error& e) {
+    message = std::string(status_name(e.status())) + ": " + e.message();
+  }
+  double took = since(start);
+  stop = true;
+  fake.join();
+  EXPECT_TRUE(contains(message, "gcommTimeout: rank 2 of 3 could not join the store")) << message;
+  EXPECT_TRUE(contains(message, "it was full")) << message;
+  EXPECT_GT(turned_away.load(), 2) << "it did not retry";
+  EXPECT_GT(took, 1.0) << "it gave up before its timeout";
+  EXPECT_LT(took, 4.0);
 }
 
 TEST(Store, ADeadPeerFailsTheOthersPromptlyNamingIt) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -169,6 +170,22 @@ TEST(LocalFailures, HugeTimeoutsWaitInsteadOfFailingAtOnce) {
     EXPECT_EQ(bufs[0][7], 2.0f);
     destroy(comms);
   }
+}
+
+// Issue 17 #10: a typo in GRADCOMM_TIMEOUT_S fails the init, naming the variable.
+TEST(LocalFailures, AMalformedTimeoutVariableFailsTheInit) {
+  setenv("GRADCOMM_TIMEOUT_S", "5x", 1);
+  gcommComm_t out[2] = {nullptr, nullptr};
+  EXPECT_EQ(gcommCommInitLocal(2, gcommHostDevice(), nullptr, out), gcommInvalidArgument);
+  EXPECT_TRUE(contains(gcommGetLastError(), "GRADCOMM_TIMEOUT_S='5x'")) << gcommGetLastError();
+  EXPECT_EQ(out[0], nullptr);
+  // A timeout in the config does not read the variable.
+  gcommCommConfig_t cfg = GCOMM_COMM_CONFIG_INITIALIZER;
+  cfg.timeout_s = 5.0;
+  EXPECT_EQ(gcommCommInitLocal(2, gcommHostDevice(), &cfg, out), gcommSuccess) << gcommGetLastError();
+  unsetenv("GRADCOMM_TIMEOUT_S");
+  std::vector<gcommComm_t> comms(out, out + 2);
+  destroy(comms);
 }
 
 TEST(LocalFailures, CreationIsValidated) {
