@@ -171,6 +171,10 @@ void NcclTransport::abort() noexcept {
 
 std::vector<std::unique_ptr<Transport>> make_nccl_transports_all(int ndev, const int* devices) {
   require(ndev >= 1, "ndev must be >= 1, not ", ndev);
+  // Before `devices` is read or anything sized by ndev: an absurd count is refused.
+  const int visible = cuda_device_count();
+  require(ndev <= visible, "ndev is ", ndev, " but ", visible,
+          " GPU(s) are visible (NCCL needs one rank per GPU; several ranks on one GPU: gcommCommInitLocal)");
   std::vector<int> list(ndev);
   for (int i = 0; i < ndev; ++i) {
     list[i] = devices != nullptr ? devices[i] : i;

@@ -1,6 +1,7 @@
 // Fuzz target: every versioned config struct of the C API (log, allocator, grad
 // scaler, communicator, reducer), with arbitrary size,
-// magic, version and field values. Each call must return a status (never crash,
+// magic, version and field values, and hostile tensor lists (absurd counts,
+// overlapping gradients, list lengths past the array). Each call must return a status (never crash,
 // never read past the struct) and, on success, create something destroyable.
 // Pointer fields are forced to NULL or to valid strings: a caller's wild pointer
 // cannot be validated by any library.
@@ -99,16 +100,92 @@ void fuzz_reducer_config(gradcomm::fuzz::Input& in) {
   if (gcommReducerDestroy(r) != gcommSuccess) __builtin_trap();
 }
 
+// Tensor lists as hostile callers write them (issue 17 #1-#3): tensors inside one
+// slab at any offset, possibly overlapping; counts that fit the slab or are
+// absurd (must be refused: following them would read unmapped memory); a list
+// count above the array's length only when it is above GCOMM_MAX_TENSORS (must
+// be refused before the list is read: the array is on the heap, where ASan sees
+// a read past it). Whatever is accepted must run; a reducer must never hold two
+// gradients that share memory, however they were registered or moved.
+bool overlap(const gcommTensor_t& x, const gcommTensor_t& y) {
+  size_t ex = x.count * (x.dtype == gcommFloat32 ? 4 : 2), ey = y.count * (y.dtype == gcommFloat32 ? 4 : 2);
+  auto bx = reinterpret_cast<uintptr_t>(x.data), by = reinterpret_cast<uintptr_t>(y.data);
+  return ex > 0 && ey > 0 && bx < by + ey && by < bx + ex;
+}
+
+void fuzz_tensor_lists(gradcomm::fuzz::Input& in) {
+  static gcommComm_t comm = [] {
+    gcommComm_t c = nullptr;
+    if (gcommCommInitLocal(1, gcommHostDevice(), nullptr, &c) != gcommSuccess) __builtin_trap();
+    return c;
+  }();
+  constexpr size_t kSlab = 4096;  // bytes
+  static float slab[kSlab / 4];
+  const size_t n = 1 + in.byte() % 6;
+  std::vector<gcommTensor_t> t(n);
+  bool absurd = false;
+  for (auto& x : t) {
+    x.dtype = static_cast<gcommDataType_t>(in.byte() % 3);
+    size_t offset = in.take<uint16_t>() % kSlab & ~size_t{3};
+    x.data = reinterpret_cast<char*>(slab) + offset;
+    size_t room = (kSlab - offset) / (x.dtype == gcommFloat32 ? 4 : 2);
+    uint8_t kind = in.byte();
+    if (kind < 8) {
+      static const size_t huge[] = {SIZE_MAX, SIZE_MAX / 2, SIZE_MAX / 4, SIZE_MAX / 8,
+                                    static_cast<size_t>(GCOMM_ADDRESS_LIMIT) / 4,
+                                    static_cast<size_t>(GCOMM_ADDRESS_LIMIT) / 2, SIZE_MAX - 3,
+                                    static_cast<size_t>(GCOMM_ADDRESS_LIMIT)};
+      x.count = huge[kind];
+      absurd = true;
+    } else {
+      x.count = room == 0 ? 0 : in.take<uint16_t>() % (room + 1);
+    }
+  }
+  uint8_t claim = in.byte();
+  const size_t claimed = claim < 250 ? n : claim == 250 ? SIZE_MAX : static_cast<size_t>(GCOMM_MAX_TENSORS) + claim;
+  const bool refusable = absurd || claimed != n;
+  float found = 0, norm = 0;
+  if (gcommCheckFinite(t.data(), claimed, &found, gcommHostDevice(), nullptr) == gcommSuccess && refusable)
+    __builtin_trap();
+  if (gcommL2Norm(t.data(), claimed, &norm, nullptr, nullptr, 0, gcommHostDevice(), nullptr) == gcommSuccess &&
+      refusable)
+    __builtin_trap();
+  gcommReducer_t r = nullptr;
+  if (gcommReducerCreate(comm, t.data(), claimed, nullptr, &r) != gcommSuccess) return;
+  if (refusable) __builtin_trap();
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j)
+      if (overlap(t[i], t[j])) __builtin_trap();  // accepted gradients that share memory
+  // Move one gradient somewhere in the slab: accepted only if it overlaps no other.
+  size_t k = in.byte() % n;
+  gcommTensor_t moved = t[k];
+  size_t room = kSlab / (moved.dtype == gcommFloat32 ? 4 : 2);
+  if (moved.count <= room) {
+    size_t to = (in.take<uint16_t>() % (kSlab - moved.count * (moved.dtype == gcommFloat32 ? 4 : 2) + 1)) & ~size_t{3};
+    moved.data = reinterpret_cast<char*>(slab) + to;
+    bool clash = false;
+    for (size_t i = 0; i < n; ++i) clash = clash || (i != k && overlap(moved, t[i]));
+    gcommStatus_t s = gcommReducerSetGradData(r, k, moved.data);
+    if ((s == gcommSuccess) == clash) __builtin_trap();
+  }
+  if (gcommReducerBeginStep(r, 1) != gcommSuccess) __builtin_trap();
+  for (size_t i = 0; i < n; ++i)
+    if (gcommReducerMarkReady(r, i, nullptr) != gcommSuccess) __builtin_trap();
+  if (gcommReducerFinalize(r, nullptr, nullptr) != gcommSuccess) __builtin_trap();
+  if (gcommReducerDestroy(r) != gcommSuccess) __builtin_trap();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gradcomm::fuzz::Input in(data, size);
-  switch (in.byte() % 5) {
+  switch (in.byte() % 6) {
     case 0: fuzz_log_config(in); break;
     case 1: fuzz_allocator_config(in); break;
     case 2: fuzz_grad_scaler_config(in); break;
     case 3: fuzz_comm_config(in); break;
     case 4: fuzz_reducer_config(in); break;
+    case 5: fuzz_tensor_lists(in); break;
   }
   return 0;
 }

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstdint>
+#include <climits>
 #include <limits>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -151,6 +153,18 @@ TEST(LocalFailures, AbsurdCountsAreRefusedBeforeAnyByteIsRead) {
       << gcommGetLastError();
   EXPECT_EQ(o[3], 1.0f);
   destroy(comms);
+}
+
+// A sibling of issue 17 #1: gcommCommInitAll sized a vector by ndev and read
+// devices[] before checking ndev against the GPUs there are (INT_MAX: an 8 GiB
+// allocation, then reads past the caller's array). Refused first now.
+TEST(LocalFailures, AnAbsurdDeviceCountIsRefusedBeforeTheListIsRead) {
+  auto devices = std::make_unique<int[]>(1);
+  devices[0] = 0;
+  gcommComm_t out = nullptr;
+  EXPECT_EQ(gcommCommInitAll(INT_MAX, devices.get(), &out), gcommInvalidArgument);
+  EXPECT_TRUE(contains(gcommGetLastError(), "ndev is 2147483647 but")) << gcommGetLastError();
+  EXPECT_EQ(out, nullptr);
 }
 
 // Issue 17 #5: timeouts of 9.3e9 s and more (up to +inf) overflowed the clock
