@@ -289,12 +289,7 @@ int main(int argc, char** argv) {
   gcommComm_t job = nullptr;
   int job_rank = 0;
   int world = 0;
-  try {
-    world = gradcomm::bench::launcher_world_size();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "gradcomm-reducer-bench: %s\n", e.what());
-    return 2;
-  }
+  if (!gradcomm::bench::launcher_world_size("gradcomm-reducer-bench", world)) return 2;
   if (world > 1) {
     try {
       job = join_job(base, have_gpu);

@@ -5,19 +5,20 @@
 // tool reports and exits on, never a silent fallback to a one-process run.
 #pragma once
 
-#include <stdexcept>
-#include <string>
+#include <cstdio>
 
 #include "gradcomm/gradcomm.h"
 
 namespace gradcomm::bench {
 
-// Throws std::runtime_error with the library's message.
-inline int launcher_world_size() {
-  int rank = -1, world = 0;
-  if (gcommGetLauncherRank(&rank, &world) != gcommSuccess)
-    throw std::runtime_error(std::string("the launcher's environment is not usable: ") + gcommGetLastError());
-  return world;
+// False (after printing "<tool>: <the library's message>") when the launcher's
+// variables are malformed; the caller exits with status 2.
+inline bool launcher_world_size(const char* tool, int& world) {
+  int rank = -1;
+  world = 0;
+  if (gcommGetLauncherRank(&rank, &world) == gcommSuccess) return true;
+  std::fprintf(stderr, "%s: the launcher's environment is not usable: %s\n", tool, gcommGetLastError());
+  return false;
 }
 
 }  // namespace gradcomm::bench

@@ -436,12 +436,7 @@ int main(int argc, char** argv) {
   // --local wins; else a launcher's world makes each process one rank; else
   // NCCL on the GPUs of this process, or 2 local host ranks without a GPU.
   int world = 0;
-  try {
-    world = gradcomm::bench::launcher_world_size();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "gradcomm-perf: %s\n", e.what());
-    return 2;
-  }
+  if (!gradcomm::bench::launcher_world_size("gradcomm-perf", world)) return 2;
   if (s.o.local_ranks > 0) s.launch = Launch::kLocal;
   else if (world > 1) s.launch = Launch::kProcessPerRank;
   else s.launch = gpus > 0 ? Launch::kGpusOfThisProcess : Launch::kLocal;

@@ -52,6 +52,16 @@ struct LogCapture {
   }
 };
 
+StoreClientOptions client_options(int port, int rank, int world, const std::string& key = "job") {
+  StoreClientOptions o;
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.job_key = key;
+  o.rank = rank;
+  o.world_size = world;
+  return o;
+}
+
 struct Store {
   std::unique_ptr<StoreServer> server;
   explicit Store(int world, double hello_timeout_s = 30) {
@@ -65,13 +75,7 @@ struct Store {
   int port() const { return server->port(); }
   std::unique_ptr<StoreClient> connect(int rank, int world, const std::string& key = "job",
                                        double timeout_s = 5) {
-    StoreClientOptions o;
-    o.host = "127.0.0.1";
-    o.port = port();
-    o.job_key = key;
-    o.rank = rank;
-    o.world_size = world;
-    return std::make_unique<StoreClient>(o, deadline_after(timeout_s));
+    return std::make_unique<StoreClient>(client_options(port(), rank, world, key), deadline_after(timeout_s));
   }
 };
 
@@ -333,16 +337,10 @@ TEST(Store, ARankTurnedAwayByAFullStoreRetriesThenSaysSo) {
       closed_within(s, 1.0);
     }
   });
-  StoreClientOptions o;
-  o.host = "127.0.0.1";
-  o.port = port;
-  o.job_key = "job";
-  o.rank = 2;
-  o.world_size = 3;
   auto start = Clock::now();
   std::string message;
   try {
-    StoreClient c(o, deadline_after(1.5));
+    StoreClient c(client_options(port, 2, 3), deadline_after(1.5));
   } catch (const Error& e) {
     message = std::string(status_name(e.status())) + ": " + e.message();
   }
@@ -434,15 +432,9 @@ TEST(Store, ConnectingWhereNoStoreListensTimesOutNamingTheAddress) {
     Store gone(1);
     port = gone.port();
   }
-  StoreClientOptions o;
-  o.host = "127.0.0.1";
-  o.port = port;
-  o.job_key = "job";
-  o.rank = 1;
-  o.world_size = 2;
   auto start = Clock::now();
   try {
-    StoreClient c(o, deadline_after(0.3));
+    StoreClient c(client_options(port, 1, 2), deadline_after(0.3));
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), gcommTimeout);
