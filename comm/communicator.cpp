@@ -50,9 +50,11 @@ void Communicator::validate(const CollectiveArgs& a) const {
   if (a.op == Collective::kBroadcast || a.op == Collective::kReduce)
     require(a.root >= 0 && a.root < size(), "root ", a.root, " is not a rank (0..", size() - 1, ")");
   // All-gather's receive and reduce-scatter's send hold size() blocks.
-  require(a.count <= SIZE_MAX / static_cast<size_t>(size()), "count ", a.count, " times ", size(),
-          " ranks overflows");
-  const size_t blocks = a.count * size();
+  const bool blocked = a.op == Collective::kAllGather || a.op == Collective::kReduceScatter;
+  if (blocked)
+    require(a.count <= SIZE_MAX / static_cast<size_t>(size()), "count ", a.count, " times ", size(),
+            " ranks overflows");
+  const size_t blocks = blocked ? a.count * size() : a.count;
   const size_t send_count = a.op == Collective::kReduceScatter ? blocks : a.count;
   const size_t recv_count = a.op == Collective::kAllGather ? blocks : a.count;
   checked_bytes(std::max(send_count, recv_count), a.dtype, "count");

@@ -44,6 +44,7 @@ inline size_t checked_bytes(size_t count, gcommDataType_t dtype, const char* wha
 // whose byte size overflows size_t): checked before any byte is touched.
 inline size_t checked_span(const void* data, size_t count, gcommDataType_t dtype, const char* what) {
   const size_t bytes = checked_bytes(count, dtype, what);
+  if (bytes == 0) return 0;  // nothing is touched: any address will do
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
   require(begin <= GCOMM_ADDRESS_LIMIT && bytes <= GCOMM_ADDRESS_LIMIT - begin, what, ": ", count, " elements of ",
           dtype_name(dtype), " from ", data, " reach past the highest address memory can have (GCOMM_ADDRESS_LIMIT)");

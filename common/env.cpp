@@ -69,9 +69,10 @@ double timeout_seconds() {
   double value = std::strtod(text->c_str(), &end);
   // A typo must not turn a 5 s timeout into the default 300 s: refused, named.
   // Huge values and inf are fine: deadlines saturate (common/deadline.hpp).
-  if (end == text->c_str() || *end != '\0' || !(value > 0.0) || (errno == ERANGE && value < 1.0))
+  if (end == text->c_str() || *end != '\0' || !(value >= 0.001))
     fail(gcommInvalidArgument, "GRADCOMM_TIMEOUT_S='", *text,
-         "' is not a timeout: give seconds > 0, such as 30 or 2.5 (inf: wait without limit), or unset it for 300");
+         "' is not a timeout: give seconds >= 0.001, such as 30 or 2.5 (inf: wait without limit), or unset it "
+         "for 300");
   GCOMM_INFO("GRADCOMM_TIMEOUT_S set by environment to ", value);
   return value;
 }

@@ -78,12 +78,13 @@ StoreClient::StoreClient(const StoreClientOptions& options, Deadline deadline)
       ++full;
       full_message = e.message();
       broken_.clear();
-      if (Clock::now() + pause >= deadline)
+      const auto left = deadline - Clock::now();
+      if (left <= Clock::duration::zero())
         fail(gcommTimeout, "rank ", options.rank, " of ", options.world_size, " could not join the store at ",
              address_, " within ", elapsed(), " s: it was full ", full, " time(s) (", full_message, ")");
       GCOMM_INFO("rank ", options.rank, ": the store at ", address_, " is full; trying again in ", pause.count(),
                  " ms");
-      std::this_thread::sleep_for(pause);
+      std::this_thread::sleep_for(std::min<Clock::duration>(pause, left));  // then one more try, at the deadline
     }
   }
 }

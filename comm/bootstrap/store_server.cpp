@@ -20,6 +20,11 @@ namespace {
 
 // A peer that does not read its replies is dropped once this much is queued for it.
 constexpr size_t kMaxQueuedBytes = 8 * kMaxPayloadBytes;
+// Bounds on what a flood of connections can make the store hold: new connections
+// taken per loop round, and refused ones lingering to deliver their reason (past
+// that, one turned away is closed without a reason).
+constexpr int kAcceptsPerRound = 64;
+constexpr size_t kMaxLingering = 64;
 
 // Text a peer sent, made safe for one log line.
 std::string printable(const std::string& s, size_t max = 200) {
@@ -72,6 +77,7 @@ class Loop {
   // `status` gcommOutOfMemory: the store is full; the client may retry.
   void refuse(Conn& c, uint64_t tag, const std::string& why, Deadline now, gcommStatus_t status = gcommInvalidArgument);
   size_t open_connections() const;
+  size_t lingering() const;  // refused, still delivering the reason
   Conn* oldest_without_hello();
   std::string who(ConnId id, const Conn& c) const {
     int rank = state_.rank_of(id);
@@ -190,7 +196,7 @@ void Loop::close_all() {
 }
 
 void Loop::accept_all(Deadline now) {
-  for (;;) {
+  for (int round = 0; round < kAcceptsPerRound; ++round) {
     std::string peer;
     errno = 0;
     Socket s = accept_one(listener_, peer);
@@ -209,16 +215,22 @@ void Loop::accept_all(Deadline now) {
     // keep their place); if every connection is a rank, the newcomer is turned
     // away. Either way the one turned away is told the store is full, so a
     // rank among them retries (StoreClient).
-    const bool full = open_connections() >= static_cast<size_t>(2 * o_.world_size + 64);
+    const size_t open = open_connections();
+    const bool full = open >= 2 * static_cast<size_t>(o_.world_size) + 64;
     Conn* victim = full ? oldest_without_hello() : nullptr;
     Conn& c = conns_[next_id_++];
     c.socket = std::move(s);
     c.peer = peer;
     c.hello_deadline = deadline_after(o_.hello_timeout_s, now);
     if (full) {
-      std::string why = cat("the store is full (", conns_.size() - 1,
-                            " connections; another program may be holding connections to this port); try again");
-      refuse(victim != nullptr ? *victim : c, tag_, why, now, gcommOutOfMemory);
+      Conn& turned = victim != nullptr ? *victim : c;
+      if (lingering() < kMaxLingering)
+        refuse(turned, tag_,
+               cat("the store is full (", open,
+                   " connections; another program may be holding connections to this port); try again"),
+               now, gcommOutOfMemory);
+      else
+        turned.dead = true;  // a flood: no room left even to say why
     }
   }
 }
@@ -353,7 +365,10 @@ void Loop::flush(ConnId id, Conn& c) {
   }
   c.out.clear();
   c.sent = 0;
-  if (c.closing) c.dead = true;
+  // A refusal is sent: close our side only, and keep reading (and discarding)
+  // until the peer closes or close_deadline. Closing with its unread bytes
+  // pending would send a reset, which can destroy the reason in flight.
+  if (c.closing) ::shutdown(c.socket.fd(), SHUT_WR);
 }
 
 void Loop::deliver() {
@@ -382,6 +397,12 @@ void Loop::drop(ConnId id, Conn& c, const std::string& why) {
 size_t Loop::open_connections() const {
   return static_cast<size_t>(std::count_if(conns_.begin(), conns_.end(), [](const auto& kv) {
     return !kv.second.dead && !kv.second.closing;
+  }));
+}
+
+size_t Loop::lingering() const {
+  return static_cast<size_t>(std::count_if(conns_.begin(), conns_.end(), [](const auto& kv) {
+    return !kv.second.dead && kv.second.closing;
   }));
 }
 

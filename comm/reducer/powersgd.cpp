@@ -229,6 +229,9 @@ void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads
   float* q = q_next_ + bucket_q_[bucket].first;
   size_t q_count = bucket_q_[bucket].second - bucket_q_[bucket].first;
   all_reduce(q, q_count, gcommSum);
+  // Q' can overflow in its sum while P did not: flagged too, or it would reach E and Q.
+  gcommTensor_t q_tensor{q, q_count, gcommFloat32};
+  kernels::unscale_and_check(&q_tensor, 1, one_, flag_, t);
   // Decompress (which writes E) and Q's commit wait for end_step: only then is
   // it known whether any gradient of the step, compressed or not, was non-finite.
   pending_.push_back(Pending{bucket, average ? 1.0f / static_cast<float>(comm.size()) : 1.0f, out});
@@ -241,7 +244,9 @@ void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads
 void PowerSgd::end_step(const std::vector<gcommTensor_t>& grads, const float* step_flag) {
   const kernels::Target t = target();
   if (!pending_.empty()) {
-    // flag_ |= *step_flag, as flags are 0 or 1: commit copies unless flag_ is set already.
+    // flag_ |= *step_flag, as flags are 0 or 1: commit copies unless flag_ is set
+    // already. (On the GPU the one writing thread reads the flag before it writes;
+    // the block's other threads read it too but write nothing.)
     kp::commit(flag_, step_flag, 1, flag_, t);
   }
   const int r = options_.rank;

@@ -97,9 +97,10 @@ typedef struct gcommTensor {
 /** The most tensors one call takes in a list (a reducer's gradients, the tensor
  *  lists of the kernel functions). */
 #define GCOMM_MAX_TENSORS ((size_t)1 << 24)
-/** No buffer may reach past this address (2^57): no supported platform maps
- *  memory there (x86-64 with 5-level paging ends user space at 2^56, AArch64 at
- *  2^52), so a count that reaches it is a mistake. */
+/** No non-empty buffer may reach past this address (2^57): no supported platform
+ *  maps memory there (x86-64 with 5-level paging ends user space at 2^56, AArch64
+ *  at 2^52), so a count that reaches it is a mistake. Pointers with tag bits in
+ *  the top byte (AArch64 TBI/MTE, HWASan) are therefore refused: untag them first. */
 #define GCOMM_ADDRESS_LIMIT ((uint64_t)1 << 57)
 /** @} */
 

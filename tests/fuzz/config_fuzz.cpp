@@ -131,10 +131,12 @@ void fuzz_tensor_lists(gradcomm::fuzz::Input& in) {
     size_t room = (kSlab - offset) / (x.dtype == gcommFloat32 ? 4 : 2);
     uint8_t kind = in.byte();
     if (kind < 8) {
-      static const size_t huge[] = {SIZE_MAX, SIZE_MAX / 2, SIZE_MAX / 4, SIZE_MAX / 8,
-                                    static_cast<size_t>(GCOMM_ADDRESS_LIMIT) / 4,
-                                    static_cast<size_t>(GCOMM_ADDRESS_LIMIT) / 2, SIZE_MAX - 3,
-                                    static_cast<size_t>(GCOMM_ADDRESS_LIMIT)};
+      // Each reaches past GCOMM_ADDRESS_LIMIT from any non-null address, for every dtype.
+      const size_t esize = x.dtype == gcommFloat32 ? 4 : 2;
+      const size_t huge[] = {SIZE_MAX, SIZE_MAX / 2, SIZE_MAX / 4, SIZE_MAX / 8,
+                             static_cast<size_t>(GCOMM_ADDRESS_LIMIT) / esize,
+                             static_cast<size_t>(GCOMM_ADDRESS_LIMIT) / 2, SIZE_MAX - 3,
+                             static_cast<size_t>(GCOMM_ADDRESS_LIMIT)};
       x.count = huge[kind];
       absurd = true;
     } else {

@@ -15,7 +15,7 @@ expect_refused() {  # [ENV=VALUE...] [-- ARGS...] NEEDLE
     if [ "${rest[k]}" = "--" ]; then args=("${rest[@]:k+1}"); break; fi
     envs+=("${rest[k]}")
   done
-  out=$(env -u RANK -u WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID "${envs[@]}" \
+  out=$(env -u RANK -u WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID ${envs[@]+"${envs[@]}"} \
         "$perf" "${args[@]}" -n 1 -w 0 2>&1); rc=$?
   [ "$rc" -eq 2 ] || fail "$* exited $rc, not 2: $out"
   grep -qF -- "$needle" <<< "$out" || fail "$*: the message lacks '$needle': $out"
@@ -45,6 +45,9 @@ out=$(env -u RANK -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID "$perf" -b 0 -e 16 -i 
 out=$(env -u RANK -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID "$perf" -b 8 -e 64 -f 1e300 -n 1 -w 0 2>&1) \
   || fail "-f 1e300 was refused: $out"
 [ "$(grep -cE '^ +8 ' <<< "$out")" -eq 1 ] || fail "-f 1e300 did not give one row: $out"
+out=$(env -u RANK -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID "$perf" -b 8 -e 12 -f 1.1 -n 1 -w 0 2>&1) \
+  || fail "-f 1.1 was refused: $out"
+[ "$(grep -cE '^ +(8|9|10|11|12) ' <<< "$out")" -eq 5 ] || fail "-b 8 -e 12 -f 1.1 did not give 8..12: $out"
 out=$(env -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID RANK=0 WORLD_SIZE=1 "$perf" -b 8 -e 8 -n 1 -w 0 2>&1) \
   || fail "a world of one was refused: $out"
 echo "bad input checks: ok"

@@ -255,11 +255,19 @@ std::vector<size_t> size_list(const PerfOptions& o) {
   std::vector<size_t> sizes;
   for (size_t b = o.min_bytes; b <= o.max_bytes;) {
     sizes.push_back(b);
-    // In double: a big factor must end the sweep, not wrap a size_t.
-    double next = o.step_factor > 0 ? static_cast<double>(b) * o.step_factor
-                                    : static_cast<double>(b) + static_cast<double>(o.step_bytes);
-    if (next > static_cast<double>(o.max_bytes) || static_cast<size_t>(next) <= b) break;
-    b = static_cast<size_t>(next);
+    // A factor in double (a big one must end the sweep, not wrap a size_t),
+    // truncated as nccl-tests does, but at least one byte more (-f 1.1 from 8 B
+    // would stay at 8); a step in integers.
+    size_t next = 0;
+    if (o.step_factor > 0) {
+      double grown = std::floor(static_cast<double>(b) * o.step_factor);
+      if (grown > static_cast<double>(o.max_bytes)) break;
+      next = std::max(b + 1, static_cast<size_t>(grown));
+    } else {
+      if (o.step_bytes > o.max_bytes - b) break;
+      next = b + o.step_bytes;
+    }
+    b = next;
   }
   return sizes;
 }

@@ -432,9 +432,10 @@ TEST(Store, ConnectingWhereNoStoreListensTimesOutNamingTheAddress) {
     Store gone(1);
     port = gone.port();
   }
+  StoreClientOptions o = client_options(port, 1, 2);
   auto start = Clock::now();
   try {
-    StoreClient c(client_options(port, 1, 2), deadline_after(0.3));
+    StoreClient c(o, deadline_after(0.3));
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), gcommTimeout);
