@@ -39,14 +39,20 @@ inline size_t checked_bytes(size_t count, gcommDataType_t dtype, const char* wha
   return count * element;
 }
 
+// Whether `count` elements at `data` end at or below GCOMM_ADDRESS_LIMIT (an
+// empty buffer touches nothing: any address will do). No overflow for any count.
+inline bool within_address_limit(const void* data, size_t count, gcommDataType_t dtype) noexcept {
+  if (count == 0) return true;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  return count <= GCOMM_ADDRESS_LIMIT / dtype_size(dtype) && begin <= GCOMM_ADDRESS_LIMIT - count * dtype_size(dtype);
+}
+
 // The bytes of `count` elements at `data`, or gcommInvalidArgument naming `what`
 // when they would reach past GCOMM_ADDRESS_LIMIT (which also catches counts
 // whose byte size overflows size_t): checked before any byte is touched.
 inline size_t checked_span(const void* data, size_t count, gcommDataType_t dtype, const char* what) {
   const size_t bytes = checked_bytes(count, dtype, what);
-  if (bytes == 0) return 0;  // nothing is touched: any address will do
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
-  require(begin <= GCOMM_ADDRESS_LIMIT && bytes <= GCOMM_ADDRESS_LIMIT - begin, what, ": ", count, " elements of ",
+  require(within_address_limit(data, count, dtype), what, ": ", count, " elements of ",
           dtype_name(dtype), " from ", data, " reach past the highest address memory can have (GCOMM_ADDRESS_LIMIT)");
   return bytes;
 }

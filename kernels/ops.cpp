@@ -56,10 +56,7 @@ void check_locations(const gcommTensor_t* tensors, size_t n, const Target& targe
 
 // checked_span() for list element k, naming it only when it fails.
 void check_tensor_span(const gcommTensor_t& t, const char* what, size_t k) {
-  const size_t element = dtype_size(t.dtype);
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.data);
-  if (t.count > 0 && (t.count > GCOMM_ADDRESS_LIMIT / element || begin > GCOMM_ADDRESS_LIMIT - t.count * element))
-    checked_span(t.data, t.count, t.dtype, cat(what, "[", k, "]").c_str());
+  if (!within_address_limit(t.data, t.count, t.dtype)) checked_span(t.data, t.count, t.dtype, cat(what, "[", k, "]").c_str());
 }
 
 // Checks a tensor list. Messages are only formatted on failure: this runs on

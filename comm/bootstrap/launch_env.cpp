@@ -72,6 +72,17 @@ const Launcher* find_launcher(const EnvLookup& env) {
   return nullptr;
 }
 
+int launcher_rank(const Launcher& l, const EnvLookup& env) {
+  return parse_int(l.rank, *env(l.rank), 0, INT_MAX - 1, l.name);
+}
+
+int launcher_world_size(const Launcher& l, const EnvLookup& env) {
+  auto text = env(l.size);
+  require(text.has_value(), l.size, " is not set although ", l.rank, " is (an incomplete ", l.name,
+          " environment); set it, or config.world_size");
+  return parse_int(l.size, *text, 1, INT_MAX, l.name);
+}
+
 LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_env) {
   require(c.transport == gcommTransportAuto || c.transport == gcommTransportNccl ||
               c.transport == gcommTransportSocket,
@@ -101,7 +112,7 @@ LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_
   if (config_int(c.rank, "rank", 0)) {
     lc.rank = c.rank;
   } else if (launcher != nullptr) {
-    lc.rank = parse_int(launcher->rank, *env(launcher->rank), 0, INT_MAX - 1, launcher->name);
+    lc.rank = launcher_rank(*launcher, env);
     rank_from = launcher->rank;
   } else {
     require(false,
@@ -114,10 +125,7 @@ LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_
   if (config_int(c.world_size, "world_size", 1)) {
     lc.world_size = c.world_size;
   } else if (launcher != nullptr) {
-    auto text = env(launcher->size);
-    require(text.has_value(), launcher->size, " is not set although ", launcher->rank, " is (an incomplete ",
-            launcher->name, " environment); set it, or config.world_size");
-    lc.world_size = parse_int(launcher->size, *text, 1, INT_MAX, launcher->name);
+    lc.world_size = launcher_world_size(*launcher, env);
     world_from = launcher->size;
   } else {
     require(false, use_env ? "no world size: config.world_size is -1 and no launcher's variables are set"
@@ -222,14 +230,10 @@ LaunchConfig launch_from_config(const gcommCommConfig_t& config, const EnvLookup
 std::optional<LauncherPlacement> launcher_placement(const EnvLookup& env) {
   const Launcher* launcher = find_launcher(env);
   if (launcher == nullptr) return std::nullopt;
-  // Parsed as resolve() parses them, with the same messages.
   LauncherPlacement p;
   p.launcher = launcher->name;
-  p.rank = parse_int(launcher->rank, *env(launcher->rank), 0, INT_MAX - 1, launcher->name);
-  auto size = env(launcher->size);
-  require(size.has_value(), launcher->size, " is not set although ", launcher->rank, " is (an incomplete ",
-          launcher->name, " environment); set it");
-  p.world_size = parse_int(launcher->size, *size, 1, INT_MAX, launcher->name);
+  p.rank = launcher_rank(*launcher, env);
+  p.world_size = launcher_world_size(*launcher, env);
   require(p.rank < p.world_size, launcher->rank, "=", p.rank, " is not below ", launcher->size, "=", p.world_size,
           " (ranks are 0..", p.world_size - 1, ")");
   return p;

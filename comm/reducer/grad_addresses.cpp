@@ -24,16 +24,12 @@ GradAddresses::GradAddresses(const std::vector<gcommTensor_t>& grads) {
   }
 }
 
-void GradAddresses::check_move(size_t index, const gcommTensor_t& moved) const {
-  if (moved.count == 0) return;
-  if (auto other = overlapping(begin_of(moved), end_of(moved), index))
-    fail(gcommInvalidArgument, "gradient ", index, " at ", moved.data, " (", moved.count, " x ",
-         dtype_name(moved.dtype), ") would overlap gradient ", *other,
-         "; every gradient needs memory of its own (moving several at once: gcommReducerSetAllGradData)");
-}
-
 void GradAddresses::move(size_t index, const gcommTensor_t& from, const gcommTensor_t& to) {
-  if (from.count == 0) return;
+  if (to.count == 0) return;  // an empty gradient takes no range, before or after
+  if (auto other = overlapping(begin_of(to), end_of(to), index))
+    fail(gcommInvalidArgument, "gradient ", index, " at ", to.data, " (", to.count, " x ", dtype_name(to.dtype),
+         ") would overlap gradient ", *other,
+         "; every gradient needs memory of its own (moving several at once: gcommReducerSetAllGradData)");
   by_begin_.erase(begin_of(from));
   add(index, to);
 }

@@ -20,10 +20,8 @@ class GradAddresses {
   // Throws gcommInvalidArgument naming the first two gradients found to overlap.
   explicit GradAddresses(const std::vector<gcommTensor_t>& grads);
 
-  // Throws gcommInvalidArgument if gradient `index` at `moved` would overlap
-  // another; changes nothing either way.
-  void check_move(size_t index, const gcommTensor_t& moved) const;
-  // Records the move (check_move first): O(log n).
+  // Records that gradient `index` moved from `from` to `to`, O(log n); throws
+  // gcommInvalidArgument, changing nothing, if `to` would overlap another.
   void move(size_t index, const gcommTensor_t& from, const gcommTensor_t& to);
 
  private:

@@ -234,7 +234,9 @@ void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads
   kernels::unscale_and_check(&q_tensor, 1, one_, flag_, t);
   // Decompress (which writes E) and Q's commit wait for end_step: only then is
   // it known whether any gradient of the step, compressed or not, was non-finite.
-  pending_.push_back(Pending{bucket, average ? 1.0f / static_cast<float>(comm.size()) : 1.0f, out});
+  pending_.push_back(bucket);
+  pending_scale_ = average ? 1.0f / static_cast<float>(comm.size()) : 1.0f;
+  pending_out_ = out;
 }
 
 // The state changes of the step's compressed buckets, on the side stream after
@@ -250,15 +252,15 @@ void PowerSgd::end_step(const std::vector<gcommTensor_t>& grads, const float* st
     kp::commit(flag_, step_flag, 1, flag_, t);
   }
   const int r = options_.rank;
-  for (const Pending& b : pending_) {
+  for (size_t bucket : pending_) {
     std::vector<kp::LowRankMatrix> next;
-    for (size_t k : bucket_slots_[b.bucket]) {
+    for (size_t k : bucket_slots_[bucket]) {
       const Slot& s = slots_[k];
       next.push_back(kp::LowRankMatrix{static_cast<float*>(grads[s.grad].data), e_ != nullptr ? e_ + s.e_off : nullptr,
                                        p_ + s.p_off, q_next_ + s.q_off, s.rows, s.cols});
     }
-    kp::decompress(next.data(), next.size(), r, b.scale, flag_, t, b.out);
-    size_t q_begin = bucket_q_[b.bucket].first, q_count = bucket_q_[b.bucket].second - q_begin;
+    kp::decompress(next.data(), next.size(), r, pending_scale_, flag_, t, pending_out_);
+    size_t q_begin = bucket_q_[bucket].first, q_count = bucket_q_[bucket].second - q_begin;
     kp::commit(q_ + q_begin, q_next_ + q_begin, q_count, flag_, t);
   }
   pending_.clear();

@@ -103,13 +103,11 @@ class PowerSgd {
   float* flag_ = nullptr;  // > 0: this step's P was not finite on some rank
   const float* one_ = nullptr;
   size_t p_total_ = 0, q_total_ = 0, e_total_ = 0;
-  // This step's compressed buckets, decompressed at end_step.
-  struct Pending {
-    size_t bucket;
-    float scale;
-    kernels::powersgd::DecompressOutput out;
-  };
-  std::vector<Pending> pending_;
+  // This step's compressed buckets, decompressed at end_step with the step's
+  // scale (1/world or 1) and epilogue output.
+  std::vector<size_t> pending_;
+  float pending_scale_ = 1.0f;
+  kernels::powersgd::DecompressOutput pending_out_;
   uint64_t step_ = 0;  // synced steps finished, skipped ones included
   bool step_compressed_ = false;
   PowerSgdStats stats_;

@@ -20,9 +20,8 @@ namespace {
 // Buckets start 256-byte aligned in the wire buffer: every dtype's element
 // offsets stay exact and vector access stays aligned.
 constexpr size_t kBucketAlign = 256;
-// The plan broadcast sends gradient indices as floats, exact below 2^24.
-constexpr size_t kMaxGrads = size_t{1} << 24;
-static_assert(kMaxGrads == GCOMM_MAX_TENSORS, "the documented list limit is the reducer's");
+static_assert(GCOMM_MAX_TENSORS <= (size_t{1} << 24),
+              "the plan broadcast sends gradient indices as floats, exact below 2^24");
 
 size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
@@ -120,7 +119,7 @@ Reducer::Reducer(Communicator& comm, const gcommTensor_t* grads, size_t n, const
       rebuild_pending_(options.rebuild_buckets && !options.grad_as_bucket_view) {
   require(grads != nullptr || n == 0, "argument 'grads' is NULL but num_grads is ", n);
   require(n > 0, "a reducer needs at least one gradient (num_grads is 0)");
-  require(n <= kMaxGrads, "num_grads ", n, " is above the limit of ", kMaxGrads);
+  check_list_length(n, "num_grads");
   if (scaler_ != nullptr)
     require(scaler_->device().kind == device_.kind && scaler_->device().ordinal == device_.ordinal,
             "the scaler is on ", describe_device(scaler_->device()), " but the communicator is on ",
@@ -555,7 +554,6 @@ gcommTensor_t Reducer::checked_move(size_t index, void* data) const {
 void Reducer::set_grad_data(size_t index, void* data) {
   std::lock_guard<std::mutex> lock(mutex_);
   gcommTensor_t moved = checked_move(index, data);
-  addresses_.check_move(index, moved);
   addresses_.move(index, grads_[index], moved);
   grads_[index] = moved;
 }
