@@ -189,28 +189,28 @@ TEST_P(ReducerPowerSgd, AnInfStepKeepsTheStateAndTheStateRoundTrips) {
     fill(me, 0);
     if (!(e = me.step(stream, &skip)).empty()) return e;
     std::vector<uint8_t> s1 = save(me.r);
-    // Rank 1 overflows in a compressed matrix: every rank skips, Q and E stay.
-    fill(me, 1);
-    if (rank == 1) {
-      std::vector<float> v = values(5, count_of(kShapes[0]));
-      v[3] = std::numeric_limits<float>::infinity();
-      me.set(0, v, stream);
-    }
-    if (!(e = me.step(stream, &skip)).empty()) return e;
-    if (skip != 1) return variant + "the Inf step was not flagged";
-    if (body(save(me.r)) != body(s1)) return variant + "an Inf step changed Q or E";
-    // Issue 17 #4: a NaN in a gradient that is not compressed (a bias) also
-    // skips the step everywhere, and must leave Q and E alone too (they used to
-    // change: the compressed buckets committed before the NaN was seen).
-    fill(me, 3);
-    if (rank == 1) {
-      std::vector<float> v = values(6, count_of(kShapes[1]));
-      v[5] = std::numeric_limits<float>::quiet_NaN();
-      me.set(1, v, stream);
-    }
-    if (!(e = me.step(stream, &skip)).empty()) return e;
-    if (skip != 1) return variant + "the NaN step was not flagged";
-    if (body(save(me.r)) != body(s1)) return variant + "a NaN in an uncompressed gradient changed Q or E";
+    // Rank 1 puts `bad` at element `at` of gradient `grad` (seeded with `seed`):
+    // every rank must skip the step, and Q and E must stay as they were.
+    auto bad_step = [&](int step, size_t grad, unsigned seed, size_t at, float bad) -> std::string {
+      fill(me, step);
+      if (rank == 1) {
+        std::vector<float> v = values(seed, count_of(kShapes[grad]));
+        v[at] = bad;
+        me.set(grad, v, stream);
+      }
+      std::string err = me.step(stream, &skip);
+      if (!err.empty()) return err;
+      if (skip != 1) return variant + "the step with " + std::to_string(bad) + " was not flagged";
+      if (body(save(me.r)) != body(s1))
+        return variant + "a step with " + std::to_string(bad) + " in gradient " + std::to_string(grad) +
+               " changed Q or E";
+      return "";
+    };
+    // In a compressed matrix.
+    if (!(e = bad_step(1, 0, 5, 3, std::numeric_limits<float>::infinity())).empty()) return e;
+    // Issue 17 #4: in a gradient that is not compressed (a bias). Q and E used to
+    // change: the compressed buckets committed before the NaN was seen.
+    if (!(e = bad_step(3, 1, 6, 5, std::numeric_limits<float>::quiet_NaN())).empty()) return e;
     // A state restored into a second reducer behaves identically.
     if (!(e = twin.init(comm, on_gpu, pc, views)).empty()) return variant + e;
     std::vector<uint8_t> bad = s1;
