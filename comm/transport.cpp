@@ -23,6 +23,21 @@ std::string call_name(Collective op, uint64_t seq, size_t bytes) {
   return cat(CallId{op, seq, bytes});
 }
 
+CollectiveArgs owned_buffers_call(Collective op, const void* send, void* recv, size_t count, gcommDataType_t dtype,
+                                  gcommStream_t stream, gcommRedOp_t redop, int root) {
+  CollectiveArgs a;
+  a.op = op;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.dtype = dtype;
+  a.redop = redop;
+  a.root = root;
+  a.stream = stream;
+  a.buffers_known = true;
+  return a;
+}
+
 CallId call_id(const CollectiveArgs& a) noexcept { return CallId{a.op, a.seq, a.count * dtype_size(a.dtype)}; }
 
 std::ostream& operator<<(std::ostream& os, const CallId& id) {

@@ -35,6 +35,11 @@ struct CollectiveArgs {
   bool buffers_known = false;
 };
 
+// A call on buffers the caller owns and has already checked (the reducer's
+// buckets and registered gradients): buffers_known is set. `count` as above.
+CollectiveArgs owned_buffers_call(Collective op, const void* send, void* recv, size_t count, gcommDataType_t dtype,
+                                  gcommStream_t stream, gcommRedOp_t redop = gcommSum, int root = 0);
+
 // What every rank must agree on for one collective.
 struct CallSignature {
   Collective op = Collective::kBarrier;

@@ -244,7 +244,7 @@ GCOMM_API gcommStatus_t gcommCommInitAll(int ndev, const int* devices, gcommComm
 
 }  // extern "C"
 
-// The reducer's C API (comm/api/reducer_api.cpp) takes communicators by handle;
+// The reducer's C API (reducer/api/reducer_api.cpp) takes communicators by handle;
 // comm_init_api.cpp creates them.
 namespace gradcomm::comm {
 gcommComm_t publish_communicator(std::unique_ptr<Transport> transport, double timeout_s) {

@@ -1,9 +1,7 @@
 list(APPEND GRADCOMM_COMM_SOURCES
-  bootstrap/socket.cpp
   bootstrap/wire.cpp
   bootstrap/store_state.cpp
   bootstrap/store_server.cpp
   bootstrap/store_client.cpp
   bootstrap/bootstrap.cpp
-  bootstrap/launch_env.cpp
-  bootstrap/store_backed_transport.cpp)
+  bootstrap/launch_env.cpp)

@@ -11,9 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "comm/bootstrap/socket.hpp"
+#include "comm/net/tcp_socket.hpp"
 
 namespace gradcomm::comm::bootstrap {
+
+using namespace net;  // comm/net/tcp_socket.hpp
 
 struct StoreClientOptions {
   std::string host;  // the store's address (MASTER_ADDR, or rank 0's loopback)

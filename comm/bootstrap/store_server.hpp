@@ -11,9 +11,11 @@
 #include <string>
 #include <thread>
 
-#include "comm/bootstrap/socket.hpp"
+#include "comm/net/tcp_socket.hpp"
 
 namespace gradcomm::comm::bootstrap {
+
+using namespace net;  // comm/net/tcp_socket.hpp
 
 struct StoreServerOptions {
   std::string host;  // MASTER_ADDR: selects the address family (the store listens on every interface)

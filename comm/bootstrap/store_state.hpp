@@ -23,10 +23,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "comm/bootstrap/socket.hpp"
+#include "comm/net/tcp_socket.hpp"
 #include "gradcomm/gradcomm.h"
 
 namespace gradcomm::comm::bootstrap {
+
+using namespace net;  // comm/net/tcp_socket.hpp
 
 using ConnId = uint64_t;
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "comm/local/local_reduce.hpp"
+#include "kernels/reduce/reduce.hpp"
 #include "comm/local/rendezvous.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
@@ -94,17 +94,17 @@ class LocalTransport final : public Transport {
       case Collective::kAllReduce: {
         size_t lo, hi;
         slice(a.count, n, rank_, lo, hi);
-        local_host::reduce_to_float(sends(0, a).data(), n, lo, hi - lo, a.dtype, a.redop,
+        kernels::reduce_host::reduce_to_float(sends(0, a).data(), n, lo, hi - lo, a.dtype, a.redop,
                                     group_->host_scratch.data() + lo);
         rv.arrive_and_wait(rank_, what);
-        local_host::float_to_typed(group_->host_scratch.data(), a.recv, a.count, a.dtype);
+        kernels::reduce_host::float_to_typed(group_->host_scratch.data(), a.recv, a.count, a.dtype);
         break;
       }
       case Collective::kReduce:
-        if (rank_ == a.root) local_host::reduce_to_typed(sends(0, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv);
+        if (rank_ == a.root) kernels::reduce_host::reduce_to_typed(sends(0, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv);
         break;
       case Collective::kReduceScatter:
-        local_host::reduce_to_typed(sends(rank_ * a.count, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv);
+        kernels::reduce_host::reduce_to_typed(sends(rank_ * a.count, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv);
         break;
       case Collective::kBroadcast:
         if (a.recv != rv.send_of(a.root)) std::memcpy(a.recv, rv.send_of(a.root), a.count * es(a));
@@ -152,15 +152,15 @@ class LocalTransport final : public Transport {
       case Collective::kAllReduce: {
         size_t lo, hi;
         slice(a.count, n, rank_, lo, hi);
-        local_cuda::reduce_to_float(sends(0, a).data(), n, lo, hi - lo, a.dtype, a.redop, g.dev_scratch + lo, a.stream);
+        kernels::reduce_cuda::reduce_to_float(sends(0, a).data(), n, lo, hi - lo, a.dtype, a.redop, g.dev_scratch + lo, a.stream);
         break;
       }
       case Collective::kReduce:
         if (rank_ == a.root)
-          local_cuda::reduce_to_typed(sends(0, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv, a.stream);
+          kernels::reduce_cuda::reduce_to_typed(sends(0, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv, a.stream);
         break;
       case Collective::kReduceScatter:
-        local_cuda::reduce_to_typed(sends(rank_ * a.count, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv,
+        kernels::reduce_cuda::reduce_to_typed(sends(rank_ * a.count, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv,
                                     a.stream);
         break;
       case Collective::kBroadcast:
@@ -182,7 +182,7 @@ class LocalTransport final : public Transport {
     // buffers (phase 1 everywhere), so later work may overwrite them.
     for (int q = 0; q < n; ++q) GCOMM_CUDA_CHECK(cudaStreamWaitEvent(stream, g.computed[q], 0));
     if (a.op == Collective::kAllReduce)
-      local_cuda::float_to_typed(g.dev_scratch, a.recv, a.count, a.dtype, a.stream);
+      kernels::reduce_cuda::float_to_typed(g.dev_scratch, a.recv, a.count, a.dtype, a.stream);
     GCOMM_CUDA_CHECK(cudaEventRecord(g.done[rank_], stream));
     // No rank re-records its events (next op) before every peer has enqueued its waits on them.
     rv.arrive_and_wait(rank_, what);
@@ -195,7 +195,7 @@ class LocalTransport final : public Transport {
 }  // namespace
 
 std::vector<std::unique_ptr<Transport>> make_local_transports(int nranks, gcommDevice_t device, double timeout_s) {
-  require(nranks >= 1 && nranks <= kMaxLocalRanks, "nranks must be in [1, ", kMaxLocalRanks, "], not ", nranks);
+  require(nranks >= 1 && nranks <= kernels::kMaxReduceInputs, "nranks must be in [1, ", kernels::kMaxReduceInputs, "], not ", nranks);
   require(timeout_s > 0, "timeout must be positive, not ", timeout_s);
   device = validate_device(device);
   auto group = std::make_shared<LocalGroup>(nranks, device, timeout_s);

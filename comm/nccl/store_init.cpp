@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "comm/bootstrap/bootstrap.hpp"
-#include "comm/bootstrap/store_backed_transport.hpp"
+#include "comm/store_backed_transport.hpp"
 #include "comm/nccl/nccl_transport.hpp"
 #include "common/device.hpp"
 #include "common/log.hpp"

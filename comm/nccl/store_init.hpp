@@ -8,7 +8,7 @@
 //   4. non-blocking NCCL init, bounded by what is left of the timeout.
 // Any failure after step 2 is reported through the store, so the other ranks fail
 // at once instead of at their timeout. The communicator keeps the store for the
-// shutdown barrier (comm/bootstrap/store_backed_transport.hpp).
+// shutdown barrier (comm/store_backed_transport.hpp).
 #pragma once
 
 #include <memory>

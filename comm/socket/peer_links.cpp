@@ -15,6 +15,7 @@
 namespace gradcomm::comm::sock {
 
 using namespace bootstrap;
+using namespace net;
 
 namespace {
 
@@ -141,7 +142,7 @@ void PeerLinks::fail_all(const std::string& reason) noexcept {
       // rather than drop the notice, which is the peer's only account of why.
       try {
         std::string error;
-        (void)bootstrap::send_all(peers_[q], notice.data(), notice.size(), until, error);
+        (void)net::send_all(peers_[q], notice.data(), notice.size(), until, error);
       } catch (...) {  // its error text could not be made: the peer learns less
       }
     }

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/bootstrap/socket.hpp"
+#include "comm/net/tcp_socket.hpp"
 #include "comm/transport.hpp"
 
 namespace gradcomm::comm::sock {
@@ -44,7 +44,7 @@ std::vector<uint8_t> encode_failure_notice(const std::string& reason);
 
 class PeerLinks {
  public:
-  PeerLinks(std::vector<bootstrap::Socket> peers, int rank);
+  PeerLinks(std::vector<net::Socket> peers, int rank);
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(peers_.size()); }
@@ -56,7 +56,7 @@ class PeerLinks {
   // abort(). `what` names the collective for messages. `progress`, if set, is
   // called whenever the phase would otherwise wait for the network: work on what
   // has arrived so far (received_bytes) fills the time the peers take.
-  void run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& tag, bootstrap::Deadline deadline,
+  void run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& tag, Deadline deadline,
                  const std::string& what, const std::function<void()>& progress = {});
   // Payload bytes received so far from rank q in the phase being run.
   size_t received_bytes(int q) const {
@@ -92,7 +92,7 @@ class PeerLinks {
   [[noreturn]] void peer_gone(int q, const std::string& how, const std::string& what);
   void close_all() noexcept;
 
-  std::vector<bootstrap::Socket> peers_;
+  std::vector<net::Socket> peers_;
   std::vector<Flow> flows_;
   int rank_;
   std::atomic<bool> aborted_{false};

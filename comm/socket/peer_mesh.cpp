@@ -15,6 +15,7 @@
 namespace gradcomm::comm::sock {
 
 using namespace bootstrap;
+using namespace net;
 
 namespace {
 

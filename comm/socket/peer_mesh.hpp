@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "comm/bootstrap/bootstrap.hpp"
-#include "comm/bootstrap/socket.hpp"
+#include "comm/net/tcp_socket.hpp"
 
 namespace gradcomm::comm::sock {
 
@@ -21,7 +21,7 @@ namespace gradcomm::comm::sock {
 // rank's entry is invalid). Bounded by the bootstrap's init deadline: throws
 // gcommTimeout naming the ranks that never connected, gcommRemoteError when a
 // peer refused or closed the connection.
-std::vector<bootstrap::Socket> connect_peer_mesh(bootstrap::Bootstrap& boot, const std::string& master_addr,
+std::vector<net::Socket> connect_peer_mesh(bootstrap::Bootstrap& boot, const std::string& master_addr,
                                                  const std::string& job_key);
 
 }  // namespace gradcomm::comm::sock

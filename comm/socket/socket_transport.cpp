@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "comm/bootstrap/bootstrap.hpp"
-#include "comm/bootstrap/store_backed_transport.hpp"
-#include "comm/local/local_reduce.hpp"
+#include "comm/store_backed_transport.hpp"
+#include "kernels/reduce/reduce.hpp"
 #include "comm/socket/peer_links.hpp"
 #include "comm/socket/peer_mesh.hpp"
 #include "common/dtype.hpp"
@@ -17,6 +17,7 @@
 namespace gradcomm::comm {
 
 using namespace bootstrap;
+using namespace net;
 using sock::PeerLinks;
 using sock::PeerTransfer;
 
@@ -144,7 +145,7 @@ class SocketTransport final : public Transport {
     const size_t total = s.length[me()];
     size_t done = 0;
     auto reduce_upto = [&](size_t upto) {
-      local_host::reduce_to_typed(inputs.data(), n(), done, upto - done, a.dtype, a.redop,
+      kernels::reduce_host::reduce_to_typed(inputs.data(), n(), done, upto - done, a.dtype, a.redop,
                                   static_cast<char*>(out) + done * es);
       done = upto;
     };

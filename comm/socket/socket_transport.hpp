@@ -3,7 +3,7 @@
 // of ranks. gcommCommInit / gcommCommInitFromEnv pick it for a host device.
 //
 // Every reduction combines the ranks in rank order in float and rounds once, the
-// local transport's math (comm/local/reduce_math.hpp): every rank gets the same
+// local transport's math (kernels/reduce/reduce_math.hpp): every rank gets the same
 // bits, the same bits as the local transport, run after run. Algorithms (n
 // ranks, each moving about (n-1)/n of the data per phase, like a ring, with no
 // rank a hot spot):

@@ -158,7 +158,7 @@ GCOMM_API gcommStatus_t gcommGradScalerGetSkipped(gcommGradScaler_t scaler, gcom
 
 }  // extern "C"
 
-// The reducer's C API (comm/api/reducer_api.cpp) takes scalers by handle.
+// The reducer's C API (reducer/api/reducer_api.cpp) takes scalers by handle.
 namespace gradcomm::kernels {
 GradScaler& acquire_grad_scaler(gcommGradScaler_t handle) {
   gcommGradScaler* s = scalers().get(handle);

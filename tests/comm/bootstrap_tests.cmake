@@ -7,7 +7,8 @@ gradcomm_add_test(gradcomm_bootstrap_tests
 # One rank of a multi-process job, started by gradcomm_bootstrap_process_tests.
 add_executable(gradcomm_bootstrap_rank bootstrap/rank_main.cpp)
 target_include_directories(gradcomm_bootstrap_rank PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(gradcomm_bootstrap_rank PRIVATE gradcomm_comm)
+# It also runs a reducer over the store-made communicator (the multi-process path).
+target_link_libraries(gradcomm_bootstrap_rank PRIVATE gradcomm_reducer)
 gradcomm_warnings(gradcomm_bootstrap_rank)
 gradcomm_add_test(gradcomm_bootstrap_process_tests
   SOURCES bootstrap/process_test.cpp

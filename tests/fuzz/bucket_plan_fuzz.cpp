@@ -5,12 +5,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "comm/reducer/bucket_plan.hpp"
+#include "reducer/bucket_plan.hpp"
 #include "common/error.hpp"
 #include "fuzz_input.hpp"
 
 using namespace gradcomm;
-using namespace gradcomm::comm;
+using namespace gradcomm::reducer;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::Input in(data, size);

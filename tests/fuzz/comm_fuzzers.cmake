@@ -1,5 +1,5 @@
-if(TARGET gradcomm_comm)
-  gradcomm_add_fuzzer(gradcomm_fuzz_bucket_plan SOURCES bucket_plan_fuzz.cpp LIBS gradcomm_comm)
+if(TARGET gradcomm_reducer)
+  gradcomm_add_fuzzer(gradcomm_fuzz_bucket_plan SOURCES bucket_plan_fuzz.cpp LIBS gradcomm_reducer)
 endif()
 if(TARGET gradcomm_comm)
   gradcomm_add_fuzzer(gradcomm_fuzz_store SOURCES store_fuzz.cpp LIBS gradcomm_comm)

@@ -24,8 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) __builtin_trap();
   ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
-  std::vector<bootstrap::Socket> peers(2);
-  peers[1] = bootstrap::Socket(fds[0]);
+  std::vector<net::Socket> peers(2);
+  peers[1] = net::Socket(fds[0]);
   PeerLinks links(std::move(peers), 0);
 
   PhaseTag tag;
@@ -55,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<PeerTransfer> t(2);
   t[1] = PeerTransfer{out.data(), out.size(), true, in.data(), in.size(), true};
   try {
-    links.run_phase(t, tag, bootstrap::deadline_after(0.05), "fuzz");
+    links.run_phase(t, tag, deadline_after(0.05), "fuzz");
   } catch (const Error& e) {
     const gcommStatus_t s = e.status();
     if (s != gcommRemoteError && s != gcommInvalidArgument && s != gcommTimeout) __builtin_trap();

@@ -22,9 +22,9 @@
 namespace gradcomm::comm::sock {
 namespace {
 
-using bootstrap::Deadline;
-using bootstrap::Socket;
-using bootstrap::deadline_after;
+using gradcomm::Deadline;
+using net::Socket;
+using gradcomm::deadline_after;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -12,7 +12,7 @@
 
 #include "gradcomm/gradcomm.h"
 
-namespace gradcomm::comm {
+namespace gradcomm::reducer {
 
 class GradAddresses {
  public:
@@ -36,4 +36,4 @@ class GradAddresses {
   std::map<uintptr_t, Range> by_begin_;
 };
 
-}  // namespace gradcomm::comm
+}  // namespace gradcomm::reducer

@@ -1,4 +1,4 @@
-// Reduction math of the local transport, shared by its host path and its CUDA
+// Reduction math of the host transports, shared by the host path and the CUDA
 // kernels: ranks are combined in rank order (0, 1, ..., n-1) in float and
 // rounded once, so every rank gets the same bits, run after run. NaN
 // propagates through max and min (a gradient with NaN must not be hidden).
@@ -7,7 +7,7 @@
 #include "gradcomm/comm.h"
 #include "kernels/element.hpp"
 
-namespace gradcomm::comm {
+namespace gradcomm::kernels {
 
 GCOMM_HD float combine(gcommRedOp_t op, float acc, float v) {
   switch (op) {
@@ -21,4 +21,4 @@ GCOMM_HD float finish(gcommRedOp_t op, float acc, int nranks) {
   return op == gcommAvg ? acc / static_cast<float>(nranks) : acc;
 }
 
-}  // namespace gradcomm::comm
+}  // namespace gradcomm::kernels

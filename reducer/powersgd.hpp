@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "comm/reducer/bucket_plan.hpp"
-#include "comm/reducer/side_stream.hpp"
+#include "reducer/bucket_plan.hpp"
+#include "reducer/side_stream.hpp"
 #include "kernels/powersgd/low_rank.hpp"
 #include "memory/caching_allocator.hpp"
 
-namespace gradcomm::comm {
+namespace gradcomm::reducer {
 
 struct PowerSgdOptions {
   int rank = 4;
@@ -62,7 +62,7 @@ class PowerSgd {
   // caller), on the side stream: compress and the P and Q all-reduces. Before
   // start_iter: the whole gradients, averaged, times *out.out_scale, Inf/NaN
   // flagged in *out.found_inf, at once.
-  void run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads, Communicator& comm, bool average,
+  void run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads, comm::Communicator& communicator, bool average,
                   const kernels::powersgd::DecompressOutput& out);
   // After every bucket's run_bucket and epilogue: the compressed buckets'
   // decompress (the reducer's epilogue for them, fused: averaged, times
@@ -116,4 +116,4 @@ class PowerSgd {
 // Throws gcommInvalidArgument naming the field.
 PowerSgdOptions powersgd_options_from(const gcommPowerSgdConfig_t& config);
 
-}  // namespace gradcomm::comm
+}  // namespace gradcomm::reducer

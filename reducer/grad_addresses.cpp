@@ -1,11 +1,11 @@
-#include "comm/reducer/grad_addresses.hpp"
+#include "reducer/grad_addresses.hpp"
 
 #include <iterator>
 
 #include "common/dtype.hpp"
 #include "common/error.hpp"
 
-namespace gradcomm::comm {
+namespace gradcomm::reducer {
 
 namespace {
 uintptr_t begin_of(const gcommTensor_t& g) { return reinterpret_cast<uintptr_t>(g.data); }
@@ -51,4 +51,4 @@ std::optional<size_t> GradAddresses::overlapping(uintptr_t begin, uintptr_t end,
   return std::nullopt;
 }
 
-}  // namespace gradcomm::comm
+}  // namespace gradcomm::reducer

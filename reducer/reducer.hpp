@@ -3,7 +3,7 @@
 // unpacked (the fused epilogue) on a side stream as soon as they and every bucket
 // before them are complete, so every rank issues the same collectives in the same
 // order and each bucket's epilogue overlaps the next buckets' communication;
-// finalize orders the caller's stream after it all and runs the scaler's update. The C API (comm/api/reducer_api.cpp) and the
+// finalize orders the caller's stream after it all and runs the scaler's update. The C API (reducer/api/reducer_api.cpp) and the
 // tests drive it; docs/reducer.md explains the design.
 #pragma once
 
@@ -15,15 +15,15 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "comm/reducer/bucket_plan.hpp"
-#include "comm/reducer/grad_addresses.hpp"
-#include "comm/reducer/powersgd.hpp"
-#include "comm/reducer/side_stream.hpp"
+#include "reducer/bucket_plan.hpp"
+#include "reducer/grad_addresses.hpp"
+#include "reducer/powersgd.hpp"
+#include "reducer/side_stream.hpp"
 #include "gradcomm/reducer.h"
 #include "kernels/grad_scaler.hpp"
 #include "memory/caching_allocator.hpp"
 
-namespace gradcomm::comm {
+namespace gradcomm::reducer {
 
 struct ReducerOptions {
   size_t bucket_cap_bytes = size_t{25} << 20;
@@ -44,7 +44,7 @@ class Reducer {
   // outlive the reducer. With grad_as_bucket_view every grads[i].data is NULL.
   // `allocator`: where the reducer's buffers come from (default: a caching
   // allocator of its own on the communicator's device; tests inject faults here).
-  Reducer(Communicator& comm, const gcommTensor_t* grads, size_t n, const ReducerOptions& options,
+  Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n, const ReducerOptions& options,
           kernels::GradScaler* scaler, std::unique_ptr<memory::CachingAllocator> allocator = nullptr);
   ~Reducer();
   Reducer(const Reducer&) = delete;
@@ -70,7 +70,7 @@ class Reducer {
   std::string describe() const;
   memory::CachingAllocator& allocator() { return *allocator_; }
 
-  // PowerSGD (comm/reducer/powersgd.hpp): between steps, once; rows[i] = gradient
+  // PowerSGD (reducer/powersgd.hpp): between steps, once; rows[i] = gradient
   // i's first dimension (0: not a matrix).
   void enable_powersgd(const size_t* rows, const PowerSgdOptions& options);
   PowerSgdStats powersgd_stats() const;
@@ -103,7 +103,7 @@ class Reducer {
   // Locations known: the reducer's buffers, and gradients checked at registration.
   kernels::Target side_target() const { return kernels::Target{device_, side_.stream(), true}; }
 
-  Communicator& comm_;
+  comm::Communicator& comm_;
   kernels::GradScaler* scaler_;
   const ReducerOptions options_;
   const gcommDevice_t device_;
@@ -142,4 +142,4 @@ class Reducer {
   std::string failed_message_;
 };
 
-}  // namespace gradcomm::comm
+}  // namespace gradcomm::reducer

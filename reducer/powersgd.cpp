@@ -1,4 +1,4 @@
-#include "comm/reducer/powersgd.hpp"
+#include "reducer/powersgd.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -11,7 +11,7 @@
 #include "common/log.hpp"
 #include "kernels/ops.hpp"
 
-namespace gradcomm::comm {
+namespace gradcomm::reducer {
 
 namespace kp = kernels::powersgd;
 
@@ -173,21 +173,14 @@ void PowerSgd::begin_step(const float* one) {
   }
 }
 
-void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads, Communicator& comm, bool average,
+void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads, comm::Communicator& communicator, bool average,
                           const kp::DecompressOutput& out) {
   const std::vector<size_t>& ks = bucket_slots_[bucket];
   if (ks.empty()) return;
   auto all_reduce = [&](float* buf, size_t count, gcommRedOp_t op) {
-    CollectiveArgs a;
-    a.op = Collective::kAllReduce;
-    a.send = buf;
-    a.recv = buf;
-    a.count = count;
-    a.dtype = gcommFloat32;
-    a.redop = op;
-    a.stream = side_.stream();
-    a.buffers_known = true;  // P, Q and registered gradients
-    comm.collective(a);
+    // P, Q and registered gradients: buffers known.
+    communicator.collective(
+        comm::owned_buffers_call(comm::Collective::kAllReduce, buf, buf, count, gcommFloat32, side_.stream(), op));
   };
   if (!step_compressed_) {
     // Warm-up: the whole gradient, averaged by the transport, then unscaled and checked.
@@ -235,7 +228,7 @@ void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads
   // Decompress (which writes E) and Q's commit wait for end_step: only then is
   // it known whether any gradient of the step, compressed or not, was non-finite.
   pending_.push_back(bucket);
-  pending_scale_ = average ? 1.0f / static_cast<float>(comm.size()) : 1.0f;
+  pending_scale_ = average ? 1.0f / static_cast<float>(communicator.size()) : 1.0f;
   pending_out_ = out;
 }
 
@@ -334,4 +327,4 @@ void PowerSgd::load(const uint8_t* data, size_t bytes) {
   step_ = step;
 }
 
-}  // namespace gradcomm::comm
+}  // namespace gradcomm::reducer

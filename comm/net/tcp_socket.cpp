@@ -1,4 +1,4 @@
-#include "comm/bootstrap/socket.hpp"
+#include "comm/net/tcp_socket.hpp"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -16,7 +16,7 @@
 
 #include "common/error.hpp"
 
-namespace gradcomm::comm::bootstrap {
+namespace gradcomm::comm::net {
 
 double seconds_left(Deadline deadline) {
   double s = std::chrono::duration<double>(deadline - Clock::now()).count();
@@ -297,4 +297,4 @@ IoResult recv_exact(const Socket& s, void* data, size_t n, Deadline deadline, st
   return IoResult::kOk;
 }
 
-}  // namespace gradcomm::comm::bootstrap
+}  // namespace gradcomm::comm::net

@@ -12,12 +12,14 @@
 
 #include "comm/communicator.hpp"
 #include "comm/local/local_transport.hpp"
-#include "comm/reducer/reducer.hpp"
+#include "reducer/reducer.hpp"
 #include "memory/caching_allocator.hpp"
 #include "memory/events/event_source.hpp"
 #include "memory/upstream/upstream.hpp"
 
-namespace gradcomm::comm {
+namespace gradcomm::reducer {
+
+using namespace gradcomm::comm;  // the floor below: communicators, transports
 namespace {
 
 std::unique_ptr<memory::CachingAllocator> host_allocator() {
@@ -173,4 +175,4 @@ TEST(ReducerFaults, APeerOfARankThatFailedGetsAnErrorWithinTheTimeout) {
 }
 
 }  // namespace
-}  // namespace gradcomm::comm
+}  // namespace gradcomm::reducer

@@ -1,4 +1,4 @@
-#include "comm/reducer/bucket_plan.hpp"
+#include "reducer/bucket_plan.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -6,7 +6,7 @@
 
 #include "common/dtype.hpp"
 
-namespace gradcomm::comm {
+namespace gradcomm::reducer {
 
 namespace {
 
@@ -178,4 +178,4 @@ std::string describe_plan(const BucketPlan& plan) {
   return os.str();
 }
 
-}  // namespace gradcomm::comm
+}  // namespace gradcomm::reducer

@@ -3,7 +3,7 @@
 // averages; the compression statistics follow the formula; an Inf/NaN step
 // leaves Q and E as they were; the state survives a save/restore round trip;
 // bad configurations are refused. Host ranks everywhere, one GPU where present.
-#include "comm/reducer/reducer_rig.hpp"
+#include "reducer/reducer_rig.hpp"
 #include "kernels/powersgd/low_rank.hpp"
 
 namespace gradcomm::test {

@@ -1,24 +1,21 @@
-// CUDA kernels of the local transport (the GPU twins of local_reduce_host.cpp).
+// CUDA kernels of the local transport (the GPU twins of reduce_host.cpp).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
-#include "comm/local/local_reduce.hpp"
-#include "comm/local/reduce_math.hpp"
+#include "kernels/reduce/reduce.hpp"
+#include "kernels/reduce/reduce_math.hpp"
 #include "common/cuda_check.hpp"
 
-namespace gradcomm::comm::local_cuda {
+namespace gradcomm::kernels::reduce_cuda {
 
-using kernels::dispatch_dtype;
-using kernels::from_float;
-using kernels::to_float;
 
 namespace {
 
 constexpr int kThreads = 256;
 
 struct Sends {
-  const void* p[kMaxLocalRanks];
+  const void* p[kMaxReduceInputs];
 };
 
 template <class T>
@@ -94,4 +91,4 @@ void float_to_typed(const float* in, void* out, size_t count, gcommDataType_t dt
   GCOMM_CUDA_CHECK(cudaGetLastError());
 }
 
-}  // namespace gradcomm::comm::local_cuda
+}  // namespace gradcomm::kernels::reduce_cuda

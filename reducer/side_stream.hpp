@@ -5,7 +5,7 @@
 
 #include "gradcomm/gradcomm.h"
 
-namespace gradcomm::comm {
+namespace gradcomm::reducer {
 
 class SideStream {
  public:
@@ -40,4 +40,4 @@ class SideStream {
   bool mark_pending_ = false;
 };
 
-}  // namespace gradcomm::comm
+}  // namespace gradcomm::reducer

@@ -1,6 +1,6 @@
 // The bucket planner alone: hand-checked plans, the rebuild order, invalid
 // input, and a randomized property test (invariants + determinism).
-#include "comm/reducer/bucket_plan.hpp"
+#include "reducer/bucket_plan.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "common/api_guard.hpp"
 
-namespace gradcomm::comm {
+namespace gradcomm::reducer {
 namespace {
 
 std::vector<size_t> grads_of(const Bucket& b) {
@@ -164,4 +164,4 @@ TEST(BucketPlan, DescribeNamesEveryBucket) {
 }
 
 }  // namespace
-}  // namespace gradcomm::comm
+}  // namespace gradcomm::reducer

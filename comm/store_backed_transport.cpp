@@ -1,4 +1,4 @@
-#include "comm/bootstrap/store_backed_transport.hpp"
+#include "comm/store_backed_transport.hpp"
 
 #include "common/error.hpp"
 

@@ -4,13 +4,15 @@
 #include <memory>
 
 #include "comm/api/handles.hpp"
-#include "comm/reducer/reducer.hpp"
+#include "kernels/api/handles.hpp"
+#include "reducer/reducer.hpp"
 #include "common/api_guard.hpp"
 #include "common/config.hpp"
 #include "common/handle_registry.hpp"
 
 using namespace gradcomm;
 using namespace gradcomm::comm;
+using namespace gradcomm::reducer;
 
 // Holds the communicator and scaler handles it uses (counted, so they cannot be
 // destroyed under it) and refuses calls once either was aborted or is gone.

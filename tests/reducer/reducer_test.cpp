@@ -2,7 +2,7 @@
 // size): random sizes, dtypes and ready orders, 1 to 8 ranks, the rebuild, f16 /
 // bf16 wire, gradient accumulation, bucket views and the grad scaler. Host ranks
 // everywhere; the same cases on GPU 0 where one is present.
-#include "comm/reducer/reducer_rig.hpp"
+#include "reducer/reducer_rig.hpp"
 
 namespace gradcomm::test {
 namespace {

@@ -15,14 +15,16 @@
 
 #include "comm/communicator.hpp"
 #include "comm/local/local_transport.hpp"
-#include "comm/reducer/reducer.hpp"
-#include "comm/reducer/reducer_rig.hpp"
+#include "reducer/reducer.hpp"
+#include "reducer/reducer_rig.hpp"
 #include "common/device.hpp"
 #include "kernels/grad_scaler.hpp"
 #include "kernels/ops.hpp"
 #include "support/gpu.hpp"
 
-namespace gradcomm::comm {
+namespace gradcomm::reducer {
+
+using namespace gradcomm::comm;  // the floor below: communicators, transports
 namespace {
 
 // Gradients of a few sizes, zeroed, in host memory or in one cudaMalloc each.
@@ -155,4 +157,4 @@ INSTANTIATE_TEST_SUITE_P(, ReducerDriverQueries, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Gpu" : "Host"; });
 
 }  // namespace
-}  // namespace gradcomm::comm
+}  // namespace gradcomm::reducer

@@ -17,11 +17,13 @@
 
 #include "comm/communicator.hpp"
 #include "comm/local/local_transport.hpp"
-#include "comm/reducer/reducer.hpp"
+#include "reducer/reducer.hpp"
 #include "kernels/grad_scaler.hpp"
 #include "memory/caching_allocator.hpp"
 
-namespace gradcomm::comm {
+namespace gradcomm::reducer {
+
+using namespace gradcomm::comm;  // the floor below: communicators, transports
 namespace {
 
 constexpr int kWorld = 4;
@@ -164,4 +166,4 @@ TEST(ReducerSoak, ThousandsOfStepsStayExactAndFlatInMemory) {
 }
 
 }  // namespace
-}  // namespace gradcomm::comm
+}  // namespace gradcomm::reducer

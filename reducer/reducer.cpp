@@ -1,4 +1,4 @@
-#include "comm/reducer/reducer.hpp"
+#include "reducer/reducer.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -13,7 +13,7 @@
 #include "comm/group.hpp"
 #include "kernels/ops.hpp"
 
-namespace gradcomm::comm {
+namespace gradcomm::reducer {
 
 namespace {
 
@@ -78,7 +78,7 @@ bool same_plan(const BucketPlan& a, const BucketPlan& b) {
 // Inside gcommGroupStart/End an NCCL all-reduce only launches at the group's
 // end, while the reducer's kernels would run at once, before it: refused.
 void refuse_in_group(const char* call) {
-  if (in_group())
+  if (comm::in_group())
     fail(gcommInvalidState, call, " inside gcommGroupStart/End: the reducer issues its own collectives and kernels in "
          "order, which a group would reorder; end the group first");
 }
@@ -109,7 +109,7 @@ ReducerOptions reducer_options_from(const gcommReducerConfig_t& c) {
   return o;
 }
 
-Reducer::Reducer(Communicator& comm, const gcommTensor_t* grads, size_t n, const ReducerOptions& options,
+Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n, const ReducerOptions& options,
                  kernels::GradScaler* scaler, std::unique_ptr<memory::CachingAllocator> allocator)
     : comm_(comm),
       scaler_(scaler),
@@ -378,17 +378,10 @@ void Reducer::launch_bucket(size_t b) {
       if (!marked_[e.grad])
         zero(grads_[e.grad].data, grads_[e.grad].count * dtype_size(grads_[e.grad].dtype), device_, side_.stream());
   }
-  CollectiveArgs a;
-  a.op = Collective::kAllReduce;
-  a.send = wire;
-  a.recv = wire;
-  a.count = bucket.elements;
-  a.dtype = bucket.wire_dtype;
   // Views are not packed, so the transport averages (NCCL's ncclAvg divides before summing).
-  a.redop = options_.grad_as_bucket_view && options_.average ? gcommAvg : gcommSum;
-  a.stream = side_.stream();
-  a.buffers_known = true;  // the reducer's own buffers and registered gradients
-  comm_.collective(a);
+  comm_.collective(comm::owned_buffers_call(comm::Collective::kAllReduce, wire, wire, bucket.elements,
+                                            bucket.wire_dtype, side_.stream(),
+                                            options_.grad_as_bucket_view && options_.average ? gcommAvg : gcommSum));
   if (psgd_ != nullptr)
     psgd_->run_bucket(b, grads_, comm_, options_.average, kernels::powersgd::DecompressOutput{inv_scale(), step_flag()});
   bucket_epilogue(b);
@@ -498,16 +491,8 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
       });
   float* staging = static_cast<float*>(hold.get());
   copy(staging, order.data(), n * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
-  CollectiveArgs a;
-  a.op = Collective::kBroadcast;
-  a.send = staging;
-  a.recv = staging;
-  a.count = n;
-  a.dtype = gcommFloat32;
-  a.root = 0;
-  a.stream = side_.stream();
-  a.buffers_known = true;  // its own staging buffer
-  comm_.collective(a);
+  comm_.collective(comm::owned_buffers_call(comm::Collective::kBroadcast, staging, staging, n, gcommFloat32,
+                                            side_.stream(), gcommSum, /*root=*/0));
   copy(order.data(), staging, n * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
   side_.synchronize();
   hold.reset();
@@ -640,4 +625,4 @@ void Reducer::load_powersgd(const uint8_t* data, size_t bytes) {
   psgd_->load(data, bytes);
 }
 
-}  // namespace gradcomm::comm
+}  // namespace gradcomm::reducer

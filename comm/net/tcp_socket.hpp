@@ -1,4 +1,4 @@
-// Plain POSIX TCP sockets for the rendezvous store. Every socket is non-blocking
+// Plain POSIX TCP sockets for the rendezvous store and the socket transport. Every socket is non-blocking
 // and close-on-exec, every wait is a poll() bounded by a deadline, and sends
 // never raise SIGPIPE: a peer that is slow, silent or gone costs at most the
 // deadline, never a hang.
@@ -13,7 +13,7 @@
 
 #include "common/deadline.hpp"
 
-namespace gradcomm::comm::bootstrap {
+namespace gradcomm::comm::net {
 
 using gradcomm::Clock;
 using gradcomm::Deadline;
@@ -88,4 +88,4 @@ enum class IoResult { kOk, kTimeout, kClosed, kError };
 IoResult send_all(const Socket& s, const void* data, size_t n, Deadline deadline, std::string& error);
 IoResult recv_exact(const Socket& s, void* data, size_t n, Deadline deadline, std::string& error);
 
-}  // namespace gradcomm::comm::bootstrap
+}  // namespace gradcomm::comm::net

@@ -1,11 +1,11 @@
-#include "comm/reducer/side_stream.hpp"
+#include "reducer/side_stream.hpp"
 
 #include <cuda_runtime_api.h>
 
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
 
-namespace gradcomm::comm {
+namespace gradcomm::reducer {
 
 namespace {
 cudaStream_t as_stream(gcommStream_t s) { return static_cast<cudaStream_t>(s); }
@@ -83,4 +83,4 @@ void SideStream::synchronize(gcommStream_t other) {
   GCOMM_CUDA_CHECK(cudaStreamSynchronize(as_stream(other)));
 }
 
-}  // namespace gradcomm::comm
+}  // namespace gradcomm::reducer

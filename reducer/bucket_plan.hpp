@@ -24,7 +24,7 @@
 
 #include "gradcomm/gradcomm.h"
 
-namespace gradcomm::comm {
+namespace gradcomm::reducer {
 
 struct GradSpec {
   size_t count = 0;
@@ -69,4 +69,4 @@ void check_plan_invariants(const std::vector<GradSpec>& grads, const PlanOptions
 // One line per bucket, for logs.
 std::string describe_plan(const BucketPlan& plan);
 
-}  // namespace gradcomm::comm
+}  // namespace gradcomm::reducer

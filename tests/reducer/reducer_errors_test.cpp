@@ -1,7 +1,7 @@
 // The reducer's error paths: unused gradients (as zero, or an error that leaves
 // the other ranks unharmed), calls in the wrong order, bad configuration and
 // handles. Each error leaves the reducer usable.
-#include "comm/reducer/reducer_rig.hpp"
+#include "reducer/reducer_rig.hpp"
 
 namespace gradcomm::test {
 namespace {
