@@ -118,7 +118,7 @@ void Communicator::collective(CollectiveArgs a) {
   const size_t bytes = a.count * dtype_size(a.dtype);
   std::optional<DeviceGuard> guard;
   if (is_cuda(device())) guard.emplace(device());
-  if (kind() == gcommTransportNccl) join_nccl_group();  // inside a group: NCCL's opens first
+  if (in_group()) transport_->join_group();  // a transport's own group opens before its call
   try {
     transport_->run(a);
   } catch (const Error& e) {

@@ -2,4 +2,5 @@ list(APPEND GRADCOMM_COMM_SOURCES
   communicator.cpp
   group.cpp
   api/comm_api.cpp
-  api/comm_init_api.cpp)
+  api/comm_init_api.cpp
+  api/library_info.cpp)

@@ -1,7 +1,5 @@
 #include "comm/group.hpp"
 
-#include <nccl.h>
-
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -10,7 +8,6 @@
 #include "comm/communicator.hpp"
 #include "common/deadline.hpp"
 #include "common/error.hpp"
-#include "common/nccl_check.hpp"
 
 namespace gradcomm::comm {
 
@@ -18,7 +15,7 @@ namespace {
 
 struct GroupState {
   int depth = 0;
-  bool nccl_open = false;  // ncclGroupStart called in this (outermost) group
+  std::vector<const TransportGroupHooks*> open;  // transports' groups opened in this one
   std::vector<std::pair<Communicator*, CollectiveArgs>> calls;  // in call order
 };
 thread_local GroupState t_group;
@@ -40,10 +37,12 @@ bool in_group() noexcept { return t_group.depth > 0; }
 
 void group_start() { ++t_group.depth; }
 
-void join_nccl_group() {
-  if (t_group.depth == 0 || t_group.nccl_open) return;
-  GCOMM_NCCL_CHECK(ncclGroupStart());
-  t_group.nccl_open = true;
+void join_transport_group(const TransportGroupHooks& hooks) {
+  if (t_group.depth == 0) return;
+  auto& open = t_group.open;
+  if (std::find(open.begin(), open.end(), &hooks) != open.end()) return;
+  hooks.open();
+  open.push_back(&hooks);
 }
 
 void group_end() {
@@ -51,18 +50,19 @@ void group_end() {
   if (--t_group.depth > 0) return;
   std::vector<std::pair<Communicator*, CollectiveArgs>> calls;
   calls.swap(t_group.calls);
-  const bool nccl_open = std::exchange(t_group.nccl_open, false);
-  // The outermost end launches the NCCL calls, if the group made any.
-  const ncclResult_t launched = nccl_open ? ncclGroupEnd() : ncclSuccess;
+  std::vector<const TransportGroupHooks*> open;
+  open.swap(t_group.open);
+  // The outermost end launches the transports' grouped calls (every opened group
+  // is closed, even after a failure).
   Failure failure;
-  if (launched != ncclSuccess && launched != ncclInProgress) {
+  for (const TransportGroupHooks* hooks : open) {
     try {
-      throw_nccl_error(launched, "ncclGroupEnd", __FILE__, __LINE__);
+      hooks->close();
     } catch (const Error& e) {
       failure.set(e.status(), e.message());
     }
   }
-  // A non-blocking NCCL communicator may still be enqueueing (ncclInProgress):
+  // A non-blocking communicator may still be enqueueing (NCCL's ncclInProgress):
   // each one is waited for once, before any event goes on a stream behind it.
   std::vector<Communicator*> distinct;
   for (const auto& [comm, args] : calls)

@@ -1,8 +1,10 @@
 // Group calls (gcommGroupStart/End): collectives issued from one thread between
-// them are launched together at the outermost end (ncclGroupStart/End), which is
-// how one thread drives several GPUs' NCCL communicators without deadlock.
-// Per thread; groups nest (counted here: NCCL sees one flat group, opened by the
-// first NCCL call inside it, so a group without NCCL calls never reaches NCCL).
+// them are launched together at the outermost end (for NCCL: ncclGroupStart/End),
+// which is how one thread drives several GPUs' NCCL communicators without deadlock.
+// Per thread; groups nest (counted here). A transport that launches grouped calls
+// late opens its own flat group at its first call inside ours (Transport::join_group
+// -> join_transport_group) and is closed at our outermost end, so a group without
+// such calls never reaches it. This file knows no transport.
 //
 // A grouped NCCL collective is only launched at the end, so the communicator's
 // watchdog event for it (recorded on the stream right after the call otherwise)
@@ -23,8 +25,16 @@ bool in_group() noexcept;
 
 void group_start();
 
-// Before an NCCL call on this thread: inside a group, opens NCCL's group (once).
-void join_nccl_group();
+// A transport's own group: how to open it and how to launch what it holds.
+// `close` throws on failure (a launch that is still in progress is not one).
+struct TransportGroupHooks {
+  void (*open)();
+  void (*close)();
+};
+
+// Inside a group on this thread: opens `hooks`' group the first time (by
+// address: pass a static) and closes it at the outermost end. Outside: nothing.
+void join_transport_group(const TransportGroupHooks& hooks);
 
 // Throws gcommInvalidState without a matching start. At the outermost end:
 // launches the group, waits until each grouped communicator has enqueued its

@@ -1,8 +1,10 @@
 #include "comm/store_backed_transport.hpp"
 
+#include "common/device.hpp"
 #include "common/error.hpp"
+#include "common/log.hpp"
 
-namespace gradcomm::comm::bootstrap {
+namespace gradcomm::comm {
 
 StoreBackedTransport::StoreBackedTransport(std::unique_ptr<Transport> inner, std::unique_ptr<Bootstrap> boot,
                                            double timeout_s)
@@ -30,4 +32,19 @@ void StoreBackedTransport::abort() noexcept {
   inner_->abort();
 }
 
-}  // namespace gradcomm::comm::bootstrap
+std::unique_ptr<Transport> finish_store_init(
+    std::unique_ptr<Bootstrap> boot, const bootstrap::LaunchConfig& launch, const char* name,
+    const std::function<std::unique_ptr<Transport>(Bootstrap& boot)>& make_inner) {
+  try {
+    bootstrap::agree_on_transport(*boot, name);
+    auto inner = make_inner(*boot);
+    GCOMM_INFO("rank ", launch.rank, " of ", launch.world_size, ": ", name, " transport on ",
+               describe_device(inner->device()), " (met at ", boot->address(), ", ", launch.source, ")");
+    return std::make_unique<StoreBackedTransport>(std::move(inner), std::move(boot), launch.timeout_s);
+  } catch (const Error& e) {
+    boot->abort(e.message());
+    throw;
+  }
+}
+
+}  // namespace gradcomm::comm

@@ -7,12 +7,16 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
 #include "comm/bootstrap/bootstrap.hpp"
+#include "comm/bootstrap/launch_env.hpp"
 #include "comm/transport.hpp"
 
-namespace gradcomm::comm::bootstrap {
+namespace gradcomm::comm {
+
+using bootstrap::Bootstrap;
 
 class StoreBackedTransport final : public Transport {
  public:
@@ -27,6 +31,7 @@ class StoreBackedTransport final : public Transport {
   void wait_group_launched(std::chrono::steady_clock::time_point deadline) override {
     inner_->wait_group_launched(deadline);
   }
+  void join_group() override { inner_->join_group(); }
   gcommStatus_t poll_async_error(std::string& message) noexcept override;
   void abort() noexcept override;
 
@@ -37,4 +42,12 @@ class StoreBackedTransport final : public Transport {
   std::atomic<bool> failed_{false};
 };
 
-}  // namespace gradcomm::comm::bootstrap
+// The end every store-made transport shares, once its ranks have met: they agree
+// on `name` (every rank builds the same transport), `make_inner` builds it over the
+// met job, and the result keeps the store for the shutdown barrier. A failure is
+// told to the other ranks through the store (boot->abort) before it is thrown.
+std::unique_ptr<Transport> finish_store_init(
+    std::unique_ptr<Bootstrap> boot, const bootstrap::LaunchConfig& launch, const char* name,
+    const std::function<std::unique_ptr<Transport>(Bootstrap& boot)>& make_inner);
+
+}  // namespace gradcomm::comm

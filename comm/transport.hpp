@@ -88,6 +88,11 @@ class Transport {
   // deadline. Transports that run calls at once have nothing to wait for.
   virtual void wait_group_launched(std::chrono::steady_clock::time_point /*deadline*/) {}
 
+  // Called before each run() made inside a group (comm/group.hpp): a transport
+  // whose grouped calls launch only at the group's end (NCCL) opens its own
+  // group here, once per thread, with join_transport_group. Others run at once.
+  virtual void join_group() {}
+
   // Non-blocking poll for an asynchronous failure (NCCL async error, a peer that
   // aborted). gcommSuccess if healthy; otherwise fills `message`.
   virtual gcommStatus_t poll_async_error(std::string& message) noexcept = 0;

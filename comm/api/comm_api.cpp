@@ -7,7 +7,6 @@
 #include "comm/communicator.hpp"
 #include "comm/group.hpp"
 #include "comm/local/local_transport.hpp"
-#include "comm/nccl/nccl_transport.hpp"
 #include "common/device.hpp"
 #include "common/api_guard.hpp"
 #include "common/config.hpp"
@@ -28,11 +27,6 @@ namespace {
 HandleRegistry<gcommComm>& comms() {
   static HandleRegistry<gcommComm> registry("gcommComm_t");
   return registry;
-}
-
-double timeout_from(const gcommCommConfig_t& c) {
-  require(!(c.timeout_s != c.timeout_s), "timeout_s is NaN");
-  return c.timeout_s > 0 ? c.timeout_s : knobs::timeout_seconds();
 }
 
 // Runs one collective through the communicator behind `handle`.
@@ -63,14 +57,7 @@ GCOMM_API gcommStatus_t gcommCommInitLocal(int nranks, gcommDevice_t device, con
     require(c.transport == gcommTransportAuto || c.transport == gcommTransportLocal,
             "config.transport must be gcommTransportAuto or gcommTransportLocal for gcommCommInitLocal");
     double timeout = timeout_from(c);
-    auto transports = make_local_transports(nranks, device, timeout);
-    std::vector<std::unique_ptr<gcommComm>> made;
-    for (auto& t : transports) made.push_back(std::make_unique<gcommComm>(std::move(t), timeout));
-    // Nothing is published until every rank's communicator exists.
-    for (int r = 0; r < nranks; ++r) {
-      out[r] = made[r].release();
-      comms().add(out[r]);
-    }
+    publish_communicators(make_local_transports(nranks, device, timeout), timeout, out);
   });
 }
 
@@ -182,75 +169,28 @@ GCOMM_API const char* gcommRedOpName(gcommRedOp_t op) {
 
 }  // extern "C"
 
-// ---- NCCL creation paths -------------------------------------------------------
-
-extern "C" {
-
-GCOMM_API gcommStatus_t gcommCommInitFromUniqueId(const gcommCommConfig_t* config, const void* unique_id,
-                                                  size_t id_bytes, gcommComm_t* out) {
-  return GCOMM_API_CALL({
-    GCOMM_REQUIRE_NOT_NULL(out);
-    GCOMM_REQUIRE_NOT_NULL(unique_id);
-    require(id_bytes == sizeof(ncclUniqueId), "id_bytes is ", id_bytes, " but an ncclUniqueId has ",
-            sizeof(ncclUniqueId), " bytes");
-    GCOMM_REQUIRE_NOT_NULL(config);
-    const gcommCommConfig_t defaults = GCOMM_COMM_CONFIG_INITIALIZER;
-    gcommCommConfig_t c = read_config(config, defaults, "gcommCommConfig_t");
-    require(c.transport == gcommTransportAuto || c.transport == gcommTransportNccl,
-            "config.transport must be gcommTransportAuto or gcommTransportNccl here");
-    gcommDevice_t device = c.device;
-    if (device.kind == gcommDeviceCuda && device.ordinal < 0) device.ordinal = c.local_rank;
-    require(device.kind == gcommDeviceCuda && device.ordinal >= 0,
-            "config.device must be a CUDA device (or set config.local_rank)");
-    ncclUniqueId id;
-    std::memcpy(&id, unique_id, sizeof(id));
-    double timeout = timeout_from(c);
-    auto comm = std::make_unique<gcommComm>(make_nccl_transport_from_id(id, c.rank, c.world_size, device, timeout),
-                                            timeout);
-    *out = comm.release();
-    comms().add(*out);
-  });
-}
-
-GCOMM_API gcommStatus_t gcommCommWrapNccl(void* nccl_comm, gcommDevice_t device, double timeout_s,
-                                          gcommComm_t* out) {
-  return GCOMM_API_CALL({
-    GCOMM_REQUIRE_NOT_NULL(out);
-    GCOMM_REQUIRE_NOT_NULL(nccl_comm);
-    require(device.kind == gcommDeviceCuda, "an NCCL communicator lives on a CUDA device");
-    device = validate_device(device);
-    require(!(timeout_s != timeout_s), "timeout_s is NaN");
-    double timeout = timeout_s > 0 ? timeout_s : knobs::timeout_seconds();
-    auto transport = std::make_unique<NcclTransport>(static_cast<ncclComm_t>(nccl_comm), false, device);
-    auto comm = std::make_unique<gcommComm>(std::move(transport), timeout);
-    *out = comm.release();
-    comms().add(*out);
-  });
-}
-
-GCOMM_API gcommStatus_t gcommCommInitAll(int ndev, const int* devices, gcommComm_t* out) {
-  return GCOMM_API_CALL({
-    GCOMM_REQUIRE_NOT_NULL(out);
-    double timeout = knobs::timeout_seconds();
-    auto transports = make_nccl_transports_all(ndev, devices);
-    std::vector<std::unique_ptr<gcommComm>> made;
-    for (auto& t : transports) made.push_back(std::make_unique<gcommComm>(std::move(t), timeout));
-    for (int r = 0; r < ndev; ++r) {
-      out[r] = made[r].release();
-      comms().add(out[r]);
-    }
-  });
-}
-
-}  // extern "C"
-
 // The reducer's C API (reducer/api/reducer_api.cpp) takes communicators by handle;
-// comm_init_api.cpp creates them.
+// comm_init_api.cpp and each transport's own C API (comm/nccl/nccl_api.cpp) create them.
 namespace gradcomm::comm {
 gcommComm_t publish_communicator(std::unique_ptr<Transport> transport, double timeout_s) {
   auto comm = std::make_unique<gcommComm>(std::move(transport), timeout_s);
   comms().add(comm.get());
   return comm.release();
+}
+
+void publish_communicators(std::vector<std::unique_ptr<Transport>> transports, double timeout_s, gcommComm_t* out) {
+  std::vector<std::unique_ptr<gcommComm>> made;
+  for (auto& t : transports) made.push_back(std::make_unique<gcommComm>(std::move(t), timeout_s));
+  // Nothing is published until every rank's communicator exists.
+  for (size_t r = 0; r < made.size(); ++r) {
+    out[r] = made[r].release();
+    comms().add(out[r]);
+  }
+}
+
+double timeout_from(const gcommCommConfig_t& c) {
+  require(!(c.timeout_s != c.timeout_s), "timeout_s is NaN");
+  return c.timeout_s > 0 ? c.timeout_s : knobs::timeout_seconds();
 }
 
 Communicator& acquire_communicator(gcommComm_t handle) {

@@ -2,8 +2,7 @@
 // rendezvous store (include/gradcomm/comm.h: gcommCommInit, gcommCommInitFromEnv).
 #include "comm/api/publish.hpp"
 #include "comm/bootstrap/launch_env.hpp"
-#include "comm/nccl/store_init.hpp"
-#include "comm/socket/socket_transport.hpp"
+#include "comm/transports.hpp"
 #include "common/api_guard.hpp"
 #include "common/config.hpp"
 #include "common/log.hpp"
@@ -14,10 +13,9 @@ using namespace gradcomm::comm;
 namespace {
 
 gcommComm_t create(const bootstrap::LaunchConfig& launch) {
+  const TransportEntry& transport = transport_for_job(launch.transport, launch.device);
   set_process_log_rank(launch.rank);
-  if (launch.transport == gcommTransportSocket)
-    return publish_communicator(make_socket_transport_from_store(launch), launch.timeout_s);
-  return publish_communicator(make_nccl_transport_from_store(launch), launch.timeout_s);
+  return publish_communicator(transport.from_store(launch), launch.timeout_s);
 }
 
 }  // namespace

@@ -84,13 +84,8 @@ int launcher_world_size(const Launcher& l, const EnvLookup& env) {
 }
 
 LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_env) {
-  require(c.transport == gcommTransportAuto || c.transport == gcommTransportNccl ||
-              c.transport == gcommTransportSocket,
-          c.transport == gcommTransportLocal
-              ? "config.transport is gcommTransportLocal: local ranks are threads of one process; create "
-                "them with gcommCommInitLocal"
-              : "config.transport must be gcommTransportAuto, gcommTransportNccl or gcommTransportSocket");
   LaunchConfig lc;
+  lc.transport = c.transport;  // resolved by the transport table (comm/transports.hpp)
   require(!(c.timeout_s != c.timeout_s), "config.timeout_s is NaN");
   lc.timeout_s = c.timeout_s > 0 ? c.timeout_s : knobs::timeout_seconds();
 
@@ -205,11 +200,6 @@ LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_
                     : "no GPU chosen: set config.device.ordinal or config.local_rank");
     lc.device = gcommCudaDevice(ordinal);
   }
-  const bool host = lc.device.kind == gcommDeviceHost;
-  require(!(c.transport == gcommTransportSocket && !host),
-          "config.transport is gcommTransportSocket, which moves host memory: set config.device to "
-          "gcommHostDevice() (or use gcommTransportNccl for a GPU)");
-  lc.transport = host && c.transport != gcommTransportNccl ? gcommTransportSocket : gcommTransportNccl;
   return lc;
 }
 

@@ -43,7 +43,7 @@ struct LaunchConfig {
   int master_port = -1;     // 0 only for a world of one
   std::string job_key;
   gcommDevice_t device{gcommDeviceCuda, -1};  // host, or a CUDA ordinal (resolved from local_rank)
-  gcommTransport_t transport = gcommTransportNccl;  // resolved: NCCL for a GPU, socket for the host
+  gcommTransport_t transport = gcommTransportAuto;  // as asked: comm/transports.hpp resolves it
   double timeout_s = 300;
   std::string source;  // where rank and world size came from, for messages
 };

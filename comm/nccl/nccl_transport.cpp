@@ -1,5 +1,7 @@
 #include "comm/nccl/nccl_transport.hpp"
 
+#include "comm/group.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -11,7 +13,7 @@
 #include "common/device.hpp"
 #include "common/dtype.hpp"
 #include "common/log.hpp"
-#include "common/nccl_check.hpp"
+#include "comm/nccl/nccl_check.hpp"
 
 namespace gradcomm::comm {
 
@@ -135,6 +137,19 @@ void NcclTransport::enqueue(const CollectiveArgs& a, ncclDataType_t t, cudaStrea
       break;
   }
 }
+
+namespace {
+// NCCL's flat group, opened at the first NCCL call inside ours and launched at its end.
+void nccl_group_open() { GCOMM_NCCL_CHECK(ncclGroupStart()); }
+void nccl_group_close() {
+  const ncclResult_t launched = ncclGroupEnd();
+  // In progress: a non-blocking communicator still enqueueing (wait_group_launched).
+  if (launched != ncclSuccess && launched != ncclInProgress) throw_nccl_error(launched, "ncclGroupEnd", __FILE__, __LINE__);
+}
+const TransportGroupHooks kNcclGroup{nccl_group_open, nccl_group_close};
+}  // namespace
+
+void NcclTransport::join_group() { join_transport_group(kNcclGroup); }
 
 void NcclTransport::wait_group_launched(std::chrono::steady_clock::time_point deadline) {
   if (aborted_) fail(gcommAborted, "the NCCL communicator was aborted");

@@ -29,6 +29,7 @@ class NcclTransport final : public Transport {
   gcommTransport_t kind() const noexcept override { return gcommTransportNccl; }
   void run(const CollectiveArgs& args) override;
   void wait_group_launched(std::chrono::steady_clock::time_point deadline) override;
+  void join_group() override;  // ncclGroupStart, once per thread and group
   gcommStatus_t poll_async_error(std::string& message) noexcept override;
   void abort() noexcept override;
 

@@ -9,7 +9,7 @@
 #include "comm/nccl/nccl_transport.hpp"
 #include "common/device.hpp"
 #include "common/log.hpp"
-#include "common/nccl_check.hpp"
+#include "comm/nccl/nccl_check.hpp"
 
 namespace gradcomm::comm {
 
@@ -47,31 +47,24 @@ std::unique_ptr<Transport> make_nccl_transport_from_store(const LaunchConfig& la
          " met at ", boot->address());
   throw_if_any_failed(reports, launch.rank);
 
-  try {
-    agree_on_transport(*boot, "nccl");
+  return finish_store_init(std::move(boot), launch, "nccl", [&](Bootstrap& met) -> std::unique_ptr<Transport> {
     ncclUniqueId id;
     const std::string key = "nccl/unique_id";
     if (launch.rank == 0) {
       GCOMM_NCCL_CHECK(ncclGetUniqueId(&id));
       std::vector<uint8_t> bytes(sizeof(id));
       std::memcpy(bytes.data(), &id, sizeof(id));
-      boot->store().set(key, bytes, boot->deadline());
+      met.store().set(key, bytes, met.deadline());
     } else {
-      std::vector<uint8_t> bytes = boot->store().get(key, boot->deadline());
+      std::vector<uint8_t> bytes = met.store().get(key, met.deadline());
       if (bytes.size() != sizeof(id))
         fail(gcommRemoteError, "the store's '", key, "' has ", bytes.size(), " bytes, not the ", sizeof(id),
              " of an ncclUniqueId (a rank built against another NCCL?)");
       std::memcpy(&id, bytes.data(), sizeof(id));
     }
-    double left = std::max(seconds_left(boot->deadline()), 0.001);
-    auto inner = make_nccl_transport_from_id(id, launch.rank, launch.world_size, device, left);
-    GCOMM_INFO("rank ", launch.rank, " of ", launch.world_size, ": NCCL communicator on ",
-               describe_device(device), " (met at ", boot->address(), ", ", launch.source, ")");
-    return std::make_unique<StoreBackedTransport>(std::move(inner), std::move(boot), launch.timeout_s);
-  } catch (const Error& e) {
-    boot->abort(e.message());
-    throw;
-  }
+    double left = std::max(seconds_left(met.deadline()), 0.001);
+    return make_nccl_transport_from_id(id, launch.rank, launch.world_size, device, left);
+  });
 }
 
 }  // namespace gradcomm::comm

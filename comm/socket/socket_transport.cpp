@@ -275,17 +275,10 @@ class SocketTransport final : public Transport {
 std::unique_ptr<Transport> make_socket_transport_from_store(const LaunchConfig& launch) {
   auto boot = std::make_unique<Bootstrap>(rendezvous_options(launch));
   throw_if_any_failed(boot->meet(RankReport{}), launch.rank);
-  try {
-    agree_on_transport(*boot, "socket");
-    std::vector<Socket> peers = sock::connect_peer_mesh(*boot, launch.master_addr, launch.job_key);
-    auto inner = std::make_unique<SocketTransport>(std::move(peers), launch.rank, launch.timeout_s);
-    GCOMM_INFO("rank ", launch.rank, " of ", launch.world_size, ": socket transport on the host (met at ",
-               boot->address(), ", ", launch.source, ")");
-    return std::make_unique<StoreBackedTransport>(std::move(inner), std::move(boot), launch.timeout_s);
-  } catch (const Error& e) {
-    boot->abort(e.message());
-    throw;
-  }
+  return finish_store_init(std::move(boot), launch, "socket", [&](Bootstrap& met) -> std::unique_ptr<Transport> {
+    std::vector<Socket> peers = sock::connect_peer_mesh(met, launch.master_addr, launch.job_key);
+    return std::make_unique<SocketTransport>(std::move(peers), launch.rank, launch.timeout_s);
+  });
 }
 
 }  // namespace gradcomm::comm

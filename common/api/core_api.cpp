@@ -4,7 +4,6 @@
 #include "common/device.hpp"
 #include "common/dtype.hpp"
 #include "common/env.hpp"
-#include "common/nccl_check.hpp"
 
 using namespace gradcomm;
 
@@ -45,17 +44,6 @@ GCOMM_API gcommStatus_t gcommGetCudaDeviceCount(int* count) {
   return GCOMM_API_CALL({
     GCOMM_REQUIRE_NOT_NULL(count);
     *count = cuda_device_count();
-  });
-}
-
-GCOMM_API gcommStatus_t gcommGetNcclVersion(int* built, int* loaded) {
-  return GCOMM_API_CALL({
-    GCOMM_REQUIRE_NOT_NULL(built);
-    GCOMM_REQUIRE_NOT_NULL(loaded);
-    int version = nccl_loaded_version();
-    if (version == 0) fail(gcommNcclError, "ncclGetVersion failed: the loaded NCCL library is unusable");
-    *built = nccl_built_version();
-    *loaded = version;
   });
 }
 

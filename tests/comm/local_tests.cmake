@@ -4,5 +4,5 @@ gradcomm_add_test(gradcomm_comm_local_tests
   LABELS comm)
 gradcomm_add_test(gradcomm_comm_gpu_tests
   SOURCES gpu_test.cpp
-  LIBS gradcomm::gradcomm gradcomm_common
+  LIBS gradcomm::gradcomm gradcomm_common NCCL::nccl  # it wraps an ncclComm_t of its own
   LABELS comm gpu)

@@ -233,8 +233,6 @@ TEST(LaunchEnv, BadConfigFields) {
       contains(refused([](gcommCommConfig_t& c) { c.master_addr = ""; }), "config.master_addr is empty"));
   EXPECT_TRUE(contains(refused([](gcommCommConfig_t& c) { c.job_key = ""; }), "config.job_key is empty"));
   EXPECT_TRUE(contains(refused([](gcommCommConfig_t& c) { c.timeout_s = std::nan(""); }), "NaN"));
-  EXPECT_TRUE(contains(refused([](gcommCommConfig_t& c) { c.transport = gcommTransportLocal; }),
-                       "gcommCommInitLocal"));
   EXPECT_TRUE(
       contains(refused([](gcommCommConfig_t& c) { c.device.ordinal = -2; }), "config.device.ordinal is -2"));
   EXPECT_TRUE(contains(
@@ -308,25 +306,6 @@ TEST(LaunchEnv, ExplicitInitReadsNoLauncherVariables) {
   EXPECT_EQ(lc.master_addr, "127.0.0.1") << "MASTER_ADDR is not read";
   EXPECT_EQ(lc.job_key, "k") << "the job key default is";
   EXPECT_EQ(lc.source, "config");
-}
-
-// A GPU means NCCL; the host means the socket transport unless NCCL was named
-// (which then refuses the host, with the reason, in store_init).
-TEST(LaunchEnv, TheTransportFollowsTheDevice) {
-  const Env torchrun = with(kMaster, {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}});
-  EXPECT_EQ(from_env(torchrun).transport, gcommTransportNccl);
-  gcommCommConfig_t c = defaults();
-  c.device = gcommHostDevice();
-  EXPECT_EQ(from_env(torchrun, c).transport, gcommTransportSocket);
-  c.transport = gcommTransportSocket;
-  EXPECT_EQ(from_env(torchrun, c).transport, gcommTransportSocket);
-  c.transport = gcommTransportNccl;
-  EXPECT_EQ(from_env(torchrun, c).transport, gcommTransportNccl);
-  c = defaults();
-  c.transport = gcommTransportSocket;
-  EXPECT_TRUE(contains(refusal([&] { from_env(torchrun, c); }), "set config.device to gcommHostDevice()"));
-  c.transport = gcommTransportLocal;
-  EXPECT_TRUE(contains(refusal([&] { from_env(torchrun, c); }), "create them with gcommCommInitLocal"));
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// C API: the library's version and the environment report (the one place that
-// knows about every layer, so it lives with the shared library itself).
+// C API: the library's version and the environment report (CUDA, NCCL, GPUs).
+// In comm/, the floor that knows the versions of both.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -8,7 +8,7 @@
 
 #include "common/api_guard.hpp"
 #include "common/device.hpp"
-#include "common/nccl_check.hpp"
+#include "comm/nccl/nccl_version.hpp"
 
 using namespace gradcomm;
 

@@ -1,4 +1,4 @@
-#include "common/nccl_check.hpp"
+#include "comm/nccl/nccl_check.hpp"
 
 #include <cuda_runtime_api.h>
 

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "common/nccl_check.hpp"
+#include "comm/nccl/nccl_check.hpp"
 
 namespace gradcomm {
 namespace {

@@ -1,0 +1,50 @@
+// The transport table (comm/transports.hpp): which transport a store-met rank builds.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "comm/transports.hpp"
+#include "common/error.hpp"
+
+namespace gradcomm::comm {
+namespace {
+
+std::string refusal(gcommTransport_t requested, const gcommDevice_t& device) {
+  try {
+    transport_for_job(requested, device);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), gcommInvalidArgument);
+    return e.message();
+  }
+  return "(accepted)";
+}
+
+// A GPU means NCCL; the host means the socket transport unless NCCL was named
+// (which then refuses the host, with the reason, in store_init, after the ranks meet).
+TEST(Transports, TheTransportFollowsTheDevice) {
+  EXPECT_EQ(transport_for_job(gcommTransportAuto, gcommCudaDevice(1)).kind, gcommTransportNccl);
+  EXPECT_EQ(transport_for_job(gcommTransportAuto, gcommHostDevice()).kind, gcommTransportSocket);
+  EXPECT_EQ(transport_for_job(gcommTransportSocket, gcommHostDevice()).kind, gcommTransportSocket);
+  EXPECT_EQ(transport_for_job(gcommTransportNccl, gcommHostDevice()).kind, gcommTransportNccl);
+  EXPECT_EQ(transport_for_job(gcommTransportNccl, gcommCudaDevice(0)).kind, gcommTransportNccl);
+  EXPECT_NE(refusal(gcommTransportSocket, gcommCudaDevice(0)).find("set config.device to gcommHostDevice()"),
+            std::string::npos);
+  EXPECT_NE(refusal(gcommTransportLocal, gcommHostDevice()).find("create them with gcommCommInitLocal"),
+            std::string::npos);
+  EXPECT_NE(refusal(static_cast<gcommTransport_t>(77), gcommHostDevice()).find("must be gcommTransportAuto"),
+            std::string::npos);
+}
+
+TEST(Transports, EveryKindHasOneEntryWithAName) {
+  for (gcommTransport_t kind : {gcommTransportNccl, gcommTransportLocal, gcommTransportSocket}) {
+    const TransportEntry* t = find_transport(kind);
+    ASSERT_NE(t, nullptr) << kind;
+    EXPECT_EQ(t->kind, kind);
+    EXPECT_NE(std::string(t->name), "");
+    EXPECT_TRUE(t->from_store != nullptr || t->not_from_store != nullptr) << t->name;
+  }
+  EXPECT_EQ(find_transport(gcommTransportAuto), nullptr);
+}
+
+}  // namespace
+}  // namespace gradcomm::comm
