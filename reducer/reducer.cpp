@@ -11,6 +11,8 @@
 #include "common/dtype.hpp"
 #include "common/log.hpp"
 #include "comm/group.hpp"
+#include "reducer/device_bytes.hpp"
+#include "reducer/strategies/allreduce.hpp"
 #include "kernels/ops.hpp"
 
 namespace gradcomm::reducer {
@@ -24,29 +26,6 @@ static_assert(GCOMM_MAX_TENSORS <= (size_t{1} << 24),
               "the plan broadcast sends gradient indices as floats, exact below 2^24");
 
 size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
-
-// Fills `bytes` at `ptr` with zeros, in order on `stream` (or now, on the host).
-void zero(void* ptr, size_t bytes, const gcommDevice_t& device, gcommStream_t stream) {
-  if (bytes == 0) return;
-  if (device.kind == gcommDeviceHost) {
-    std::memset(ptr, 0, bytes);
-    return;
-  }
-  DeviceGuard guard(device);
-  GCOMM_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, static_cast<cudaStream_t>(stream)));
-}
-
-// Copies bytes host -> target memory or back, in order on `stream`.
-void copy(void* dst, const void* src, size_t bytes, const gcommDevice_t& device, gcommStream_t stream,
-          cudaMemcpyKind kind) {
-  if (bytes == 0) return;  // as zero(): an empty gradient may have no address to copy to
-  if (device.kind == gcommDeviceHost) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  DeviceGuard guard(device);
-  GCOMM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, static_cast<cudaStream_t>(stream)));
-}
 
 // Waits for every stream of the device (no-op on the host): for a one-time call
 // that moves memory the caller may still be using on streams the reducer cannot name.
@@ -146,13 +125,10 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
                    : memory::make_caching_allocator(device_, gcommMemoryDefault, memory::AllocatorOptions{});
   flags_ = static_cast<float*>(allocator_->allocate(3 * sizeof(float), side_.stream()));
   const float init[3] = {0.0f, 1.0f, 0.0f};
-  copy(flags_, init, sizeof init, device_, side_.stream(), cudaMemcpyHostToDevice);
-  PlanOptions po;
-  po.bucket_cap_bytes = options_.bucket_cap_bytes;
-  po.first_bucket_bytes = options_.first_bucket_bytes;
-  po.wire_dtype = options_.wire_dtype;
+  copy_bytes(flags_, init, sizeof init, device_, side_.stream(), cudaMemcpyHostToDevice);
+  strategy_ = std::make_unique<AllReduceStrategy>();
   try {
-    build_wire(plan_buckets(specs_, po));
+    build_wire(plan_buckets(specs_, plan_options()), *strategy_);
     side_.synchronize();  // the flags and the zeroed buffers are in place before the first step
   } catch (...) {
     allocator_->deallocate(flags_, side_.stream());  // no destructor runs for a half-made reducer
@@ -166,7 +142,7 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
 Reducer::~Reducer() {
   try {
     side_.synchronize();
-    psgd_.reset();  // its buffers come from the allocator
+    strategy_.reset();  // its buffers come from the allocator
     if (wire_ != nullptr) allocator_->deallocate(wire_, side_.stream());
     if (own_ != nullptr) allocator_->deallocate(own_, side_.stream());
     if (flags_ != nullptr) allocator_->deallocate(flags_, side_.stream());
@@ -182,13 +158,27 @@ void Reducer::check_grad_location(const void* data, size_t index) const {
   require_usable(pointer_info(data), device_, "grads", static_cast<long long>(index), "the communicator is on");
 }
 
-// Lays the plan's buckets out in one allocation (bucket b at bucket_offset_[b])
-// and, with views, points the gradients into it (PowerSGD's compressed ones into
+PlanOptions Reducer::plan_options() const {
+  PlanOptions po;
+  po.bucket_cap_bytes = options_.bucket_cap_bytes;
+  po.first_bucket_bytes = options_.first_bucket_bytes;
+  po.wire_dtype = options_.wire_dtype;
+  return po;
+}
+
+StrategyContext Reducer::context() {
+  return StrategyContext{comm_,  side_, device_,          plan_,        grads_,  marked_,   bucket_wire_.data(),
+                         options_.average, options_.grad_as_bucket_view, inv_scale(), step_flag(), flags_ + 1,
+                         *strategy_};
+}
+
+// Lays the plan's buckets out in one allocation (bucket b at bucket_wire_[b])
+// and, with views, points the gradients into it (those `strategy` takes into
 // own_) and moves their contents there. The old buffers are freed in order on
 // the side stream: the reducer's own work on them is ordered before that; with
 // views the caller's is not, so enable_powersgd first waits for the device.
 // Nothing of the reducer changes unless every step succeeded.
-void Reducer::build_wire(const BucketPlan& plan, const PowerSgd* psgd) {
+void Reducer::build_wire(const BucketPlan& plan, const CompressionStrategy& strategy) {
   const bool views = options_.grad_as_bucket_view;
   std::vector<size_t> offsets(plan.buckets.size());
   size_t total = 0, payload = 0;
@@ -201,9 +191,9 @@ void Reducer::build_wire(const BucketPlan& plan, const PowerSgd* psgd) {
   }
   std::vector<size_t> own_offset(grads_.size(), 0);
   size_t own_total = 0;
-  if (views && psgd != nullptr)
+  if (views)
     for (size_t i = 0; i < grads_.size(); ++i) {
-      if (!psgd->compressed(i)) continue;
+      if (!strategy.takes(i)) continue;
       own_offset[i] = own_total;
       size_t bytes = grads_[i].count * dtype_size(grads_[i].dtype);
       require(bytes <= SIZE_MAX - own_total - kBucketAlign, "the compressed gradients' total size overflows");
@@ -216,8 +206,8 @@ void Reducer::build_wire(const BucketPlan& plan, const PowerSgd* psgd) {
     wire = total > 0 ? allocator_->allocate(total, side_.stream()) : nullptr;
     own = own_total > 0 ? allocator_->allocate(own_total, side_.stream()) : nullptr;
     // Padding is reduced with the payload: zeros keep it finite and initialized.
-    zero(wire, total, device_, side_.stream());
-    zero(own, own_total, device_, side_.stream());
+    zero_bytes(wire, total, device_, side_.stream());
+    zero_bytes(own, own_total, device_, side_.stream());
     // What follows reads or frees the old buffers: after the last finalize's epilogue.
     side_.wait_for_marked();
     if (views) {
@@ -226,14 +216,14 @@ void Reducer::build_wire(const BucketPlan& plan, const PowerSgd* psgd) {
         for (const BucketEntry& e : plan.buckets[b].entries) {
           const gcommTensor_t& g = grads_[e.grad];
           if (g.count == 0) continue;
-          view_data[e.grad] = psgd != nullptr && psgd->compressed(e.grad)
+          view_data[e.grad] = strategy.takes(e.grad)
                                   ? static_cast<char*>(own) + own_offset[e.grad]
                                   : static_cast<char*>(wire) + offsets[b] + e.offset * dtype_size(g.dtype);
         }
       // The contents follow.
       for (size_t i = 0; i < grads_.size(); ++i)
         if (grads_[i].data != nullptr)
-          copy(view_data[i], grads_[i].data, grads_[i].count * dtype_size(grads_[i].dtype), device_, side_.stream(),
+          copy_bytes(view_data[i], grads_[i].data, grads_[i].count * dtype_size(grads_[i].dtype), device_, side_.stream(),
                cudaMemcpyDeviceToDevice);
     }
   } catch (...) {
@@ -249,13 +239,12 @@ void Reducer::build_wire(const BucketPlan& plan, const PowerSgd* psgd) {
     for (size_t i = 0; i < grads_.size(); ++i) grads_[i].data = view_data[i];
   wire_bytes_ = total;
   wire_payload_bytes_ = payload;
-  bucket_offset_ = std::move(offsets);
+  bucket_wire_.resize(plan.buckets.size());
+  for (size_t b = 0; b < plan.buckets.size(); ++b) bucket_wire_[b] = static_cast<char*>(wire_) + offsets[b];
   plan_ = plan;
   remaining_.assign(plan_.buckets.size(), 0);
   bucket_streams_.assign(plan_.buckets.size(), {});
 }
-
-void* Reducer::wire_at(size_t bucket) const { return static_cast<char*>(wire_) + bucket_offset_[bucket]; }
 
 void Reducer::throw_if_failed() const {
   if (failed_status_ != gcommSuccess)
@@ -306,8 +295,8 @@ void Reducer::begin_step(bool sync) {
       // the last finalize's epilogue on the caller's stream, which read the flag and
       // updated the scale that this step's epilogues read.
       side_.wait_for_marked();
-      zero(step_flag(), sizeof(float), device_, side_.stream());
-      if (psgd_ != nullptr) psgd_->begin_step(flags_ + 1);
+      zero_bytes(step_flag(), sizeof(float), device_, side_.stream());
+      strategy_->begin_step(context());
     });
   phase_ = sync ? Phase::kSynced : Phase::kAccumulating;
 }
@@ -346,76 +335,9 @@ void Reducer::launch_ready_buckets() {
 }
 
 void Reducer::launch_bucket(size_t b) {
-  const Bucket& bucket = plan_.buckets[b];
-  void* wire = wire_at(b);
   for (gcommStream_t s : bucket_streams_[b]) side_.wait_for(s);
-  const float world = static_cast<float>(comm_.size());
-  bool complete = remaining_[b] == 0;
-  if (!options_.grad_as_bucket_view) {
-    // One launch packs the bucket, casting to the wire dtype and dividing by the
-    // world size first, so an f16 sum cannot overflow.
-    std::vector<gcommTensor_t> src;
-    std::vector<size_t> offsets;
-    src.reserve(bucket.entries.size());
-    offsets.reserve(bucket.entries.size());
-    for (const BucketEntry& e : bucket.entries) {
-      if (compressed(e.grad)) {
-        // PowerSGD's: not in the wire buffer; an unmarked one contributes zero.
-        if (!marked_[e.grad])
-          zero(grads_[e.grad].data, grads_[e.grad].count * sizeof(float), device_, side_.stream());
-        continue;
-      }
-      if (marked_[e.grad]) {
-        src.push_back(grads_[e.grad]);
-        offsets.push_back(e.offset);
-      }
-    }
-    if (!complete) zero(wire, bucket.wire_bytes(), device_, side_.stream());
-    kernels::pack(src.data(), src.size(), offsets.data(), wire, bucket.wire_dtype,
-                  options_.average ? 1.0f / world : 1.0f, nullptr, side_target());
-  } else if (!complete) {
-    for (const BucketEntry& e : bucket.entries)
-      if (!marked_[e.grad])
-        zero(grads_[e.grad].data, grads_[e.grad].count * dtype_size(grads_[e.grad].dtype), device_, side_.stream());
-  }
-  // Views are not packed, so the transport averages (NCCL's ncclAvg divides before summing).
-  comm_.collective(comm::owned_buffers_call(comm::Collective::kAllReduce, wire, wire, bucket.elements,
-                                            bucket.wire_dtype, side_.stream(),
-                                            options_.grad_as_bucket_view && options_.average ? gcommAvg : gcommSum));
-  if (psgd_ != nullptr)
-    psgd_->run_bucket(b, grads_, comm_, options_.average, kernels::powersgd::DecompressOutput{inv_scale(), step_flag()});
-  bucket_epilogue(b);
+  strategy_->run_bucket(b, remaining_[b] == 0, context());
   ++stats_.buckets_launched;
-}
-
-// Bucket b's share of the epilogue, on the side stream right after its all-reduce,
-// so that it overlaps the later buckets' communication and finalize is left with
-// the last bucket's only: unpack (cast back, times 1/loss scale) or, with views,
-// unscale in place; Inf/NaN into the step flag. PowerSGD's compressed gradients
-// have theirs at finalize (fused into decompress, in PowerSgd::end_step, once the
-// whole step's flag is known).
-void Reducer::bucket_epilogue(size_t b) {
-  const Bucket& bucket = plan_.buckets[b];
-  std::vector<gcommTensor_t> dst;
-  std::vector<size_t> offsets;
-  dst.reserve(bucket.entries.size());
-  offsets.reserve(bucket.entries.size());
-  for (const BucketEntry& e : bucket.entries) {
-    if (compressed(e.grad)) continue;
-    dst.push_back(grads_[e.grad]);
-    offsets.push_back(e.offset);
-  }
-  if (dst.empty()) return;
-  if (options_.grad_as_bucket_view) {
-    // Without a scaler there is nothing to multiply: a read-only check.
-    if (const float* s = inv_scale())
-      kernels::unscale_and_check(dst.data(), dst.size(), s, step_flag(), side_target());
-    else
-      kernels::check_finite(dst.data(), dst.size(), step_flag(), side_target());
-  } else {
-    kernels::unpack(wire_at(b), bucket.wire_dtype, offsets.data(), dst.data(), dst.size(), 1.0f, inv_scale(), false,
-                    step_flag(), side_target());
-  }
 }
 
 std::vector<size_t> Reducer::unmarked() const {
@@ -443,7 +365,7 @@ void Reducer::finalize(gcommStream_t stream) {
     // Missing gradients send zeros: the collectives complete on every rank, and so
     // does the step (the same gradients and loss scale as on the other ranks).
     while (next_bucket_ < plan_.buckets.size()) launch_bucket(next_bucket_++);
-    if (psgd_ != nullptr) psgd_->end_step(grads_, step_flag());
+    strategy_->end_step(context());
     side_.make_wait(stream);
     finish_step(stream);
     side_.mark(stream);
@@ -462,9 +384,9 @@ void Reducer::finalize(gcommStream_t stream) {
 // stream: the step's Inf/NaN flag becomes the readable one and the scaler's
 // found-inf, and the scaler's update runs.
 void Reducer::finish_step(gcommStream_t stream) {
-  copy(flags_, step_flag(), sizeof(float), device_, stream, cudaMemcpyDeviceToDevice);
+  copy_bytes(flags_, step_flag(), sizeof(float), device_, stream, cudaMemcpyDeviceToDevice);
   if (scaler_ != nullptr) {
-    copy(&scaler_->state()->found_inf, step_flag(), sizeof(float), device_, stream, cudaMemcpyDeviceToDevice);
+    copy_bytes(&scaler_->state()->found_inf, step_flag(), sizeof(float), device_, stream, cudaMemcpyDeviceToDevice);
     scaler_->update(stream);
   }
 }
@@ -490,28 +412,25 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
         }
       });
   float* staging = static_cast<float*>(hold.get());
-  copy(staging, order.data(), n * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  copy_bytes(staging, order.data(), n * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
   comm_.collective(comm::owned_buffers_call(comm::Collective::kBroadcast, staging, staging, n, gcommFloat32,
                                             side_.stream(), gcommSum, /*root=*/0));
-  copy(order.data(), staging, n * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
+  copy_bytes(order.data(), staging, n * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
   side_.synchronize();
   hold.reset();
-  PlanOptions po;
-  po.bucket_cap_bytes = options_.bucket_cap_bytes;
-  po.first_bucket_bytes = options_.first_bucket_bytes;
-  po.wire_dtype = options_.wire_dtype;
+  PlanOptions po = plan_options();
   po.order.resize(n);
   for (size_t i = 0; i < n; ++i) po.order[i] = static_cast<size_t>(order[i]);
   BucketPlan rebuilt = plan_buckets(specs_, po);
   stats_.rebuilt = 1;
   if (same_plan(rebuilt, plan_)) return;
-  build_wire(rebuilt);
+  build_wire(rebuilt, *strategy_);
   GCOMM_INFO("reducer: plan rebuilt in rank 0's ready order\n", describe_plan(plan_));
 }
 
 bool Reducer::read_found_inf(gcommStream_t stream) {
   float flag = 0.0f;
-  copy(&flag, flags_, sizeof flag, device_, stream, cudaMemcpyDeviceToHost);
+  copy_bytes(&flag, flags_, sizeof flag, device_, stream, cudaMemcpyDeviceToHost);
   side_.synchronize(stream);
   return flag > 0.0f;
 }
@@ -575,54 +494,57 @@ void Reducer::enable_powersgd(const size_t* rows, const PowerSgdOptions& options
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
   if (phase_ != Phase::kIdle) fail(gcommInvalidState, "PowerSGD can only be enabled between steps");
-  if (psgd_ != nullptr) fail(gcommInvalidState, "PowerSGD is already enabled on this reducer");
+  if (dynamic_cast<PowerSgd*>(strategy_.get()) != nullptr)
+    fail(gcommInvalidState, "PowerSGD is already enabled on this reducer");
   auto psgd = std::make_unique<PowerSgd>(grads_, rows, options, *allocator_, side_, device_);
   // Keep the plan's current gradient order; the compressed gradients take no bytes.
-  PlanOptions po;
-  po.bucket_cap_bytes = options_.bucket_cap_bytes;
-  po.first_bucket_bytes = options_.first_bucket_bytes;
-  po.wire_dtype = options_.wire_dtype;
+  PlanOptions po = plan_options();
   for (const Bucket& b : plan_.buckets)
     for (const BucketEntry& e : b.entries) po.order.push_back(e.grad);
-  BucketPlan plan = plan_buckets(psgd->plan_specs(specs_), po);
+  std::vector<GradSpec> specs = specs_;
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (psgd->takes(i)) specs[i].count = 0;
+  BucketPlan plan = plan_buckets(specs, po);
   side_.synchronize();
   // With views the gradients move: whatever the caller queued on its own streams
   // that reads or writes them at their old addresses (an optimizer step after the
   // last finalize, zeroing) must be done before they are copied and freed.
   if (options_.grad_as_bucket_view) synchronize_device(device_);
   or_fail([&] {
-    build_wire(plan, psgd.get());  // with views, every gradient's address may change
+    build_wire(plan, *psgd);  // with views, every gradient's address may change
     psgd->set_layout(plan_);       // ends with a wait for the side stream: the moves are done
   });
   rebuild_pending_ = false;  // P and Q are laid out by this plan
-  psgd_ = std::move(psgd);
-  GCOMM_INFO("reducer: PowerSGD rank ", options.rank, " on ", psgd_->stats().compressed_matrices, " of ",
+  psgd->wrap(std::move(strategy_));
+  strategy_ = std::move(psgd);
+  GCOMM_INFO("reducer: PowerSGD rank ", options.rank, " on ", powersgd("").stats().compressed_matrices, " of ",
              grads_.size(), " gradients");
 }
 
-void Reducer::require_powersgd(const char* what) const {
-  if (psgd_ == nullptr) fail(gcommInvalidState, what, ": PowerSGD is not enabled on this reducer");
+PowerSgd& Reducer::powersgd(const char* what) const {
+  auto* psgd = dynamic_cast<PowerSgd*>(strategy_.get());
+  if (psgd == nullptr) fail(gcommInvalidState, what, ": PowerSGD is not enabled on this reducer");
+  return *psgd;
 }
 
 PowerSgdStats Reducer::powersgd_stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  require_powersgd("PowerSGD stats");
-  return psgd_->stats();
+  return powersgd("PowerSGD stats").stats();
 }
 
 std::vector<uint8_t> Reducer::save_powersgd() {
   std::lock_guard<std::mutex> lock(mutex_);
-  require_powersgd("saving the PowerSGD state");
+  PowerSgd& psgd = powersgd("saving the PowerSGD state");
   if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the PowerSGD state can only be saved between steps");
-  return psgd_->save();
+  return psgd.save();
 }
 
 void Reducer::load_powersgd(const uint8_t* data, size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
-  require_powersgd("loading a PowerSGD state");
+  PowerSgd& psgd = powersgd("loading a PowerSGD state");
   if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the PowerSGD state can only be loaded between steps");
-  psgd_->load(data, bytes);
+  psgd.load(data, bytes);
 }
 
 }  // namespace gradcomm::reducer

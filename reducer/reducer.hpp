@@ -1,10 +1,11 @@
-// The reducer: registered gradients, the bucket plan, and the step state machine
-// (begin -> mark ready ... -> finalize). Buckets are packed, all-reduced and
-// unpacked (the fused epilogue) on a side stream as soon as they and every bucket
-// before them are complete, so every rank issues the same collectives in the same
-// order and each bucket's epilogue overlaps the next buckets' communication;
-// finalize orders the caller's stream after it all and runs the scaler's update. The C API (reducer/api/reducer_api.cpp) and the
-// tests drive it; docs/reducer.md explains the design.
+// The reducer: registered gradients, the bucket plan, the wire layout and the
+// step state machine (begin -> mark ready ... -> finalize). A bucket is handed to
+// the compression strategy (strategy.hpp: all-reduce, PowerSGD) on a side stream
+// as soon as it and every bucket before it are complete, so every rank issues the
+// same collectives in the same order and each bucket's epilogue overlaps the next
+// buckets' communication; finalize orders the caller's stream after it all and
+// runs the scaler's update. The C API (reducer/api/reducer_api.cpp) and the tests
+// drive it; docs/reducer.md explains the design.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +18,9 @@
 #include "comm/communicator.hpp"
 #include "reducer/bucket_plan.hpp"
 #include "reducer/grad_addresses.hpp"
-#include "reducer/powersgd.hpp"
 #include "reducer/side_stream.hpp"
+#include "reducer/strategies/powersgd.hpp"
+#include "reducer/strategy.hpp"
 #include "gradcomm/reducer.h"
 #include "kernels/grad_scaler.hpp"
 #include "memory/caching_allocator.hpp"
@@ -70,8 +72,8 @@ class Reducer {
   std::string describe() const;
   memory::CachingAllocator& allocator() { return *allocator_; }
 
-  // PowerSGD (reducer/powersgd.hpp): between steps, once; rows[i] = gradient
-  // i's first dimension (0: not a matrix).
+  // PowerSGD (strategies/powersgd.hpp): between steps, once; rows[i] = gradient
+  // i's first dimension (0: not a matrix). It wraps the all-reduce strategy.
   void enable_powersgd(const size_t* rows, const PowerSgdOptions& options);
   PowerSgdStats powersgd_stats() const;
   std::vector<uint8_t> save_powersgd();
@@ -80,11 +82,12 @@ class Reducer {
  private:
   enum class Phase { kIdle, kSynced, kAccumulating };
 
-  // `psgd`: with views, its compressed gradients live in own_ instead of the buckets.
-  void build_wire(const BucketPlan& plan, const PowerSgd* psgd = nullptr);
+  // With views, the gradients `strategy` takes live in own_ instead of the buckets.
+  void build_wire(const BucketPlan& plan, const CompressionStrategy& strategy);
   void launch_ready_buckets();
   void launch_bucket(size_t b);
-  void bucket_epilogue(size_t b);
+  StrategyContext context();
+  PlanOptions plan_options() const;  // from the options; the order is the caller's
   void finish_step(gcommStream_t stream);
   float* step_flag() const { return flags_ + 2; }
   const float* inv_scale() const { return scaler_ != nullptr ? &scaler_->state()->inv_scale : nullptr; }
@@ -99,9 +102,6 @@ class Reducer {
   template <class F>
   void or_fail(F&& work);
   void check_index(size_t index) const;
-  void* wire_at(size_t bucket) const;
-  // Locations known: the reducer's buffers, and gradients checked at registration.
-  kernels::Target side_target() const { return kernels::Target{device_, side_.stream(), true}; }
 
   comm::Communicator& comm_;
   kernels::GradScaler* scaler_;
@@ -114,12 +114,12 @@ class Reducer {
   SideStream side_;  // declared before the allocator: it must outlive it
   std::unique_ptr<memory::CachingAllocator> allocator_;
   BucketPlan plan_;
-  std::vector<size_t> bucket_offset_;  // byte offset of each bucket in wire_
+  std::vector<void*> bucket_wire_;  // each bucket's place in wire_
   void* wire_ = nullptr;
   size_t wire_bytes_ = 0;          // allocated, padding included
   size_t wire_payload_bytes_ = 0;  // without alignment padding between buckets
-  // With views and PowerSGD: the compressed gradients (outside the buckets, which
-  // carry only the uncompressed ones), one aligned slot each.
+  // With views and a strategy that takes gradients (PowerSGD): those gradients
+  // (outside the buckets, which carry only the others), one aligned slot each.
   void* own_ = nullptr;
   // [0] found-inf of the last synced step (written on the caller's stream at
   // finalize), [1] the constant 1.0f, [2] this step's found-inf (side stream).
@@ -134,10 +134,10 @@ class Reducer {
   size_t marked_count_ = 0;
   std::vector<size_t> ready_order_;  // first synced step only (for the rebuild)
   bool rebuild_pending_;
-  bool compressed(size_t grad) const { return psgd_ != nullptr && psgd_->compressed(grad); }
-  void require_powersgd(const char* what) const;
+  // PowerSGD's strategy, or a failure naming `what`.
+  PowerSgd& powersgd(const char* what) const;
   gcommReducerStats_t stats_{};
-  std::unique_ptr<PowerSgd> psgd_;
+  std::unique_ptr<CompressionStrategy> strategy_;
   gcommStatus_t failed_status_ = gcommSuccess;
   std::string failed_message_;
 };

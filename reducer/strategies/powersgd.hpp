@@ -1,4 +1,4 @@
-// PowerSGD as a reducer strategy (issue 7): which gradients are compressed, their
+// PowerSGD as a compression strategy (reducer/strategy.hpp): which gradients are compressed, their
 // P, Q and error-feedback buffers, and the per-bucket round
 //   M += E;  P = M Q;  all-reduce P;  orthogonalize P;  Q' = M^T P;  all-reduce Q';
 //   M^ = P Q'^T / world;  E = M - M^;  Q = Q'  (E and Q kept on an Inf/NaN step)
@@ -6,19 +6,20 @@
 //
 // A gradient is compressed when it is f32, the caller gave its first dimension
 // (rows; cols = count / rows), and (rows + cols) * r * min_compression_rate <
-// rows * cols. The others travel in the reducer's normal buckets. Before
-// start_iter synced steps the compressed gradients are all-reduced whole.
+// rows * cols. The others travel in the reducer's buckets through the strategy
+// PowerSGD wraps (the all-reduce strategy). Before start_iter synced steps the
+// compressed gradients are all-reduced whole.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "comm/communicator.hpp"
-#include "reducer/bucket_plan.hpp"
-#include "reducer/side_stream.hpp"
+#include <memory>
+
 #include "kernels/powersgd/low_rank.hpp"
 #include "memory/caching_allocator.hpp"
+#include "reducer/strategy.hpp"
 
 namespace gradcomm::reducer {
 
@@ -40,36 +41,36 @@ struct PowerSgdStats {
   size_t uncompressed_bytes_equivalent = 0;  // the same gradients as an f32 all-reduce
 };
 
-class PowerSgd {
+class PowerSgd final : public CompressionStrategy {
  public:
-  // `rows[i]`: gradient i's first dimension (0: not a matrix). The plan is the
-  // reducer's, made with the compressed gradients at zero bytes; it fixes the
-  // layout of P and Q (each bucket's matrices contiguous, one all-reduce each).
+  // `rows[i]`: gradient i's first dimension (0: not a matrix). Nothing is
+  // allocated until set_layout, which the reducer calls with its plan (made with
+  // the compressed gradients at zero bytes): it fixes the layout of P and Q (each
+  // bucket's matrices contiguous, one all-reduce each).
   PowerSgd(const std::vector<gcommTensor_t>& grads, const size_t* rows, const PowerSgdOptions& options,
            memory::CachingAllocator& allocator, SideStream& side, gcommDevice_t device);
-  ~PowerSgd();
+  ~PowerSgd() override;
   PowerSgd(const PowerSgd&) = delete;
   PowerSgd& operator=(const PowerSgd&) = delete;
 
-  bool compressed(size_t grad) const { return slot_of_[grad] != kNone; }
-  // The plan input: compressed gradients count zero wire bytes.
-  std::vector<GradSpec> plan_specs(const std::vector<GradSpec>& specs) const;
-  void set_layout(const BucketPlan& plan);
+  // The strategy for the gradients it does not compress; given once the
+  // reducer's switch to PowerSGD can no longer fail.
+  void wrap(std::unique_ptr<CompressionStrategy> rest) { rest_ = std::move(rest); }
 
-  // Starts a synced step (clears the non-finite flag); `one` is a device 1.0f.
-  void begin_step(const float* one);
-  // The bucket's compressed gradients (those in `grads`, marked or zeroed by the
-  // caller), on the side stream: compress and the P and Q all-reduces. Before
-  // start_iter: the whole gradients, averaged, times *out.out_scale, Inf/NaN
-  // flagged in *out.found_inf, at once.
-  void run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads, comm::Communicator& communicator, bool average,
-                  const kernels::powersgd::DecompressOutput& out);
-  // After every bucket's run_bucket and epilogue: the compressed buckets'
-  // decompress (the reducer's epilogue for them, fused: averaged, times
-  // *out.out_scale, Inf/NaN into *out.found_inf) and the state update (E, Q),
-  // skipped when this step's P or *step_flag (the step's found-inf so far, on
-  // the side stream) saw Inf/NaN. A skipped step still counts as a step.
-  void end_step(const std::vector<gcommTensor_t>& grads, const float* step_flag);
+  const char* name() const noexcept override { return "powersgd"; }
+  bool takes(size_t grad) const noexcept override { return slot_of_[grad] != kNone; }
+  void set_layout(const BucketPlan& plan) override;
+  // Clears the non-finite flag (and draws a fresh Q without warm start).
+  void begin_step(const StrategyContext& ctx) override;
+  // The wrapped strategy's bucket, then this bucket's compressed gradients
+  // (unmarked ones zeroed first): compress and the P and Q all-reduces. Before
+  // start_iter: the whole gradients, averaged, unscaled, Inf/NaN flagged, at once.
+  void run_bucket(size_t b, bool complete, const StrategyContext& ctx) override;
+  // The compressed buckets' decompress (their epilogue, fused: averaged, times
+  // 1/loss scale, Inf/NaN into the step flag) and the state update (E, Q),
+  // skipped when this step's P or the step flag (every other gradient's epilogue
+  // has run) saw Inf/NaN. A skipped step still counts as a step.
+  void end_step(const StrategyContext& ctx) override;
 
   const PowerSgdOptions& options() const { return options_; }
   PowerSgdStats stats() const;
@@ -88,6 +89,7 @@ class PowerSgd {
   kernels::Target target() const { return kernels::Target{device_, side_.stream(), true}; }
   float* alloc_floats(size_t n);
 
+  std::unique_ptr<CompressionStrategy> rest_;
   PowerSgdOptions options_;
   memory::CachingAllocator& allocator_;
   SideStream& side_;
@@ -103,11 +105,8 @@ class PowerSgd {
   float* flag_ = nullptr;  // > 0: this step's P was not finite on some rank
   const float* one_ = nullptr;
   size_t p_total_ = 0, q_total_ = 0, e_total_ = 0;
-  // This step's compressed buckets, decompressed at end_step with the step's
-  // scale (1/world or 1) and epilogue output.
+  // This step's compressed buckets, decompressed at end_step.
   std::vector<size_t> pending_;
-  float pending_scale_ = 1.0f;
-  kernels::powersgd::DecompressOutput pending_out_;
   uint64_t step_ = 0;  // synced steps finished, skipped ones included
   bool step_compressed_ = false;
   PowerSgdStats stats_;

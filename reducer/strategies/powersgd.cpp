@@ -1,4 +1,4 @@
-#include "reducer/powersgd.hpp"
+#include "reducer/strategies/powersgd.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -10,6 +10,7 @@
 #include "common/dtype.hpp"
 #include "common/log.hpp"
 #include "kernels/ops.hpp"
+#include "reducer/device_bytes.hpp"
 
 namespace gradcomm::reducer {
 
@@ -19,17 +20,6 @@ namespace {
 
 constexpr char kStateMagic[8] = {'G', 'C', 'P', 'S', 'G', 'D', '\0', '\0'};
 constexpr uint32_t kStateVersion = 1;
-
-void copy_bytes(void* dst, const void* src, size_t bytes, const gcommDevice_t& device, gcommStream_t stream,
-                cudaMemcpyKind kind) {
-  if (bytes == 0) return;
-  if (device.kind == gcommDeviceHost) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  DeviceGuard guard(device);
-  GCOMM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, static_cast<cudaStream_t>(stream)));
-}
 
 template <class T>
 void put(std::vector<uint8_t>& out, const T& v) {
@@ -99,12 +89,6 @@ PowerSgd::~PowerSgd() {
   }
 }
 
-std::vector<GradSpec> PowerSgd::plan_specs(const std::vector<GradSpec>& specs) const {
-  std::vector<GradSpec> out = specs;
-  for (const Slot& s : slots_) out[s.grad].count = 0;
-  return out;
-}
-
 float* PowerSgd::alloc_floats(size_t n) {
   return n == 0 ? nullptr : static_cast<float*>(allocator_.allocate(n * sizeof(float), side_.stream()));
 }
@@ -154,8 +138,9 @@ void PowerSgd::set_layout(const BucketPlan& plan) {
   for (const Slot& s : slots_) stats_.uncompressed_bytes_equivalent += s.rows * s.cols * sizeof(float);
 }
 
-void PowerSgd::begin_step(const float* one) {
-  one_ = one;
+void PowerSgd::begin_step(const StrategyContext& ctx) {
+  if (rest_ != nullptr) rest_->begin_step(ctx);
+  one_ = ctx.one;
   pending_.clear();  // a step that failed half-way left its buckets here
   step_compressed_ = step_ >= options_.start_iter && !slots_.empty();
   if (step_compressed_) {
@@ -173,10 +158,19 @@ void PowerSgd::begin_step(const float* one) {
   }
 }
 
-void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads, comm::Communicator& communicator, bool average,
-                          const kp::DecompressOutput& out) {
+void PowerSgd::run_bucket(size_t bucket, bool complete, const StrategyContext& ctx) {
   const std::vector<size_t>& ks = bucket_slots_[bucket];
+  // An unmarked compressed gradient contributes zero.
+  if (!complete)
+    for (size_t k : ks)
+      if (!ctx.marked[slots_[k].grad])
+        zero_bytes(ctx.grads[slots_[k].grad].data, slots_[k].rows * slots_[k].cols * sizeof(float), device_,
+                   side_.stream());
+  if (rest_ != nullptr) rest_->run_bucket(bucket, complete, ctx);
   if (ks.empty()) return;
+  const std::vector<gcommTensor_t>& grads = ctx.grads;
+  const bool average = ctx.average;
+  comm::Communicator& communicator = ctx.comm;
   auto all_reduce = [&](float* buf, size_t count, gcommRedOp_t op) {
     // P, Q and registered gradients: buffers known.
     communicator.collective(
@@ -190,8 +184,8 @@ void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads
       all_reduce(static_cast<float*>(g.data), g.count, average ? gcommAvg : gcommSum);
       whole.push_back(g);
     }
-    kernels::unscale_and_check(whole.data(), whole.size(), out.out_scale != nullptr ? out.out_scale : one_,
-                               out.found_inf, target());
+    kernels::unscale_and_check(whole.data(), whole.size(), ctx.inv_scale != nullptr ? ctx.inv_scale : one_,
+                               ctx.step_flag, target());
     return;
   }
   const int r = options_.rank;
@@ -228,15 +222,18 @@ void PowerSgd::run_bucket(size_t bucket, const std::vector<gcommTensor_t>& grads
   // Decompress (which writes E) and Q's commit wait for end_step: only then is
   // it known whether any gradient of the step, compressed or not, was non-finite.
   pending_.push_back(bucket);
-  pending_scale_ = average ? 1.0f / static_cast<float>(communicator.size()) : 1.0f;
-  pending_out_ = out;
 }
 
 // The state changes of the step's compressed buckets, on the side stream after
 // every bucket's epilogue: E and Q stay as they were when the step saw Inf/NaN
 // anywhere (this step's P, or `step_flag`, where the epilogues of the
 // uncompressed gradients record theirs).
-void PowerSgd::end_step(const std::vector<gcommTensor_t>& grads, const float* step_flag) {
+void PowerSgd::end_step(const StrategyContext& ctx) {
+  if (rest_ != nullptr) rest_->end_step(ctx);
+  const std::vector<gcommTensor_t>& grads = ctx.grads;
+  const float* step_flag = ctx.step_flag;
+  const float scale = ctx.average ? 1.0f / static_cast<float>(ctx.comm.size()) : 1.0f;
+  const kp::DecompressOutput out{ctx.inv_scale, ctx.step_flag};
   const kernels::Target t = target();
   if (!pending_.empty()) {
     // flag_ |= *step_flag, as flags are 0 or 1: commit copies unless flag_ is set
@@ -252,7 +249,7 @@ void PowerSgd::end_step(const std::vector<gcommTensor_t>& grads, const float* st
       next.push_back(kp::LowRankMatrix{static_cast<float*>(grads[s.grad].data), e_ != nullptr ? e_ + s.e_off : nullptr,
                                        p_ + s.p_off, q_next_ + s.q_off, s.rows, s.cols});
     }
-    kp::decompress(next.data(), next.size(), r, pending_scale_, flag_, t, pending_out_);
+    kp::decompress(next.data(), next.size(), r, scale, flag_, t, out);
     size_t q_begin = bucket_q_[bucket].first, q_count = bucket_q_[bucket].second - q_begin;
     kp::commit(q_ + q_begin, q_next_ + q_begin, q_count, flag_, t);
   }

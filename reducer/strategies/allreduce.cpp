@@ -1,0 +1,69 @@
+#include "reducer/strategies/allreduce.hpp"
+
+#include <vector>
+
+#include "common/dtype.hpp"
+#include "kernels/ops.hpp"
+#include "reducer/device_bytes.hpp"
+
+namespace gradcomm::reducer {
+
+void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContext& ctx) {
+  const Bucket& bucket = ctx.plan.buckets[b];
+  void* wire = ctx.bucket_wire[b];
+  const float world = static_cast<float>(ctx.comm.size());
+  if (!ctx.views) {
+    std::vector<gcommTensor_t> src;
+    std::vector<size_t> offsets;
+    src.reserve(bucket.entries.size());
+    offsets.reserve(bucket.entries.size());
+    for (const BucketEntry& e : bucket.entries) {
+      if (ctx.outermost.takes(e.grad) || !ctx.marked[e.grad]) continue;
+      src.push_back(ctx.grads[e.grad]);
+      offsets.push_back(e.offset);
+    }
+    if (!complete) zero_bytes(wire, bucket.wire_bytes(), ctx.device, ctx.side.stream());
+    kernels::pack(src.data(), src.size(), offsets.data(), wire, bucket.wire_dtype, ctx.average ? 1.0f / world : 1.0f,
+                  nullptr, ctx.target());
+  } else if (!complete) {
+    for (const BucketEntry& e : bucket.entries) {
+      const gcommTensor_t& g = ctx.grads[e.grad];
+      if (!ctx.outermost.takes(e.grad) && !ctx.marked[e.grad])
+        zero_bytes(g.data, g.count * dtype_size(g.dtype), ctx.device, ctx.side.stream());
+    }
+  }
+  // Views are not packed, so the transport averages (NCCL's ncclAvg divides before summing).
+  ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kAllReduce, wire, wire, bucket.elements,
+                                               bucket.wire_dtype, ctx.side.stream(),
+                                               ctx.views && ctx.average ? gcommAvg : gcommSum));
+  epilogue(b, ctx);
+}
+
+// Right after the bucket's all-reduce, so that it overlaps the later buckets'
+// communication and finalize is left with the last bucket's only: unpack (cast
+// back, times 1/loss scale) or, with views, unscale in place; Inf/NaN into the step flag.
+void AllReduceStrategy::epilogue(size_t b, const StrategyContext& ctx) {
+  const Bucket& bucket = ctx.plan.buckets[b];
+  std::vector<gcommTensor_t> dst;
+  std::vector<size_t> offsets;
+  dst.reserve(bucket.entries.size());
+  offsets.reserve(bucket.entries.size());
+  for (const BucketEntry& e : bucket.entries) {
+    if (ctx.outermost.takes(e.grad)) continue;
+    dst.push_back(ctx.grads[e.grad]);
+    offsets.push_back(e.offset);
+  }
+  if (dst.empty()) return;
+  if (ctx.views) {
+    // Without a scaler there is nothing to multiply: a read-only check.
+    if (ctx.inv_scale != nullptr)
+      kernels::unscale_and_check(dst.data(), dst.size(), ctx.inv_scale, ctx.step_flag, ctx.target());
+    else
+      kernels::check_finite(dst.data(), dst.size(), ctx.step_flag, ctx.target());
+  } else {
+    kernels::unpack(ctx.bucket_wire[b], bucket.wire_dtype, offsets.data(), dst.data(), dst.size(), 1.0f,
+                    ctx.inv_scale, false, ctx.step_flag, ctx.target());
+  }
+}
+
+}  // namespace gradcomm::reducer

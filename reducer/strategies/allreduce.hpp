@@ -1,0 +1,24 @@
+// The all-reduce strategy (plain and cast): each bucket's gradients are packed
+// into its wire buffer in one launch (cast to the bucket's wire dtype and divided
+// by the world size first, so an f16 sum cannot overflow), all-reduced, and
+// unpacked in one more (cast back, times 1/loss scale, Inf/NaN flagged). With
+// views nothing is packed: the transport averages in place and the epilogue
+// unscales and checks in place. Gradients another strategy takes are skipped.
+#pragma once
+
+#include <memory>
+
+#include "reducer/strategy.hpp"
+
+namespace gradcomm::reducer {
+
+class AllReduceStrategy final : public CompressionStrategy {
+ public:
+  const char* name() const noexcept override { return "allreduce"; }
+  void run_bucket(size_t b, bool complete, const StrategyContext& ctx) override;
+
+ private:
+  void epilogue(size_t b, const StrategyContext& ctx);
+};
+
+}  // namespace gradcomm::reducer

@@ -1,0 +1,69 @@
+// The compression seam: how one bucket's gradients cross the wire. The reducer
+// (reducer.hpp) keeps the step state machine and the wire layout; a strategy is
+// handed each bucket, in plan order, on the side stream, and communicates it and
+// runs its epilogue. Implementations live in strategies/, one file set each:
+//   allreduce  the gradients packed into the bucket (cast to the wire dtype:
+//              f32, or f16/bf16 "cast"), all-reduced, unpacked (plain and cast
+//              are one pack kernel with a different target dtype: one file)
+//   powersgd   low-rank compression of the matrices it takes, wrapping the
+//              all-reduce strategy for the rest
+// A strategy never allocates in a step (its state is made at enable/set_layout).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "gradcomm/gradcomm.h"
+#include "kernels/ops.hpp"
+#include "reducer/bucket_plan.hpp"
+#include "reducer/side_stream.hpp"
+
+namespace gradcomm::reducer {
+
+class CompressionStrategy;
+
+// What a strategy sees of the reducer during a call (valid for that call only).
+struct StrategyContext {
+  comm::Communicator& comm;
+  SideStream& side;
+  gcommDevice_t device;
+  const BucketPlan& plan;
+  const std::vector<gcommTensor_t>& grads;  // registration order, current addresses
+  const std::vector<uint8_t>& marked;       // this step: marked ready (unmarked ones contribute zero)
+  void* const* bucket_wire;                 // per bucket: its place in the wire buffer
+  bool average;                             // divide the sum by the world size
+  bool views;                               // grad_as_bucket_view: the gradients live in the buckets
+  const float* inv_scale;                   // device 1/loss scale, or NULL (no scaler)
+  float* step_flag;                         // device: this step's found-inf (> 0: Inf/NaN seen)
+  const float* one;                         // device 1.0f
+  const CompressionStrategy& outermost;     // asked takes(): the gradients another strategy carries
+
+  // The side stream, on the reducer's device; locations known (the reducer's
+  // buffers and gradients checked at registration).
+  kernels::Target target() const { return kernels::Target{device, side.stream(), true}; }
+};
+
+class CompressionStrategy {
+ public:
+  virtual ~CompressionStrategy() = default;
+  virtual const char* name() const noexcept = 0;
+
+  // Gradients carried outside the wire buffer (planned at zero bytes there; with
+  // views each gets a slot of its own).
+  virtual bool takes(size_t /*grad*/) const noexcept { return false; }
+  // The reducer laid out `plan`: once, when the strategy is enabled (a reducer
+  // whose strategy takes gradients no longer rebuilds its plan).
+  virtual void set_layout(const BucketPlan& /*plan*/) {}
+  // A synced step begins (on the side stream, after the last finalize's epilogue).
+  virtual void begin_step(const StrategyContext& /*ctx*/) {}
+  // Bucket b is ready: all its gradients, or (complete == false, at finalize) the
+  // marked ones, the others counting as zero. Communicates it and runs what it can
+  // of the epilogue (average, times *inv_scale, Inf/NaN into *step_flag, cast back).
+  virtual void run_bucket(size_t b, bool complete, const StrategyContext& ctx) = 0;
+  // After every bucket's run_bucket: the work that needs the whole step's flag.
+  virtual void end_step(const StrategyContext& /*ctx*/) {}
+};
+
+}  // namespace gradcomm::reducer
