@@ -3,12 +3,19 @@
 // dereferenced: "use after destroy" is detected, not undefined.
 #pragma once
 
+#include <atomic>
 #include <mutex>
 #include <unordered_set>
 
 #include "common/error.hpp"
 
 namespace gradcomm {
+
+// A handle object that the floors above hold while they use it (a reducer holds
+// its communicator and scaler): its destroy is refused while users remain.
+struct UseCounted {
+  std::atomic<int> users{0};
+};
 
 template <class T>
 class HandleRegistry {
@@ -38,6 +45,25 @@ class HandleRegistry {
   bool contains(const void* handle) const {
     std::lock_guard<std::mutex> lock(mutex_);
     return live_.count(static_cast<T*>(const_cast<void*>(handle))) != 0;
+  }
+
+  // For a T derived from UseCounted: counts a user of the live object.
+  T& acquire(const void* handle) {
+    T* object = get(handle);
+    ++object->users;
+    return *object;
+  }
+  // Undoes acquire; never throws (a handle already gone is ignored).
+  void release(const void* handle) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = live_.find(static_cast<T*>(const_cast<void*>(handle)));
+    if (it != live_.end()) --(*it)->users;
+  }
+  // Before destroy: refuses while users remain ("the scaler is used by 1 reducer(s); ...").
+  void refuse_if_used(const void* handle, const char* what) const {
+    int users = get(handle)->users.load();
+    if (users > 0)
+      fail(gcommInvalidState, what, " is used by ", users, " reducer(s); destroy them first (gcommReducerDestroy)");
   }
 
  private:

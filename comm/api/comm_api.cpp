@@ -16,9 +16,8 @@
 using namespace gradcomm;
 using namespace gradcomm::comm;
 
-struct gcommComm {
+struct gcommComm : UseCounted {  // reducers built on it
   Communicator comm;
-  std::atomic<int> users{0};  // reducers built on it; destroy refuses while any is alive
   gcommComm(std::unique_ptr<Transport> t, double timeout_s) : comm(std::move(t), timeout_s) {}
 };
 
@@ -63,10 +62,7 @@ GCOMM_API gcommStatus_t gcommCommInitLocal(int nranks, gcommDevice_t device, con
 
 GCOMM_API gcommStatus_t gcommCommDestroy(gcommComm_t comm) {
   return GCOMM_API_CALL({
-    int users = comms().get(comm)->users.load();
-    if (users > 0)
-      fail(gcommInvalidState, "the communicator is used by ", users,
-           " reducer(s); destroy them first (gcommReducerDestroy)");
+    comms().refuse_if_used(comm, "the communicator");
     int grouped = comms().get(comm)->comm.grouped_calls();
     if (grouped > 0)
       fail(gcommInvalidState, "the communicator has ", grouped,
@@ -193,15 +189,6 @@ double timeout_from(const gcommCommConfig_t& c) {
   return c.timeout_s > 0 ? c.timeout_s : knobs::timeout_seconds();
 }
 
-Communicator& acquire_communicator(gcommComm_t handle) {
-  gcommComm* c = comms().get(handle);
-  ++c->users;
-  return c->comm;
-}
-void release_communicator(gcommComm_t handle) noexcept {
-  try {
-    if (comms().contains(handle)) --comms().get(handle)->users;
-  } catch (...) {
-  }
-}
+Communicator& acquire_communicator(gcommComm_t handle) { return comms().acquire(handle).comm; }
+void release_communicator(gcommComm_t handle) noexcept { comms().release(handle); }
 }  // namespace gradcomm::comm

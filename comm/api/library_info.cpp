@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "common/api/out_string.hpp"
 #include "common/api_guard.hpp"
 #include "common/device.hpp"
 #include "comm/nccl/nccl_version.hpp"
@@ -76,15 +77,7 @@ GCOMM_API const char* gcommGetVersionString(void) {
 
 GCOMM_API gcommStatus_t gcommGetEnvironmentReport(char* buffer, size_t size, size_t* required) {
   return GCOMM_API_CALL({
-    require(buffer != nullptr || size == 0, "buffer is NULL but size is ", size);
-    std::string report = environment_report();
-    if (required != nullptr) *required = report.size() + 1;
-    if (size == 0) return;
-    size_t n = std::min(report.size(), size - 1);
-    // Do not cut a UTF-8 sequence in two (device names are ASCII, but be safe).
-    while (n > 0 && n < report.size() && (static_cast<unsigned char>(report[n]) & 0xC0) == 0x80) --n;
-    std::memcpy(buffer, report.data(), n);
-    buffer[n] = '\0';
+    copy_out_string(environment_report(), buffer, size, required);
   });
 }
 

@@ -18,13 +18,11 @@
 #ifndef GRADCOMM_COMM_H
 #define GRADCOMM_COMM_H
 
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/core.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef struct gcommComm* gcommComm_t;
 
 /** Reduction operators. Values are part of the ABI. */
 typedef enum gcommRedOp {

@@ -19,7 +19,7 @@
 #ifndef GRADCOMM_KERNELS_H
 #define GRADCOMM_KERNELS_H
 
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/core.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -88,8 +88,6 @@ GCOMM_API gcommStatus_t gcommCast(const void* src, gcommDataType_t src_dtype, vo
 /* ------------------------------------------------------------------------- */
 /* Grad scaler                                                               */
 /* ------------------------------------------------------------------------- */
-
-typedef struct gcommGradScaler* gcommGradScaler_t;
 
 /** Grad-scaler configuration (versioned config struct, version 1). Defaults are
  *  PyTorch GradScaler's. */

@@ -33,14 +33,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/core.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/** An allocator (opaque). */
-typedef struct gcommAllocator* gcommAllocator_t;
 
 /** What memory an allocator hands out. The values are part of the ABI. */
 typedef enum gcommMemoryKind {

@@ -35,15 +35,12 @@
 #ifndef GRADCOMM_REDUCER_H
 #define GRADCOMM_REDUCER_H
 
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/core.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef struct gcommReducer* gcommReducer_t;
-/* gcommComm_t and gcommGradScaler_t are spelled as their structs below: this
- * header is also reached from gradcomm.h before comm.h/kernels.h are complete. */
 
 /** wire_dtype value: send each gradient in its own dtype. */
 #define GCOMM_WIRE_SAME_AS_GRAD (-1)
@@ -69,7 +66,7 @@ typedef struct gcommReducerConfig {
   int unused_grads;          /**< gcommUnusedGrads_t, gcommUnusedError */
   int rebuild_buckets;       /**< 1: rebuild the plan once after the first synced step (not with views) */
   int reserved_v1;           /**< leave 0 */
-  struct gcommGradScaler* scaler; /**< NULL, or a scaler on the communicator's device: the epilogue
+  gcommGradScaler_t scaler; /**< NULL, or a scaler on the communicator's device: the epilogue
                                   multiplies by its 1/scale and finalize runs its update */
 } gcommReducerConfig_t;
 
@@ -91,7 +88,7 @@ typedef struct gcommReducerStats {
 
 /** Registers @p num_grads gradients (data, count, dtype) in parameter order on the
  *  communicator's device. With grad_as_bucket_view every data must be NULL. */
-GCOMM_API gcommStatus_t gcommReducerCreate(struct gcommComm* comm, const gcommTensor_t* grads, size_t num_grads,
+GCOMM_API gcommStatus_t gcommReducerCreate(gcommComm_t comm, const gcommTensor_t* grads, size_t num_grads,
                                            const gcommReducerConfig_t* config, gcommReducer_t* reducer);
 /** Waits for the reducer's work, then frees it. */
 GCOMM_API gcommStatus_t gcommReducerDestroy(gcommReducer_t reducer);
@@ -141,9 +138,11 @@ GCOMM_API gcommStatus_t gcommReducerMarkReadyAt(gcommReducer_t reducer, size_t i
                                                 gcommStream_t stream);
 
 GCOMM_API gcommStatus_t gcommReducerGetStats(gcommReducer_t reducer, gcommReducerStats_t* stats);
-/** The bucket plan, one line per bucket, into @p buf (NUL-terminated, truncated to
- *  @p capacity); @p needed (may be NULL) receives the full length + 1. */
-GCOMM_API gcommStatus_t gcommReducerDescribe(gcommReducer_t reducer, char* buf, size_t capacity, size_t* needed);
+/** The bucket plan, one line per bucket, into @p buffer (NUL-terminated, truncated
+ *  to @p size); @p required (may be NULL) receives the full length + 1. The output
+ *  string convention of every header (the parameters were named buf, capacity,
+ *  needed before 0.1: the same positions and types, so callers are unaffected). */
+GCOMM_API gcommStatus_t gcommReducerDescribe(gcommReducer_t reducer, char* buffer, size_t size, size_t* required);
 
 /* ---- PowerSGD (low-rank compression as the reducer's strategy; docs/powersgd.md) ---- */
 
@@ -185,10 +184,10 @@ GCOMM_API gcommStatus_t gcommReducerEnablePowerSgd(gcommReducer_t reducer, const
                                                    const gcommPowerSgdConfig_t* config);
 GCOMM_API gcommStatus_t gcommReducerGetPowerSgdStats(gcommReducer_t reducer, gcommPowerSgdStats_t* stats);
 /** The PowerSGD state (step counter, Q, error feedback) as device-independent bytes
- *  into @p buf (between steps; @p needed receives the size; buf may be NULL with
- *  capacity 0 to ask it). */
-GCOMM_API gcommStatus_t gcommReducerSavePowerSgdState(gcommReducer_t reducer, void* buf, size_t capacity,
-                                                      size_t* needed);
+ *  into @p buffer (between steps; @p required receives the size; buffer may be NULL
+ *  with size 0 to ask it). */
+GCOMM_API gcommStatus_t gcommReducerSavePowerSgdState(gcommReducer_t reducer, void* buffer, size_t size,
+                                                      size_t* required);
 /** Restores a state saved by a reducer with the same gradients, rows and rank. */
 GCOMM_API gcommStatus_t gcommReducerLoadPowerSgdState(gcommReducer_t reducer, const void* data, size_t bytes);
 

@@ -11,9 +11,8 @@
 using namespace gradcomm;
 using namespace gradcomm::kernels;
 
-struct gcommGradScaler {
+struct gcommGradScaler : UseCounted {  // reducers using it
   GradScaler scaler;
-  std::atomic<int> users{0};  // reducers using it; destroy refuses while any is alive
   gcommGradScaler(gcommDevice_t device, const gcommGradScalerConfig_t& config) : scaler(device, config) {}
 };
 
@@ -107,9 +106,7 @@ GCOMM_API gcommStatus_t gcommGradScalerCreate(gcommDevice_t device, const gcommG
 
 GCOMM_API gcommStatus_t gcommGradScalerDestroy(gcommGradScaler_t scaler) {
   return GCOMM_API_CALL({
-    int users = scalers().get(scaler)->users.load();
-    if (users > 0)
-      fail(gcommInvalidState, "the scaler is used by ", users, " reducer(s); destroy them first (gcommReducerDestroy)");
+    scalers().refuse_if_used(scaler, "the scaler");
     delete scalers().remove(scaler);
   });
 }
@@ -160,15 +157,6 @@ GCOMM_API gcommStatus_t gcommGradScalerGetSkipped(gcommGradScaler_t scaler, gcom
 
 // The reducer's C API (reducer/api/reducer_api.cpp) takes scalers by handle.
 namespace gradcomm::kernels {
-GradScaler& acquire_grad_scaler(gcommGradScaler_t handle) {
-  gcommGradScaler* s = scalers().get(handle);
-  ++s->users;
-  return s->scaler;
-}
-void release_grad_scaler(gcommGradScaler_t handle) noexcept {
-  try {
-    if (scalers().contains(handle)) --scalers().get(handle)->users;
-  } catch (...) {
-  }
-}
+GradScaler& acquire_grad_scaler(gcommGradScaler_t handle) { return scalers().acquire(handle).scaler; }
+void release_grad_scaler(gcommGradScaler_t handle) noexcept { scalers().release(handle); }
 }  // namespace gradcomm::kernels

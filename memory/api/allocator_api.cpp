@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/api/out_string.hpp"
 #include "common/api_guard.hpp"
 #include "common/config.hpp"
 #include "common/device.hpp"
@@ -112,13 +113,7 @@ GCOMM_API gcommStatus_t gcommAllocatorGetSummary(gcommAllocator_t allocator, cha
                                                  size_t* required) {
   return GCOMM_API_CALL({
     CachingAllocator& a = memory::allocator_from_handle(allocator);
-    require(buffer != nullptr || size == 0, "buffer is NULL but size is ", size);
-    std::string text = a.summary();
-    if (required != nullptr) *required = text.size() + 1;
-    if (size == 0) return;
-    size_t n = std::min(text.size(), size - 1);
-    std::memcpy(buffer, text.data(), n);
-    buffer[n] = '\0';
+    copy_out_string(a.summary(), buffer, size, required);
   });
 }
 

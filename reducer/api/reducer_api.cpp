@@ -6,6 +6,7 @@
 #include "comm/api/handles.hpp"
 #include "kernels/api/handles.hpp"
 #include "reducer/reducer.hpp"
+#include "common/api/out_string.hpp"
 #include "common/api_guard.hpp"
 #include "common/config.hpp"
 #include "common/handle_registry.hpp"
@@ -121,16 +122,8 @@ GCOMM_API gcommStatus_t gcommReducerGetStats(gcommReducer_t reducer, gcommReduce
   });
 }
 
-GCOMM_API gcommStatus_t gcommReducerDescribe(gcommReducer_t reducer, char* buf, size_t capacity, size_t* needed) {
-  return GCOMM_API_CALL({
-    require(buf != nullptr || capacity == 0, "buf is NULL but capacity is ", capacity);
-    std::string text = reducer_of(reducer).describe();
-    if (needed != nullptr) *needed = text.size() + 1;
-    if (capacity == 0) return;
-    size_t n = std::min(text.size(), capacity - 1);
-    std::memcpy(buf, text.data(), n);
-    buf[n] = '\0';
-  });
+GCOMM_API gcommStatus_t gcommReducerDescribe(gcommReducer_t reducer, char* buffer, size_t size, size_t* required) {
+  return GCOMM_API_CALL({ copy_out_string(reducer_of(reducer).describe(), buffer, size, required); });
 }
 
 GCOMM_API gcommStatus_t gcommReducerEnablePowerSgd(gcommReducer_t reducer, const size_t* rows,
@@ -156,16 +149,15 @@ GCOMM_API gcommStatus_t gcommReducerGetPowerSgdStats(gcommReducer_t reducer, gco
   });
 }
 
-GCOMM_API gcommStatus_t gcommReducerSavePowerSgdState(gcommReducer_t reducer, void* buf, size_t capacity,
-                                                      size_t* needed) {
+GCOMM_API gcommStatus_t gcommReducerSavePowerSgdState(gcommReducer_t reducer, void* buffer, size_t size,
+                                                      size_t* required) {
   return GCOMM_API_CALL({
-    require(buf != nullptr || capacity == 0, "buf is NULL but capacity is ", capacity);
+    require(buffer != nullptr || size == 0, "buffer is NULL but size is ", size);
     std::vector<uint8_t> state = reducer_of(reducer).save_powersgd();
-    if (needed != nullptr) *needed = state.size();
-    if (capacity == 0) return;
-    require(capacity >= state.size(), "capacity ", capacity, " is below the state's ", state.size(),
-            " bytes (ask with capacity 0)");
-    std::memcpy(buf, state.data(), state.size());
+    if (required != nullptr) *required = state.size();
+    if (size == 0) return;
+    require(size >= state.size(), "size ", size, " is below the state's ", state.size(), " bytes (ask with size 0)");
+    std::memcpy(buffer, state.data(), state.size());
   });
 }
 
