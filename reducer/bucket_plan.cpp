@@ -23,6 +23,13 @@ size_t round_up(size_t n, size_t a) {
   return (n + a - 1) / a * a;
 }
 
+size_t padded_for_shards(size_t elements, gcommDataType_t wire, size_t shards) {
+  const size_t unit = shards * align_elements(wire);
+  require(elements <= SIZE_MAX / dtype_size(wire) - unit, "a bucket of ", elements,
+          " elements cannot be padded for ", shards, " shards");
+  return round_up(elements, unit);
+}
+
 std::vector<size_t> visit_order(size_t n, const PlanOptions& o) {
   if (o.order.empty()) {
     std::vector<size_t> order(n);
@@ -48,6 +55,7 @@ size_t Bucket::wire_bytes() const {
 BucketPlan plan_buckets(const std::vector<GradSpec>& grads, const PlanOptions& o) {
   require(o.bucket_cap_bytes > 0, "bucket_cap_bytes must be > 0");
   require(o.first_bucket_bytes > 0, "first_bucket_bytes must be > 0");
+  require(o.shards >= 1, "shards must be >= 1");
   require(o.wire_dtype == kWireSameAsGrad || is_valid_dtype(static_cast<gcommDataType_t>(o.wire_dtype)),
           "wire dtype ", o.wire_dtype, " is not a gcommDataType_t (or -1 for the gradient's own)");
   for (size_t i = 0; i < grads.size(); ++i) {
@@ -99,6 +107,8 @@ BucketPlan plan_buckets(const std::vector<GradSpec>& grads, const PlanOptions& o
   }
   for (int d = 0; d < gcommNumDataTypes; ++d)
     if (has_open[d]) close(d);
+  if (o.shards > 1)
+    for (Bucket& b : closed) b.elements = padded_for_shards(b.elements, b.wire_dtype, o.shards);
 
   // Launch order: when each bucket's last gradient arrives.
   std::vector<size_t> idx(closed.size());
@@ -143,8 +153,10 @@ void check_plan_invariants(const std::vector<GradSpec>& grads, const PlanOptions
         broken(cat("bucket ", b, " is out of order"));
       last = std::max(last, pos_of[e.grad]);
     }
-    if (end != k.elements)
-      broken(cat("bucket ", b, " elements ", k.elements, " != end of its last tensor ", end));
+    const size_t expected = o.shards > 1 ? padded_for_shards(end, k.wire_dtype, o.shards) : end;
+    if (k.elements != expected)
+      broken(cat("bucket ", b, " elements ", k.elements, " != ", expected, " (the end of its last tensor ", end,
+                 o.shards > 1 ? ", padded for the shards)" : ")"));
     // Below the cap before its last gradient joined, unless that one was alone.
     size_t cap = first_seen[k.grad_dtype]++ == 0 ? o.first_bucket_bytes : o.bucket_cap_bytes;
     if (k.entries.size() > 1) {
@@ -157,6 +169,18 @@ void check_plan_invariants(const std::vector<GradSpec>& grads, const PlanOptions
   }
   for (size_t g = 0; g < grads.size(); ++g)
     if (seen[g] != 1) broken(cat("gradient ", g, " is in no bucket"));
+}
+
+std::vector<ShardPiece> shard_pieces(const Bucket& bucket, const std::vector<size_t>& counts, size_t shards,
+                                     size_t rank) {
+  const size_t size = bucket.shard_elements(shards);
+  const size_t lo = rank * size, hi = lo + size;
+  std::vector<ShardPiece> pieces;
+  for (const BucketEntry& e : bucket.entries) {
+    const size_t begin = std::max(lo, e.offset), end = std::min(hi, e.offset + counts[e.grad]);
+    if (begin < end) pieces.push_back(ShardPiece{e.grad, begin - e.offset, end - begin, begin - lo});
+  }
+  return pieces;
 }
 
 std::string describe_plan(const BucketPlan& plan) {

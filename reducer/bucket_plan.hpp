@@ -16,6 +16,7 @@
 //    order, of their last gradient. The same input gives the same plan on every
 //    rank: nothing depends on addresses or hash order.
 // Zero-element gradients are allowed: they get a place (and no bytes).
+// Sharded mode pads each bucket to split evenly (PlanOptions::shards).
 #pragma once
 
 #include <cstddef>
@@ -38,6 +39,9 @@ struct PlanOptions {
   size_t first_bucket_bytes = size_t{1} << 20;
   int wire_dtype = kWireSameAsGrad;  // or a gcommDataType_t
   std::vector<size_t> order;         // empty: reverse registration order
+  // Sharded mode: each bucket's elements are padded to a multiple of shards * 16
+  // bytes, so it splits into `shards` equal, 16-byte-aligned shards. 1: no padding.
+  size_t shards = 1;
 };
 
 struct BucketEntry {
@@ -51,6 +55,7 @@ struct Bucket {
   std::vector<BucketEntry> entries;  // in the order the gradients are expected
   size_t elements = 0;               // wire elements, padding included
   size_t wire_bytes() const;
+  size_t shard_elements(size_t shards) const { return elements / shards; }
 };
 
 struct BucketPlan {
@@ -61,6 +66,20 @@ struct BucketPlan {
 // Throws gcommInvalidArgument (invalid dtype, zero caps, an order that is not a
 // permutation, sizes that overflow).
 BucketPlan plan_buckets(const std::vector<GradSpec>& grads, const PlanOptions& options);
+
+// Sharded mode: the part of gradient `grad` in shard `rank` of a bucket: its
+// elements [grad_offset, grad_offset + count), at element shard_offset of the shard.
+struct ShardPiece {
+  size_t grad = 0;
+  size_t grad_offset = 0;
+  size_t count = 0;
+  size_t shard_offset = 0;
+};
+
+// Shard `rank` of `shards` of `bucket`, in shard order, padding excluded (counts:
+// the gradients' element counts, registration order). Empty pieces are left out.
+std::vector<ShardPiece> shard_pieces(const Bucket& bucket, const std::vector<size_t>& counts, size_t shards,
+                                     size_t rank);
 
 // Throws gcommInternalError with a message if `plan` breaks a rule above.
 void check_plan_invariants(const std::vector<GradSpec>& grads, const PlanOptions& options,

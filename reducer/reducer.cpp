@@ -77,7 +77,8 @@ ReducerOptions reducer_options_from(const gcommReducerConfig_t& c) {
           c.unused_grads, " is not a gcommUnusedGrads_t (gcommUnusedError, gcommUnusedAsZero)");
   require(c.rebuild_buckets == 0 || c.rebuild_buckets == 1, "rebuild_buckets must be 0 or 1, not ",
           c.rebuild_buckets);
-  require(c.reserved_v1 == 0, "reserved_v1 must be 0");
+  require(c.mode == gcommReducerAllReduce || c.mode == gcommReducerSharded, "mode ", c.mode,
+          " is not a gcommReducerMode_t (gcommReducerAllReduce, gcommReducerSharded)");
   o.bucket_cap_bytes = c.bucket_cap_bytes;
   o.first_bucket_bytes = c.first_bucket_bytes;
   o.wire_dtype = c.wire_dtype;
@@ -85,6 +86,7 @@ ReducerOptions reducer_options_from(const gcommReducerConfig_t& c) {
   o.average = c.average == 1;
   o.unused_as_zero = c.unused_grads == gcommUnusedAsZero;
   o.rebuild_buckets = c.rebuild_buckets == 1;
+  o.sharded = c.mode == gcommReducerSharded;
   return o;
 }
 
@@ -95,7 +97,9 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
       options_(options),
       device_(comm.device()),
       side_(comm.device()),
-      rebuild_pending_(options.rebuild_buckets && !options.grad_as_bucket_view) {
+      // Views and shards keep their first plan: the caller holds addresses into it,
+      // or an optimizer's shard layout.
+      rebuild_pending_(options.rebuild_buckets && !options.grad_as_bucket_view && !options.sharded) {
   require(grads != nullptr || n == 0, "argument 'grads' is NULL but num_grads is ", n);
   require(n > 0, "a reducer needs at least one gradient (num_grads is 0)");
   check_list_length(n, "num_grads");
@@ -145,6 +149,7 @@ Reducer::~Reducer() {
     strategy_.reset();  // its buffers come from the allocator
     if (wire_ != nullptr) allocator_->deallocate(wire_, side_.stream());
     if (own_ != nullptr) allocator_->deallocate(own_, side_.stream());
+    if (params_wire_ != nullptr) allocator_->deallocate(params_wire_, side_.stream());
     if (flags_ != nullptr) allocator_->deallocate(flags_, side_.stream());
     // The allocator's teardown records events on the streams it served: it must
     // go while the side stream still exists.
@@ -163,13 +168,14 @@ PlanOptions Reducer::plan_options() const {
   po.bucket_cap_bytes = options_.bucket_cap_bytes;
   po.first_bucket_bytes = options_.first_bucket_bytes;
   po.wire_dtype = options_.wire_dtype;
+  po.shards = options_.sharded ? static_cast<size_t>(comm_.size()) : 1;
   return po;
 }
 
 StrategyContext Reducer::context() {
   return StrategyContext{comm_,  side_, device_,          plan_,        grads_,  marked_,   bucket_wire_.data(),
-                         options_.average, options_.grad_as_bucket_view, inv_scale(), step_flag(), flags_ + 1,
-                         *strategy_};
+                         options_.average, options_.grad_as_bucket_view, options_.sharded, inv_scale(), step_flag(),
+                         flags_ + 1,      *strategy_};
 }
 
 // Lays the plan's buckets out in one allocation (bucket b at bucket_wire_[b])
@@ -366,6 +372,7 @@ void Reducer::finalize(gcommStream_t stream) {
     // does the step (the same gradients and loss scale as on the other ranks).
     while (next_bucket_ < plan_.buckets.size()) launch_bucket(next_bucket_++);
     strategy_->end_step(context());
+    if (options_.sharded) agree_on_found_inf();
     side_.make_wait(stream);
     finish_step(stream);
     side_.mark(stream);
@@ -425,6 +432,7 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
   stats_.rebuilt = 1;
   if (same_plan(rebuilt, plan_)) return;
   build_wire(rebuilt, *strategy_);
+  if (!params_.empty()) layout_params();
   GCOMM_INFO("reducer: plan rebuilt in rank 0's ready order\n", describe_plan(plan_));
 }
 
@@ -494,6 +502,9 @@ void Reducer::enable_powersgd(const size_t* rows, const PowerSgdOptions& options
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
   if (phase_ != Phase::kIdle) fail(gcommInvalidState, "PowerSGD can only be enabled between steps");
+  if (options_.sharded)
+    fail(gcommNotSupported, "PowerSGD with sharded gradients is not defined: its P and Q are all-reduced "
+         "whole and decompressed on every rank; use gcommReducerAllReduce mode for PowerSGD");
   if (dynamic_cast<PowerSgd*>(strategy_.get()) != nullptr)
     fail(gcommInvalidState, "PowerSGD is already enabled on this reducer");
   auto psgd = std::make_unique<PowerSgd>(grads_, rows, options, *allocator_, side_, device_);
@@ -545,6 +556,132 @@ void Reducer::load_powersgd(const uint8_t* data, size_t bytes) {
   PowerSgd& psgd = powersgd("loading a PowerSGD state");
   if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the PowerSGD state can only be loaded between steps");
   psgd.load(data, bytes);
+}
+
+void Reducer::agree_on_found_inf() {
+  comm_.collective(comm::owned_buffers_call(comm::Collective::kAllReduce, step_flag(), step_flag(), 1, gcommFloat32,
+                                            side_.stream(), gcommMax));
+}
+
+void Reducer::require_sharded(const char* what) const {
+  if (!options_.sharded)
+    fail(gcommInvalidState, what, " needs a reducer in sharded mode (config.mode = gcommReducerSharded)");
+}
+
+std::vector<size_t> Reducer::grad_counts() const {
+  std::vector<size_t> counts(grads_.size());
+  for (size_t i = 0; i < grads_.size(); ++i) counts[i] = grads_[i].count;
+  return counts;
+}
+
+std::vector<ShardPiece> Reducer::shard(size_t bucket, gcommTensor_t* wire_shard) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  require_sharded("a shard");
+  require(bucket < plan_.buckets.size(), "bucket ", bucket, " is out of range (", plan_.buckets.size(), " buckets)");
+  const Bucket& b = plan_.buckets[bucket];
+  const size_t shards = static_cast<size_t>(comm_.size()), rank = static_cast<size_t>(comm_.rank());
+  if (wire_shard != nullptr) {
+    const size_t n = b.shard_elements(shards);
+    *wire_shard = gcommTensor_t{static_cast<char*>(bucket_wire_[bucket]) + rank * n * dtype_size(b.wire_dtype), n,
+                                b.wire_dtype};
+  }
+  return shard_pieces(b, grad_counts(), shards, rank);
+}
+
+void Reducer::set_params(const gcommTensor_t* params, size_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  throw_if_failed();
+  require_sharded("registering parameters");
+  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "parameters can only be registered between steps");
+  require(params != nullptr, "argument 'params' must not be NULL");
+  require(n == grads_.size(), "num_params is ", n, " but the reducer has ", grads_.size(), " gradients");
+  std::vector<gcommTensor_t> checked(n);
+  for (size_t i = 0; i < n; ++i) {
+    const gcommTensor_t& p = params[i];
+    require(p.count == grads_[i].count && p.dtype == grads_[i].dtype, "params[", i, "] has ", p.count, " ",
+            dtype_name(p.dtype), " elements but gradient ", i, " has ", grads_[i].count, " ",
+            dtype_name(grads_[i].dtype));
+    require(p.data != nullptr || p.count == 0, "params[", i, "] has ", p.count, " elements but its data is NULL");
+    checked_span(p.data, p.count, p.dtype, cat("params[", i, "]").c_str());
+    if (p.count > 0) require_usable(pointer_info(p.data), device_, "params", static_cast<long long>(i),
+                                    "the communicator is on");
+    checked[i] = p;
+  }
+  GradAddresses overlap_check(checked);  // no two parameters share memory
+  const bool first = params_.empty();
+  params_ = std::move(checked);
+  if (first) layout_params();
+}
+
+void Reducer::layout_params() {
+  std::vector<size_t> offsets(plan_.buckets.size());
+  size_t total = 0;
+  for (size_t b = 0; b < plan_.buckets.size(); ++b) {
+    offsets[b] = total;
+    const size_t bytes = plan_.buckets[b].elements * dtype_size(plan_.buckets[b].grad_dtype);
+    require(bytes <= SIZE_MAX - total - kBucketAlign, "the parameters' staging size overflows");
+    total = align_up(total + bytes, kBucketAlign);
+  }
+  void* wire = total > 0 ? allocator_->allocate(total, side_.stream()) : nullptr;
+  try {
+    zero_bytes(wire, total, device_, side_.stream());  // padding: initialized, never read back
+  } catch (...) {
+    if (wire != nullptr) allocator_->deallocate(wire, side_.stream());
+    throw;
+  }
+  if (params_wire_ != nullptr) allocator_->deallocate(params_wire_, side_.stream());
+  params_wire_ = wire;
+  params_offset_ = std::move(offsets);
+}
+
+void Reducer::all_gather_params(size_t bucket, gcommStream_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  throw_if_failed();
+  refuse_in_group("gcommReducerAllGatherParams");
+  require_sharded("gathering parameters");
+  if (params_.empty()) fail(gcommInvalidState, "no parameters registered: call gcommReducerSetParams first");
+  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "parameters can only be gathered between steps");
+  require(bucket == GCOMM_ALL_BUCKETS || bucket < plan_.buckets.size(), "bucket ", bucket, " is out of range (",
+          plan_.buckets.size(), " buckets)");
+  or_fail([&] {
+    side_.wait_for(stream);
+    if (bucket == GCOMM_ALL_BUCKETS)
+      for (size_t b = 0; b < plan_.buckets.size(); ++b) all_gather_params_of(b);
+    else
+      all_gather_params_of(bucket);
+    side_.make_wait(stream);
+  });
+}
+
+// This rank's pieces of the parameters go to its shard of the staging buffer, the
+// all-gather (in place) fills the others, and every parameter is copied back whole.
+void Reducer::all_gather_params_of(size_t b) {
+  const Bucket& bucket = plan_.buckets[b];
+  const gcommDataType_t dtype = bucket.grad_dtype;
+  void* staging = static_cast<char*>(params_wire_) + params_offset_[b];
+  const size_t shards = static_cast<size_t>(comm_.size()), rank = static_cast<size_t>(comm_.rank());
+  const size_t shard = bucket.shard_elements(shards);
+  const kernels::Target target{device_, side_.stream(), true};
+  std::vector<gcommTensor_t> mine;
+  std::vector<size_t> offsets;
+  for (const ShardPiece& p : shard_pieces(bucket, grad_counts(), shards, rank)) {
+    gcommTensor_t part = params_[p.grad];
+    part.data = static_cast<char*>(part.data) + p.grad_offset * dtype_size(dtype);
+    part.count = p.count;
+    mine.push_back(part);
+    offsets.push_back(rank * shard + p.shard_offset);
+  }
+  kernels::pack(mine.data(), mine.size(), offsets.data(), staging, dtype, 1.0f, nullptr, target);
+  void* my_block = static_cast<char*>(staging) + rank * shard * dtype_size(dtype);
+  comm_.collective(
+      comm::owned_buffers_call(comm::Collective::kAllGather, my_block, staging, shard, dtype, side_.stream()));
+  std::vector<gcommTensor_t> all;
+  offsets.clear();
+  for (const BucketEntry& e : bucket.entries) {
+    all.push_back(params_[e.grad]);
+    offsets.push_back(e.offset);
+  }
+  kernels::unpack(staging, dtype, offsets.data(), all.data(), all.size(), 1.0f, nullptr, false, nullptr, target);
 }
 
 }  // namespace gradcomm::reducer

@@ -35,6 +35,7 @@ struct ReducerOptions {
   bool average = true;
   bool unused_as_zero = false;
   bool rebuild_buckets = true;
+  bool sharded = false;  // gcommReducerSharded
 };
 
 // Throws gcommInvalidArgument naming the field.
@@ -69,6 +70,12 @@ class Reducer {
   // is checked as a whole, so gradients may trade places.
   void set_all_grad_data(void* const* data, size_t n);
   gcommReducerStats_t stats() const;
+
+  // Sharded mode (gcommReducerSharded): this rank's shard of bucket b; the
+  // parameters (registered like the gradients) and their all-gather, between steps.
+  std::vector<ShardPiece> shard(size_t bucket, gcommTensor_t* wire_shard) const;
+  void set_params(const gcommTensor_t* params, size_t n);
+  void all_gather_params(size_t bucket, gcommStream_t stream);
   std::string describe() const;
   memory::CachingAllocator& allocator() { return *allocator_; }
 
@@ -93,6 +100,13 @@ class Reducer {
   const float* inv_scale() const { return scaler_ != nullptr ? &scaler_->state()->inv_scale : nullptr; }
   void maybe_rebuild(const std::vector<size_t>& missing);
   void check_grad_location(const void* data, size_t index) const;
+  void require_sharded(const char* what) const;
+  std::vector<size_t> grad_counts() const;
+  void all_gather_params_of(size_t bucket);
+  void layout_params();  // (re)allocates params_wire_ for the current plan
+  // Sharded mode, at finalize: every rank takes the largest step flag, so a step
+  // with Inf/NaN in any rank's shard is skipped everywhere.
+  void agree_on_found_inf();
   // A moved gradient's new tensor, checked alone (NULL, span, location) between steps.
   gcommTensor_t checked_move(size_t index, void* data) const;
   std::vector<size_t> unmarked() const;
@@ -124,6 +138,11 @@ class Reducer {
   // [0] found-inf of the last synced step (written on the caller's stream at
   // finalize), [1] the constant 1.0f, [2] this step's found-inf (side stream).
   float* flags_ = nullptr;
+  // Sharded mode: the parameters (registration order) and their staging buffer,
+  // laid out like wire_ but in the gradients' dtypes (params_wire_ + params_offset_[b]).
+  std::vector<gcommTensor_t> params_;
+  void* params_wire_ = nullptr;
+  std::vector<size_t> params_offset_;
 
   mutable std::mutex mutex_;
   Phase phase_ = Phase::kIdle;

@@ -35,6 +35,7 @@ struct StrategyContext {
   void* const* bucket_wire;                 // per bucket: its place in the wire buffer
   bool average;                             // divide the sum by the world size
   bool views;                               // grad_as_bucket_view: the gradients live in the buckets
+  bool sharded;                             // reduce-scatter: this rank reduces only its shard of each bucket
   const float* inv_scale;                   // device 1/loss scale, or NULL (no scaler)
   float* step_flag;                         // device: this step's found-inf (> 0: Inf/NaN seen)
   const float* one;                         // device 1.0f

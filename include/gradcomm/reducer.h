@@ -51,6 +51,14 @@ typedef enum gcommUnusedGrads {
   gcommUnusedAsZero = 1  /**< the gradient contributes zero and receives the others' average */
 } gcommUnusedGrads_t;
 
+/** What a synced step leaves on each rank. The values are part of the ABI. */
+typedef enum gcommReducerMode {
+  gcommReducerAllReduce = 0, /**< every rank gets every averaged gradient (DDP) */
+  gcommReducerSharded = 1    /**< each bucket is reduce-scattered: every rank gets only its shard of
+                                  each bucket, 1/world of it (ZeRO, FSDP, distributed optimizers);
+                                  see gcommReducerGetShard and gcommReducerAllGatherParams */
+} gcommReducerMode_t;
+
 /** Reducer configuration (versioned config struct, version 1). */
 typedef struct gcommReducerConfig {
   size_t size;
@@ -65,7 +73,8 @@ typedef struct gcommReducerConfig {
   int average;               /**< 1: divide by the world size; 0: sum */
   int unused_grads;          /**< gcommUnusedGrads_t, gcommUnusedError */
   int rebuild_buckets;       /**< 1: rebuild the plan once after the first synced step (not with views) */
-  int reserved_v1;           /**< leave 0 */
+  int mode;                  /**< gcommReducerMode_t, gcommReducerAllReduce (was reserved_v1, which had
+                                  to be 0: the same layout and meaning) */
   gcommGradScaler_t scaler; /**< NULL, or a scaler on the communicator's device: the epilogue
                                   multiplies by its 1/scale and finalize runs its update */
 } gcommReducerConfig_t;
@@ -190,6 +199,49 @@ GCOMM_API gcommStatus_t gcommReducerSavePowerSgdState(gcommReducer_t reducer, vo
                                                       size_t* required);
 /** Restores a state saved by a reducer with the same gradients, rows and rank. */
 GCOMM_API gcommStatus_t gcommReducerLoadPowerSgdState(gcommReducer_t reducer, const void* data, size_t bytes);
+
+/* ------------------------------------------------------------------------- */
+/* Sharded gradients (mode gcommReducerSharded)                               */
+/* ------------------------------------------------------------------------- */
+
+/** One gradient's part of this rank's shard of a bucket: elements
+ *  [grad_offset, grad_offset + count) of gradient @p grad, at element
+ *  @p shard_offset of the shard. */
+typedef struct gcommShardPiece {
+  size_t grad;
+  size_t grad_offset;
+  size_t count;
+  size_t shard_offset;
+} gcommShardPiece_t;
+
+/** This rank's shard of bucket @p bucket (0 .. num_buckets-1, launch order) in
+ *  sharded mode. @p shard (may be NULL) receives the contiguous shard in the wire
+ *  buffer (data, elements, wire dtype; padding included, never part of a piece):
+ *  after finalize it holds the reduced values before the epilogue (averaged, not
+ *  unscaled) unless the gradients are bucket views, where it holds them after.
+ *  @p pieces receives up to @p max_pieces pieces in shard order; @p num_pieces (may
+ *  be NULL) receives how many there are (ask with max_pieces 0). After a synced
+ *  step the gradients' elements in these pieces hold the result of the step (the
+ *  other elements keep this rank's own gradient); a distributed optimizer updates
+ *  exactly these parameter elements. The layout changes only when the plan is
+ *  rebuilt (after the first synced step, unless rebuild_buckets is 0). */
+GCOMM_API gcommStatus_t gcommReducerGetShard(gcommReducer_t reducer, size_t bucket, gcommTensor_t* shard,
+                                             gcommShardPiece_t* pieces, size_t max_pieces, size_t* num_pieces);
+
+/** Registers the parameters (sharded mode): params[i] has gradient i's count and
+ *  dtype, on the communicator's device. A staging buffer of the buckets' layout is
+ *  allocated once, here; call again to re-point them. */
+GCOMM_API gcommStatus_t gcommReducerSetParams(gcommReducer_t reducer, const gcommTensor_t* params,
+                                              size_t num_params);
+
+/** All-gathers the parameters of bucket @p bucket (GCOMM_ALL_BUCKETS: every bucket,
+ *  in launch order) between steps: every rank contributes the elements of its
+ *  shard's pieces and every rank's parameters end equal. Ordered after the work on
+ *  @p stream so far; later work on @p stream waits for it. Every rank must call it
+ *  with the same buckets in the same order; one bucket at a time lets the next
+ *  forward pass start on the first buckets while the others are in flight. */
+GCOMM_API gcommStatus_t gcommReducerAllGatherParams(gcommReducer_t reducer, size_t bucket, gcommStream_t stream);
+#define GCOMM_ALL_BUCKETS ((size_t)-1)
 
 #ifdef __cplusplus
 }

@@ -166,3 +166,29 @@ GCOMM_API gcommStatus_t gcommReducerLoadPowerSgdState(gcommReducer_t reducer, co
 }
 
 }  // extern "C"
+
+extern "C" {
+
+GCOMM_API gcommStatus_t gcommReducerGetShard(gcommReducer_t reducer, size_t bucket, gcommTensor_t* shard,
+                                             gcommShardPiece_t* pieces, size_t max_pieces, size_t* num_pieces) {
+  return GCOMM_API_CALL({
+    require(pieces != nullptr || max_pieces == 0, "pieces is NULL but max_pieces is ", max_pieces);
+    gcommTensor_t wire{};
+    std::vector<ShardPiece> found = reducer_of(reducer).shard(bucket, &wire);
+    if (shard != nullptr) *shard = wire;
+    if (num_pieces != nullptr) *num_pieces = found.size();
+    for (size_t k = 0; k < found.size() && k < max_pieces; ++k)
+      pieces[k] = gcommShardPiece_t{found[k].grad, found[k].grad_offset, found[k].count, found[k].shard_offset};
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerSetParams(gcommReducer_t reducer, const gcommTensor_t* params,
+                                              size_t num_params) {
+  return GCOMM_API_CALL({ reducer_of(reducer).set_params(params, num_params); });
+}
+
+GCOMM_API gcommStatus_t gcommReducerAllGatherParams(gcommReducer_t reducer, size_t bucket, gcommStream_t stream) {
+  return GCOMM_API_CALL({ reducer_of(reducer).all_gather_params(bucket, stream); });
+}
+
+}  // extern "C"

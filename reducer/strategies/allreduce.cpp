@@ -33,13 +33,21 @@ void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContex
     }
   }
   // Views are not packed, so the transport averages (NCCL's ncclAvg divides before summing).
-  ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kAllReduce, wire, wire, bucket.elements,
-                                               bucket.wire_dtype, ctx.side.stream(),
-                                               ctx.views && ctx.average ? gcommAvg : gcommSum));
+  const gcommRedOp_t op = ctx.views && ctx.average ? gcommAvg : gcommSum;
+  if (ctx.sharded) {
+    // In place: this rank's shard of the bucket receives the reduced shard.
+    const size_t shard = bucket.shard_elements(static_cast<size_t>(ctx.comm.size()));
+    void* mine = static_cast<char*>(wire) + static_cast<size_t>(ctx.comm.rank()) * shard * dtype_size(bucket.wire_dtype);
+    ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kReduceScatter, wire, mine, shard,
+                                                 bucket.wire_dtype, ctx.side.stream(), op));
+  } else {
+    ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kAllReduce, wire, wire, bucket.elements,
+                                                 bucket.wire_dtype, ctx.side.stream(), op));
+  }
   epilogue(b, ctx);
 }
 
-// Right after the bucket's all-reduce, so that it overlaps the later buckets'
+// Right after the bucket's collective, so that it overlaps the later buckets'
 // communication and finalize is left with the last bucket's only: unpack (cast
 // back, times 1/loss scale) or, with views, unscale in place; Inf/NaN into the step flag.
 void AllReduceStrategy::epilogue(size_t b, const StrategyContext& ctx) {
@@ -48,10 +56,25 @@ void AllReduceStrategy::epilogue(size_t b, const StrategyContext& ctx) {
   std::vector<size_t> offsets;
   dst.reserve(bucket.entries.size());
   offsets.reserve(bucket.entries.size());
-  for (const BucketEntry& e : bucket.entries) {
-    if (ctx.outermost.takes(e.grad)) continue;
-    dst.push_back(ctx.grads[e.grad]);
-    offsets.push_back(e.offset);
+  if (ctx.sharded) {
+    // This rank's shard only: the parts of the gradients in it.
+    std::vector<size_t> counts(ctx.grads.size());
+    for (const BucketEntry& e : bucket.entries) counts[e.grad] = ctx.grads[e.grad].count;
+    const size_t shards = static_cast<size_t>(ctx.comm.size());
+    const size_t lo = static_cast<size_t>(ctx.comm.rank()) * bucket.shard_elements(shards);
+    for (const ShardPiece& p : shard_pieces(bucket, counts, shards, static_cast<size_t>(ctx.comm.rank()))) {
+      gcommTensor_t part = ctx.grads[p.grad];
+      part.data = static_cast<char*>(part.data) + p.grad_offset * dtype_size(part.dtype);
+      part.count = p.count;
+      dst.push_back(part);
+      offsets.push_back(lo + p.shard_offset);
+    }
+  } else {
+    for (const BucketEntry& e : bucket.entries) {
+      if (ctx.outermost.takes(e.grad)) continue;
+      dst.push_back(ctx.grads[e.grad]);
+      offsets.push_back(e.offset);
+    }
   }
   if (dst.empty()) return;
   if (ctx.views) {

@@ -1,7 +1,9 @@
 // The all-reduce strategy (plain and cast): each bucket's gradients are packed
 // into its wire buffer in one launch (cast to the bucket's wire dtype and divided
 // by the world size first, so an f16 sum cannot overflow), all-reduced, and
-// unpacked in one more (cast back, times 1/loss scale, Inf/NaN flagged). With
+// unpacked in one more (cast back, times 1/loss scale, Inf/NaN flagged). In
+// sharded mode the bucket is reduce-scattered in place and only this rank's
+// shard is unpacked (the parts of the gradients in it; the padding never). With
 // views nothing is packed: the transport averages in place and the epilogue
 // unscales and checks in place. Gradients another strategy takes are skipped.
 #pragma once

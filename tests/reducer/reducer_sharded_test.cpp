@@ -1,0 +1,289 @@
+// Sharded mode (gcommReducerSharded): each rank's shard equals the matching slice
+// of the all-reduce mode's result bit for bit, the shards cover every gradient
+// element exactly once (padding never), a step with Inf/NaN on one rank is
+// skipped on every rank, and the parameter all-gather leaves every rank with the
+// owners' values. On the local transport (host; GPU 0 where one is present) and
+// the socket transport (host ranks over loopback TCP).
+#include <cstring>
+#include <mutex>
+
+#include "comm/socket/socket_ranks.hpp"
+#include "reducer/reducer_rig.hpp"
+
+namespace gradcomm::test {
+namespace {
+
+enum class Where { kLocalHost, kSocketHost, kLocalGpu };
+
+std::string where_name(const ::testing::TestParamInfo<Where>& info) {
+  return info.param == Where::kLocalHost ? "LocalHost" : info.param == Where::kSocketHost ? "SocketHost" : "LocalGpu";
+}
+
+using Grads = std::vector<std::pair<size_t, gcommDataType_t>>;
+
+// Odd sizes, empty ones, mixed dtypes: every bucket needs padding.
+Grads odd_grads() {
+  return {{1001, gcommFloat32}, {0, gcommFloat32}, {3, gcommFloat16},  {4099, gcommFloat32},
+          {17, gcommBfloat16}, {1, gcommFloat32}, {777, gcommFloat16}, {2048, gcommFloat32}};
+}
+
+class Sharded : public ::testing::TestWithParam<Where> {
+ public:
+  void SetUp() override {
+    if (gpu()) {
+      GCOMM_SKIP_WITHOUT_GPU();
+      ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    }
+  }
+  bool gpu() const { return GetParam() == Where::kLocalGpu; }
+
+  std::vector<gcommComm_t> make(int n) {
+    if (GetParam() == Where::kSocketHost) return make_socket(n, 60.0, "sharded-test");
+    std::vector<gcommComm_t> comms(n, nullptr);
+    gcommCommConfig_t cfg = GCOMM_COMM_CONFIG_INITIALIZER;
+    cfg.timeout_s = 60.0;
+    EXPECT_EQ(gcommCommInitLocal(n, gpu() ? gcommCudaDevice(0) : gcommHostDevice(), &cfg, comms.data()),
+              gcommSuccess)
+        << gcommGetLastError();
+    return comms;
+  }
+  // body(rank, comm, stream) on one thread per rank; the communicators are destroyed after.
+  void run(int n, const std::function<std::string(int, gcommComm_t, cudaStream_t)>& body) {
+    auto comms = make(n);
+    const bool on_gpu = gpu();
+    auto errors = run_ranks(comms, [&](int rank, gcommComm_t comm) -> std::string {
+      cudaStream_t stream = nullptr;
+      if (on_gpu && (cudaSetDevice(0) != cudaSuccess || cudaStreamCreate(&stream) != cudaSuccess))
+        return "cannot create a stream";
+      std::string e = body(rank, comm, stream);
+      if (stream != nullptr) cudaStreamDestroy(stream);
+      return e;
+    });
+    for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+    if (GetParam() == Where::kSocketHost)
+      destroy_together(comms);
+    else
+      destroy(comms);
+  }
+};
+
+// One synced step of `config` over the rank's `inputs`; returns the gradients after it.
+std::string one_step(gcommComm_t comm, const Grads& grads, const std::vector<TypedBuffer>& inputs,
+                     const gcommReducerConfig_t& config, bool gpu, cudaStream_t stream, std::vector<TypedBuffer>& out,
+                     std::vector<std::vector<gcommShardPiece_t>>* pieces = nullptr, int* skip = nullptr) {
+  std::vector<GradMem> mem;
+  std::vector<gcommTensor_t> tensors;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    mem.emplace_back(grads[i].second, grads[i].first, gpu);
+    mem.back().upload(inputs[i], stream);
+    tensors.push_back(mem.back().tensor());
+  }
+  gcommReducer_t r = nullptr;
+  RIG_CHECK(gcommReducerCreate(comm, tensors.data(), tensors.size(), &config, &r));
+  RIG_CHECK(gcommReducerBeginStep(r, 1));
+  for (size_t i = grads.size(); i-- > 0;) RIG_CHECK(gcommReducerMarkReady(r, i, stream));
+  int skip_step = -1;
+  RIG_CHECK(gcommReducerFinalize(r, stream, &skip_step));
+  if (skip != nullptr) *skip = skip_step;
+  if (pieces != nullptr) {
+    gcommReducerStats_t stats;
+    RIG_CHECK(gcommReducerGetStats(r, &stats));
+    pieces->assign(stats.num_buckets, {});
+    for (size_t b = 0; b < stats.num_buckets; ++b) {
+      size_t n = 0;
+      RIG_CHECK(gcommReducerGetShard(r, b, nullptr, nullptr, 0, &n));
+      (*pieces)[b].resize(n);
+      RIG_CHECK(gcommReducerGetShard(r, b, nullptr, (*pieces)[b].data(), n, &n));
+    }
+  }
+  out.clear();
+  for (auto& m : mem) out.push_back(m.download(stream));
+  RIG_CHECK(gcommReducerDestroy(r));
+  return "";
+}
+
+std::vector<std::vector<TypedBuffer>> random_inputs(const Grads& grads, int world, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<TypedBuffer>> v(world);
+  for (auto& rank : v)
+    for (const auto& [count, dtype] : grads) rank.push_back(random_buffer(rng, dtype, count));
+  return v;
+}
+
+TEST_P(Sharded, EachShardIsTheAllReduceResultBitForBitAndTheShardsCoverEveryElementOnce) {
+  const Grads grads = odd_grads();
+  for (int world : {2, 3}) {
+    for (int wire : {GCOMM_WIRE_SAME_AS_GRAD, static_cast<int>(gcommFloat16)}) {
+      SCOPED_TRACE(testing::Message() << "world " << world << ", wire " << wire);
+      auto inputs = random_inputs(grads, world, 7u + static_cast<unsigned>(world));
+      std::mutex m;
+      std::vector<std::vector<int>> covered(grads.size());
+      for (size_t i = 0; i < grads.size(); ++i) covered[i].assign(grads[i].first, 0);
+      run(world, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+        gcommReducerConfig_t all = GCOMM_REDUCER_CONFIG_INITIALIZER;
+        all.bucket_cap_bytes = 8192;  // several buckets
+        all.first_bucket_bytes = 2048;
+        all.wire_dtype = wire;
+        gcommReducerConfig_t sharded = all;
+        sharded.mode = gcommReducerSharded;
+        std::vector<TypedBuffer> reference, got;
+        std::vector<std::vector<gcommShardPiece_t>> pieces;
+        std::string e = one_step(comm, grads, inputs[rank], all, gpu(), stream, reference);
+        if (e.empty()) e = one_step(comm, grads, inputs[rank], sharded, gpu(), stream, got, &pieces);
+        if (!e.empty()) return e;
+        // Outside this rank's shard the gradients keep their own values: the step was
+        // a reduce-scatter, not an all-reduce.
+        std::vector<std::vector<char>> mine(grads.size());
+        for (size_t i = 0; i < grads.size(); ++i) mine[i].assign(grads[i].first, 0);
+        for (const auto& bucket : pieces)
+          for (const gcommShardPiece_t& p : bucket)
+            for (size_t j = p.grad_offset; j < p.grad_offset + p.count && j < grads[p.grad].first; ++j) mine[p.grad][j] = 1;
+        for (size_t i = 0; i < grads.size(); ++i)
+          for (size_t j = 0; j < grads[i].first; ++j)
+            if (!mine[i][j] && got[i].get(j) != inputs[rank][i].get(j))
+              return "gradient " + std::to_string(i) + " element " + std::to_string(j) + " outside the shard changed";
+        std::lock_guard<std::mutex> lock(m);
+        for (const auto& bucket : pieces)
+          for (const gcommShardPiece_t& p : bucket) {
+            const size_t es = elem_size(grads[p.grad].second);
+            if (p.count == 0 || p.grad_offset + p.count > grads[p.grad].first) return "a piece outside its gradient";
+            if (std::memcmp(got[p.grad].bytes.data() + p.grad_offset * es,
+                            reference[p.grad].bytes.data() + p.grad_offset * es, p.count * es) != 0)
+              return "gradient " + std::to_string(p.grad) + " differs from the all-reduce result in its shard";
+            for (size_t j = p.grad_offset; j < p.grad_offset + p.count; ++j) ++covered[p.grad][j];
+          }
+        return "";
+      });
+      for (size_t i = 0; i < grads.size(); ++i)
+        for (size_t j = 0; j < grads[i].first; ++j)
+          ASSERT_EQ(covered[i][j], 1) << "gradient " << i << " element " << j << " is in " << covered[i][j]
+                                      << " shards";
+    }
+  }
+}
+
+// Rank 0 alone has an Inf, in an element whichever rank owns: every rank skips.
+TEST_P(Sharded, AStepWithInfOnOneRankIsSkippedOnEveryRank) {
+  const Grads grads = odd_grads();
+  const int world = 3;
+  for (size_t where : {size_t{0}, size_t{2047}, size_t{4098}}) {
+    auto inputs = random_inputs(grads, world, 11u);
+    inputs[0][3].set(where, std::numeric_limits<double>::infinity());
+    run(world, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+      gcommReducerConfig_t c = GCOMM_REDUCER_CONFIG_INITIALIZER;
+      c.mode = gcommReducerSharded;
+      c.bucket_cap_bytes = 8192;
+      std::vector<TypedBuffer> got;
+      int skip = -1;
+      std::string e = one_step(comm, grads, inputs[rank], c, gpu(), stream, got, nullptr, &skip);
+      if (!e.empty()) return e;
+      return skip == 1 ? "" : "rank " + std::to_string(rank) + " did not skip the step (element " +
+                                  std::to_string(where) + ")";
+    });
+  }
+}
+
+// Every rank writes its pieces of the parameters (and NaN elsewhere); after the
+// all-gather, bucket by bucket or all at once, every rank holds every owner's values.
+TEST_P(Sharded, TheParameterAllGatherLeavesEveryRankWithTheOwnersValues) {
+  const Grads grads = odd_grads();
+  auto value = [](size_t g, size_t j) { return static_cast<double>((g * 131 + j) % 1000); };
+  for (bool per_bucket : {false, true}) {
+    run(3, [&](int, gcommComm_t comm, cudaStream_t stream) -> std::string {
+      std::vector<GradMem> g, p;
+      std::vector<gcommTensor_t> gt, pt;
+      for (const auto& [count, dtype] : grads) {
+        g.emplace_back(dtype, count, gpu());
+        p.emplace_back(dtype, count, gpu());
+        gt.push_back(g.back().tensor());
+        pt.push_back(p.back().tensor());
+      }
+      gcommReducerConfig_t c = GCOMM_REDUCER_CONFIG_INITIALIZER;
+      c.mode = gcommReducerSharded;
+      c.bucket_cap_bytes = 8192;
+      gcommReducer_t r = nullptr;
+      RIG_CHECK(gcommReducerCreate(comm, gt.data(), gt.size(), &c, &r));
+      RIG_CHECK(gcommReducerSetParams(r, pt.data(), pt.size()));
+      gcommReducerStats_t stats;
+      RIG_CHECK(gcommReducerGetStats(r, &stats));
+      // NaN everywhere, then this rank's pieces (an optimizer's update of its shard).
+      std::vector<TypedBuffer> host;
+      for (size_t i = 0; i < grads.size(); ++i) {
+        host.push_back(TypedBuffer{grads[i].second, grads[i].first, 0,
+                                   std::vector<unsigned char>((grads[i].first + 8) * elem_size(grads[i].second))});
+        for (size_t j = 0; j < grads[i].first; ++j) host[i].set(j, std::nan(""));
+      }
+      for (size_t b = 0; b < stats.num_buckets; ++b) {
+        std::vector<gcommShardPiece_t> pieces(64);
+        size_t n = 0;
+        RIG_CHECK(gcommReducerGetShard(r, b, nullptr, pieces.data(), pieces.size(), &n));
+        if (n > pieces.size()) return "more than 64 pieces";
+        for (size_t k = 0; k < n; ++k)
+          for (size_t j = pieces[k].grad_offset; j < pieces[k].grad_offset + pieces[k].count; ++j)
+            host[pieces[k].grad].set(j, value(pieces[k].grad, j));
+      }
+      for (size_t i = 0; i < grads.size(); ++i) p[i].upload(host[i], stream);
+      if (per_bucket) {
+        for (size_t b = 0; b < stats.num_buckets; ++b) RIG_CHECK(gcommReducerAllGatherParams(r, b, stream));
+      } else {
+        RIG_CHECK(gcommReducerAllGatherParams(r, GCOMM_ALL_BUCKETS, stream));
+      }
+      for (size_t i = 0; i < grads.size(); ++i) {
+        TypedBuffer after = p[i].download(stream);
+        for (size_t j = 0; j < grads[i].first; ++j) {
+          // The values pass through the dtype: compare with the dtype's rounding of them.
+          TypedBuffer expect{grads[i].second, 1, 0, std::vector<unsigned char>(16)};
+          expect.set(0, value(i, j));
+          if (after.get(j) != expect.get(0))
+            return "param " + std::to_string(i) + " element " + std::to_string(j) + " is " +
+                   std::to_string(after.get(j)) + ", not " + std::to_string(expect.get(0));
+        }
+      }
+      RIG_CHECK(gcommReducerDestroy(r));
+      return "";
+    });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, Sharded,
+                         ::testing::Values(Where::kLocalHost, Where::kSocketHost, Where::kLocalGpu), where_name);
+
+// What sharded mode refuses, and what the all-reduce mode refuses of it.
+TEST(ShardedErrors, RefusedCallsSayWhy) {
+  auto comms = make_local(2);
+  run_ranks(comms, [&](int, gcommComm_t comm) -> std::string {
+    std::vector<float> a(10), b(10);
+    gcommTensor_t t[1] = {{a.data(), 10, gcommFloat32}};
+    gcommTensor_t params[1] = {{b.data(), 10, gcommFloat32}};
+    gcommReducerConfig_t c = GCOMM_REDUCER_CONFIG_INITIALIZER;
+    c.mode = 7;
+    gcommReducer_t r = nullptr;
+    EXPECT_EQ(gcommReducerCreate(comm, t, 1, &c, &r), gcommInvalidArgument);
+    EXPECT_NE(std::string(gcommGetLastError()).find("mode 7 is not a gcommReducerMode_t"), std::string::npos);
+    // All-reduce mode: no shards, no parameters.
+    c.mode = gcommReducerAllReduce;
+    EXPECT_EQ(gcommReducerCreate(comm, t, 1, &c, &r), gcommSuccess);
+    size_t n = 0;
+    EXPECT_EQ(gcommReducerGetShard(r, 0, nullptr, nullptr, 0, &n), gcommInvalidState);
+    EXPECT_NE(std::string(gcommGetLastError()).find("sharded mode"), std::string::npos);
+    EXPECT_EQ(gcommReducerSetParams(r, params, 1), gcommInvalidState);
+    EXPECT_EQ(gcommReducerDestroy(r), gcommSuccess);
+    // Sharded mode: PowerSGD is refused; bad shard and parameter calls change nothing.
+    c.mode = gcommReducerSharded;
+    EXPECT_EQ(gcommReducerCreate(comm, t, 1, &c, &r), gcommSuccess);
+    size_t rows[1] = {2};
+    EXPECT_EQ(gcommReducerEnablePowerSgd(r, rows, nullptr), gcommNotSupported);
+    EXPECT_NE(std::string(gcommGetLastError()).find("PowerSGD with sharded gradients"), std::string::npos);
+    EXPECT_EQ(gcommReducerGetShard(r, 5, nullptr, nullptr, 0, &n), gcommInvalidArgument);
+    EXPECT_EQ(gcommReducerAllGatherParams(r, GCOMM_ALL_BUCKETS, nullptr), gcommInvalidState);  // none registered
+    gcommTensor_t wrong[1] = {{b.data(), 9, gcommFloat32}};
+    EXPECT_EQ(gcommReducerSetParams(r, wrong, 1), gcommInvalidArgument);
+    EXPECT_EQ(gcommReducerSetParams(r, params, 2), gcommInvalidArgument);
+    EXPECT_EQ(gcommReducerDestroy(r), gcommSuccess);
+    return "";
+  });
+  destroy(comms);
+}
+
+}  // namespace
+}  // namespace gradcomm::test
