@@ -1,7 +1,10 @@
 // The transport table (in the spirit of NCCL's ncclTransports[]): every transport
 // a communicator can be built on, one entry each, defined in transports.cpp. A new
-// transport is a folder under comm/ plus one line there; nothing else in comm/
-// names a transport. Group launch is a Transport hook (Transport::join_group).
+// store-met transport is a folder under comm/ plus one line there (and its
+// gcommTransport_t value); nothing in bootstrap/, group.cpp or comm_init_api.cpp
+// names one. The local transport keeps its own creation call (gcommCommInitLocal)
+// and the NCCL-only calls live in comm/nccl/nccl_api.cpp. Group launch is a
+// Transport hook (Transport::join_group).
 #pragma once
 
 #include <memory>

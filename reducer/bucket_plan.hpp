@@ -1,6 +1,6 @@
 // The bucket planner: a pure function from the registered gradients to the
 // buckets the reducer packs and all-reduces, in launch order. Tested alone
-// (tests/comm/reducer) and fuzzed (tests/fuzz/bucket_plan_fuzz.cpp).
+// (tests/reducer) and fuzzed (tests/fuzz/bucket_plan_fuzz.cpp).
 //
 // Rules (PyTorch DDP's compute_bucket_assignment_by_size is the reference):
 //  - gradients are taken in reverse registration order (backward produces them

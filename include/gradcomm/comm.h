@@ -1,5 +1,5 @@
 /*
- * gradcomm communicators: rendezvous, the NCCL and local transports, collectives,
+ * gradcomm communicators: rendezvous, the NCCL, local and socket transports, collectives,
  * timeouts and abort.
  *
  * Thread and stream contract:

@@ -9,8 +9,8 @@
  *  - Out-pointers must not be NULL.
  *  - Config structs are versioned: declare them with their ..._INITIALIZER macro,
  *    then change the fields you need (see gcommLogConfig_t for the pattern).
- *  - Thread safety is stated per object in each header; the functions of this
- *    file are all safe to call from any thread.
+ *  - Thread safety is stated per object in each header; the functions of core.h
+ *    are all safe to call from any thread.
  */
 #ifndef GRADCOMM_GRADCOMM_H
 #define GRADCOMM_GRADCOMM_H
