@@ -23,8 +23,8 @@ std::string call_name(Collective op, uint64_t seq, size_t bytes) {
   return cat(CallId{op, seq, bytes});
 }
 
-CollectiveArgs owned_buffers_call(Collective op, const void* send, void* recv, size_t count, gcommDataType_t dtype,
-                                  gcommStream_t stream, gcommRedOp_t redop, int root) {
+CollectiveArgs collective_call(Collective op, const void* send, void* recv, size_t count, gcommDataType_t dtype,
+                               gcommStream_t stream, gcommRedOp_t redop, int root) {
   CollectiveArgs a;
   a.op = op;
   a.send = send;
@@ -34,6 +34,12 @@ CollectiveArgs owned_buffers_call(Collective op, const void* send, void* recv, s
   a.redop = redop;
   a.root = root;
   a.stream = stream;
+  return a;
+}
+
+CollectiveArgs owned_buffers_call(Collective op, const void* send, void* recv, size_t count, gcommDataType_t dtype,
+                                  gcommStream_t stream, gcommRedOp_t redop, int root) {
+  CollectiveArgs a = collective_call(op, send, recv, count, dtype, stream, redop, root);
   a.buffers_known = true;
   return a;
 }

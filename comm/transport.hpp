@@ -35,8 +35,11 @@ struct CollectiveArgs {
   bool buffers_known = false;
 };
 
+// One call's arguments (`count` as above); the communicator validates them.
+CollectiveArgs collective_call(Collective op, const void* send, void* recv, size_t count, gcommDataType_t dtype,
+                               gcommStream_t stream, gcommRedOp_t redop = gcommSum, int root = 0);
 // A call on buffers the caller owns and has already checked (the reducer's
-// buckets and registered gradients): buffers_known is set. `count` as above.
+// buckets and registered gradients): buffers_known is set.
 CollectiveArgs owned_buffers_call(Collective op, const void* send, void* recv, size_t count, gcommDataType_t dtype,
                                   gcommStream_t stream, gcommRedOp_t redop = gcommSum, int root = 0);
 

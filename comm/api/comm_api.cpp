@@ -31,16 +31,7 @@ HandleRegistry<gcommComm>& comms() {
 // Runs one collective through the communicator behind `handle`.
 void run(gcommComm_t handle, Collective op, const void* send, void* recv, size_t count, gcommDataType_t dtype,
          gcommRedOp_t redop, int root, gcommStream_t stream) {
-  CollectiveArgs a;
-  a.op = op;
-  a.send = send;
-  a.recv = recv;
-  a.count = count;
-  a.dtype = dtype;
-  a.redop = redop;
-  a.root = root;
-  a.stream = stream;
-  comms().get(handle)->comm.collective(a);
+  comms().get(handle)->comm.collective(collective_call(op, send, recv, count, dtype, stream, redop, root));
 }
 
 }  // namespace

@@ -123,6 +123,20 @@ inline std::string rig_name(const ::testing::TestParamInfo<RigDevice>& info) {
   return info.param == RigDevice::kHost ? "Host" : "Gpu";
 }
 
+// body(rank, comm, stream) on one thread per rank, with a stream of its own on
+// the GPU (device 0); returns each rank's error ("" = ok).
+inline std::vector<std::string> run_rank_bodies(std::vector<gcommComm_t>& comms, bool on_gpu,
+                                                const std::function<std::string(int, gcommComm_t, cudaStream_t)>& body) {
+  return run_ranks(comms, [&](int rank, gcommComm_t comm) -> std::string {
+    cudaStream_t stream = nullptr;
+    if (on_gpu && (cudaSetDevice(0) != cudaSuccess || cudaStreamCreate(&stream) != cudaSuccess))
+      return "cannot create a stream";
+    std::string e = body(rank, comm, stream);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+    return e;
+  });
+}
+
 class ReducerRig : public ::testing::TestWithParam<RigDevice> {
  public:
   void SetUp() override {
@@ -145,15 +159,7 @@ class ReducerRig : public ::testing::TestWithParam<RigDevice> {
   // body(rank, comm, stream) on one thread per rank, with a stream of its own on
   // the GPU; fails the test with every rank's error.
   void run(std::vector<gcommComm_t>& comms, const std::function<std::string(int, gcommComm_t, cudaStream_t)>& body) {
-    bool on_gpu = gpu();
-    auto errors = run_ranks(comms, [&](int rank, gcommComm_t comm) -> std::string {
-      cudaStream_t stream = nullptr;
-      if (on_gpu && (cudaSetDevice(0) != cudaSuccess || cudaStreamCreate(&stream) != cudaSuccess))
-        return "cannot create a stream";
-      std::string e = body(rank, comm, stream);
-      if (stream != nullptr) cudaStreamDestroy(stream);
-      return e;
-    });
+    auto errors = run_rank_bodies(comms, gpu(), body);
     for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
     destroy(comms);
   }

@@ -50,15 +50,7 @@ class Sharded : public ::testing::TestWithParam<Where> {
   // body(rank, comm, stream) on one thread per rank; the communicators are destroyed after.
   void run(int n, const std::function<std::string(int, gcommComm_t, cudaStream_t)>& body) {
     auto comms = make(n);
-    const bool on_gpu = gpu();
-    auto errors = run_ranks(comms, [&](int rank, gcommComm_t comm) -> std::string {
-      cudaStream_t stream = nullptr;
-      if (on_gpu && (cudaSetDevice(0) != cudaSuccess || cudaStreamCreate(&stream) != cudaSuccess))
-        return "cannot create a stream";
-      std::string e = body(rank, comm, stream);
-      if (stream != nullptr) cudaStreamDestroy(stream);
-      return e;
-    });
+    auto errors = run_rank_bodies(comms, gpu(), body);
     for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
     if (GetParam() == Where::kSocketHost)
       destroy_together(comms);
