@@ -12,9 +12,10 @@ namespace {
 
 // Order matters for gcommTransportAuto: the first entry that serves the device.
 const TransportEntry kTransports[] = {
-    {gcommTransportNccl, "nccl", "gcommTransportNccl", gcommDeviceCuda, make_nccl_transport_from_store, nullptr},
-    {gcommTransportSocket, "socket", "gcommTransportSocket", gcommDeviceHost, make_socket_transport_from_store,
+    {gcommTransportNccl, "nccl", "gcommTransportNccl", gcommDeviceCuda, make_nccl_transport_from_store,
      nullptr},
+    {gcommTransportSocket, "socket", "gcommTransportSocket", gcommDeviceHost,
+     make_socket_transport_from_store, nullptr},
     {gcommTransportLocal, "local", "gcommTransportLocal", gcommDeviceHost, nullptr,
      "local ranks are threads of one process; create them with gcommCommInitLocal"},
 };
@@ -34,12 +35,15 @@ const TransportEntry& transport_for_job(gcommTransport_t requested, const gcommD
     fail(gcommInvalidArgument, "no transport moves memory of device kind ", static_cast<int>(device.kind));
   }
   const TransportEntry* t = find_transport(requested);
-  require(t != nullptr, "config.transport must be gcommTransportAuto, gcommTransportNccl or gcommTransportSocket");
+  require(t != nullptr,
+          "config.transport must be gcommTransportAuto, gcommTransportNccl or gcommTransportSocket");
   require(t->from_store != nullptr, "config.transport is ", t->enumerator, ": ", t->not_from_store);
   // NCCL on the host is refused later, with the reason, after the ranks meet
   // (comm/nccl/store_init.cpp): every rank then fails alike.
-  require(!(t->serves == gcommDeviceHost && device.kind != gcommDeviceHost), "config.transport is ", t->enumerator,
-          ", which moves host memory: set config.device to gcommHostDevice() (or use gcommTransportNccl for a GPU)");
+  require(!(t->serves == gcommDeviceHost && device.kind != gcommDeviceHost), "config.transport is ",
+          t->enumerator,
+          ", which moves host memory: set config.device to gcommHostDevice() (or use gcommTransportNccl for "
+          "a GPU)");
   return *t;
 }
 

@@ -19,11 +19,11 @@ using StoreFactory = std::unique_ptr<Transport> (*)(const bootstrap::LaunchConfi
 
 struct TransportEntry {
   gcommTransport_t kind;
-  const char* name;           // "nccl": in logs and in the ranks' agreement at init
-  const char* enumerator;     // "gcommTransportNccl": in messages
-  gcommDeviceKind_t serves;   // the device kind gcommTransportAuto picks it for
-  StoreFactory from_store;    // NULL: not a multi-process transport (local ranks are threads)
-  const char* not_from_store; // with from_store NULL: what to call instead
+  const char* name;            // "nccl": in logs and in the ranks' agreement at init
+  const char* enumerator;      // "gcommTransportNccl": in messages
+  gcommDeviceKind_t serves;    // the device kind gcommTransportAuto picks it for
+  StoreFactory from_store;     // NULL: not a multi-process transport (local ranks are threads)
+  const char* not_from_store;  // with from_store NULL: what to call instead
 };
 
 // The table's entry for `kind`, or NULL.

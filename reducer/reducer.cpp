@@ -173,9 +173,21 @@ PlanOptions Reducer::plan_options() const {
 }
 
 StrategyContext Reducer::context() {
-  return StrategyContext{comm_,  side_, device_,          plan_,        grads_,  marked_,   bucket_wire_.data(),
-                         options_.average, options_.grad_as_bucket_view, options_.sharded, inv_scale(), step_flag(),
-                         flags_ + 1,      *strategy_};
+  return StrategyContext{comm_,
+                         side_,
+                         device_,
+                         plan_,
+                         grads_,
+                         marked_,
+                         bucket_wire_.data(),
+                         options_.average,
+                         options_.grad_as_bucket_view,
+                         options_.sharded,
+                         my_pieces_.data(),
+                         inv_scale(),
+                         step_flag(),
+                         flags_ + 1,
+                         *strategy_};
 }
 
 // Lays the plan's buckets out in one allocation (bucket b at bucket_wire_[b])
@@ -229,8 +241,8 @@ void Reducer::build_wire(const BucketPlan& plan, const CompressionStrategy& stra
       // The contents follow.
       for (size_t i = 0; i < grads_.size(); ++i)
         if (grads_[i].data != nullptr)
-          copy_bytes(view_data[i], grads_[i].data, grads_[i].count * dtype_size(grads_[i].dtype), device_, side_.stream(),
-               cudaMemcpyDeviceToDevice);
+          copy_bytes(view_data[i], grads_[i].data, grads_[i].count * dtype_size(grads_[i].dtype), device_,
+                     side_.stream(), cudaMemcpyDeviceToDevice);
     }
   } catch (...) {
     if (wire != nullptr) allocator_->deallocate(wire, side_.stream());
@@ -247,6 +259,14 @@ void Reducer::build_wire(const BucketPlan& plan, const CompressionStrategy& stra
   wire_payload_bytes_ = payload;
   bucket_wire_.resize(plan.buckets.size());
   for (size_t b = 0; b < plan.buckets.size(); ++b) bucket_wire_[b] = static_cast<char*>(wire_) + offsets[b];
+  my_pieces_.clear();
+  if (options_.sharded) {
+    std::vector<size_t> counts(specs_.size());
+    for (size_t i = 0; i < specs_.size(); ++i) counts[i] = specs_[i].count;
+    for (const Bucket& b : plan.buckets)
+      my_pieces_.push_back(
+          shard_pieces(b, counts, static_cast<size_t>(comm_.size()), static_cast<size_t>(comm_.rank())));
+  }
   plan_ = plan;
   remaining_.assign(plan_.buckets.size(), 0);
   bucket_streams_.assign(plan_.buckets.size(), {});
@@ -568,12 +588,6 @@ void Reducer::require_sharded(const char* what) const {
     fail(gcommInvalidState, what, " needs a reducer in sharded mode (config.mode = gcommReducerSharded)");
 }
 
-std::vector<size_t> Reducer::grad_counts() const {
-  std::vector<size_t> counts(grads_.size());
-  for (size_t i = 0; i < grads_.size(); ++i) counts[i] = grads_[i].count;
-  return counts;
-}
-
 std::vector<ShardPiece> Reducer::shard(size_t bucket, gcommTensor_t* wire_shard) const {
   std::lock_guard<std::mutex> lock(mutex_);
   require_sharded("a shard");
@@ -585,7 +599,7 @@ std::vector<ShardPiece> Reducer::shard(size_t bucket, gcommTensor_t* wire_shard)
     *wire_shard = gcommTensor_t{static_cast<char*>(bucket_wire_[bucket]) + rank * n * dtype_size(b.wire_dtype), n,
                                 b.wire_dtype};
   }
-  return shard_pieces(b, grad_counts(), shards, rank);
+  return my_pieces_[bucket];
 }
 
 void Reducer::set_params(const gcommTensor_t* params, size_t n) {
@@ -608,9 +622,9 @@ void Reducer::set_params(const gcommTensor_t* params, size_t n) {
     checked[i] = p;
   }
   GradAddresses overlap_check(checked);  // no two parameters share memory
-  const bool first = params_.empty();
+  // The staging buffer first: a failed allocation leaves the reducer as it was.
+  if (params_.empty()) layout_params();
   params_ = std::move(checked);
-  if (first) layout_params();
 }
 
 void Reducer::layout_params() {
@@ -664,7 +678,7 @@ void Reducer::all_gather_params_of(size_t b) {
   const kernels::Target target{device_, side_.stream(), true};
   std::vector<gcommTensor_t> mine;
   std::vector<size_t> offsets;
-  for (const ShardPiece& p : shard_pieces(bucket, grad_counts(), shards, rank)) {
+  for (const ShardPiece& p : my_pieces_[b]) {
     gcommTensor_t part = params_[p.grad];
     part.data = static_cast<char*>(part.data) + p.grad_offset * dtype_size(dtype);
     part.count = p.count;

@@ -101,7 +101,6 @@ class Reducer {
   void maybe_rebuild(const std::vector<size_t>& missing);
   void check_grad_location(const void* data, size_t index) const;
   void require_sharded(const char* what) const;
-  std::vector<size_t> grad_counts() const;
   void all_gather_params_of(size_t bucket);
   void layout_params();  // (re)allocates params_wire_ for the current plan
   // Sharded mode, at finalize: every rank takes the largest step flag, so a step
@@ -129,6 +128,9 @@ class Reducer {
   std::unique_ptr<memory::CachingAllocator> allocator_;
   BucketPlan plan_;
   std::vector<void*> bucket_wire_;  // each bucket's place in wire_
+  // Sharded mode: per bucket, the gradients' parts in this rank's shard (derived
+  // from the plan once, in build_wire; the plan does not change afterwards).
+  std::vector<std::vector<ShardPiece>> my_pieces_;
   void* wire_ = nullptr;
   size_t wire_bytes_ = 0;          // allocated, padding included
   size_t wire_payload_bytes_ = 0;  // without alignment padding between buckets

@@ -36,10 +36,11 @@ struct StrategyContext {
   bool average;                             // divide the sum by the world size
   bool views;                               // grad_as_bucket_view: the gradients live in the buckets
   bool sharded;                             // reduce-scatter: this rank reduces only its shard of each bucket
-  const float* inv_scale;                   // device 1/loss scale, or NULL (no scaler)
-  float* step_flag;                         // device: this step's found-inf (> 0: Inf/NaN seen)
-  const float* one;                         // device 1.0f
-  const CompressionStrategy& outermost;     // asked takes(): the gradients another strategy carries
+  const std::vector<ShardPiece>* my_pieces;  // sharded: per bucket, the gradients' parts in this rank's shard
+  const float* inv_scale;                    // device 1/loss scale, or NULL (no scaler)
+  float* step_flag;                          // device: this step's found-inf (> 0: Inf/NaN seen)
+  const float* one;                          // device 1.0f
+  const CompressionStrategy& outermost;      // asked takes(): the gradients another strategy carries
 
   // The side stream, on the reducer's device; locations known (the reducer's
   // buffers and gradients checked at registration).

@@ -35,7 +35,8 @@ GCOMM_API gcommStatus_t gcommCommInitFromUniqueId(const gcommCommConfig_t* confi
     ncclUniqueId id;
     std::memcpy(&id, unique_id, sizeof(id));
     double timeout = timeout_from(c);
-    *out = publish_communicator(make_nccl_transport_from_id(id, c.rank, c.world_size, device, timeout), timeout);
+    *out =
+        publish_communicator(make_nccl_transport_from_id(id, c.rank, c.world_size, device, timeout), timeout);
   });
 }
 
@@ -48,8 +49,8 @@ GCOMM_API gcommStatus_t gcommCommWrapNccl(void* nccl_comm, gcommDevice_t device,
     device = validate_device(device);
     require(!(timeout_s != timeout_s), "timeout_s is NaN");
     double timeout = timeout_s > 0 ? timeout_s : knobs::timeout_seconds();
-    *out = publish_communicator(std::make_unique<NcclTransport>(static_cast<ncclComm_t>(nccl_comm), false, device),
-                                timeout);
+    *out = publish_communicator(
+        std::make_unique<NcclTransport>(static_cast<ncclComm_t>(nccl_comm), false, device), timeout);
   });
 }
 

@@ -23,8 +23,8 @@ void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContex
       offsets.push_back(e.offset);
     }
     if (!complete) zero_bytes(wire, bucket.wire_bytes(), ctx.device, ctx.side.stream());
-    kernels::pack(src.data(), src.size(), offsets.data(), wire, bucket.wire_dtype, ctx.average ? 1.0f / world : 1.0f,
-                  nullptr, ctx.target());
+    kernels::pack(src.data(), src.size(), offsets.data(), wire, bucket.wire_dtype,
+                  ctx.average ? 1.0f / world : 1.0f, nullptr, ctx.target());
   } else if (!complete) {
     for (const BucketEntry& e : bucket.entries) {
       const gcommTensor_t& g = ctx.grads[e.grad];
@@ -37,7 +37,8 @@ void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContex
   if (ctx.sharded) {
     // In place: this rank's shard of the bucket receives the reduced shard.
     const size_t shard = bucket.shard_elements(static_cast<size_t>(ctx.comm.size()));
-    void* mine = static_cast<char*>(wire) + static_cast<size_t>(ctx.comm.rank()) * shard * dtype_size(bucket.wire_dtype);
+    void* mine = static_cast<char*>(wire) +
+                 static_cast<size_t>(ctx.comm.rank()) * shard * dtype_size(bucket.wire_dtype);
     ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kReduceScatter, wire, mine, shard,
                                                  bucket.wire_dtype, ctx.side.stream(), op));
   } else {
@@ -58,11 +59,9 @@ void AllReduceStrategy::epilogue(size_t b, const StrategyContext& ctx) {
   offsets.reserve(bucket.entries.size());
   if (ctx.sharded) {
     // This rank's shard only: the parts of the gradients in it.
-    std::vector<size_t> counts(ctx.grads.size());
-    for (const BucketEntry& e : bucket.entries) counts[e.grad] = ctx.grads[e.grad].count;
-    const size_t shards = static_cast<size_t>(ctx.comm.size());
-    const size_t lo = static_cast<size_t>(ctx.comm.rank()) * bucket.shard_elements(shards);
-    for (const ShardPiece& p : shard_pieces(bucket, counts, shards, static_cast<size_t>(ctx.comm.rank()))) {
+    const size_t lo =
+        static_cast<size_t>(ctx.comm.rank()) * bucket.shard_elements(static_cast<size_t>(ctx.comm.size()));
+    for (const ShardPiece& p : ctx.my_pieces[b]) {
       gcommTensor_t part = ctx.grads[p.grad];
       part.data = static_cast<char*>(part.data) + p.grad_offset * dtype_size(part.dtype);
       part.count = p.count;

@@ -175,4 +175,33 @@ TEST(ReducerFaults, APeerOfARankThatFailedGetsAnErrorWithinTheTimeout) {
 }
 
 }  // namespace
+// Sharded mode: when set_params cannot allocate its staging buffer, the reducer
+// has no parameters afterwards (the gather refuses), and a retry works.
+TEST(ReducerFaults, AFailedSetParamsLeavesNoParametersBehind) {
+  Grads g, params;
+  auto comms = communicators(1, 5.0);
+  ReducerOptions o = small_buckets();
+  o.sharded = true;
+  auto alloc = host_allocator();
+  memory::CachingAllocator* a = alloc.get();
+  Reducer r(*comms[0], g.tensors.data(), g.tensors.size(), o, nullptr, std::move(alloc));
+  a->inject_failure_after(0);  // the next allocation: set_params' staging buffer
+  try {
+    r.set_params(params.tensors.data(), params.tensors.size());
+    FAIL() << "the injected failure was not reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), gcommOutOfMemory) << e.what();
+  }
+  try {
+    r.all_gather_params(GCOMM_ALL_BUCKETS, nullptr);
+    FAIL() << "gathered parameters after a failed set_params";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), gcommInvalidState) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no parameters registered"), std::string::npos) << e.what();
+  }
+  // It fails once: the retry allocates.
+  r.set_params(params.tensors.data(), params.tensors.size());
+  r.all_gather_params(GCOMM_ALL_BUCKETS, nullptr);
+}
+
 }  // namespace gradcomm::reducer

@@ -16,15 +16,17 @@ namespace {
 enum class Where { kLocalHost, kSocketHost, kLocalGpu };
 
 std::string where_name(const ::testing::TestParamInfo<Where>& info) {
-  return info.param == Where::kLocalHost ? "LocalHost" : info.param == Where::kSocketHost ? "SocketHost" : "LocalGpu";
+  return info.param == Where::kLocalHost    ? "LocalHost"
+         : info.param == Where::kSocketHost ? "SocketHost"
+                                            : "LocalGpu";
 }
 
 using Grads = std::vector<std::pair<size_t, gcommDataType_t>>;
 
 // Odd sizes, empty ones, mixed dtypes: every bucket needs padding.
 Grads odd_grads() {
-  return {{1001, gcommFloat32}, {0, gcommFloat32}, {3, gcommFloat16},  {4099, gcommFloat32},
-          {17, gcommBfloat16}, {1, gcommFloat32}, {777, gcommFloat16}, {2048, gcommFloat32}};
+  return {{1001, gcommFloat32}, {0, gcommFloat32}, {3, gcommFloat16},   {4099, gcommFloat32},
+          {17, gcommBfloat16},  {1, gcommFloat32}, {777, gcommFloat16}, {2048, gcommFloat32}};
 }
 
 class Sharded : public ::testing::TestWithParam<Where> {
@@ -61,7 +63,8 @@ class Sharded : public ::testing::TestWithParam<Where> {
 
 // One synced step of `config` over the rank's `inputs`; returns the gradients after it.
 std::string one_step(gcommComm_t comm, const Grads& grads, const std::vector<TypedBuffer>& inputs,
-                     const gcommReducerConfig_t& config, bool gpu, cudaStream_t stream, std::vector<TypedBuffer>& out,
+                     const gcommReducerConfig_t& config, bool gpu, cudaStream_t stream,
+                     std::vector<TypedBuffer>& out,
                      std::vector<std::vector<gcommShardPiece_t>>* pieces = nullptr, int* skip = nullptr) {
   std::vector<GradMem> mem;
   std::vector<gcommTensor_t> tensors;
@@ -129,27 +132,31 @@ TEST_P(Sharded, EachShardIsTheAllReduceResultBitForBitAndTheShardsCoverEveryElem
         for (size_t i = 0; i < grads.size(); ++i) mine[i].assign(grads[i].first, 0);
         for (const auto& bucket : pieces)
           for (const gcommShardPiece_t& p : bucket)
-            for (size_t j = p.grad_offset; j < p.grad_offset + p.count && j < grads[p.grad].first; ++j) mine[p.grad][j] = 1;
+            for (size_t j = p.grad_offset; j < p.grad_offset + p.count && j < grads[p.grad].first; ++j)
+              mine[p.grad][j] = 1;
         for (size_t i = 0; i < grads.size(); ++i)
           for (size_t j = 0; j < grads[i].first; ++j)
             if (!mine[i][j] && got[i].get(j) != inputs[rank][i].get(j))
-              return "gradient " + std::to_string(i) + " element " + std::to_string(j) + " outside the shard changed";
+              return "gradient " + std::to_string(i) + " element " + std::to_string(j) +
+                     " outside the shard changed";
         std::lock_guard<std::mutex> lock(m);
         for (const auto& bucket : pieces)
           for (const gcommShardPiece_t& p : bucket) {
             const size_t es = elem_size(grads[p.grad].second);
-            if (p.count == 0 || p.grad_offset + p.count > grads[p.grad].first) return "a piece outside its gradient";
+            if (p.count == 0 || p.grad_offset + p.count > grads[p.grad].first)
+              return "a piece outside its gradient";
             if (std::memcmp(got[p.grad].bytes.data() + p.grad_offset * es,
                             reference[p.grad].bytes.data() + p.grad_offset * es, p.count * es) != 0)
-              return "gradient " + std::to_string(p.grad) + " differs from the all-reduce result in its shard";
+              return "gradient " + std::to_string(p.grad) +
+                     " differs from the all-reduce result in its shard";
             for (size_t j = p.grad_offset; j < p.grad_offset + p.count; ++j) ++covered[p.grad][j];
           }
         return "";
       });
       for (size_t i = 0; i < grads.size(); ++i)
         for (size_t j = 0; j < grads[i].first; ++j)
-          ASSERT_EQ(covered[i][j], 1) << "gradient " << i << " element " << j << " is in " << covered[i][j]
-                                      << " shards";
+          ASSERT_EQ(covered[i][j], 1)
+              << "gradient " << i << " element " << j << " is in " << covered[i][j] << " shards";
     }
   }
 }
@@ -169,8 +176,9 @@ TEST_P(Sharded, AStepWithInfOnOneRankIsSkippedOnEveryRank) {
       int skip = -1;
       std::string e = one_step(comm, grads, inputs[rank], c, gpu(), stream, got, nullptr, &skip);
       if (!e.empty()) return e;
-      return skip == 1 ? "" : "rank " + std::to_string(rank) + " did not skip the step (element " +
-                                  std::to_string(where) + ")";
+      return skip == 1 ? ""
+                       : "rank " + std::to_string(rank) + " did not skip the step (element " +
+                             std::to_string(where) + ")";
     });
   }
 }
@@ -201,8 +209,9 @@ TEST_P(Sharded, TheParameterAllGatherLeavesEveryRankWithTheOwnersValues) {
       // NaN everywhere, then this rank's pieces (an optimizer's update of its shard).
       std::vector<TypedBuffer> host;
       for (size_t i = 0; i < grads.size(); ++i) {
-        host.push_back(TypedBuffer{grads[i].second, grads[i].first, 0,
-                                   std::vector<unsigned char>((grads[i].first + 8) * elem_size(grads[i].second))});
+        host.push_back(
+            TypedBuffer{grads[i].second, grads[i].first, 0,
+                        std::vector<unsigned char>((grads[i].first + 8) * elem_size(grads[i].second))});
         for (size_t j = 0; j < grads[i].first; ++j) host[i].set(j, std::nan(""));
       }
       for (size_t b = 0; b < stats.num_buckets; ++b) {
@@ -238,7 +247,8 @@ TEST_P(Sharded, TheParameterAllGatherLeavesEveryRankWithTheOwnersValues) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Sharded,
-                         ::testing::Values(Where::kLocalHost, Where::kSocketHost, Where::kLocalGpu), where_name);
+                         ::testing::Values(Where::kLocalHost, Where::kSocketHost, Where::kLocalGpu),
+                         where_name);
 
 // What sharded mode refuses, and what the all-reduce mode refuses of it.
 TEST(ShardedErrors, RefusedCallsSayWhy) {
@@ -267,7 +277,8 @@ TEST(ShardedErrors, RefusedCallsSayWhy) {
     EXPECT_EQ(gcommReducerEnablePowerSgd(r, rows, nullptr), gcommNotSupported);
     EXPECT_NE(std::string(gcommGetLastError()).find("PowerSGD with sharded gradients"), std::string::npos);
     EXPECT_EQ(gcommReducerGetShard(r, 5, nullptr, nullptr, 0, &n), gcommInvalidArgument);
-    EXPECT_EQ(gcommReducerAllGatherParams(r, GCOMM_ALL_BUCKETS, nullptr), gcommInvalidState);  // none registered
+    EXPECT_EQ(gcommReducerAllGatherParams(r, GCOMM_ALL_BUCKETS, nullptr),
+              gcommInvalidState);  // none registered
     gcommTensor_t wrong[1] = {{b.data(), 9, gcommFloat32}};
     EXPECT_EQ(gcommReducerSetParams(r, wrong, 1), gcommInvalidArgument);
     EXPECT_EQ(gcommReducerSetParams(r, params, 2), gcommInvalidArgument);
