@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/error.hpp"
@@ -95,6 +96,11 @@ class Transport {
   // whose grouped calls launch only at the group's end (NCCL) opens its own
   // group here, once per thread, with join_transport_group. Others run at once.
   virtual void join_group() {}
+
+  // Payload bytes this rank has written to its connections to other ranks since
+  // creation (protocol headers excluded), for transports that can count them
+  // (the socket transport); nullopt for the others (shared memory, NCCL).
+  virtual std::optional<uint64_t> payload_bytes_sent() const noexcept { return std::nullopt; }
 
   // Non-blocking poll for an asynchronous failure (NCCL async error, a peer that
   // aborted). gcommSuccess if healthy; otherwise fills `message`.

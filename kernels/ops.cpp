@@ -150,6 +150,15 @@ void run_per_dtype(OpSpec spec, const gcommTensor_t* t, size_t n, const Target& 
   }
 }
 
+// The clip's scaling, on arguments already checked.
+void scale_to_norm(const gcommTensor_t* tensors, size_t n, float max_norm, const float* norm, const Target& target) {
+  OpSpec spec;
+  spec.kind = OpKind::kClip;
+  spec.norm = norm;
+  spec.max_norm = max_norm;
+  run_per_dtype(spec, tensors, n, target);
+}
+
 }  // namespace
 
 Target make_target(gcommDevice_t device, gcommStream_t stream) { return Target{validate_device(device), stream}; }
@@ -274,11 +283,15 @@ void clip_by_global_norm(const gcommTensor_t* tensors, size_t n, float max_norm,
     gcommTensor_t norm{global_norm, 1, gcommFloat32};
     check_finite(&norm, 1, found_inf, target);
   }
-  OpSpec spec;
-  spec.kind = OpKind::kClip;
-  spec.norm = global_norm;
-  spec.max_norm = max_norm;
-  run_per_dtype(spec, tensors, n, target);
+  scale_to_norm(tensors, n, max_norm, global_norm, target);
+}
+
+void clip_to_norm(const gcommTensor_t* tensors, size_t n, float max_norm, const float* norm, const Target& target) {
+  require(max_norm > 0.0f && is_finite(max_norm), "max_norm must be a positive finite number, not ", max_norm);
+  check_tensors(tensors, n, target, "tensors");
+  check_disjoint(tensor_ranges(tensors, n), "tensors");
+  check_scalar(norm, target, "norm", true);
+  scale_to_norm(tensors, n, max_norm, norm, target);
 }
 
 void cast(const void* src, gcommDataType_t src_dtype, void* dst, gcommDataType_t dst_dtype, size_t count,

@@ -63,6 +63,11 @@ void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* 
 void clip_by_global_norm(const gcommTensor_t* tensors, size_t n, float max_norm, float* global_norm,
                          void* workspace, size_t workspace_bytes, const Target& target, float* found_inf = nullptr);
 
+// Multiplies every tensor by max_norm / (*norm + 1e-6) when that is below 1,
+// with a norm already computed (a non-finite norm scales nothing). The reducer's
+// clip over shards combines the ranks' partial norms first, then calls this.
+void clip_to_norm(const gcommTensor_t* tensors, size_t n, float max_norm, const float* norm, const Target& target);
+
 // dst <- cast(src), count elements.
 void cast(const void* src, gcommDataType_t src_dtype, void* dst, gcommDataType_t dst_dtype, size_t count,
           const Target& target);

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cmath>
 #include <functional>
+#include <memory>
 
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
@@ -127,9 +129,10 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
   allocator_ = allocator != nullptr
                    ? std::move(allocator)
                    : memory::make_caching_allocator(device_, gcommMemoryDefault, memory::AllocatorOptions{});
-  flags_ = static_cast<float*>(allocator_->allocate(3 * sizeof(float), side_.stream()));
-  const float init[3] = {0.0f, 1.0f, 0.0f};
-  copy_bytes(flags_, init, sizeof init, device_, side_.stream(), cudaMemcpyHostToDevice);
+  std::vector<float> init(4 + static_cast<size_t>(comm_.size()), 0.0f);
+  init[1] = 1.0f;
+  flags_ = static_cast<float*>(allocator_->allocate(init.size() * sizeof(float), side_.stream()));
+  copy_bytes(flags_, init.data(), init.size() * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
   strategy_ = std::make_unique<AllReduceStrategy>();
   try {
     build_wire(plan_buckets(specs_, plan_options()), *strategy_);
@@ -315,6 +318,7 @@ void Reducer::begin_step(bool sync) {
     bucket_streams_[b].clear();
   }
   ready_order_.clear();
+  synced_result_ = false;
   if (sync)
     or_fail([&] {
       // Side-stream work of this step (the step flag, then the buckets) comes after
@@ -397,6 +401,7 @@ void Reducer::finalize(gcommStream_t stream) {
     finish_step(stream);
     side_.mark(stream);
     ++stats_.synced_steps;
+    synced_result_ = true;
     maybe_rebuild(missing);  // every rank rebuilds at the same step
   });
   if (refuse)
@@ -696,6 +701,59 @@ void Reducer::all_gather_params_of(size_t b) {
     offsets.push_back(e.offset);
   }
   kernels::unpack(staging, dtype, offsets.data(), all.data(), all.size(), 1.0f, nullptr, false, nullptr, target);
+}
+
+std::vector<gcommTensor_t> Reducer::owned_grad_parts() const {
+  if (!options_.sharded) return grads_;
+  std::vector<gcommTensor_t> parts;
+  for (const std::vector<ShardPiece>& pieces : my_pieces_)
+    for (const ShardPiece& p : pieces) {
+      gcommTensor_t part = grads_[p.grad];
+      part.data = static_cast<char*>(part.data) + p.grad_offset * dtype_size(part.dtype);
+      part.count = p.count;
+      parts.push_back(part);
+    }
+  return parts;
+}
+
+// Each rank's partial norm lands in its slot of flags_ [4, 4 + world); the
+// all-gather (in place) fills the others, and the norm of those `world` values is
+// the global norm: sqrt of the sum of the partial sums of squares, in rank order
+// on every rank, so every rank gets the same bits whatever order the transport
+// reduces in.
+const float* Reducer::clip_grad_norm(float max_norm, gcommStream_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  throw_if_failed();
+  refuse_in_group("gcommReducerClipGradNorm");
+  require(max_norm >= 0.0f && std::isfinite(max_norm), "max_norm must be 0 (the norm only) or a positive finite "
+          "number, not ", max_norm);
+  if (phase_ != Phase::kIdle || !synced_result_)
+    fail(gcommInvalidState, "the gradient norm is taken of a synced step's result: call it after the finalize of a "
+         "synced step and before the next gcommReducerBeginStep");
+  const std::vector<gcommTensor_t> parts = owned_grad_parts();
+  or_fail([&] {
+    const kernels::Target target{device_, side_.stream(), true};
+    side_.wait_for(stream);
+    const gcommTensor_t gathered{flags_ + 4, static_cast<size_t>(comm_.size()), gcommFloat32};
+    const size_t bytes = !target.cuda() ? 0
+                         : std::max(kernels::norm_workspace_bytes(parts.data(), parts.size()),
+                                    kernels::norm_workspace_bytes(&gathered, 1));
+    auto release = [this](void* p) { allocator_->deallocate(p, side_.stream()); };
+    std::unique_ptr<void, decltype(release)> workspace(bytes > 0 ? allocator_->allocate(bytes, side_.stream()) : nullptr,
+                                                       release);
+    if (options_.sharded) {
+      float* mine = flags_ + 4 + comm_.rank();
+      kernels::l2_norm(parts.data(), parts.size(), mine, nullptr, workspace.get(), bytes, target);
+      comm_.collective(comm::owned_buffers_call(comm::Collective::kAllGather, mine, gathered.data, 1, gcommFloat32,
+                                                side_.stream()));
+      kernels::l2_norm(&gathered, 1, grad_norm(), nullptr, workspace.get(), bytes, target);
+    } else {
+      kernels::l2_norm(parts.data(), parts.size(), grad_norm(), nullptr, workspace.get(), bytes, target);
+    }
+    if (max_norm > 0.0f) kernels::clip_to_norm(parts.data(), parts.size(), max_norm, grad_norm(), target);
+    side_.make_wait(stream);
+  });
+  return grad_norm();
 }
 
 }  // namespace gradcomm::reducer

@@ -76,6 +76,14 @@ class Reducer {
   std::vector<ShardPiece> shard(size_t bucket, gcommTensor_t* wire_shard) const;
   void set_params(const gcommTensor_t* params, size_t n);
   void all_gather_params(size_t bucket, gcommStream_t stream);
+  // The L2 norm of the last synced step's gradients (after the epilogue: averaged
+  // and unscaled), written to a scalar of the reducer's (valid until the next
+  // call) after `stream`'s work; later work on `stream` waits for it. With
+  // max_norm > 0 every gradient element is then multiplied by
+  // max_norm / (norm + 1e-6) when that is below 1. Sharded mode: over this rank's
+  // shard pieces, the ranks' partial norms all-gathered and combined in rank order
+  // (a collective: every rank calls it, and every rank gets the same bits).
+  const float* clip_grad_norm(float max_norm, gcommStream_t stream);
   std::string describe() const;
   memory::CachingAllocator& allocator() { return *allocator_; }
 
@@ -102,6 +110,9 @@ class Reducer {
   void check_grad_location(const void* data, size_t index) const;
   void require_sharded(const char* what) const;
   void all_gather_params_of(size_t bucket);
+  // The gradient elements this rank's step result covers: every gradient, or in
+  // sharded mode the pieces of its shards.
+  std::vector<gcommTensor_t> owned_grad_parts() const;
   void layout_params();  // (re)allocates params_wire_ for the current plan
   // Sharded mode, at finalize: every rank takes the largest step flag, so a step
   // with Inf/NaN in any rank's shard is skipped everywhere.
@@ -138,8 +149,11 @@ class Reducer {
   // (outside the buckets, which carry only the others), one aligned slot each.
   void* own_ = nullptr;
   // [0] found-inf of the last synced step (written on the caller's stream at
-  // finalize), [1] the constant 1.0f, [2] this step's found-inf (side stream).
+  // finalize), [1] the constant 1.0f, [2] this step's found-inf (side stream),
+  // [3] the gradient norm, [4, 4 + world) the ranks' partial norms (sharded).
   float* flags_ = nullptr;
+  float* grad_norm() const { return flags_ + 3; }
+  bool synced_result_ = false;  // the gradients hold a synced step's result
   // Sharded mode: the parameters (registration order) and their staging buffer,
   // laid out like wire_ but in the gradients' dtypes (params_wire_ + params_offset_[b]).
   std::vector<gcommTensor_t> params_;

@@ -7,6 +7,7 @@
 #include "comm/communicator.hpp"
 #include "comm/group.hpp"
 #include "comm/local/local_transport.hpp"
+#include "comm/transports.hpp"
 #include "common/device.hpp"
 #include "common/api_guard.hpp"
 #include "common/config.hpp"
@@ -91,6 +92,20 @@ GCOMM_API gcommStatus_t gcommCommTransport(gcommComm_t comm, gcommTransport_t* t
   return GCOMM_API_CALL({
     GCOMM_REQUIRE_NOT_NULL(transport);
     *transport = comms().get(comm)->comm.kind();
+  });
+}
+
+GCOMM_API gcommStatus_t gcommCommBytesSent(gcommComm_t comm, uint64_t* bytes) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(bytes);
+    Communicator& c = comms().get(comm)->comm;
+    const std::optional<uint64_t> sent = c.transport().payload_bytes_sent();
+    if (!sent) {
+      const TransportEntry* entry = find_transport(c.kind());
+      fail(gcommNotSupported, "the ", entry != nullptr ? entry->name : "?",
+           " transport does not count the bytes it sends (only the socket transport does)");
+    }
+    *bytes = *sent;
   });
 }
 

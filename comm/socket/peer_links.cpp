@@ -218,7 +218,13 @@ void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& 
       fds.push_back(pollfd{peers_[q].fd(), events, 0});
       who.push_back(q);
     }
-    if (fds.empty()) return;
+    if (fds.empty()) {
+      uint64_t payload = 0;
+      for (int q = 0; q < n; ++q)
+        if (q != rank_ && transfers[q].sends) payload += transfers[q].out_bytes;
+      sent_.fetch_add(payload, std::memory_order_relaxed);
+      return;
+    }
     if (progress) progress();
     const bool spin = Clock::now() < spin_end;
     int rc = ::poll(fds.data(), fds.size(), spin ? 0 : poll_ms_until(deadline));

@@ -74,6 +74,8 @@ class PeerLinks {
   // closed its connection") instead of only "rank 0 closed its connection".
   void fail_all(const std::string& reason) noexcept;
   bool aborted() const { return aborted_.load(); }
+  // Payload bytes of the phases completed so far (headers excluded).
+  uint64_t payload_bytes_sent() const noexcept { return sent_.load(std::memory_order_relaxed); }
 
   static constexpr size_t kHeaderBytes = 40;
 
@@ -96,6 +98,7 @@ class PeerLinks {
   std::vector<Flow> flows_;
   int rank_;
   std::atomic<bool> aborted_{false};
+  std::atomic<uint64_t> sent_{0};  // read from any thread (gcommCommBytesSent)
 };
 
 }  // namespace gradcomm::comm::sock

@@ -48,6 +48,7 @@ class SocketTransport final : public Transport {
   int size() const noexcept override { return links_.size(); }
   gcommDevice_t device() const noexcept override { return gcommHostDevice(); }
   gcommTransport_t kind() const noexcept override { return gcommTransportSocket; }
+  std::optional<uint64_t> payload_bytes_sent() const noexcept override { return links_.payload_bytes_sent(); }
 
   void run(const CollectiveArgs& a) override {
     const std::string what = cat(call_id(a));

@@ -154,6 +154,11 @@ GCOMM_API gcommStatus_t gcommCommSize(gcommComm_t comm, int* size);
 GCOMM_API gcommStatus_t gcommCommDevice(gcommComm_t comm, gcommDevice_t* device);
 /** gcommTransportNccl, gcommTransportLocal or gcommTransportSocket. */
 GCOMM_API gcommStatus_t gcommCommTransport(gcommComm_t comm, gcommTransport_t* transport);
+/** Payload bytes this rank has sent to the other ranks since the communicator was
+ *  created (the socket transport's protocol headers, 40 bytes a message, not
+ *  counted): what the collectives cost on the wire. Socket transport only; the
+ *  local transport (shared memory) and NCCL return gcommNotSupported. */
+GCOMM_API gcommStatus_t gcommCommBytesSent(gcommComm_t comm, uint64_t* bytes);
 
 /** gcommSuccess while healthy; otherwise the status that aborted the communicator
  *  (its message is put in the last-error message). Does not block. */

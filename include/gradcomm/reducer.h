@@ -119,6 +119,22 @@ GCOMM_API gcommStatus_t gcommReducerFinalize(gcommReducer_t reducer, gcommStream
  *  until the reducer is destroyed; read it after the finalize stream. */
 GCOMM_API gcommStatus_t gcommReducerFoundInf(gcommReducer_t reducer, const float** device_flag);
 
+/** The global L2 norm of the last synced step's gradients (averaged and unscaled:
+ *  after finalize, before the next gcommReducerBeginStep), computed after the work
+ *  on @p stream so far; later work on @p stream waits for it. *device_norm (may be
+ *  NULL) receives a scalar of the reducer's, on its device, overwritten by the next
+ *  call. Deterministic. In sharded mode it is a collective (every rank calls it):
+ *  each rank takes the norm of its shard's pieces and the partial norms are
+ *  all-gathered and combined in rank order, so every rank gets the same bits, the
+ *  norm of the whole averaged gradient. A step with Inf/NaN gives Inf or NaN. */
+GCOMM_API gcommStatus_t gcommReducerGradNorm(gcommReducer_t reducer, gcommStream_t stream, const float** device_norm);
+/** gcommReducerGradNorm, then every gradient element this rank's step result
+ *  covers (every gradient; in sharded mode its shard's pieces) is multiplied by
+ *  max_norm / (norm + 1e-6) when that is below 1 (torch.nn.utils.clip_grad_norm_).
+ *  An Inf or NaN norm scales nothing (the step is skipped anyway). No host sync. */
+GCOMM_API gcommStatus_t gcommReducerClipGradNorm(gcommReducer_t reducer, float max_norm, gcommStream_t stream,
+                                                 const float** device_norm);
+
 /** The address of gradient @p index (gradcomm's own with grad_as_bucket_view). */
 GCOMM_API gcommStatus_t gcommReducerGradData(gcommReducer_t reducer, size_t index, void** data);
 /** Points gradient @p index at new memory (same count and dtype) between steps.

@@ -95,6 +95,23 @@ GCOMM_API gcommStatus_t gcommReducerFoundInf(gcommReducer_t reducer, const float
   });
 }
 
+GCOMM_API gcommStatus_t gcommReducerGradNorm(gcommReducer_t reducer, gcommStream_t stream, const float** device_norm) {
+  return GCOMM_API_CALL({
+    const float* norm = reducer_of(reducer).clip_grad_norm(0.0f, stream);
+    if (device_norm != nullptr) *device_norm = norm;
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerClipGradNorm(gcommReducer_t reducer, float max_norm, gcommStream_t stream,
+                                                 const float** device_norm) {
+  return GCOMM_API_CALL({
+    require(max_norm > 0.0f, "max_norm must be a positive finite number, not ", max_norm,
+            " (gcommReducerGradNorm takes the norm without clipping)");
+    const float* norm = reducer_of(reducer).clip_grad_norm(max_norm, stream);
+    if (device_norm != nullptr) *device_norm = norm;
+  });
+}
+
 GCOMM_API gcommStatus_t gcommReducerGradData(gcommReducer_t reducer, size_t index, void** data) {
   return GCOMM_API_CALL({
     GCOMM_REQUIRE_NOT_NULL(data);
