@@ -38,7 +38,9 @@ inline size_t chunks_of(size_t n) { return (n + kChunkElements - 1) / kChunkElem
 
 namespace host {
 void apply(const OpSpec& spec, const Pair* pairs, size_t n);
-void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* per_tensor);
+void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* per_tensor,
+             double* sum_of_squares = nullptr);
+void norm_of_sums(const double* squares, size_t n, float* norm);
 void update_scale(ScalerState* state, const ScalerParams& params);
 }  // namespace host
 
@@ -46,7 +48,8 @@ namespace cuda {
 void apply(const OpSpec& spec, const Pair* pairs, size_t n, gcommStream_t stream);
 // workspace: doubles, one per chunk of every tensor plus one per tensor.
 void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* per_tensor, double* workspace,
-             gcommStream_t stream);
+             gcommStream_t stream, double* sum_of_squares = nullptr);
+void norm_of_sums(const double* squares, size_t n, float* norm, gcommStream_t stream);
 void update_scale(ScalerState* state, const ScalerParams& params, gcommStream_t stream);
 }  // namespace cuda
 

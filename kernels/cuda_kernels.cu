@@ -200,12 +200,23 @@ __global__ void tensor_sums_kernel(const double* partial, const unsigned long lo
   }
 }
 
-__global__ void __launch_bounds__(kThreads) global_sum_kernel(const double* tensor_sq, int n, float* global_norm) {
+__global__ void __launch_bounds__(kThreads) global_sum_kernel(const double* tensor_sq, int n, float* global_norm,
+                                                              double* sum_of_squares) {
   __shared__ double shared[kThreads];
   double sum = 0.0;
   for (int k = threadIdx.x; k < n; k += kThreads) sum += tensor_sq[k];
   double total = block_sum<kThreads>(sum, shared);
-  if (threadIdx.x == 0) *global_norm = static_cast<float>(sqrt(total));
+  if (threadIdx.x == 0) {
+    *global_norm = static_cast<float>(sqrt(total));
+    if (sum_of_squares != nullptr) *sum_of_squares = total;
+  }
+}
+
+// A handful of ranks' sums of squares, added in order by one thread (as the host twin).
+__global__ void norm_of_sums_kernel(const double* squares, unsigned int n, float* norm) {
+  double total = 0.0;
+  for (unsigned int k = 0; k < n; ++k) total += squares[k];
+  *norm = static_cast<float>(sqrt(total));
 }
 
 __global__ void update_scale_kernel(ScalerState* state, ScalerParams params) { kernels::update_scale(*state, params); }
@@ -221,7 +232,7 @@ void apply(const OpSpec& spec, const Pair* pairs, size_t n, gcommStream_t stream
 }
 
 void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* per_tensor, double* workspace,
-             gcommStream_t stream) {
+             gcommStream_t stream, double* sum_of_squares) {
   auto s = reinterpret_cast<cudaStream_t>(stream);
   // Layout: [partials of every chunk][squared norm of every tensor]. Chunk
   // offsets are the same prefix the batches use, so empty tensors get 0 chunks.
@@ -273,7 +284,13 @@ void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* 
                                                    per_tensor);
     GCOMM_CUDA_CHECK(cudaGetLastError());
   }
-  global_sum_kernel<<<1, kThreads, 0, s>>>(tensor_sq, static_cast<int>(n), global_norm);
+  global_sum_kernel<<<1, kThreads, 0, s>>>(tensor_sq, static_cast<int>(n), global_norm, sum_of_squares);
+  GCOMM_CUDA_CHECK(cudaGetLastError());
+}
+
+void norm_of_sums(const double* squares, size_t n, float* norm, gcommStream_t stream) {
+  norm_of_sums_kernel<<<1, 1, 0, reinterpret_cast<cudaStream_t>(stream)>>>(squares, static_cast<unsigned int>(n),
+                                                                           norm);
   GCOMM_CUDA_CHECK(cudaGetLastError());
 }
 

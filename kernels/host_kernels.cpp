@@ -54,7 +54,7 @@ void apply(const OpSpec& spec, const Pair* pairs, size_t n) {
   if (nonfinite && spec.found_inf != nullptr && spec.kind != OpKind::kClip) *spec.found_inf = 1.0f;
 }
 
-void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* per_tensor) {
+void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* per_tensor, double* sum_of_squares) {
   // Squares summed in double per chunk, chunks summed in order per tensor, and
   // tensors in order: the CUDA kernels' grouping above the chunk (within a chunk
   // each sums in its own fixed order; the two agree to rounding).
@@ -90,6 +90,13 @@ void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* 
     total += tensor_sum;
   }
   *global_norm = static_cast<float>(std::sqrt(total));
+  if (sum_of_squares != nullptr) *sum_of_squares = total;
+}
+
+void norm_of_sums(const double* squares, size_t n, float* norm) {
+  double total = 0.0;
+  for (size_t k = 0; k < n; ++k) total += squares[k];
+  *norm = static_cast<float>(std::sqrt(total));
 }
 
 void update_scale(ScalerState* state, const ScalerParams& params) { kernels::update_scale(*state, params); }

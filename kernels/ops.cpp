@@ -253,10 +253,11 @@ size_t norm_workspace_bytes(const gcommTensor_t* tensors, size_t n) {
 }
 
 void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* per_tensor, void* workspace,
-             size_t workspace_bytes, const Target& target) {
+             size_t workspace_bytes, const Target& target, double* sum_of_squares) {
   check_tensors(tensors, n, target, "tensors");
   check_scalar(global_norm, target, "global_norm", true);
   check_scalar(per_tensor, target, "per_tensor", false);
+  check_scalar(sum_of_squares, target, "sum_of_squares", false);
   if (target.cuda()) {
     size_t need = norm_workspace_bytes(tensors, n);
     require(workspace_bytes >= need, "workspace of ", workspace_bytes, " bytes is too small: ", need,
@@ -264,9 +265,23 @@ void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* 
     check_scalar(workspace, target, "workspace", need > 0);  // an empty list needs none
     require(reinterpret_cast<uintptr_t>(workspace) % alignof(double) == 0, "workspace must be 8-byte aligned");
     DeviceGuard guard(target.device);
-    cuda::l2_norm(tensors, n, global_norm, per_tensor, static_cast<double*>(workspace), target.stream);
+    cuda::l2_norm(tensors, n, global_norm, per_tensor, static_cast<double*>(workspace), target.stream,
+                  sum_of_squares);
   } else {
-    host::l2_norm(tensors, n, global_norm, per_tensor);
+    host::l2_norm(tensors, n, global_norm, per_tensor, sum_of_squares);
+  }
+}
+
+void norm_of_sums(const double* squares, size_t n, float* norm, const Target& target) {
+  require(squares != nullptr || n == 0, "argument 'squares' is NULL but its count is ", n);
+  check_list_length(n, "squares");
+  check_scalar(norm, target, "norm", true);
+  if (n > 0) check_scalar(squares, target, "squares", true);
+  if (target.cuda()) {
+    DeviceGuard guard(target.device);
+    cuda::norm_of_sums(squares, n, norm, target.stream);
+  } else {
+    host::norm_of_sums(squares, n, norm);
   }
 }
 

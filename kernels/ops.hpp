@@ -54,8 +54,15 @@ size_t norm_workspace_bytes(const gcommTensor_t* tensors, size_t n);
 
 // global_norm = sqrt(sum of squares) over every element; per_tensor[k] (may be
 // NULL) the norm of tensor k. Deterministic: the same inputs give the same bits.
+// sum_of_squares (may be NULL; where the target is): the sum itself, in double,
+// before the square root and the rounding to float.
 void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* per_tensor, void* workspace,
-             size_t workspace_bytes, const Target& target);
+             size_t workspace_bytes, const Target& target, double* sum_of_squares = nullptr);
+
+// *norm = sqrt(squares[0] + ... + squares[n-1]), added in order in double and
+// rounded once: sums of squares of disjoint parts (the ranks' shards) combined
+// into their global norm, the float the whole list's l2_norm gives but in rare ties.
+void norm_of_sums(const double* squares, size_t n, float* norm, const Target& target);
 
 // Computes the global norm into global_norm, then multiplies every tensor by
 // max_norm / (norm + 1e-6) if that is below 1 — all on the target, no host sync.

@@ -129,7 +129,7 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
   allocator_ = allocator != nullptr
                    ? std::move(allocator)
                    : memory::make_caching_allocator(device_, gcommMemoryDefault, memory::AllocatorOptions{});
-  std::vector<float> init(4 + static_cast<size_t>(comm_.size()), 0.0f);
+  std::vector<float> init(4 + 2 * static_cast<size_t>(comm_.size()), 0.0f);  // doubles are 0 bits too
   init[1] = 1.0f;
   flags_ = static_cast<float*>(allocator_->allocate(init.size() * sizeof(float), side_.stream()));
   copy_bytes(flags_, init.data(), init.size() * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
@@ -716,11 +716,12 @@ std::vector<gcommTensor_t> Reducer::owned_grad_parts() const {
   return parts;
 }
 
-// Each rank's partial norm lands in its slot of flags_ [4, 4 + world); the
-// all-gather (in place) fills the others, and the norm of those `world` values is
-// the global norm: sqrt of the sum of the partial sums of squares, in rank order
-// on every rank, so every rank gets the same bits whatever order the transport
-// reduces in.
+// Each rank's sum of squares over its pieces (in double) lands in its slot; the
+// all-gather (in place) fills the others, and every rank adds them in rank order
+// and rounds once: every rank gets the same bits whatever order the transport
+// reduces in, and the float is the one the whole gradient's norm gives (the sums
+// differ only in the order of double additions; a tie in the final rounding is
+// the rare exception).
 const float* Reducer::clip_grad_norm(float max_norm, gcommStream_t stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
@@ -734,19 +735,17 @@ const float* Reducer::clip_grad_norm(float max_norm, gcommStream_t stream) {
   or_fail([&] {
     const kernels::Target target{device_, side_.stream(), true};
     side_.wait_for(stream);
-    const gcommTensor_t gathered{flags_ + 4, static_cast<size_t>(comm_.size()), gcommFloat32};
-    const size_t bytes = !target.cuda() ? 0
-                         : std::max(kernels::norm_workspace_bytes(parts.data(), parts.size()),
-                                    kernels::norm_workspace_bytes(&gathered, 1));
+    const size_t bytes = target.cuda() ? kernels::norm_workspace_bytes(parts.data(), parts.size()) : 0;
     auto release = [this](void* p) { allocator_->deallocate(p, side_.stream()); };
     std::unique_ptr<void, decltype(release)> workspace(bytes > 0 ? allocator_->allocate(bytes, side_.stream()) : nullptr,
                                                        release);
     if (options_.sharded) {
-      float* mine = flags_ + 4 + comm_.rank();
-      kernels::l2_norm(parts.data(), parts.size(), mine, nullptr, workspace.get(), bytes, target);
-      comm_.collective(comm::owned_buffers_call(comm::Collective::kAllGather, mine, gathered.data, 1, gcommFloat32,
+      double* mine = rank_squares() + comm_.rank();
+      kernels::l2_norm(parts.data(), parts.size(), grad_norm(), nullptr, workspace.get(), bytes, target, mine);
+      // A double is moved as two floats: an all-gather only moves bytes.
+      comm_.collective(comm::owned_buffers_call(comm::Collective::kAllGather, mine, rank_squares(), 2, gcommFloat32,
                                                 side_.stream()));
-      kernels::l2_norm(&gathered, 1, grad_norm(), nullptr, workspace.get(), bytes, target);
+      kernels::norm_of_sums(rank_squares(), static_cast<size_t>(comm_.size()), grad_norm(), target);
     } else {
       kernels::l2_norm(parts.data(), parts.size(), grad_norm(), nullptr, workspace.get(), bytes, target);
     }

@@ -150,9 +150,11 @@ class Reducer {
   void* own_ = nullptr;
   // [0] found-inf of the last synced step (written on the caller's stream at
   // finalize), [1] the constant 1.0f, [2] this step's found-inf (side stream),
-  // [3] the gradient norm, [4, 4 + world) the ranks' partial norms (sharded).
+  // [3] the gradient norm; then (sharded, 8-byte aligned) the ranks' sums of
+  // squares, one double each.
   float* flags_ = nullptr;
   float* grad_norm() const { return flags_ + 3; }
+  double* rank_squares() const { return reinterpret_cast<double*>(flags_ + 4); }
   bool synced_result_ = false;  // the gradients hold a synced step's result
   // Sharded mode: the parameters (registration order) and their staging buffer,
   // laid out like wire_ but in the gradients' dtypes (params_wire_ + params_offset_[b]).
