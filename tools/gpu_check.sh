@@ -105,9 +105,9 @@ if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
   # The C tutorial on the GPU (the examples are not GoogleTest programs).
   mlp=$build/examples/gradcomm_example_mlp
   if [ -x "$mlp" ]; then
-    for extra in "" "--powersgd 2"; do
+    for extra in "" "--powersgd 2" "--sharded --adam --clip 0.05"; do
       echo "=== gradcomm_example_mlp --ranks 4 --steps 200 --gpu $extra" >>"$out/tests.log"
-      # shellcheck disable=SC2086  # $extra is empty or two words
+      # shellcheck disable=SC2086  # $extra is empty or several words
       timeout 300 "$mlp" --ranks 4 --steps 200 --gpu $extra >>"$out/tests.log" 2>&1
       rc=$?
       echo "=== exit $rc" >>"$out/tests.log"

@@ -9,6 +9,12 @@
 // all-reduce is measured. A step is timed from a barrier to every rank's stream
 // being idle. One table row and one JSON line (rank 0's) per configuration.
 //
+// --mode sharded: the reducer reduce-scatters (gcommReducerSharded) and a step
+// also all-gathers the parameters (ZeRO-1's two phases; the optimizer's own
+// update is not timed); gather_us is that all-gather's part. On the socket
+// transport every row reports the payload bytes each rank sent per step, in all
+// and in the gradient phase (grad_sent, MiB; gcommCommBytesSent), measured.
+//
 //   gradcomm-reducer-bench                       a sensible matrix for this machine
 //   gradcomm-reducer-bench --set resnet50 --ranks 4 --device gpu --transport local --wire f16 --view
 //   torchrun --nproc-per-node 8 --no-python gradcomm-reducer-bench --set gpt2_medium
@@ -48,13 +54,16 @@ struct Config {
   int ranks = 2;
   int wire = GCOMM_WIRE_SAME_AS_GRAD;
   bool view = false;
+  bool sharded = false;  // --mode sharded
   int iters = 20;
   int warmup = 3;
   FILE* json = nullptr;
 };
 
 struct Result {
-  double step_us = 0, flat_us = 0, bucketed_us = 0, host_us = 0;
+  double step_us = 0, flat_us = 0, bucketed_us = 0, host_us = 0, gather_us = 0;
+  double sent_bytes_per_step = -1;  // payload this rank sent, per step (-1: the transport does not count)
+  double sent_grad_bytes_per_step = -1;  // of which in the gradient phase (begin .. finalize)
   gcommReducerStats_t stats{};
 };
 
@@ -101,27 +110,53 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, const WaitAll& barrie
   gcommReducerConfig_t cfg = GCOMM_REDUCER_CONFIG_INITIALIZER;
   cfg.wire_dtype = c.wire;
   cfg.grad_as_bucket_view = c.view ? 1 : 0;
+  cfg.mode = c.sharded ? gcommReducerSharded : gcommReducerAllReduce;
   gcommReducer_t reducer = nullptr;
   check(gcommReducerCreate(comm, grads.data(), grads.size(), &cfg, &reducer), "gcommReducerCreate");
+  void* params = nullptr;  // sharded: the parameters the all-gather fills, laid out as the gradients
+  if (c.sharded) {
+    params = alloc_filled(slab_bytes, c.gpu);
+    std::vector<gcommTensor_t> p;
+    for (size_t k = 0; k < sizes.size(); ++k)
+      p.push_back(gcommTensor_t{static_cast<char*>(params) + offsets[k], sizes[k], gcommFloat32});
+    check(gcommReducerSetParams(reducer, p.data(), p.size()), "gcommReducerSetParams");
+  }
   auto sync = [&] {
     if (c.gpu) check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   };
-  std::vector<double> step, host;
+  uint64_t sent_before = 0, sent_after = 0;
+  const bool counts = gcommCommBytesSent(comm, &sent_before) == gcommSuccess;
+  uint64_t grad_phase_bytes = 0;
+  std::vector<double> step, host, gather;
   for (int it = 0; it < c.warmup + c.iters; ++it) {
     barrier();
+    if (it == c.warmup && counts) check(gcommCommBytesSent(comm, &sent_before), "gcommCommBytesSent");
+    uint64_t at_begin = 0, at_finalize = 0;
+    if (counts) check(gcommCommBytesSent(comm, &at_begin), "gcommCommBytesSent");
     auto t0 = Clock::now();
     check(gcommReducerBeginStep(reducer, 1), "gcommReducerBeginStep");
     for (size_t k = sizes.size(); k-- > 0;) check(gcommReducerMarkReady(reducer, k, stream), "gcommReducerMarkReady");
     check(gcommReducerFinalize(reducer, stream, nullptr), "gcommReducerFinalize");
     auto t1 = Clock::now();
+    if (counts) check(gcommCommBytesSent(comm, &at_finalize), "gcommCommBytesSent");
+    if (it >= c.warmup) grad_phase_bytes += at_finalize - at_begin;
+    if (c.sharded) check(gcommReducerAllGatherParams(reducer, GCOMM_ALL_BUCKETS, stream), "gcommReducerAllGatherParams");
+    auto tg = Clock::now();
     sync();
     barrier();
     auto t2 = Clock::now();
     if (it >= c.warmup) {
       step.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count());
       host.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      gather.push_back(std::chrono::duration<double, std::micro>(tg - t1).count());
     }
   }
+  if (counts) {
+    check(gcommCommBytesSent(comm, &sent_after), "gcommCommBytesSent");
+    out.sent_bytes_per_step = static_cast<double>(sent_after - sent_before) / c.iters;
+    out.sent_grad_bytes_per_step = static_cast<double>(grad_phase_bytes) / c.iters;
+  }
+  if (params != nullptr) release(params, c.gpu);
   check(gcommReducerGetStats(reducer, &out.stats), "gcommReducerGetStats");
   check(gcommReducerDestroy(reducer), "gcommReducerDestroy");
   if (slab != nullptr) release(slab, c.gpu);
@@ -164,6 +199,7 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, const WaitAll& barrie
     out.host_us = median(host);
     out.flat_us = median(flat_t);
     out.bucketed_us = median(bucketed_t);
+    out.gather_us = median(gather);  // on the host transports the gather runs in the call
   }
 }
 
@@ -220,23 +256,27 @@ const char* wire_name(int w) {
 
 void report(const Config& c, const Result& r, bool header) {
   if (header)
-    std::printf("%-12s %-9s %5s %-4s %-4s %5s %9s %11s %11s %11s %11s %9s\n", "set", "transport", "ranks", "dev",
-                "wire", "view", "wire_MiB", "step_us", "host_us", "flat_us", "bucket_us", "overhead");
+    std::printf("%-12s %-9s %5s %-4s %-4s %5s %-8s %9s %9s %11s %11s %11s %11s %11s %9s\n", "set", "transport",
+                "ranks", "dev", "wire", "view", "mode", "wire_MiB", "grad_sent", "step_us", "host_us", "gather_us",
+                "flat_us", "bucket_us", "overhead");
   double overhead = r.bucketed_us > 0 ? (r.step_us / r.bucketed_us - 1.0) * 100.0 : 0.0;
   double mib = r.stats.wire_bytes_per_step / 1048576.0;
-  std::printf("%-12s %-9s %5d %-4s %-4s %5d %9.1f %11.1f %11.1f %11.1f %11.1f %8.1f%%\n", c.set.c_str(),
-              c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", wire_name(c.wire), c.view ? 1 : 0, mib, r.step_us,
-              r.host_us, r.flat_us, r.bucketed_us, overhead);
+  std::printf("%-12s %-9s %5d %-4s %-4s %5d %-8s %9.1f %9.1f %11.1f %11.1f %11.1f %11.1f %11.1f %8.1f%%\n",
+              c.set.c_str(), c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", wire_name(c.wire), c.view ? 1 : 0,
+              c.sharded ? "sharded" : "allreduce", mib, r.sent_grad_bytes_per_step / 1048576.0, r.step_us, r.host_us,
+              r.gather_us, r.flat_us, r.bucketed_us, overhead);
   std::fflush(stdout);
   if (c.json != nullptr) {
     std::fprintf(c.json,
                  "{\"bench\": \"reducer_step\", \"set\": \"%s\", \"transport\": \"%s\", \"ranks\": %d, \"device\": "
-                 "\"%s\", \"wire\": \"%s\", \"view\": %d, \"buckets\": %zu, \"wire_bytes\": %zu, \"grad_bytes\": %zu, "
-                 "\"step_us\": %.2f, \"host_us\": %.2f, \"flat_allreduce_us\": %.2f, \"bucketed_allreduce_us\": %.2f, "
+                 "\"%s\", \"wire\": \"%s\", \"view\": %d, \"mode\": \"%s\", \"buckets\": %zu, \"wire_bytes\": %zu, "
+                 "\"grad_bytes\": %zu, \"sent_bytes_per_step\": %.0f, \"sent_grad_bytes_per_step\": %.0f, \"step_us\": %.2f, \"host_us\": %.2f, "
+                 "\"gather_us\": %.2f, \"flat_allreduce_us\": %.2f, \"bucketed_allreduce_us\": %.2f, "
                  "\"overhead_vs_bucketed_pct\": %.2f, \"iters\": %d}\n",
                  c.set.c_str(), c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", wire_name(c.wire),
-                 c.view ? 1 : 0, r.stats.num_buckets, r.stats.wire_bytes_per_step, r.stats.grad_bytes, r.step_us,
-                 r.host_us, r.flat_us, r.bucketed_us, overhead, c.iters);
+                 c.view ? 1 : 0, c.sharded ? "sharded" : "allreduce", r.stats.num_buckets, r.stats.wire_bytes_per_step,
+                 r.stats.grad_bytes, r.sent_bytes_per_step, r.sent_grad_bytes_per_step, r.step_us, r.host_us, r.gather_us, r.flat_us,
+                 r.bucketed_us, overhead, c.iters);
     std::fflush(c.json);
   }
 }
@@ -244,7 +284,8 @@ void report(const Config& c, const Result& r, bool header) {
 int usage(const char* msg) {
   std::fprintf(stderr,
                "%s\nusage: gradcomm-reducer-bench [--set resnet50|gpt2_medium|tiny] [--transport local|nccl]\n"
-               "       [--device host|gpu] [--ranks N] [--wire same|f16|bf16] [--view] [--iters N] [--warmup N]\n"
+               "       [--device host|gpu] [--ranks N] [--wire same|f16|bf16] [--view] [--mode allreduce|sharded]\n"
+               "       [--iters N] [--warmup N]\n"
                "       [-J FILE]   (no arguments: a matrix for this machine)\n",
                msg);
   return 2;
@@ -276,6 +317,11 @@ int main(int argc, char** argv) {
                                                                                           : GCOMM_WIRE_SAME_AS_GRAD;
         matrix = false;
       } else if (a == "--view") base.view = true, matrix = false;
+      else if (a == "--mode") {
+        std::string m = next();
+        if (m != "sharded" && m != "allreduce") return usage("--mode takes allreduce or sharded");
+        base.sharded = m == "sharded", matrix = false;
+      }
       else if (a == "--iters") base.iters = std::stoi(next());
       else if (a == "--warmup") base.warmup = std::stoi(next());
       else if (a == "-J") json_path = next();
@@ -320,6 +366,9 @@ int main(int argc, char** argv) {
           if (view && wire != GCOMM_WIRE_SAME_AS_GRAD) continue;
           Config c = base;
           c.set = set, c.wire = wire, c.view = view;
+          configs.push_back(c);
+          if (view) continue;
+          c.sharded = true;  // the same step reduce-scattered, plus the parameter all-gather
           configs.push_back(c);
         }
   } else if (have_gpu) {
