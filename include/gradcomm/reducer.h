@@ -239,8 +239,8 @@ typedef struct gcommShardPiece {
  *  be NULL) receives how many there are (ask with max_pieces 0). After a synced
  *  step the gradients' elements in these pieces hold the result of the step (the
  *  other elements keep this rank's own gradient); a distributed optimizer updates
- *  exactly these parameter elements. The layout changes only when the plan is
- *  rebuilt (after the first synced step, unless rebuild_buckets is 0). */
+ *  exactly these parameter elements. The layout is fixed when the reducer is
+ *  created: sharded mode never rebuilds the plan (rebuild_buckets is ignored). */
 GCOMM_API gcommStatus_t gcommReducerGetShard(gcommReducer_t reducer, size_t bucket, gcommTensor_t* shard,
                                              gcommShardPiece_t* pieces, size_t max_pieces, size_t* num_pieces);
 
