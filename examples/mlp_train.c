@@ -232,6 +232,15 @@ static int copy_all(Tensors* to, const Tensors* from, enum cudaMemcpyKind kind) 
   return 0;
 }
 
+/* A failed CUDA copy ends the rank with a message (the example's data moves are plain copies). */
+#define CHECK_COPY(ok)                                                \
+  do {                                                                \
+    if (!(ok)) {                                                      \
+      snprintf(job->error, sizeof job->error, "cudaMemcpy failed");  \
+      goto done;                                                      \
+    }                                                                 \
+  } while (0)
+
 static void* run_rank(void* arg) {
   RankJob* job = (RankJob*)arg;
   Tensors w, g, dev, dev_w;
@@ -302,10 +311,8 @@ static void* run_rank(void* arg) {
     CHECK(gcommReducerBeginStep(reducer, 1));
     sse = forward_backward(&w, t, job->rank * per_rank, per_rank, scale, &g);
     for (k = NPARAM - 1; k >= 0; --k) { /* backward order: the last layer's gradients first */
-      if (job->gpu && cudaMemcpy(dev.p[k], g.p[k], kCount[k] * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess) {
-        snprintf(job->error, sizeof job->error, "cudaMemcpy failed");
-        goto done;
-      }
+      CHECK_COPY(!job->gpu ||
+                 cudaMemcpy(dev.p[k], g.p[k], kCount[k] * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
       CHECK(gcommReducerMarkReady(reducer, (size_t)k, NULL));
     }
     /* Step 3: finalize; the gradients are averaged, unscaled and checked for Inf/NaN
@@ -317,22 +324,13 @@ static void* run_rank(void* arg) {
     if (skip) continue; /* an overflow: the scaler has backed off, skip the update */
     if (job->opt.clip > 0) /* over shards in sharded mode: every rank calls it */
       CHECK(gcommReducerClipGradNorm(reducer, job->opt.clip, NULL, NULL));
-    if (job->gpu && copy_all(&g, &dev, cudaMemcpyDeviceToHost)) {
-      snprintf(job->error, sizeof job->error, "cudaMemcpy failed");
-      goto done;
-    }
+    CHECK_COPY(!job->gpu || !copy_all(&g, &dev, cudaMemcpyDeviceToHost));
     apply_update(&job->opt, spans, num_spans, ++applied, &w, &g, m, v);
     if (job->sharded) {
       /* Step 4 (sharded): every rank gets the others' updated elements. */
-      if (job->gpu && copy_all(&dev_w, &w, cudaMemcpyHostToDevice)) {
-        snprintf(job->error, sizeof job->error, "cudaMemcpy failed");
-        goto done;
-      }
+      CHECK_COPY(!job->gpu || !copy_all(&dev_w, &w, cudaMemcpyHostToDevice));
       CHECK(gcommReducerAllGatherParams(reducer, GCOMM_ALL_BUCKETS, NULL));
-      if (job->gpu && copy_all(&w, &dev_w, cudaMemcpyDeviceToHost)) {
-        snprintf(job->error, sizeof job->error, "cudaMemcpy failed");
-        goto done;
-      }
+      CHECK_COPY(!job->gpu || !copy_all(&w, &dev_w, cudaMemcpyDeviceToHost));
     }
   }
 
