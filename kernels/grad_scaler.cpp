@@ -69,4 +69,23 @@ ScalerState GradScaler::read(gcommStream_t stream) const {
   return s;
 }
 
+void GradScaler::write(const gcommGradScalerState_t& s, gcommStream_t stream) {
+  require(is_finite(s.scale) && s.scale > 0.0f && s.scale >= params_.min_scale,
+          "scale must be positive, finite and >= min_scale (", params_.min_scale, "), not ", s.scale);
+  require(s.growth_tracker >= 0 && s.growth_tracker < params_.growth_interval, "growth_tracker must be in 0 .. ",
+          params_.growth_interval - 1, " (growth_interval - 1), not ", s.growth_tracker);
+  require(s.hysteresis_left >= 1 && s.hysteresis_left <= params_.hysteresis, "hysteresis_left must be in 1 .. ",
+          params_.hysteresis, " (hysteresis), not ", s.hysteresis_left);
+  require(s.skipped_last == 0 || s.skipped_last == 1, "skipped_last must be 0 or 1, not ", s.skipped_last);
+  ScalerState next{s.scale, 1.0f / s.scale, 0.0f, s.growth_tracker, s.hysteresis_left, s.skipped_last};
+  if (device_.kind != gcommDeviceCuda) {
+    *state_ = next;
+    return;
+  }
+  DeviceGuard guard(device_);
+  cudaStream_t cs = reinterpret_cast<cudaStream_t>(stream);
+  GCOMM_CUDA_CHECK(cudaMemcpyAsync(state_, &next, sizeof(next), cudaMemcpyHostToDevice, cs));
+  GCOMM_CUDA_CHECK(cudaStreamSynchronize(cs));  // `next` lives on this stack frame
+}
+
 }  // namespace gradcomm::kernels

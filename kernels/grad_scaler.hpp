@@ -25,6 +25,9 @@ class GradScaler {
   void update(gcommStream_t stream);
   // Synchronizes `stream`, then reads the state.
   ScalerState read(gcommStream_t stream) const;
+  // Validates `s` against params(), then writes it (found_inf cleared, inv_scale
+  // recomputed) ordered on `stream`, and synchronizes `stream`.
+  void write(const gcommGradScalerState_t& s, gcommStream_t stream);
 
  private:
   gcommDevice_t device_;

@@ -126,6 +126,27 @@ GCOMM_API gcommStatus_t gcommGradScalerDeviceState(gcommGradScaler_t scaler, con
                                                    const float** inv_scale, float** found_inf,
                                                    const int32_t** skipped_last);
 
+/** The scaler's state as a checkpoint holds it (torch.amp.GradScaler's state_dict
+ *  has the same scale and growth tracker). */
+typedef struct gcommGradScalerState {
+  float scale;              /**< the loss scale, positive and finite */
+  int32_t growth_tracker;   /**< clean steps since the last growth or backoff, 0 .. growth_interval-1 */
+  int32_t hysteresis_left;  /**< overflows still tolerated before a backoff, 1 .. hysteresis */
+  int32_t skipped_last;     /**< 1 if the last update saw an overflow */
+} gcommGradScalerState_t;
+
+/** Reads the state (SYNCHRONIZES @p stream, like the host reads below). */
+GCOMM_API gcommStatus_t gcommGradScalerGetState(gcommGradScaler_t scaler, gcommStream_t stream,
+                                                gcommGradScalerState_t* state);
+/** Restores a state read by gcommGradScalerGetState (stream-ordered; this step's
+ *  found-inf is cleared). A scale that is not positive and finite or below the
+ *  scaler's min_scale, a growth tracker outside 0 .. growth_interval-1, a
+ *  hysteresis_left outside 1 .. hysteresis or a skipped_last other than 0/1 is
+ *  refused with gcommInvalidArgument, and the state is left as it was. Synchronizes
+ *  @p stream before it returns (the host copy is read by the transfer). */
+GCOMM_API gcommStatus_t gcommGradScalerSetState(gcommGradScaler_t scaler, const gcommGradScalerState_t* state,
+                                                gcommStream_t stream);
+
 /** Host reads; they SYNCHRONIZE @p stream (wait for the scaler's pending work). */
 GCOMM_API gcommStatus_t gcommGradScalerGetScale(gcommGradScaler_t scaler, gcommStream_t stream, float* scale);
 GCOMM_API gcommStatus_t gcommGradScalerGetFoundInf(gcommGradScaler_t scaler, gcommStream_t stream, int* found_inf);

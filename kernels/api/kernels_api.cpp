@@ -153,6 +153,23 @@ GCOMM_API gcommStatus_t gcommGradScalerGetSkipped(gcommGradScaler_t scaler, gcom
   });
 }
 
+GCOMM_API gcommStatus_t gcommGradScalerGetState(gcommGradScaler_t scaler, gcommStream_t stream,
+                                                gcommGradScalerState_t* state) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(state);
+    ScalerState s = scalers().get(scaler)->scaler.read(stream);
+    *state = gcommGradScalerState_t{s.scale, s.growth_tracker, s.hysteresis_left, s.skipped_last};
+  });
+}
+
+GCOMM_API gcommStatus_t gcommGradScalerSetState(gcommGradScaler_t scaler, const gcommGradScalerState_t* state,
+                                                gcommStream_t stream) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(state);
+    scalers().get(scaler)->scaler.write(*state, stream);
+  });
+}
+
 }  // extern "C"
 
 // The reducer's C API (reducer/api/reducer_api.cpp) takes scalers by handle.

@@ -271,5 +271,19 @@ TEST_F(KernelsGpu, ScalerUpdateMatchesTheRuleWithoutHostSync) {
   }
 }
 
+TEST_F(KernelsGpu, ScalerStateWrittenOnTheDeviceReadsBack) {
+  gcommGradScalerConfig_t c = GCOMM_GRAD_SCALER_CONFIG_INITIALIZER;
+  c.growth_interval = 4;
+  GradScaler g(gcommCudaDevice(0), c);
+  g.write(gcommGradScalerState_t{512.0f, 3, 1, 1}, nullptr);
+  ScalerState s = g.read(nullptr);
+  EXPECT_EQ(s.scale, 512.0f);
+  EXPECT_EQ(s.inv_scale, 1.0f / 512.0f);
+  EXPECT_EQ(s.growth_tracker, 3);
+  EXPECT_EQ(s.skipped_last, 1);
+  g.update(nullptr);  // the fourth clean step grows
+  EXPECT_EQ(g.read(nullptr).scale, 1024.0f);
+}
+
 }  // namespace
 }  // namespace gradcomm::kernels

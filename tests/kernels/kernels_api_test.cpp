@@ -157,6 +157,56 @@ TEST(KernelsApi, GradScalerLifecycleAndBadHandles) {
   EXPECT_EQ(gcommGradScalerDestroy(s), gcommInvalidArgument);
 }
 
+// A checkpoint's state restores the scale rule exactly; a bad state is refused
+// naming the field and changes nothing.
+TEST(KernelsApi, GradScalerStateRoundTripsAndIsValidated) {
+  gcommGradScalerConfig_t c = GCOMM_GRAD_SCALER_CONFIG_INITIALIZER;
+  c.growth_interval = 3;
+  c.hysteresis = 2;
+  gcommGradScaler_t s = nullptr;
+  ASSERT_EQ(gcommGradScalerCreate(kHost, &c, &s), gcommSuccess) << last();
+  ASSERT_EQ(gcommGradScalerUpdate(s, nullptr), gcommSuccess);  // one clean step
+  gcommGradScalerState_t st{};
+  ASSERT_EQ(gcommGradScalerGetState(s, nullptr, &st), gcommSuccess) << last();
+  EXPECT_EQ(st.scale, 65536.0f);
+  EXPECT_EQ(st.growth_tracker, 1);
+  EXPECT_EQ(st.hysteresis_left, 2);
+  EXPECT_EQ(st.skipped_last, 0);
+
+  gcommGradScalerState_t next{1024.0f, 2, 1, 1};
+  ASSERT_EQ(gcommGradScalerSetState(s, &next, nullptr), gcommSuccess) << last();
+  const float* inv = nullptr;
+  ASSERT_EQ(gcommGradScalerDeviceState(s, nullptr, &inv, nullptr, nullptr), gcommSuccess);
+  EXPECT_EQ(*inv, 1.0f / 1024.0f);
+  ASSERT_EQ(gcommGradScalerUpdate(s, nullptr), gcommSuccess);  // the third clean step grows
+  float scale = 0;
+  ASSERT_EQ(gcommGradScalerGetScale(s, nullptr, &scale), gcommSuccess);
+  EXPECT_EQ(scale, 2048.0f);
+
+  struct Bad {
+    gcommGradScalerState_t state;
+    const char* field;
+  };
+  const Bad bad[] = {{{0.0f, 0, 1, 0}, "scale"},
+                     {{std::numeric_limits<float>::infinity(), 0, 1, 0}, "scale"},
+                     {{std::numeric_limits<float>::quiet_NaN(), 0, 1, 0}, "scale"},
+                     {{8.0f, 3, 1, 0}, "growth_tracker"},
+                     {{8.0f, -1, 1, 0}, "growth_tracker"},
+                     {{8.0f, 0, 0, 0}, "hysteresis_left"},
+                     {{8.0f, 0, 3, 0}, "hysteresis_left"},
+                     {{8.0f, 0, 1, 2}, "skipped_last"}};
+  for (const Bad& b : bad) {
+    EXPECT_EQ(gcommGradScalerSetState(s, &b.state, nullptr), gcommInvalidArgument) << b.field;
+    EXPECT_NE(last().find(b.field), std::string::npos) << last();
+  }
+  EXPECT_EQ(gcommGradScalerSetState(s, nullptr, nullptr), gcommInvalidArgument);
+  EXPECT_EQ(gcommGradScalerGetState(s, nullptr, nullptr), gcommInvalidArgument);
+  ASSERT_EQ(gcommGradScalerGetState(s, nullptr, &st), gcommSuccess);
+  EXPECT_EQ(st.scale, 2048.0f) << "a refused state changes nothing";
+  EXPECT_EQ(st.growth_tracker, 0);
+  ASSERT_EQ(gcommGradScalerDestroy(s), gcommSuccess);
+}
+
 TEST(KernelsApi, GradScalerConfigIsVersionedAndValidated) {
   gcommGradScalerConfig_t c;
   std::memset(&c, 0, sizeof(c));
