@@ -17,7 +17,7 @@
 #   built here:          carry .gpu-carry/ (tools/pack_gpu_build.sh);
 #                        GPU_CHECK_PREBUILT=.gpu-carry tools/gpu_check.sh OUT_DIR
 # Env: GRADCOMM_COMMIT (when .git is absent), GPU_CHECK_SKIP_SANITIZER=1, GPU_CHECK_JOBS,
-#      GPU_CHECK_STAGES (default "build tests sanitizer bench perf reducer powersgd nccltests peers": a subset
+#      GPU_CHECK_STAGES (default "build tests sanitizer bench perf reducer powersgd nccltests peers python": a subset
 #      to fit one device call's 10 minutes), GPU_CHECK_PREBUILT=1 (build-gpu/ was built
 #      on the development machine and carried: skip the build and make its absolute
 #      paths resolve here), BENCH_REPS, GPU_CHECK_BENCHES (a regex on the Google
@@ -33,7 +33,7 @@ root=$(pwd)
 build=$root/build-gpu
 jobs=${GPU_CHECK_JOBS:-$(nproc)}
 export PATH=/usr/local/cuda/bin:$PATH
-stages=" ${GPU_CHECK_STAGES:-build tests sanitizer bench perf reducer powersgd nccltests peers} "
+stages=" ${GPU_CHECK_STAGES:-build tests sanitizer bench perf reducer powersgd nccltests peers python} "
 want() { [[ "$stages" == *" $1 "* ]]; }
 summary=$out/summary.txt
 touch "$summary"
@@ -238,6 +238,25 @@ for line in open(sys.argv[1]):
             rows.append({"unparsed": line})
 json.dump({"results": rows, "stderr": open(sys.argv[2]).read()[-20000:]}, open(sys.argv[3], "w"), indent=1)
 PY
+
+# --- the Python package on the GPU ----------------------------------------------------
+# The wheel is built on the development machine (no network here):
+#   pip wheel --no-deps -w .whl/ ./python   (GRADCOMM_PREFIX=<an install of build-gpu>)
+# and carried in .whl/; its tests' CUDA cases, then the PyTorch peer on the GPU.
+if want python; then
+  wheel=$(ls "$root"/.whl/gradcomm-*.whl 2>/dev/null | head -1)
+  if [ -z "$wheel" ]; then
+    note "python: no .whl/gradcomm-*.whl carried: skipped"
+  else
+    python3 -m pip install -q --no-deps --force-reinstall "$wheel" >>"$out/tests.log" 2>&1
+    (cd "$root/python/tests" && timeout 600 python3 -m pytest -q -p no:cacheprovider test_torch_cuda.py \
+      test_torch_bad_input.py test_lowlevel.py test_bindings.py) >>"$out/tests.log" 2>&1
+    note "python: pytest exit $? (tests.log)"
+    timeout 600 python3 "$root/bench/comm/torch_ddp_peer.py" --device cuda --procs 1 --json "$benchdir/torch_ddp_gpu.json" \
+      >>"$out/perf.txt" 2>&1
+    note "python: torch_ddp_peer on the GPU: exit $?"
+  fi
+fi
 
 # Every Google Benchmark program's JSON and the reducer bench's lines, merged.
 { want bench || want reducer; } && python3 - "$benchdir" "$out/bench.json" <<'PY'

@@ -2,11 +2,13 @@
 # Builds gradcomm from scratch and runs the whole test suite — the README's test
 # command; .ci/run runs exactly this. GPU tests skip, with the reason, on a
 # machine without a GPU. Stages:
-#   1. normal build, every test (CTest)
-#   2. the host test suite again under AddressSanitizer + UndefinedBehaviorSanitizer
-#   3. the threaded tests (memory, comm) under ThreadSanitizer
-#   4. each libFuzzer target for a bounded time (GRADCOMM_FUZZ_SECONDS, default 15)
-# GRADCOMM_TEST_QUICK=1 runs stage 1 only (for local iteration).
+#   1. normal build, every test (CTest; the torchrun example with the venv's PyTorch)
+#   2. the Python package with real PyTorch (tools/python_tests.sh: a virtual
+#      environment from PyPI, pip install ./python, pytest)
+#   3. the host test suite again under AddressSanitizer + UndefinedBehaviorSanitizer
+#   4. the threaded tests (memory, comm) under ThreadSanitizer
+#   5. each libFuzzer target for a bounded time (GRADCOMM_FUZZ_SECONDS, default 15)
+# GRADCOMM_TEST_QUICK=1 runs stages 1 and 2 only (for local iteration).
 # Usage: tools/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,34 +22,40 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:allo
 
 tools/install_deps.sh
 start=$(date +%s)
+torch_python=$(tools/python_venv.sh)
 stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
 
 common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
 light=(-DGRADCOMM_BUILD_BENCH=OFF -DGRADCOMM_BUILD_EXAMPLES=OFF)
 
-stage "1/4 build and test"
-cmake -S . -B build "${common[@]}"
+stage "1/5 build and test"
+cmake -S . -B build "${common[@]}" -DGRADCOMM_TORCH_PYTHON="$torch_python"
 cmake --build build -j2
 ctest --test-dir build -j2 --output-on-failure --timeout 600 | tee build/ctest-summary.log
 counts=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" build/ctest-summary.log | tail -1)
 total=$(echo "$counts" | sed -E 's/.*out of ([0-9]+).*/\1/')
 skipped=$(grep -c "(Skipped)" build/ctest-summary.log || true)
 
+stage "2/5 Python package with PyTorch"
+tools/python_tests.sh build | tee build/pytest-summary.log
+py_passed=$(grep -oE "[0-9]+ passed" build/pytest-summary.log | tail -1 | cut -d' ' -f1)
+py_skipped=$(grep -oE "[0-9]+ skipped" build/pytest-summary.log | tail -1 | cut -d' ' -f1)
+
 if [ -z "${GRADCOMM_TEST_QUICK:-}" ]; then
-  stage "2/4 host tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+  stage "3/5 host tests under AddressSanitizer + UndefinedBehaviorSanitizer"
   cmake -S . -B build-asan "${common[@]}" "${light[@]}" -DGRADCOMM_SANITIZE="address;undefined"
   cmake --build build-asan -j2
   # The soak runs its full 10,000 steps in stage 1; 2,000 under the sanitizers.
   GRADCOMM_SOAK_STEPS=2000 ctest --test-dir build-asan -j2 --output-on-failure --timeout 900
 
-  stage "3/4 threaded tests under ThreadSanitizer"
+  stage "4/5 threaded tests under ThreadSanitizer"
   cmake -S . -B build-tsan "${common[@]}" "${light[@]}" -DGRADCOMM_SANITIZE=thread
   cmake --build build-tsan -j2
   GRADCOMM_SOAK_STEPS=2000 ctest --test-dir build-tsan -j2 --output-on-failure --timeout 900 -L 'memory|comm'
 
-  stage "4/4 fuzzing, ${GRADCOMM_FUZZ_SECONDS:-15}s per target"
+  stage "5/5 fuzzing, ${GRADCOMM_FUZZ_SECONDS:-15}s per target"
   tools/fuzz.sh "${GRADCOMM_FUZZ_SECONDS:-15}"
 fi
 
 stage "done"
-echo "summary: $((total - skipped)) passed, 0 failed, ${skipped} skipped"
+echo "summary: $((total - skipped)) passed, 0 failed, ${skipped} skipped (CTest); ${py_passed:-0} passed, ${py_skipped:-0} skipped (pytest)"

@@ -1,0 +1,40 @@
+"""gradcomm: gradient communication for PyTorch and other frameworks.
+
+PyTorch users start with ``gradcomm.torch`` (DistributedDataParallel, GradScaler).
+This module is the low-level API over the C library: communicators, the reducer,
+the grad scaler and the allocator, with errors raised as gradcomm.Error subclasses.
+"""
+from ._preload import preload_pip_nccl as _preload_pip_nccl
+
+_preload_pip_nccl()  # before the extension: see _preload.py
+
+from . import _gradcomm as _C  # noqa: E402
+from .errors import (AbortedError, CudaError, Error, InternalError, InvalidArgumentError, InvalidStateError,
+                     NcclError, NotSupportedError, OutOfMemoryError, RemoteError, TimeoutError)
+from . import errors as _errors
+
+_C._set_error_factory(_errors.from_status)
+
+from .allocator import Allocator  # noqa: E402
+from .comm import Communicator, init, init_from_env, init_local, launcher_rank  # noqa: E402
+from .reducer import Reducer  # noqa: E402
+from .scaler import GradScaler  # noqa: E402
+
+DataType = _C.DataType
+__version__ = _C.version_string()
+
+
+def cuda_device_count():
+    """Usable GPUs (0 on a machine without a GPU or driver; not an error)."""
+    return _C.cuda_device_count()
+
+
+def environment_report():
+    """gradcomm, CUDA and NCCL versions and the GPUs seen, as text."""
+    return _C.environment_report()
+
+
+__all__ = ["AbortedError", "Allocator", "Communicator", "CudaError", "DataType", "Error", "GradScaler",
+           "InternalError", "InvalidArgumentError", "InvalidStateError", "NcclError", "NotSupportedError",
+           "OutOfMemoryError", "Reducer", "RemoteError", "TimeoutError", "cuda_device_count",
+           "environment_report", "init", "init_from_env", "init_local", "launcher_rank"]

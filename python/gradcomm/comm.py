@@ -1,0 +1,151 @@
+"""Communicators: one rank of a multi-process job (torchrun, mpirun, srun), or N
+ranks as threads of this process (the local transport)."""
+from . import _gradcomm as _C
+from ._buffers import describe, device_name, parse_device, same_device
+from ._handle import Handle
+from .errors import InvalidArgumentError
+
+_OPS = {"sum": _C.RedOp.Sum, "avg": _C.RedOp.Avg, "max": _C.RedOp.Max, "min": _C.RedOp.Min}
+
+
+def _config(device=None, rank=None, world_size=None, local_rank=None, master_addr=None, master_port=None,
+            timeout=None, job_key=None, transport=None):
+    c = _C.CommConfig()
+    if device is not None:
+        c.device = parse_device(device)
+    if rank is not None:
+        c.rank = rank
+    if world_size is not None:
+        c.world_size = world_size
+    if local_rank is not None:
+        c.local_rank = local_rank
+    if master_addr is not None:
+        c.master_addr = master_addr
+    if master_port is not None:
+        c.master_port = master_port
+    if timeout is not None:
+        c.timeout_s = float(timeout)
+    if job_key is not None:
+        c.job_key = job_key
+    if transport is not None:
+        c.transport = getattr(_C.Transport, transport.capitalize())
+    return c
+
+
+class Communicator(Handle):
+    """One rank. Collectives take torch tensors or numpy arrays on its device;
+    on a CUDA communicator they are enqueued on ``stream`` (default: torch's
+    current stream when torch is loaded, else the legacy default stream)."""
+
+    _kind = "communicator"
+
+    def __init__(self, handle):
+        self._own(handle, _C.comm_destroy)
+        self.rank = _C.comm_rank(handle)
+        self.world_size = _C.comm_size(handle)
+        self.device = _C.comm_device(handle)
+        self.transport = _C.comm_transport(handle)
+
+    def __repr__(self):
+        state = "closed" if self.closed else str(self.transport).split(".")[-1].lower()
+        return f"<gradcomm.Communicator rank {self.rank} of {self.world_size} on {device_name(self.device)}, {state}>"
+
+    def _buf(self, x, what):
+        ptr, count, dtype, dev = describe(x, what)
+        if not same_device(dev, self.device):
+            raise InvalidArgumentError("gcommInvalidArgument", f"{what} is on {device_name(dev)}, the communicator on "
+                                       f"{device_name(self.device)}")
+        return ptr, count, dtype
+
+    def _stream(self, stream):
+        if stream is not None:
+            return int(stream)
+        if self.device.kind == _C.DeviceKind.Cuda:
+            from ._torch_streams import current_stream
+            return current_stream(self.device.ordinal)
+        return 0
+
+    def all_reduce(self, tensor, op="avg", out=None, stream=None):
+        """Reduces ``tensor`` over the ranks (in place, or into ``out``)."""
+        src = self._buf(tensor, "tensor")
+        dst = self._buf(out, "out") if out is not None else src
+        if dst[1:] != src[1:]:
+            raise InvalidArgumentError("gcommInvalidArgument", "out must match tensor's size and dtype")
+        _C.all_reduce(self.handle, src[0], dst[0], src[1], src[2], _op(op), self._stream(stream))
+        return out if out is not None else tensor
+
+    def broadcast(self, tensor, root=0, stream=None):
+        ptr, count, dtype = self._buf(tensor, "tensor")
+        _C.broadcast(self.handle, ptr, ptr, count, dtype, root, self._stream(stream))
+        return tensor
+
+    def all_gather(self, tensor, out, stream=None):
+        """``out`` (world_size x tensor's elements) receives every rank's tensor."""
+        src, dst = self._buf(tensor, "tensor"), self._buf(out, "out")
+        if dst[1] != src[1] * self.world_size or dst[2] != src[2]:
+            raise InvalidArgumentError("gcommInvalidArgument", f"out must hold world_size ({self.world_size}) x "
+                                       f"{src[1]} elements of the tensor's dtype, not {dst[1]}")
+        _C.all_gather(self.handle, src[0], dst[0], src[1], src[2], self._stream(stream))
+        return out
+
+    def reduce_scatter(self, tensor, out, op="avg", stream=None):
+        """``out`` receives the reduction of this rank's block of ``tensor``."""
+        src, dst = self._buf(tensor, "tensor"), self._buf(out, "out")
+        if src[1] != dst[1] * self.world_size or dst[2] != src[2]:
+            raise InvalidArgumentError("gcommInvalidArgument", f"tensor must hold world_size ({self.world_size}) x "
+                                       f"{dst[1]} elements of out's dtype, not {src[1]}")
+        _C.reduce_scatter(self.handle, src[0], dst[0], dst[1], src[2], _op(op), self._stream(stream))
+        return out
+
+    def barrier(self, stream=None):
+        _C.barrier(self.handle, self._stream(stream))
+
+    def synchronize(self):
+        """Waits (up to the timeout) for every collective enqueued so far."""
+        _C.comm_synchronize(self.handle)
+
+    def check(self):
+        """Raises the error that aborted the communicator, if any (never blocks)."""
+        _C.comm_async_error(self.handle)
+
+    def bytes_sent(self):
+        """Payload bytes this rank sent (socket transport only)."""
+        return _C.comm_bytes_sent(self.handle)
+
+    def abort(self):
+        """Fails outstanding and later operations; close() is still needed."""
+        _C.comm_abort(self.handle)
+
+
+def _op(op):
+    if isinstance(op, _C.RedOp):
+        return op
+    if op not in _OPS:
+        raise InvalidArgumentError("gcommInvalidArgument", f"op {op!r}: expected one of {sorted(_OPS)}")
+    return _OPS[op]
+
+
+def init_from_env(device="cpu", **kwargs):
+    """This process's rank of a job started by torchrun, mpirun or srun (rank,
+    world size and rendezvous from the launcher's environment; keyword arguments
+    rank, world_size, local_rank, master_addr, master_port, timeout, job_key win
+    over it). device: "cpu" (socket transport) or "cuda"/"cuda:N" (NCCL)."""
+    return Communicator(_C.comm_init_from_env(_config(device=device, **kwargs)))
+
+
+def init(rank, world_size, master_addr="127.0.0.1", master_port=29500, device="cpu", **kwargs):
+    """One rank from explicit values only (the environment is not read)."""
+    return Communicator(_C.comm_init(_config(device=device, rank=rank, world_size=world_size,
+                                             master_addr=master_addr, master_port=master_port, **kwargs)))
+
+
+def init_local(nranks, device="cpu", timeout=None):
+    """``nranks`` communicators whose ranks are threads of this process (local
+    transport); drive each from its own thread."""
+    handles = _C.comm_init_local(nranks, parse_device(device), _config(timeout=timeout))
+    return [Communicator(h) for h in handles]
+
+
+def launcher_rank():
+    """(rank, world_size) a launcher set for this process; (-1, 0) if none."""
+    return _C.launcher_rank()

@@ -1,0 +1,115 @@
+"""The reducer: gradients registered once, marked ready during backward, reduced
+in buckets while backward goes on, finalized before the optimizer step."""
+from . import _gradcomm as _C
+from ._handle import Handle
+from .errors import InvalidArgumentError
+
+_WIRE = {None: _C.WIRE_SAME_AS_GRAD, "f32": int(_C.DataType.Float32), "f16": int(_C.DataType.Float16),
+         "bf16": int(_C.DataType.Bfloat16), "float32": int(_C.DataType.Float32),
+         "float16": int(_C.DataType.Float16), "bfloat16": int(_C.DataType.Bfloat16)}
+_UNUSED = {"error": _C.UNUSED_ERROR, "zero": _C.UNUSED_AS_ZERO}
+
+
+def wire_dtype_code(wire_dtype):
+    """None (each gradient's own dtype), "f32"/"f16"/"bf16", or a torch dtype."""
+    key = str(wire_dtype).replace("torch.", "") if wire_dtype is not None else None
+    if key not in _WIRE:
+        raise InvalidArgumentError("gcommInvalidArgument", f"wire_dtype {wire_dtype!r}: expected None, 'f32', 'f16' "
+                                   "or 'bf16' (or the torch dtypes)")
+    return _WIRE[key]
+
+
+class Reducer(Handle):
+    """Low-level reducer over ``grads``: a list of (address, count, dtype) with
+    dtype a gradcomm.DataType; address 0 with grad_as_bucket_view (gradcomm then
+    owns the gradients; read their addresses with grad_data). Arguments are the
+    C config's fields (docs/reducer.md)."""
+
+    _kind = "reducer"
+
+    def __init__(self, comm, grads, *, bucket_cap_bytes=25 << 20, first_bucket_bytes=1 << 20, wire_dtype=None,
+                 grad_as_bucket_view=False, average=True, unused="error", rebuild_buckets=True, sharded=False,
+                 scaler=None):
+        if unused not in _UNUSED:
+            raise InvalidArgumentError("gcommInvalidArgument", f"unused {unused!r}: expected 'error' or 'zero'")
+        c = _C.ReducerConfig()
+        c.bucket_cap_bytes = int(bucket_cap_bytes)
+        c.first_bucket_bytes = int(first_bucket_bytes)
+        c.wire_dtype = wire_dtype_code(wire_dtype)
+        c.grad_as_bucket_view = int(bool(grad_as_bucket_view))
+        c.average = int(bool(average))
+        c.unused_grads = _UNUSED[unused]
+        c.rebuild_buckets = int(bool(rebuild_buckets))
+        c.mode = _C.MODE_SHARDED if sharded else _C.MODE_ALL_REDUCE
+        c.scaler = scaler.handle if scaler is not None else 0
+        grads = [(int(p), int(n), _C.DataType(int(d))) for p, n, d in grads]
+        self._own(_C.reducer_create(comm.handle, grads, c), _C.reducer_destroy, keep=(comm, scaler))
+        self.comm = comm
+        self.scaler = scaler
+        self.num_grads = len(grads)
+
+    def begin_step(self, sync=True):
+        _C.reducer_begin_step(self.handle, int(bool(sync)))
+
+    def mark_ready(self, index, stream=0, data=None):
+        """Gradient ``index`` is complete on ``stream``. With ``data`` (its current
+        address) the call is refused if gradcomm has it elsewhere."""
+        if data is None:
+            _C.reducer_mark_ready(self.handle, index, stream)
+        else:
+            _C.reducer_mark_ready_at(self.handle, index, data, stream)
+
+    def finalize(self, stream=0, want_skip=False):
+        """Ends the step; with want_skip returns whether it saw Inf/NaN (syncs)."""
+        return _C.reducer_finalize(self.handle, stream, want_skip)
+
+    def grad_data(self, index):
+        return _C.reducer_grad_data(self.handle, index)
+
+    def set_grad_data(self, index, address):
+        _C.reducer_set_grad_data(self.handle, index, address)
+
+    def set_all_grad_data(self, addresses):
+        _C.reducer_set_all_grad_data(self.handle, [int(a) for a in addresses])
+
+    def grad_norm(self, stream=0):
+        """Address of the device scalar holding the last step's global L2 norm."""
+        return _C.reducer_grad_norm(self.handle, stream)
+
+    def clip_grad_norm(self, max_norm, stream=0):
+        return _C.reducer_clip_grad_norm(self.handle, float(max_norm), stream)
+
+    def found_inf(self):
+        """Address of the last synced step's Inf/NaN flag (a float on the device)."""
+        return _C.reducer_found_inf(self.handle)
+
+    def stats(self):
+        return _C.reducer_stats(self.handle)
+
+    def describe(self):
+        """The bucket plan, one line per bucket."""
+        return _C.reducer_describe(self.handle)
+
+    def enable_powersgd(self, rows, *, rank=4, min_compression_rate=2.0, start_iter=10, error_feedback=True,
+                        warm_start=True, orthogonalization_eps=1e-8, seed=0x5EED):
+        """PowerSGD for the f32 gradients with rows[i] > 0 (gradient i viewed as
+        rows[i] x count/rows[i]); docs/powersgd.md."""
+        c = _C.PowerSgdConfig()
+        c.rank, c.min_compression_rate, c.start_iter = int(rank), float(min_compression_rate), int(start_iter)
+        c.error_feedback, c.warm_start = int(bool(error_feedback)), int(bool(warm_start))
+        c.orthogonalization_eps, c.seed = float(orthogonalization_eps), int(seed)
+        rows = [int(r) for r in rows]
+        if len(rows) != self.num_grads:
+            raise InvalidArgumentError("gcommInvalidArgument", f"rows has {len(rows)} entries for {self.num_grads} "
+                                       "gradients")
+        _C.reducer_enable_powersgd(self.handle, rows, c)
+
+    def powersgd_stats(self):
+        return _C.reducer_powersgd_stats(self.handle)
+
+    def powersgd_state(self):
+        """PowerSGD's state (step counter, Q, error feedback) as bytes."""
+        return _C.reducer_save_powersgd_state(self.handle)
+
+    def load_powersgd_state(self, data):
+        _C.reducer_load_powersgd_state(self.handle, bytes(data))

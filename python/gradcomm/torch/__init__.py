@@ -1,0 +1,12 @@
+"""gradcomm for PyTorch: DistributedDataParallel and GradScaler on gradcomm's reducer.
+
+    import gradcomm.torch as gct
+    model = gct.DistributedDataParallel(model)            # instead of torch's DDP
+    scaler = gct.GradScaler(model)                        # instead of torch.amp.GradScaler()
+
+The migration guide, with the table of DDP options, is docs/pytorch.md.
+"""
+from ._amp import GradScaler
+from ._ddp import DistributedDataParallel, UnusedParametersError
+
+__all__ = ["DistributedDataParallel", "GradScaler", "UnusedParametersError"]

@@ -1,0 +1,346 @@
+"""gradcomm.torch.DistributedDataParallel: torch DDP's interface on gradcomm's reducer.
+
+How gradients reach gradcomm. Each parameter has a gradient *slot* registered
+with the reducer once: a tensor the wrapper owns (or, with
+gradient_as_bucket_view, a view of gradcomm's bucket). The parameter's
+post-accumulate-grad hook makes ``p.grad`` that slot: if autograd accumulated
+into the slot (the steady state with ``zero_grad(set_to_none=False)``) nothing is
+copied; if ``p.grad`` is some other tensor (``zero_grad()``'s default
+set_to_none=True, an optimizer or user code assigning ``p.grad``, a first step)
+its values are copied into the slot and ``p.grad`` is pointed at it. The engine
+therefore only ever touches memory the wrapper keeps alive, whatever the caller
+does to ``.grad`` (torch's own DDP also copies gradients into its buckets unless
+gradient_as_bucket_view is set). Mark-ready calls pass the slot's address
+(gcommReducerMarkReadyAt), so a slot that moved is refused, never followed.
+
+A step begins at the first hook of a backward pass and is finalized by a
+callback queued on autograd's engine, which runs when backward ends: as with
+DDP, the optimizer sees averaged gradients without any extra call.
+"""
+import contextlib
+import math
+
+import torch
+
+from .. import _gradcomm as _C
+from ..comm import Communicator, init_from_env
+from ..errors import InvalidArgumentError, InvalidStateError
+from ..reducer import Reducer
+
+_DTYPES = {torch.float32: _C.DataType.Float32, torch.float16: _C.DataType.Float16,
+           torch.bfloat16: _C.DataType.Bfloat16}
+
+
+class UnusedParametersError(InvalidStateError):
+    """Parameters that received no gradient in a synced step (``names``)."""
+
+    def __init__(self, names, detail):
+        shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+        super().__init__("gcommInvalidState",
+                         f"{len(names)} parameter(s) received no gradient in this step: {shown}. Every rank completed "
+                         "the step as if they were zero (so no rank hangs or diverges) but the step must not be "
+                         "applied. Pass unused_parameters='zero' (DDP's find_unused_parameters=True) if parts of the "
+                         f"model are skipped on purpose. ({detail})")
+        self.names = names
+
+
+def _torch_device_of(comm):
+    d = comm.device
+    return torch.device("cpu") if d.kind == _C.DeviceKind.Host else torch.device("cuda", d.ordinal)
+
+
+def _comm_device_for(device):
+    return "cpu" if device.type == "cpu" else f"cuda:{device.index if device.index is not None else 0}"
+
+
+class DistributedDataParallel(torch.nn.Module):
+    """Wraps ``module`` like torch.nn.parallel.DistributedDataParallel.
+
+    Arguments (torch DDP's name where one exists):
+      comm: a gradcomm.Communicator; None creates one from the launcher's
+        environment (torchrun, mpirun, srun) on the module's device and closes it
+        with the wrapper.
+      bucket_cap_mb (25), first_bucket_mb (1): bucket sizes in wire bytes.
+      gradient_as_bucket_view (False): the gradients live in gradcomm's buckets.
+      unused_parameters ("error" | "zero"); find_unused_parameters=True means "zero".
+      wire_dtype (None | torch.float16 | torch.bfloat16 | torch.float32): what
+        goes on the wire (DDP's fp16_compress_hook / bf16_compress_hook).
+      powersgd (None | dict): PowerSGD with keys rank, start_iter, warm_start,
+        error_feedback, min_compression_rate, orthogonalization_eps, seed.
+      broadcast_buffers (True): rank 0's buffers are broadcast at every forward.
+    """
+
+    def __init__(self, module, comm=None, *, bucket_cap_mb=25.0, first_bucket_mb=1.0, gradient_as_bucket_view=False,
+                 unused_parameters=None, find_unused_parameters=False, wire_dtype=None, powersgd=None,
+                 broadcast_buffers=True, timeout=None):
+        super().__init__()
+        self.module = module
+        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        if not named:
+            raise InvalidArgumentError("gcommInvalidArgument", "the module has no parameter that requires a gradient")
+        devices = {p.device for _, p in named}
+        if len(devices) > 1:
+            by_dev = {str(d): next(n for n, p in named if p.device == d) for d in devices}
+            raise InvalidArgumentError("gcommInvalidArgument", "the module's parameters are on several devices "
+                                       f"({by_dev}); gradcomm, like DDP, takes one device per process")
+        self.device = devices.pop()
+        for n, p in named:
+            if p.dtype not in _DTYPES:
+                raise InvalidArgumentError("gcommInvalidArgument", f"parameter '{n}' has dtype {p.dtype}: gradcomm "
+                                           "reduces float32, float16 and bfloat16 gradients")
+        self._owns_comm = comm is None
+        if comm is None:
+            comm = init_from_env(device=_comm_device_for(self.device), timeout=timeout)
+        if not isinstance(comm, Communicator):
+            raise InvalidArgumentError("gcommInvalidArgument", f"comm must be a gradcomm.Communicator, not "
+                                       f"{type(comm).__name__}")
+        if _torch_device_of(comm) != self.device:
+            raise InvalidArgumentError("gcommInvalidArgument", f"the module is on {self.device}, the communicator on "
+                                       f"{_torch_device_of(comm)}: move the module (or create the communicator) "
+                                       "on the same device")
+        if unused_parameters is None:
+            unused_parameters = "zero" if find_unused_parameters else "error"
+        if unused_parameters not in ("error", "zero"):
+            raise InvalidArgumentError("gcommInvalidArgument", f"unused_parameters {unused_parameters!r}: expected "
+                                       "'error' or 'zero'")
+        self.comm = comm
+        self._names = [n for n, _ in named]
+        self._params = [p for _, p in named]
+        self._signature = self._param_signature()
+        self._options = dict(bucket_cap_bytes=int(bucket_cap_mb * (1 << 20)),
+                             first_bucket_bytes=int(first_bucket_mb * (1 << 20)), wire_dtype=wire_dtype,
+                             grad_as_bucket_view=gradient_as_bucket_view, unused=unused_parameters)
+        self._powersgd = dict(powersgd) if powersgd is not None else None
+        self._grad_scaler = None
+        self.broadcast_buffers = broadcast_buffers
+        self.require_backward_grad_sync = True
+        self._step_open = False
+        self._marked = []
+        self._steps = 0
+        self._sync_module_states()
+        self._reducer = None
+        self._slots = []
+        self._build_reducer()
+        self._hooks = [p.register_post_accumulate_grad_hook(self._make_hook(i)) for i, p in enumerate(self._params)]
+
+    # ---- construction -----------------------------------------------------------
+
+    def _param_signature(self):
+        return [(id(p), tuple(p.shape), p.dtype, p.device)
+                for p in self.module.parameters() if p.requires_grad]
+
+    def _build_reducer(self):
+        scaler = self._grad_scaler._native if self._grad_scaler is not None else None
+        if self._options["grad_as_bucket_view"]:
+            specs = [(0, p.numel(), _DTYPES[p.dtype]) for p in self._params]
+        else:
+            self._slots = [torch.zeros(p.shape, dtype=p.dtype, device=p.device) for p in self._params]
+            specs = [(s.data_ptr(), s.numel(), _DTYPES[s.dtype]) for s in self._slots]
+        old, self._reducer = self._reducer, None
+        if old is not None:
+            old.close()
+        self._reducer = Reducer(self.comm, specs, scaler=scaler, **self._options)
+        if self._options["grad_as_bucket_view"]:
+            self._slots = [self._bucket_view(i) for i in range(len(self._params))]
+        if self._powersgd is not None:
+            rows = [p.shape[0] if p.dim() >= 2 and p.dtype == torch.float32 else 0 for p in self._params]
+            self._reducer.enable_powersgd(rows, **self._powersgd)
+            if self._options["grad_as_bucket_view"]:  # enabling moves the gradients
+                self._slots = [self._bucket_view(i) for i in range(len(self._params))]
+        for p, slot in zip(self._params, self._slots):
+            if p.grad is not None:  # a gradient from before wrapping is kept, in its slot
+                slot.copy_(p.grad)
+                p.grad = slot
+        self._marked = [False] * len(self._params)
+
+    def _bucket_view(self, i):
+        p = self._params[i]
+        view = _C.tensor_view(self._reducer.grad_data(i), [p.numel()], int(_DTYPES[p.dtype]),
+                              int(self.comm.device.kind), max(self.comm.device.ordinal, 0), self._reducer, "torch")
+        return view.view(p.shape)
+
+    def _attach_scaler(self, scaler):
+        if self._grad_scaler is not None:
+            raise InvalidStateError("gcommInvalidState", "this model already has a GradScaler")
+        if self._steps > 0 or self._step_open:
+            raise InvalidStateError("gcommInvalidState", "create the GradScaler before the first backward pass: "
+                                    "the scaler is fused into the reducer, which is built before any step")
+        self._grad_scaler = scaler
+        self._build_reducer()
+
+    def _sync_module_states(self):
+        """Rank 0's parameters and buffers everywhere (DDP does this at construction)."""
+        with torch.no_grad():
+            for t in list(self.module.parameters()) + list(self.module.buffers()):
+                self._broadcast_tensor(t)
+
+    def _broadcast_tensor(self, t):
+        if self.comm.world_size == 1 or t.numel() == 0:
+            return
+        flat = t.detach()
+        if not flat.is_contiguous():
+            flat = flat.contiguous()
+        raw = flat.reshape(-1).view(torch.uint8)
+        if raw.numel() % 2:  # broadcast moves bytes: send them as 16-bit elements
+            raw = torch.cat([raw, raw.new_zeros(1)])
+        self.comm.broadcast(raw.view(torch.float16), root=0, stream=self._stream())
+        if raw.data_ptr() != t.data_ptr() or not t.is_contiguous():
+            t.detach().copy_(raw[:t.numel() * t.element_size()].view(t.dtype).view(t.shape))
+
+    # ---- a step -------------------------------------------------------------------
+
+    def _stream(self):
+        return torch.cuda.current_stream(self.device).cuda_stream if self.device.type == "cuda" else 0
+
+    def forward(self, *args, **kwargs):
+        if self._param_signature() != self._signature:
+            raise InvalidStateError("gcommInvalidState", "the module's parameters changed after it was wrapped "
+                                    "(added, removed, replaced, reshaped or moved): wrap the module again")
+        if self._step_open:
+            raise InvalidStateError("gcommInvalidState", "forward while the previous backward pass has not finished "
+                                    "its step")
+        if self.broadcast_buffers and self.comm.world_size > 1 and torch.is_grad_enabled():
+            with torch.no_grad():
+                for b in self.module.buffers():
+                    self._broadcast_tensor(b)
+        return self.module(*args, **kwargs)
+
+    def _make_hook(self, i):
+        def hook(p):
+            self._on_grad_ready(i, p)
+        return hook
+
+    def _on_grad_ready(self, i, p):
+        if not self._step_open:
+            self._begin_step()
+        try:
+            self._take_grad(i, p)
+        except BaseException:
+            self._abandon_step()
+            raise
+
+    def _abandon_step(self):
+        """Completes a step that backward will not finish (an exception in a
+        hook): the collectives still run, this rank sending zeros for the
+        gradients it did not reach, so no rank hangs and the wrapper stays usable."""
+        if not self._step_open:
+            return
+        self._step_open = False
+        try:
+            self._reducer.finalize(self._stream())
+        except InvalidStateError:
+            pass  # the unused-gradient report: the step is not applied anyway
+
+    def _take_grad(self, i, p):
+        g = p.grad
+        slot = self._slots[i]
+        if g.layout != torch.strided:
+            raise InvalidArgumentError("gcommInvalidArgument", f"parameter '{self._names[i]}' has a {g.layout} "
+                                       "gradient: gradcomm reduces dense gradients only (e.g. "
+                                       "nn.Embedding(sparse=False))")
+        if g.data_ptr() != slot.data_ptr() or g.stride() != slot.stride() or g.shape != slot.shape:
+            if g.shape != slot.shape or g.device != slot.device:
+                raise InvalidArgumentError("gcommInvalidArgument", f"parameter '{self._names[i]}' got a gradient "
+                                           f"of shape {tuple(g.shape)} on {g.device}; the parameter is "
+                                           f"{tuple(slot.shape)} on {slot.device}")
+            slot.copy_(g)  # casts, and makes a non-contiguous gradient contiguous
+            p.grad = slot
+        self._reducer.mark_ready(i, self._stream(), data=slot.data_ptr())
+        self._marked[i] = True
+
+    def _begin_step(self):
+        self._reducer.begin_step(sync=self.require_backward_grad_sync)
+        self._step_open = True
+        self._marked = [False] * len(self._params)
+        torch.autograd.Variable._execution_engine.queue_callback(self._finalize)
+
+    def _finalize(self):
+        if not self._step_open:  # abandoned by a failed hook
+            return
+        self._step_open = False
+        sync = self.require_backward_grad_sync
+        try:
+            self._reducer.finalize(self._stream())
+        except InvalidStateError as e:
+            missing = [n for n, m in zip(self._names, self._marked) if not m]
+            if sync and missing:
+                raise UnusedParametersError(missing, e.message) from None
+            raise
+        finally:
+            if sync:
+                self._steps += 1
+                for p, slot, marked in zip(self._params, self._slots, self._marked):
+                    if not marked:  # it received the others' average
+                        p.grad = slot
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backward passes inside accumulate locally; the next synced step reduces the sum."""
+        old = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = old
+
+    # ---- state, statistics, cleanup ----------------------------------------------------
+
+    def comm_state_dict(self):
+        """gradcomm's own state for a checkpoint: PowerSGD's (step counter, Q,
+        error feedback). The GradScaler has its own state_dict()."""
+        state = {"synced_steps": self._steps}
+        if self._powersgd is not None:
+            state["powersgd"] = self._reducer.powersgd_state()
+        return state
+
+    def load_comm_state_dict(self, state):
+        if self._step_open:
+            raise InvalidStateError("gcommInvalidState", "load_comm_state_dict during a step")
+        if ("powersgd" in state) != (self._powersgd is not None):
+            raise InvalidArgumentError("gcommInvalidArgument", "the state was saved with PowerSGD "
+                                       f"{'on' if 'powersgd' in state else 'off'}, this model has it "
+                                       f"{'on' if self._powersgd is not None else 'off'}")
+        if "powersgd" in state:
+            self._reducer.load_powersgd_state(state["powersgd"])
+        self._steps = int(state.get("synced_steps", self._steps))
+
+    @property
+    def reducer(self):
+        """The low-level gradcomm.Reducer (stats(), describe(), powersgd_stats())."""
+        return self._reducer
+
+    def grad_norm(self):
+        """The global L2 norm of the last synced step's averaged gradients (a 0-dim tensor)."""
+        return self._device_scalar(self._reducer.grad_norm(self._stream()))
+
+    def clip_grad_norm_(self, max_norm):
+        """torch.nn.utils.clip_grad_norm_ over the averaged gradients, without a host sync."""
+        if not math.isfinite(max_norm) or max_norm <= 0:
+            raise InvalidArgumentError("gcommInvalidArgument", f"max_norm must be positive and finite, not {max_norm}")
+        return self._device_scalar(self._reducer.clip_grad_norm(max_norm, self._stream()))
+
+    def _device_scalar(self, address):
+        view = _C.tensor_view(address, [], int(_C.DataType.Float32), int(self.comm.device.kind),
+                              max(self.comm.device.ordinal, 0), self._reducer, "torch")
+        return view.clone()
+
+    def close(self):
+        """Releases the reducer (and the communicator if the wrapper created it)."""
+        for h in getattr(self, "_hooks", []):
+            h.remove()
+        self._hooks = []
+        if self._options["grad_as_bucket_view"]:
+            for p in self._params:  # the views die with the reducer's buckets
+                if p.grad is not None:
+                    p.grad = p.grad.clone()
+        if self._reducer is not None:
+            self._reducer.close()
+        if self._owns_comm:
+            self.comm.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

@@ -1,0 +1,56 @@
+"""Shared helpers: launching N ranks of tests/dist_worker.py and reading their results."""
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(tmp_path, world, *args, timeout=240):
+    """Runs dist_worker.py as `world` processes; returns their results by rank.
+    A failing rank fails the test with every rank's output."""
+    gloo, gc = free_port(), free_port()
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"):
+        env.pop(var, None)
+    procs = []
+    for r in range(world):
+        cmd = [sys.executable, os.path.join(HERE, "dist_worker.py"), "--rank", str(r), "--world", str(world),
+               "--gloo-port", str(gloo), "--gc-port", str(gc), "--outdir", str(tmp_path), *map(str, args)]
+        log = open(tmp_path / f"log{r}.txt", "w")
+        procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log))
+    failed = []
+    for r, (p, log) in enumerate(procs):
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = "timeout"
+        log.close()
+        if rc != 0:
+            failed.append(r)
+    if failed:
+        logs = "\n".join(f"--- rank {r} ---\n" + (tmp_path / f"log{r}.txt").read_text()[-4000:] for r in range(world))
+        pytest.fail(f"ranks {failed} failed:\n{logs}")
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
+
+
+def max_rel_diff(a, b):
+    """The largest per-tensor relative difference, max|a - b| / max|b|, over lists
+    of flattened tensors (nested lists allowed): an element near zero does not
+    turn one rounding of the sum's order into a huge ratio."""
+    if a and not isinstance(a[0], list):
+        scale = max(max((abs(y) for y in b), default=0.0), 1e-30)
+        return max((abs(x - y) for x, y in zip(a, b)), default=0.0) / scale
+    assert len(a) == len(b), (len(a), len(b))
+    return max((max_rel_diff(x, y) for x, y in zip(a, b)), default=0.0)

@@ -1,0 +1,175 @@
+"""The low-level API on the host: communicators (local transport, ranks as
+threads), the reducer, the grad scaler and the allocator; handles closed by
+close(), by `with` and by the garbage collector."""
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+import gradcomm
+
+
+def on_ranks(comms, fn):
+    """Runs fn(rank, comm) on one thread per rank; re-raises the first error."""
+    out, errors = [None] * len(comms), []
+
+    def run(r):
+        try:
+            out[r] = fn(r, comms[r])
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(len(comms))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out
+
+
+@pytest.fixture
+def comms():
+    cs = gradcomm.init_local(3, timeout=30)
+    yield cs
+    for c in cs:
+        c.close()
+
+
+def test_collectives_on_numpy_arrays(comms):
+    rng = np.random.default_rng(1)
+    data = [rng.standard_normal(1001).astype(np.float32) for _ in comms]
+
+    def work(r, c):
+        a = data[r].copy()
+        c.all_reduce(a, op="sum")
+        b = np.full(7, r, dtype=np.float32)
+        c.broadcast(b, root=2)
+        g = np.empty(3 * 5, dtype=np.float32)
+        c.all_gather(np.full(5, r, dtype=np.float32), g)
+        s = np.empty(4, dtype=np.float32)
+        c.reduce_scatter(np.arange(12, dtype=np.float32), s, op="sum")
+        c.barrier()
+        return a, b, g, s
+
+    for r, (a, b, g, s) in enumerate(on_ranks(comms, work)):
+        np.testing.assert_allclose(a, sum(data), rtol=1e-6, atol=1e-6)
+        assert (b == 2).all()
+        assert list(g) == [0] * 5 + [1] * 5 + [2] * 5
+        assert list(s) == [3 * x for x in range(4 * r, 4 * r + 4)]
+    assert comms[0].rank == 0 and comms[2].world_size == 3 and "local" in repr(comms[0])
+
+
+def test_bad_buffers_raise_before_any_collective(comms):
+    c = comms[0]
+    with pytest.raises(gradcomm.InvalidArgumentError, match="dtype float64"):
+        c.all_reduce(np.zeros(4))
+    with pytest.raises(gradcomm.InvalidArgumentError, match="not C-contiguous"):
+        c.all_reduce(np.zeros((4, 4), dtype=np.float32)[:, 1])
+    with pytest.raises(gradcomm.InvalidArgumentError, match="must be a torch.Tensor or a numpy array"):
+        c.all_reduce([1.0, 2.0])
+    with pytest.raises(gradcomm.InvalidArgumentError, match="op 'mean'"):
+        c.all_reduce(np.zeros(4, dtype=np.float32), op="mean")
+    with pytest.raises(gradcomm.InvalidArgumentError, match="world_size"):
+        c.all_gather(np.zeros(4, dtype=np.float32), np.zeros(4, dtype=np.float32))
+
+
+def test_reducer_averages_and_reports_stats(comms):
+    rng = np.random.default_rng(2)
+    sizes = (3, 1000, 17)
+    inputs = [[[rng.standard_normal(n).astype(np.float32) for n in sizes] for _ in comms] for _ in range(2)]
+
+    def work(r, c):
+        grads = [np.empty(n, dtype=np.float32) for n in sizes]
+        specs = [(g.__array_interface__["data"][0], g.size, gradcomm.DataType.Float32) for g in grads]
+        results = []
+        with gradcomm.Reducer(c, specs, bucket_cap_bytes=4096, first_bucket_bytes=64) as red:
+            for step in range(2):
+                for g, x in zip(grads, inputs[step][r]):
+                    g[:] = x
+                red.begin_step()
+                for i in reversed(range(3)):
+                    red.mark_ready(i, data=grads[i].__array_interface__["data"][0])
+                red.finalize()
+                results.append([g.copy() for g in grads])
+            return red.stats(), red.describe(), results
+
+    for stats, plan, results in on_ranks(comms, work):
+        assert stats.synced_steps == 2 and stats.num_buckets >= 2
+        assert "bucket" in plan
+        for step in range(2):
+            for i in range(3):
+                expected = sum(inputs[step][r][i] for r in range(3)) / 3
+                np.testing.assert_allclose(results[step][i], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_mark_ready_at_a_moved_address_is_refused(comms):
+    def work(r, c):
+        g = np.ones(8, dtype=np.float32)
+        other = np.ones(8, dtype=np.float32)
+        red = gradcomm.Reducer(c, [(g.__array_interface__["data"][0], 8, gradcomm.DataType.Float32)],
+                               unused="zero")
+        red.begin_step()
+        with pytest.raises(gradcomm.InvalidArgumentError, match="0x"):
+            red.mark_ready(0, data=other.__array_interface__["data"][0])
+        red.finalize()
+        red.close()
+
+    on_ranks(comms, work)
+
+
+def test_grad_scaler_state_round_trip():
+    with gradcomm.GradScaler(init_scale=8.0, growth_interval=2) as s:
+        s.update()
+        st = s.state()
+        assert (st.scale, st.growth_tracker) == (8.0, 1)
+        st.scale, st.growth_tracker = 64.0, 1
+        s.set_state(st)
+        s.update()
+        assert s.state().scale == 128.0
+        st.growth_tracker = 5
+        with pytest.raises(gradcomm.InvalidArgumentError, match="growth_tracker"):
+            s.set_state(st)
+    assert s.closed
+    with pytest.raises(gradcomm.InvalidStateError, match="closed"):
+        s.update()
+
+
+def test_allocator_stats_and_summary():
+    a = gradcomm.Allocator("cpu", kind="host")
+    p = a.malloc(1 << 20)
+    st = a.stats()
+    assert st.allocated_bytes.current >= 1 << 20 and st.malloc_calls == 1
+    assert "caching allocator" in a.summary()
+    with pytest.raises(gradcomm.InvalidStateError, match="still has 1 blocks"):
+        a.close()  # refused while a block is held: the allocator stays usable
+    a.free(p)
+    a.close()
+
+
+def test_handles_are_released_by_the_garbage_collector():
+    s = gradcomm.GradScaler()
+    fin = s._finalizer
+    del s
+    gc.collect()
+    assert not fin.alive
+
+
+def test_a_reducer_keeps_its_communicator_alive_until_destroyed():
+    (c,) = gradcomm.init_local(1)
+    g = np.ones(4, dtype=np.float32)
+    red = gradcomm.Reducer(c, [(g.__array_interface__["data"][0], 4, gradcomm.DataType.Float32)])
+    comm_fin = c._finalizer
+    del c
+    gc.collect()
+    assert comm_fin.alive, "the reducer still needs its communicator"
+    del red
+    gc.collect()
+    assert not comm_fin.alive
+
+
+def test_environment_report_and_devices():
+    assert "gradcomm" in gradcomm.environment_report()
+    assert gradcomm.cuda_device_count() >= 0

@@ -1,0 +1,169 @@
+"""Bad input to gradcomm.torch raises a clear exception, never crashes, and the
+wrapper stays usable (or says it cannot). One process, world size 1."""
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn as nn  # noqa: E402
+
+import gradcomm  # noqa: E402
+import gradcomm.torch as gct  # noqa: E402
+
+
+@pytest.fixture
+def comm():
+    c = gradcomm.init(0, 1, timeout=30)
+    yield c
+    c.close()
+
+
+def step(model, x=None):
+    x = torch.randn(4, 8) if x is None else x
+    model(x).square().mean().backward()
+
+
+def test_a_normal_world_of_one_works_with_every_zero_grad(comm):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+    ref = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+    ref.load_state_dict(net.state_dict())
+    model = gct.DistributedDataParallel(net, comm)
+    opt, ref_opt = torch.optim.SGD(net.parameters(), lr=0.1), torch.optim.SGD(ref.parameters(), lr=0.1)
+    for i in range(9):
+        x = torch.randn(4, 8)
+        for o, set_to_none in ((opt, i % 2 == 0), (ref_opt, i % 2 == 0)):
+            o.zero_grad(set_to_none=set_to_none)
+        if i % 3 == 2:  # an optimizer or user code replacing the gradients
+            for p in net.parameters():
+                p.grad = torch.zeros_like(p)
+        step(model, x)
+        step(ref, x)
+        opt.step()
+        ref_opt.step()
+    for a, b in zip(net.parameters(), ref.parameters()):
+        assert torch.equal(a, b)
+    model.close()
+
+
+def test_parameters_on_several_devices_are_refused_naming_one(comm):
+    net = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2, device="meta"))
+    with pytest.raises(gradcomm.InvalidArgumentError, match="several devices"):
+        gct.DistributedDataParallel(net, comm)
+
+
+def test_a_module_on_another_device_than_the_communicator_is_refused(comm):
+    with pytest.raises(gradcomm.InvalidArgumentError, match="meta"):
+        gct.DistributedDataParallel(nn.Linear(8, 2, device="meta"), comm)
+
+
+def test_unsupported_parameter_dtypes_are_refused_by_name(comm):
+    net = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2).double())
+    with pytest.raises(gradcomm.InvalidArgumentError, match="'1.weight' has dtype torch.float64"):
+        gct.DistributedDataParallel(net, comm)
+
+
+def test_bad_options_are_refused(comm):
+    with pytest.raises(gradcomm.InvalidArgumentError, match="unused_parameters"):
+        gct.DistributedDataParallel(nn.Linear(8, 2), comm, unused_parameters="ignore")
+    with pytest.raises(gradcomm.InvalidArgumentError, match="wire_dtype"):
+        gct.DistributedDataParallel(nn.Linear(8, 2), comm, wire_dtype=torch.int8)
+    with pytest.raises(gradcomm.InvalidArgumentError, match="gradcomm.Communicator"):
+        gct.DistributedDataParallel(nn.Linear(8, 2), "gloo")
+    with pytest.raises(gradcomm.InvalidArgumentError, match="no parameter"):
+        gct.DistributedDataParallel(nn.ReLU(), comm)
+
+
+class WithEmbedding(nn.Module):
+    def __init__(self, sparse):
+        super().__init__()
+        self.emb = nn.Embedding(10, 8, sparse=sparse)
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, idx):
+        return self.fc(self.emb(idx))
+
+
+def test_sparse_gradients_raise_and_the_wrapper_stays_usable(comm):
+    net = WithEmbedding(sparse=True)
+    model = gct.DistributedDataParallel(net, comm)
+    idx = torch.tensor([1, 2, 3])
+    with pytest.raises(gradcomm.InvalidArgumentError, match="'emb.weight' has a torch.sparse_coo gradient"):
+        model(idx).sum().backward()
+    net.emb.sparse = False  # fixed by the user: the next step works
+    net.zero_grad()
+    model(idx).sum().backward()
+    assert model.reducer.stats().synced_steps == 2  # the failed step was completed, then this one
+    model.close()
+
+
+def test_a_module_changed_after_wrapping_is_refused_at_forward(comm):
+    net = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2))
+    model = gct.DistributedDataParallel(net, comm)
+    net[1] = nn.Linear(8, 2)
+    with pytest.raises(gradcomm.InvalidStateError, match="changed after it was wrapped"):
+        step(model)
+    model.close()
+
+
+def test_grad_scaler_misuse(comm):
+    net = nn.Linear(8, 2)
+    model = gct.DistributedDataParallel(net, comm)
+    scaler = gct.GradScaler(model, init_scale=4.0)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    scaler.scale(model(torch.randn(2, 8)).sum()).backward()
+    scaler.step(opt)
+    with pytest.raises(RuntimeError, match="step\\(\\) has already been called"):
+        scaler.step(opt)
+    with pytest.raises(RuntimeError, match="unscale_\\(\\) is being called after step"):
+        scaler.unscale_(opt)
+    scaler.update()
+    with pytest.raises(gradcomm.InvalidStateError, match="already has a GradScaler"):
+        gct.GradScaler(model)
+    model2 = gct.DistributedDataParallel(nn.Linear(8, 2), comm)
+    step(model2, torch.randn(2, 8))
+    with pytest.raises(gradcomm.InvalidStateError, match="before the first backward"):
+        gct.GradScaler(model2)
+    with pytest.raises(gradcomm.InvalidArgumentError, match="growth_factor"):
+        scaler.load_state_dict({"scale": 2.0, "growth_factor": 3.0})
+    model2.close()
+    model.close()
+
+
+def test_grad_scaler_state_dict_is_torchs_and_loads_into_torch(comm):
+    net = nn.Linear(8, 2)
+    model = gct.DistributedDataParallel(net, comm)
+    scaler = gct.GradScaler(model, init_scale=32.0, growth_interval=5)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for _ in range(2):
+        scaler.scale(model(torch.randn(2, 8)).sum()).backward()
+        scaler.step(opt)
+        scaler.update()
+    sd = scaler.state_dict()
+    assert sd["scale"] == 32.0 and sd["_growth_tracker"] == 2
+    theirs = torch.amp.GradScaler("cpu", init_scale=1.0, growth_interval=5)
+    theirs.load_state_dict(sd)
+    assert theirs.get_scale() == 32.0
+    scaler.update(new_scale=8.0)
+    assert scaler.get_scale() == 8.0
+    with pytest.raises(gradcomm.InvalidArgumentError, match="scale"):
+        scaler.load_state_dict({"scale": float("nan")})
+    assert scaler.get_scale() == 8.0, "a refused state changes nothing"
+    model.close()
+
+
+def test_grad_norm_and_clip_match_torch(comm):
+    torch.manual_seed(3)
+    net = nn.Linear(8, 4)
+    ref = nn.Linear(8, 4)
+    ref.load_state_dict(net.state_dict())
+    model = gct.DistributedDataParallel(net, comm)
+    x = torch.randn(5, 8)
+    step(model, x * 10)
+    step(ref, x * 10)
+    expected = torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
+    norm = model.clip_grad_norm_(0.5)
+    assert torch.allclose(norm, expected, rtol=1e-6)
+    for a, b in zip(net.parameters(), ref.parameters()):
+        assert torch.allclose(a.grad, b.grad, rtol=1e-6, atol=1e-7)
+    with pytest.raises(gradcomm.InvalidArgumentError, match="max_norm"):
+        model.clip_grad_norm_(-1.0)
+    model.close()

@@ -1,0 +1,94 @@
+"""gradcomm.torch on a GPU: NCCL with a world of one, and local ranks on one GPU.
+Skipped, with the reason, where there is no GPU (the development machine and CI);
+tools/gpu_check.sh's `python` stage runs it on a GPU machine."""
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import gradcomm  # noqa: E402
+import gradcomm.torch as gct  # noqa: E402
+
+if not torch.cuda.is_available() or gradcomm.cuda_device_count() == 0:
+    pytest.skip("no GPU: torch.cuda.is_available() is False or gradcomm sees no device",
+                allow_module_level=True)
+
+
+def make(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).cuda()
+
+
+@pytest.mark.parametrize("bucket_view", [False, True])
+@pytest.mark.parametrize("wire", [None, torch.float16])
+def test_world_of_one_over_nccl_equals_plain_training(bucket_view, wire):
+    comm = gradcomm.init(0, 1, device="cuda:0", timeout=60)
+    net, ref = make(), make()
+    model = gct.DistributedDataParallel(net, comm, gradient_as_bucket_view=bucket_view, wire_dtype=wire)
+    opt, ref_opt = torch.optim.Adam(net.parameters(), 1e-3), torch.optim.Adam(ref.parameters(), 1e-3)
+    for step in range(10):
+        x = torch.randn(32, 64, device="cuda")
+        for o in (opt, ref_opt):
+            o.zero_grad(set_to_none=step % 2 == 0)
+        model(x).square().mean().backward()
+        ref(x).square().mean().backward()
+        opt.step()
+        ref_opt.step()
+    torch.cuda.synchronize()
+    tol = 0 if wire is None else 2e-3
+    for a, b in zip(net.parameters(), ref.parameters()):
+        assert torch.allclose(a, b, rtol=tol, atol=tol)
+    model.close()
+    comm.close()
+
+
+def test_amp_on_the_current_stream_skips_an_overflow_step():
+    comm = gradcomm.init(0, 1, device="cuda:0", timeout=60)
+    net = make()
+    model = gct.DistributedDataParallel(net, comm)
+    scaler = gct.GradScaler(model, init_scale=2.0 ** 16)
+    opt = torch.optim.SGD(net.parameters(), 0.1)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for step in range(3):
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = model(torch.randn(8, 64, device="cuda")).float().square().mean()
+            if step == 1:
+                loss = loss * float("inf")
+            before = [p.detach().clone() for p in net.parameters()]
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            unchanged = all(torch.equal(a, b) for a, b in zip(before, net.parameters()))
+            assert unchanged == (step == 1)
+    assert scaler.get_scale() == 2.0 ** 15
+    model.close()
+    comm.close()
+
+
+def test_local_ranks_on_one_gpu_average():
+    comms = gradcomm.init_local(2, "cuda:0", timeout=60)
+    nets = [make(), make()]
+    grads = [None, None]
+
+    def rank(r):
+        model = gct.DistributedDataParallel(nets[r], comms[r])
+        x = torch.full((4, 64), float(r + 1), device="cuda")
+        model(x).sum().backward()
+        torch.cuda.synchronize()
+        grads[r] = [p.grad.clone() for p in nets[r].parameters()]
+        model.close()
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ref = make()
+    for r in range(2):
+        ref(torch.full((4, 64), float(r + 1), device="cuda")).sum().backward()
+    for g0, g1, p in zip(grads[0], grads[1], ref.parameters()):
+        assert torch.equal(g0, g1)
+        assert torch.allclose(g0, p.grad / 2, rtol=1e-5, atol=1e-6)
+    for c in comms:
+        c.close()
