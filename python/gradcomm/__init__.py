@@ -8,7 +8,11 @@ from ._preload import preload_pip_nccl as _preload_pip_nccl
 
 _preload_pip_nccl()  # before the extension: see _preload.py
 
-from . import _gradcomm as _C  # noqa: E402
+try:
+    from . import _gradcomm as _C  # noqa: E402
+except ImportError as e:  # the source tree (python/gradcomm) has no compiled extension
+    raise ImportError(f"gradcomm's compiled extension was not found next to {__file__}: install the package "
+                      "(pip install ./python) and import it from outside the python/ folder of a checkout") from e
 from .errors import (AbortedError, CudaError, Error, InternalError, InvalidArgumentError, InvalidStateError,
                      NcclError, NotSupportedError, OutOfMemoryError, RemoteError, TimeoutError)
 from . import errors as _errors
