@@ -9,14 +9,9 @@
 #include "kernels/reduce/reduce.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <type_traits>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define GCOMM_HAVE_F16C_PATH 1
-#endif
-
+#include "kernels/f16c_blocks.hpp"
 #include "kernels/reduce/reduce_math.hpp"
 
 namespace gradcomm::kernels::reduce_host {
@@ -26,80 +21,25 @@ namespace {
 
 constexpr size_t kBlock = 1024;  // 4 KiB of float accumulators: stays in L1
 
-// f16 blocks: the scalar conversions (element.hpp) cost more than the sum itself
-// (a 2-rank f16 all-reduce of 25M elements on the socket transport took longer
-// than the f32 one, 103 vs 78 ms). x86's F16C converts 8 at a time with IEEE
-// round-to-nearest-even, the scalar twin's rounding; NaN payloads are the one
-// place the two may differ, so a block holding a NaN is converted by the scalar
-// code (tests/kernels/reduce_host_test.cpp: every f16 value, a million floats,
-// and reductions against the element-at-a-time rule).
-#ifdef GCOMM_HAVE_F16C_PATH
-bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-  return yes;
-}
-
-__attribute__((target("avx,f16c"))) void f16c_to_float(const uint16_t* in, float* out, size_t m) {
-  size_t i = 0;
-  for (; i + 8 <= m; i += 8)
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
-  for (; i < m; ++i) out[i] = f16_to_f32(in[i]);
-}
-
-__attribute__((target("avx,f16c"))) void f16c_from_float(const float* in, uint16_t* out, size_t m) {
-  size_t i = 0;
-  for (; i + 8 <= m; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  for (; i < m; ++i) out[i] = f32_to_f16(in[i]);
-}
-#endif
-
-// Integer tests, so that the loops vectorize (a float self-comparison did not,
-// and cost more than the conversion it guarded).
-bool any_f16_nan(const uint16_t* h, size_t m) {
-  unsigned nan = 0;
-  for (size_t i = 0; i < m; ++i) nan |= (h[i] & 0x7fffu) > 0x7c00u;
-  return nan != 0;
-}
-
-bool any_f32_nan(const float* v, size_t m) {
-  unsigned nan = 0;
-  for (size_t i = 0; i < m; ++i) {
-    uint32_t u;
-    std::memcpy(&u, v + i, sizeof u);
-    nan |= (u & 0x7fffffffu) > 0x7f800000u;
-  }
-  return nan != 0;
-}
-
 // out[0..m) = the floats of in[0..m), as to_float gives them.
+// f16 blocks go through kernels/f16c_blocks.hpp (F16C where the CPU has it).
 template <class T>
 void block_to_float(const T* in, float* out, size_t m) {
-#ifdef GCOMM_HAVE_F16C_PATH
   if constexpr (std::is_same_v<T, half_bits>) {
-    const auto* h = reinterpret_cast<const uint16_t*>(in);
-    if (has_f16c() && !any_f16_nan(h, m)) {
-      f16c_to_float(h, out, m);
-      return;
-    }
+    f16c::to_float(in, out, m);
+  } else {
+    for (size_t i = 0; i < m; ++i) out[i] = to_float(in[i]);
   }
-#endif
-  for (size_t i = 0; i < m; ++i) out[i] = to_float(in[i]);
 }
 
 // out[0..m) = from_float<T>(in[0..m)).
 template <class T>
 void block_from_float(const float* in, T* out, size_t m) {
-#ifdef GCOMM_HAVE_F16C_PATH
   if constexpr (std::is_same_v<T, half_bits>) {
-    if (has_f16c() && !any_f32_nan(in, m)) {
-      f16c_from_float(in, reinterpret_cast<uint16_t*>(out), m);
-      return;
-    }
+    f16c::from_float(in, out, m);
+  } else {
+    for (size_t i = 0; i < m; ++i) out[i] = from_float<T>(in[i]);
   }
-#endif
-  for (size_t i = 0; i < m; ++i) out[i] = from_float<T>(in[i]);
 }
 
 template <class T, class Combine>

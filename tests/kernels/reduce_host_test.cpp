@@ -4,10 +4,13 @@
 // for every input (a NaN result must be a NaN: which one was never pinned).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
+#include "gradcomm/kernels.h"
 #include "kernels/element.hpp"
 #include "kernels/reduce/reduce.hpp"
 #include "kernels/reduce/reduce_math.hpp"
@@ -79,6 +82,52 @@ TEST(ReduceHost, FloatToF16RoundsAsTheScalarTwin) {
   std::vector<uint16_t> out(in.size());
   reduce_host::float_to_typed(in.data(), out.data(), in.size(), gcommFloat16);
   for (size_t i = 0; i < in.size(); ++i) ASSERT_EQ(out[i], f32_to_f16(in[i])) << in[i];
+}
+
+}  // namespace
+}  // namespace gradcomm::kernels
+
+namespace gradcomm::kernels {
+namespace {
+
+// The host twins' pack and unpack move f16 sides in blocks (kernels/f16c_blocks.hpp):
+// over many blocks, a misaligned start, NaN, Inf and values that overflow f16,
+// every element is the element rule's.
+TEST(HostTwinBlocks, F16PackAndUnpackMatchTheElementRule) {
+  std::mt19937 rng(13);
+  const size_t n = 70001;
+  std::vector<float> src(n + 1);
+  std::uniform_real_distribution<float> dist(-70000.0f, 70000.0f);
+  for (auto& v : src) v = dist(rng);
+  src[5] = std::numeric_limits<float>::quiet_NaN();
+  src[40000] = std::numeric_limits<float>::infinity();
+  std::vector<uint16_t> bucket(n + 1, 0);
+  gcommTensor_t t{src.data() + 1, n, gcommFloat32};  // misaligned start
+  ASSERT_EQ(gcommPack(&t, 1, nullptr, bucket.data() + 1, gcommFloat16, 0.5f, nullptr, gcommHostDevice(), nullptr),
+            gcommSuccess);
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t want = f32_to_f16(src[i + 1] * 0.5f);
+    if ((want & 0x7fffu) > 0x7c00u)
+      ASSERT_GT(bucket[i + 1] & 0x7fffu, 0x7c00u) << i;
+    else
+      ASSERT_EQ(bucket[i + 1], want) << i;
+  }
+  std::vector<float> dst(n), before(n);
+  for (auto& v : dst) v = dist(rng);
+  before = dst;
+  gcommTensor_t d{dst.data(), n, gcommFloat32};
+  float found = 0.0f;
+  ASSERT_EQ(gcommUnpack(bucket.data() + 1, gcommFloat16, nullptr, &d, 1, 0.25f, nullptr, 1, &found,
+                        gcommHostDevice(), nullptr),
+            gcommSuccess);
+  EXPECT_EQ(found, 1.0f);
+  for (size_t i = 0; i < n; ++i) {
+    float want = before[i] + f16_to_f32(bucket[i + 1]) * 0.25f;
+    if (std::isnan(want))
+      ASSERT_TRUE(std::isnan(dst[i])) << i;
+    else
+      ASSERT_EQ(std::memcmp(&dst[i], &want, sizeof want), 0) << i;
+  }
 }
 
 }  // namespace
