@@ -4,6 +4,7 @@
 #include <cstring>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define GCOMM_HAVE_F16C_PATH 1
 #endif
@@ -31,8 +32,21 @@ bool any_f32_nan(const float* v, size_t m) {
 }
 
 #ifdef GCOMM_HAVE_F16C_PATH
+// CPUID leaf 1: AVX (ECX bit 28) and F16C (bit 29), and the OS saving the YMM
+// registers (OSXSAVE, bit 27, then XCR0 bits 1-2). cpuid.h rather than
+// __builtin_cpu_supports("f16c"), which clang 14 (the fuzz build) does not know.
+bool detect_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+  const unsigned need = (1u << 27) | (1u << 28) | (1u << 29);
+  if ((c & need) != need) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & 0x6u) == 0x6u;
+}
+
 bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  static const bool yes = detect_f16c();
   return yes;
 }
 
