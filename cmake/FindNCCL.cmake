@@ -1,6 +1,8 @@
 # FindNCCL
 # --------
-# Finds NCCL's header and shared library and defines the imported target NCCL::nccl.
+# Finds NCCL's header and shared library and defines the imported targets
+# NCCL::headers (nccl.h only: libgradcomm.so loads NCCL at run time, with dlopen)
+# and NCCL::nccl (the header and the library, for programs that call NCCL themselves).
 #
 # Looks, in order, at:
 #   NCCL_ROOT / NCCL_HOME (CMake or environment variables), NCCL_INCLUDE_DIR / NCCL_LIBRARY,
@@ -8,7 +10,7 @@
 #   the nvidia/nccl folder of a Python "nvidia-nccl-cu*" package (the GPU machine has NCCL only there),
 #   the system's default paths.
 #
-# Result variables: NCCL_FOUND, NCCL_INCLUDE_DIRS, NCCL_LIBRARIES, NCCL_VERSION,
+# Result variables: NCCL_FOUND, NCCL_INCLUDE_DIRS, NCCL_LIBRARIES, NCCL_LIBRARY_DIR, NCCL_VERSION,
 # NCCL_VERSION_CODE (as NCCL_VERSION_CODE in nccl.h: major*10000 + minor*100 + patch).
 
 set(_nccl_hints)
@@ -71,6 +73,11 @@ find_package_handle_standard_args(NCCL
 if(NCCL_FOUND)
   set(NCCL_INCLUDE_DIRS "${NCCL_INCLUDE_DIR}")
   set(NCCL_LIBRARIES "${NCCL_LIBRARY}")
+  get_filename_component(NCCL_LIBRARY_DIR "${NCCL_LIBRARY}" DIRECTORY)
+  if(NOT TARGET NCCL::headers)
+    add_library(NCCL::headers INTERFACE IMPORTED)
+    set_target_properties(NCCL::headers PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
+  endif()
   if(NOT TARGET NCCL::nccl)
     add_library(NCCL::nccl SHARED IMPORTED)
     set_target_properties(NCCL::nccl PROPERTIES

@@ -17,6 +17,27 @@ struct GpuProbe {
   std::string reason;
 };
 
+// Said plainly: "CUDA driver version is insufficient" on a machine with no driver
+// at all reads like a fault to fix, when it only means "no GPU here".
+std::string plain_no_gpu_reason(cudaError_t err) {
+  const std::string code = cudaGetErrorName(err);
+  int driver = 0;
+  if (err == cudaErrorInsufficientDriver) {
+    if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0) {
+      (void)cudaGetLastError();
+      return cat("no NVIDIA driver is installed (", code, ")");
+    }
+    int runtime = 0;
+    (void)cudaRuntimeGetVersion(&runtime);
+    return cat("the NVIDIA driver supports CUDA ", driver / 1000, ".", (driver % 1000) / 10,
+               ", older than this build's CUDA runtime ", runtime / 1000, ".", (runtime % 1000) / 10, " (", code,
+               "); update the driver");
+  }
+  if (err == cudaErrorNoDevice)
+    return cat("the driver sees no CUDA device (", code, "; check CUDA_VISIBLE_DEVICES)");
+  return cat(code, ": ", cudaGetErrorString(err));
+}
+
 const GpuProbe& probe() {
   static const GpuProbe result = [] {
     GpuProbe p;
@@ -26,7 +47,7 @@ const GpuProbe& probe() {
       // "No driver" (cudaErrorInsufficientDriver), "no device" (cudaErrorNoDevice)
       // and friends all mean: no usable GPU here.
       (void)cudaGetLastError();
-      p.reason = cat(cudaGetErrorName(err), ": ", cudaGetErrorString(err));
+      p.reason = plain_no_gpu_reason(err);
       GCOMM_INFO("no usable GPU: ", p.reason);
       return p;
     }

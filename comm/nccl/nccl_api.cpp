@@ -5,6 +5,7 @@
 
 #include "comm/api/publish.hpp"
 #include "comm/nccl/nccl_check.hpp"
+#include "comm/nccl/nccl_library.hpp"
 #include "comm/nccl/nccl_transport.hpp"
 #include "common/api_guard.hpp"
 #include "common/config.hpp"
@@ -58,10 +59,9 @@ GCOMM_API gcommStatus_t gcommGetNcclVersion(int* built, int* loaded) {
   return GCOMM_API_CALL({
     GCOMM_REQUIRE_NOT_NULL(built);
     GCOMM_REQUIRE_NOT_NULL(loaded);
-    int version = nccl_loaded_version();
-    if (version == 0) fail(gcommNcclError, "ncclGetVersion failed: the loaded NCCL library is unusable");
+    nccl();  // throws gcommNotSupported, naming where it looked, when NCCL cannot be loaded
     *built = nccl_built_version();
-    *loaded = version;
+    *loaded = nccl_loaded_version();
   });
 }
 

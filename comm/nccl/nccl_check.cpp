@@ -4,15 +4,21 @@
 
 #include <mutex>
 
+#include "comm/nccl/nccl_library.hpp"
 #include "common/log.hpp"
 
 namespace gradcomm {
 
 void throw_nccl_error(ncclResult_t result, const char* expr, const char* file, int line) {
   (void)cudaGetLastError();
-  const char* detail = ncclGetLastError(nullptr);
-  std::string msg = cat(expr, " failed: ", ncclGetErrorString(result), " at ", file, ":", line);
-  if (detail != nullptr && detail[0] != '\0') msg += cat(" (NCCL: ", detail, ")");
+  // Only reached after an NCCL call returned, so NCCL is loaded.
+  const NcclLibrary& lib = nccl();
+  const char* detail = lib.last_error(nullptr);
+  // "nccl().CommCount(...)" is named as NCCL names it: "ncclCommCount(...)".
+  std::string call = expr;
+  if (call.rfind("nccl().", 0) == 0) call = "nccl" + call.substr(7);
+  std::string msg = cat(call, " failed: ", lib.GetErrorString(result), " at ", file, ":", line);
+  if (detail[0] != '\0') msg += cat(" (NCCL: ", detail, ")");
   GCOMM_INFO(msg);
   gcommStatus_t status = gcommNcclError;
   if (result == ncclInvalidArgument || result == ncclInvalidUsage) status = gcommInvalidArgument;
@@ -24,8 +30,9 @@ int nccl_built_version() noexcept { return NCCL_VERSION_CODE; }
 
 int nccl_loaded_version() noexcept {
   static int version = [] {
-    int v = 0;
-    if (ncclGetVersion(&v) != ncclSuccess) return 0;
+    const NcclLibrary* lib = nccl_if_loaded(nullptr);
+    if (lib == nullptr) return 0;
+    int v = lib->version;
     if (v < NCCL_VERSION_CODE) {
       GCOMM_WARN("loaded NCCL ", nccl_version_string(v), " is older than the NCCL ",
                  nccl_version_string(NCCL_VERSION_CODE),

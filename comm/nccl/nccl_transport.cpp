@@ -14,6 +14,7 @@
 #include "common/dtype.hpp"
 #include "common/log.hpp"
 #include "comm/nccl/nccl_check.hpp"
+#include "comm/nccl/nccl_library.hpp"
 
 namespace gradcomm::comm {
 
@@ -61,11 +62,11 @@ void wait_nccl_ready(ncclComm_t comm, std::chrono::steady_clock::time_point dead
   microseconds pause(50);
   for (;;) {
     ncclResult_t state = ncclSuccess;
-    GCOMM_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+    GCOMM_NCCL_CHECK(nccl().CommGetAsyncError(comm, &state));
     if (state == ncclSuccess) return;
     if (state != ncclInProgress)
       fail(state == ncclRemoteError ? gcommRemoteError : gcommNcclError, what, ": NCCL reported ",
-           ncclGetErrorString(state), " (", ncclGetLastError(comm), ")");
+           nccl().GetErrorString(state), " (", nccl().last_error(comm), ")");
     const auto now = std::chrono::steady_clock::now();
     if (now > deadline) fail(gcommTimeout, what, " did not complete in time");
     if (now - start < microseconds(100)) {
@@ -79,10 +80,10 @@ void wait_nccl_ready(ncclComm_t comm, std::chrono::steady_clock::time_point dead
 
 NcclTransport::NcclTransport(ncclComm_t comm, bool owned, gcommDevice_t device)
     : comm_(comm), owned_(owned), device_(device) {
-  GCOMM_NCCL_CHECK(ncclCommUserRank(comm_, &rank_));
-  GCOMM_NCCL_CHECK(ncclCommCount(comm_, &size_));
+  GCOMM_NCCL_CHECK(nccl().CommUserRank(comm_, &rank_));
+  GCOMM_NCCL_CHECK(nccl().CommCount(comm_, &size_));
   int cuda_device = -1;
-  GCOMM_NCCL_CHECK(ncclCommCuDevice(comm_, &cuda_device));
+  GCOMM_NCCL_CHECK(nccl().CommCuDevice(comm_, &cuda_device));
   require(cuda_device == device_.ordinal, "the NCCL communicator is on cuda:", cuda_device, ", not on ",
           describe_device(device_));
   DeviceGuard guard(device_);
@@ -96,8 +97,8 @@ NcclTransport::~NcclTransport() {
   GCOMM_CUDA_WARN(cudaFree(barrier_buffer_));
   std::lock_guard<std::mutex> lock(abort_mutex_);
   if (owned_ && !aborted_) {
-    ncclResult_t r = ncclCommDestroy(comm_);
-    if (r != ncclSuccess) GCOMM_WARN("ncclCommDestroy failed: ", ncclGetErrorString(r));
+    ncclResult_t r = nccl().CommDestroy(comm_);
+    if (r != ncclSuccess) GCOMM_WARN("ncclCommDestroy failed: ", nccl().GetErrorString(r));
   }
 }
 
@@ -116,23 +117,23 @@ void NcclTransport::run(const CollectiveArgs& a) {
 void NcclTransport::enqueue(const CollectiveArgs& a, ncclDataType_t t, cudaStream_t stream) {
   switch (a.op) {
     case Collective::kAllReduce:
-      check_call(comm_, ncclAllReduce(a.send, a.recv, a.count, t, nccl_op(a.redop), comm_, stream), "ncclAllReduce", a);
+      check_call(comm_, nccl().AllReduce(a.send, a.recv, a.count, t, nccl_op(a.redop), comm_, stream), "ncclAllReduce", a);
       break;
     case Collective::kBroadcast:
-      check_call(comm_, ncclBroadcast(a.send, a.recv, a.count, t, a.root, comm_, stream), "ncclBroadcast", a);
+      check_call(comm_, nccl().Broadcast(a.send, a.recv, a.count, t, a.root, comm_, stream), "ncclBroadcast", a);
       break;
     case Collective::kReduce:
-      check_call(comm_, ncclReduce(a.send, a.recv, a.count, t, nccl_op(a.redop), a.root, comm_, stream), "ncclReduce", a);
+      check_call(comm_, nccl().Reduce(a.send, a.recv, a.count, t, nccl_op(a.redop), a.root, comm_, stream), "ncclReduce", a);
       break;
     case Collective::kAllGather:
-      check_call(comm_, ncclAllGather(a.send, a.recv, a.count, t, comm_, stream), "ncclAllGather", a);
+      check_call(comm_, nccl().AllGather(a.send, a.recv, a.count, t, comm_, stream), "ncclAllGather", a);
       break;
     case Collective::kReduceScatter:
-      check_call(comm_, ncclReduceScatter(a.send, a.recv, a.count, t, nccl_op(a.redop), comm_, stream),
+      check_call(comm_, nccl().ReduceScatter(a.send, a.recv, a.count, t, nccl_op(a.redop), comm_, stream),
                  "ncclReduceScatter", a);
       break;
     case Collective::kBarrier:
-      check_call(comm_, ncclAllReduce(barrier_buffer_, barrier_buffer_, 1, ncclFloat32, ncclSum, comm_, stream),
+      check_call(comm_, nccl().AllReduce(barrier_buffer_, barrier_buffer_, 1, ncclFloat32, ncclSum, comm_, stream),
                  "ncclAllReduce (barrier)", a);
       break;
   }
@@ -140,9 +141,9 @@ void NcclTransport::enqueue(const CollectiveArgs& a, ncclDataType_t t, cudaStrea
 
 namespace {
 // NCCL's flat group, opened at the first NCCL call inside ours and launched at its end.
-void nccl_group_open() { GCOMM_NCCL_CHECK(ncclGroupStart()); }
+void nccl_group_open() { GCOMM_NCCL_CHECK(nccl().GroupStart()); }
 void nccl_group_close() {
-  const ncclResult_t launched = ncclGroupEnd();
+  const ncclResult_t launched = nccl().GroupEnd();
   // In progress: a non-blocking communicator still enqueueing (wait_group_launched).
   if (launched != ncclSuccess && launched != ncclInProgress) throw_nccl_error(launched, "ncclGroupEnd", __FILE__, __LINE__);
 }
@@ -166,10 +167,10 @@ gcommStatus_t NcclTransport::poll_async_error(std::string& message) noexcept {
   std::lock_guard<std::mutex> lock(abort_mutex_);
   if (aborted_) return gcommSuccess;
   ncclResult_t state = ncclSuccess;
-  if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return gcommSuccess;
+  if (nccl().CommGetAsyncError(comm_, &state) != ncclSuccess) return gcommSuccess;
   if (state == ncclSuccess || state == ncclInProgress) return gcommSuccess;
   try {
-    message = cat("NCCL asynchronous error: ", ncclGetErrorString(state), " (", ncclGetLastError(comm_), ")");
+    message = cat("NCCL asynchronous error: ", nccl().GetErrorString(state), " (", nccl().last_error(comm_), ")");
   } catch (...) {
   }
   return state == ncclRemoteError ? gcommRemoteError : gcommNcclError;
@@ -180,8 +181,8 @@ void NcclTransport::abort() noexcept {
   if (aborted_.exchange(true)) return;
   // Abort even a wrapped communicator: the caller asked for it (or a timeout
   // did); documented in comm.h. It is freed by ncclCommAbort.
-  ncclResult_t r = ncclCommAbort(comm_);
-  if (r != ncclSuccess) GCOMM_WARN("ncclCommAbort failed: ", ncclGetErrorString(r));
+  ncclResult_t r = nccl().CommAbort(comm_);
+  if (r != ncclSuccess) GCOMM_WARN("ncclCommAbort failed: ", nccl().GetErrorString(r));
 }
 
 std::vector<std::unique_ptr<Transport>> make_nccl_transports_all(int ndev, const int* devices) {
@@ -202,13 +203,13 @@ std::vector<std::unique_ptr<Transport>> make_nccl_transports_all(int ndev, const
   {
     // ncclCommInitAll switches devices itself; restore the caller's afterwards.
     DeviceGuard guard(list[0]);
-    GCOMM_NCCL_CHECK(ncclCommInitAll(comms.data(), ndev, list.data()));
+    GCOMM_NCCL_CHECK(nccl().CommInitAll(comms.data(), ndev, list.data()));
   }
   std::vector<std::unique_ptr<Transport>> result;
   try {
     for (int i = 0; i < ndev; ++i) result.push_back(std::make_unique<NcclTransport>(comms[i], true, gcommCudaDevice(list[i])));
   } catch (...) {
-    for (size_t i = result.size(); i < comms.size(); ++i) (void)ncclCommDestroy(comms[i]);
+    for (size_t i = result.size(); i < comms.size(); ++i) (void)nccl().CommDestroy(comms[i]);
     throw;
   }
   return result;
@@ -225,13 +226,13 @@ std::unique_ptr<Transport> make_nccl_transport_from_id(const ncclUniqueId& id, i
   if (nccl_has(NcclFeature::kNonBlockingInit)) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    ncclResult_t r = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
+    ncclResult_t r = nccl().CommInitRankConfig(&comm, nranks, id, rank, &config);
     if (r != ncclSuccess && r != ncclInProgress) throw_nccl_error(r, "ncclCommInitRankConfig", __FILE__, __LINE__);
     auto deadline = deadline_after(timeout_s);
     try {
       wait_nccl_ready(comm, deadline, what);
     } catch (const Error& e) {
-      (void)ncclCommAbort(comm);
+      (void)nccl().CommAbort(comm);
       if (e.status() == gcommTimeout)
         fail(gcommTimeout, what, " did not complete within ", timeout_s,
              " s: check that every rank was started, with the same unique id and world size");
@@ -240,12 +241,12 @@ std::unique_ptr<Transport> make_nccl_transport_from_id(const ncclUniqueId& id, i
   } else {
     GCOMM_WARN("NCCL ", nccl_version_string(nccl_loaded_version()),
                " has no non-blocking init: init is blocking and cannot time out");
-    GCOMM_NCCL_CHECK(ncclCommInitRank(&comm, nranks, id, rank));
+    GCOMM_NCCL_CHECK(nccl().CommInitRank(&comm, nranks, id, rank));
   }
   try {
     return std::make_unique<NcclTransport>(comm, true, device);
   } catch (...) {
-    (void)ncclCommDestroy(comm);
+    (void)nccl().CommDestroy(comm);
     throw;
   }
 }

@@ -9,7 +9,7 @@ namespace gradcomm {
 
 // NCCL_VERSION_CODE-style numbers (major*10000 + minor*100 + patch).
 int nccl_built_version() noexcept;
-int nccl_loaded_version() noexcept;  // 0 if ncclGetVersion failed
+int nccl_loaded_version() noexcept;  // 0 if NCCL cannot be loaded (nccl_library.hpp)
 std::string nccl_version_string(int code);
 
 enum class NcclFeature {

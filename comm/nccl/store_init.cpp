@@ -10,6 +10,7 @@
 #include "common/device.hpp"
 #include "common/log.hpp"
 #include "comm/nccl/nccl_check.hpp"
+#include "comm/nccl/nccl_library.hpp"
 
 namespace gradcomm::comm {
 
@@ -51,7 +52,7 @@ std::unique_ptr<Transport> make_nccl_transport_from_store(const LaunchConfig& la
     ncclUniqueId id;
     const std::string key = "nccl/unique_id";
     if (launch.rank == 0) {
-      GCOMM_NCCL_CHECK(ncclGetUniqueId(&id));
+      GCOMM_NCCL_CHECK(nccl().GetUniqueId(&id));
       std::vector<uint8_t> bytes(sizeof(id));
       std::memcpy(bytes.data(), &id, sizeof(id));
       met.store().set(key, bytes, met.deadline());

@@ -52,7 +52,10 @@ GCOMM_API const char* gcommDataTypeName(gcommDataType_t dtype);
 GCOMM_API gcommStatus_t gcommGetCudaDeviceCount(int* count);
 
 /** NCCL versions as NCCL_VERSION_CODE: the one gradcomm was built against, and the
- *  one loaded at run time (features newer than the loaded NCCL are disabled). */
+ *  one loaded at run time (features newer than the loaded NCCL are disabled).
+ *  NCCL is loaded on first use, not when libgradcomm.so is (docs/install.md says
+ *  where it is looked for); this call loads it, and returns gcommNotSupported with
+ *  every place searched when it cannot be found. */
 GCOMM_API gcommStatus_t gcommGetNcclVersion(int* built, int* loaded);
 
 /** A human-readable report of the environment: gradcomm, CUDA runtime and driver,
@@ -62,6 +65,12 @@ GCOMM_API gcommStatus_t gcommGetNcclVersion(int* built, int* loaded);
  *  needed for the whole report. A report that does not fit is cut at a character
  *  boundary and the call still succeeds; compare *required with @p size. */
 GCOMM_API gcommStatus_t gcommGetEnvironmentReport(char* buffer, size_t size, size_t* required);
+
+/** The same facts as one JSON object (buffer rules as gcommGetEnvironmentReport):
+ *  {"gradcomm", "cuda_runtime", "cuda_driver" (null when none),
+ *   "nccl": {"built", "loaded", "path", "error"}, "gpus": [{"ordinal", "name", "sm",
+ *   "memory_mib", "multiprocessors", "pci_bus_id"}], "no_gpu_reason"}. */
+GCOMM_API gcommStatus_t gcommGetEnvironmentJson(char* buffer, size_t size, size_t* required);
 
 /* ------------------------------------------------------------------------- */
 /* Logging                                                                   */

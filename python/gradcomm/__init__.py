@@ -4,10 +4,6 @@ PyTorch users start with ``gradcomm.torch`` (DistributedDataParallel, GradScaler
 This module is the low-level API over the C library: communicators, the reducer,
 the grad scaler and the allocator, with errors raised as gradcomm.Error subclasses.
 """
-from ._preload import preload_pip_nccl as _preload_pip_nccl
-
-_preload_pip_nccl()  # before the extension: see _preload.py
-
 try:
     from . import _gradcomm as _C  # noqa: E402
 except ImportError as e:  # the source tree (python/gradcomm) has no compiled extension

@@ -30,4 +30,21 @@ if command -v pkg-config >/dev/null; then
 else
   echo "pkg-config not installed; skipped its check"
 fi
+# 3. The installed programs start as installed, and after the prefix is moved
+#    (RUNPATH $ORIGIN/../lib; they used to fail to find libgradcomm.so.0).
+run_installed() {
+  local prefix=$1
+  env -u LD_LIBRARY_PATH "$prefix/bin/gradcomm-info" > "$work/info.out" ||
+    { cat "$work/info.out"; echo "installed gradcomm-info did not run from $prefix"; exit 1; }
+  grep -q "^gradcomm 0\." "$work/info.out"
+  if [ -x "$prefix/bin/gradcomm-perf" ]; then
+    env -u LD_LIBRARY_PATH "$prefix/bin/gradcomm-perf" --local 2 -b 8 -e 1K -f 4 -n 1 -w 1 > "$work/perf.out" ||
+      { cat "$work/perf.out"; echo "installed gradcomm-perf did not run from $prefix"; exit 1; }
+    grep -q "Out of bounds values : 0 OK" "$work/perf.out"
+  fi
+}
+run_installed "$work/prefix"
+mv "$work/prefix" "$work/moved-prefix"
+run_installed "$work/moved-prefix"
+echo "installed programs: ok"
 echo "install check: ok"
