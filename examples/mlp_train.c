@@ -383,18 +383,17 @@ static int train(int ranks, int steps, int gpu, int f16_wire, int powersgd, int 
   return failed;
 }
 
-/* The world size a launcher set (0 if none), for the process-per-rank mode. */
+/* The world size a launcher set (0 if none), for the process-per-rank mode: the
+ * library's reading of the launchers' variables (gcommGetLauncherRank), so that the
+ * example and gcommCommInitFromEnv agree on who started the process; -1 when the
+ * launcher's variables are malformed (the message is printed). */
 static int launcher_world_size(void) {
-  static const char* pairs[3][2] = {{"RANK", "WORLD_SIZE"},
-                                    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                    {"SLURM_PROCID", "SLURM_NTASKS"}};
-  int i;
-  for (i = 0; i < 3; ++i) {
-    const char* rank = getenv(pairs[i][0]);
-    const char* size = getenv(pairs[i][1]);
-    if (rank != NULL && *rank != '\0') return size != NULL ? atoi(size) : 0;
+  int rank = -1, world = 0;
+  if (gcommGetLauncherRank(&rank, &world) != gcommSuccess) {
+    fprintf(stderr, "the launcher's environment is not usable: %s\n", gcommGetLastError());
+    return -1;
   }
-  return 0;
+  return world;
 }
 
 /* This process is one rank of `world`: trains its share; on rank 0, *is_rank0 = 1 and
@@ -479,6 +478,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (world < 0) return 2;
   if (powersgd < 0 || powersgd > 32) {
     fprintf(stderr, "--powersgd takes PowerSGD's rank, 1..32\n");
     return 2;

@@ -14,6 +14,7 @@ command -v python3 >/dev/null || need+=(python3)
 [ -f /usr/lib/x86_64-linux-gnu/cmake/benchmark/benchmarkConfig.cmake ] || need+=(libbenchmark-dev)
 [ -f /usr/share/cmake/nlohmann_json/nlohmann_jsonConfig.cmake ] || need+=(nlohmann-json3-dev)
 [ -f /usr/share/cmake/CLI11/CLI11Config.cmake ] || need+=(libcli11-dev)
+command -v mpirun >/dev/null || need+=(openmpi-bin)  # the launcher tests (mpirun without MASTER_ADDR)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "install_deps: installing ${need[*]}"

@@ -1,63 +1,18 @@
 #include "comm/bootstrap/launch_env.hpp"
 
-#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <vector>
 
+#include "comm/bootstrap/launchers.hpp"
 #include "comm/bootstrap/wire.hpp"
+#include "common/log.hpp"
 #include "common/env.hpp"
 #include "common/error.hpp"
 
 namespace gradcomm::comm::bootstrap {
 
 namespace {
-
-struct Launcher {
-  const char* name;
-  const char* rank;
-  const char* size;
-  const char* local_rank;
-  // Variables that name this launch, the same on every rank and different for
-  // the next launch: joined, they make the default job key (all must be set).
-  std::vector<std::vector<const char*>> launch_ids;
-};
-
-const Launcher kLaunchers[] = {
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", {{"TORCHELASTIC_RUN_ID"}}},
-    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-     {{"PMIX_NAMESPACE"}, {"OMPI_MCA_ess_base_jobid"}, {"OMPI_MCA_orte_ess_jobid"}}},
-    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", {{"SLURM_JOB_ID", "SLURM_STEP_ID"}}},
-};
-
-// "gradcomm" and the launcher's id of this launch when it gives one, so that two
-// jobs that pick the same port do not join one store (the first complete set of
-// launch_ids wins); else plain "gradcomm".
-std::string default_job_key(const Launcher* launcher, const EnvLookup& env) {
-  if (launcher != nullptr)
-    for (const auto& ids : launcher->launch_ids) {
-      std::string key = "gradcomm";
-      bool complete = true;
-      for (const char* name : ids) {
-        auto value = env(name);
-        complete = complete && value.has_value();
-        if (complete) key += cat(":", *value);
-      }
-      if (complete && key.size() <= kMaxNameBytes) return key;
-    }
-  return "gradcomm";
-}
-
-// A decimal integer in [lo, hi], nothing else (no spaces, no trailing text).
-int parse_int(const std::string& name, const std::string& text, long long lo, long long hi, const char* who) {
-  errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  bool ok = !text.empty() && (text[0] == '+' || text[0] == '-' || (text[0] >= '0' && text[0] <= '9')) &&
-            errno == 0 && end != nullptr && *end == '\0' && v >= lo && v <= hi;
-  require(ok, name, "='", text, "' (", who, ") is not an integer in [", lo, ", ", hi, "]");
-  return static_cast<int>(v);
-}
 
 // An integer field of the config: -1 is "unset"; anything else must be >= lo.
 bool config_int(int value, const char* field, int lo) {
@@ -66,31 +21,17 @@ bool config_int(int value, const char* field, int lo) {
   return true;
 }
 
-const Launcher* find_launcher(const EnvLookup& env) {
-  for (const Launcher& l : kLaunchers)
-    if (env(l.rank)) return &l;
-  return nullptr;
-}
-
-int launcher_rank(const Launcher& l, const EnvLookup& env) {
-  return parse_int(l.rank, *env(l.rank), 0, INT_MAX - 1, l.name);
-}
-
-int launcher_world_size(const Launcher& l, const EnvLookup& env) {
-  auto text = env(l.size);
-  require(text.has_value(), l.size, " is not set although ", l.rank, " is (an incomplete ", l.name,
-          " environment); set it, or config.world_size");
-  return parse_int(l.size, *text, 1, INT_MAX, l.name);
-}
-
 LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_env) {
   LaunchConfig lc;
   lc.transport = c.transport;  // resolved by the transport table (comm/transports.hpp)
   require(!(c.timeout_s != c.timeout_s), "config.timeout_s is NaN");
   lc.timeout_s = c.timeout_s > 0 ? c.timeout_s : knobs::timeout_seconds();
 
-  const Launcher* launcher = use_env ? find_launcher(env) : nullptr;
+  LauncherChoice choice = use_env ? choose_launcher(env) : LauncherChoice{};
+  const Launcher* launcher = choice.launcher;
+  lc.launcher_warning = choice.warning;
   lc.source = launcher != nullptr ? cat(launcher->name, " environment") : "config";
+  std::optional<ImpliedRendezvous> implied = use_env ? implied_rendezvous(launcher, env) : std::nullopt;
 
   if (c.job_key != nullptr) {
     lc.job_key = c.job_key;
@@ -132,23 +73,23 @@ LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_
   if (config_int(c.local_rank, "local_rank", 0)) {
     lc.local_rank = c.local_rank;
   } else if (auto text = launcher != nullptr ? env(launcher->local_rank) : std::nullopt) {
-    lc.local_rank = parse_int(launcher->local_rank, *text, 0, INT_MAX, launcher->name);
+    lc.local_rank = parse_env_int(launcher->local_rank, *text, 0, INT_MAX, launcher->name);
   }
 
   if (c.master_addr != nullptr) {
     lc.master_addr = c.master_addr;
     require(!lc.master_addr.empty(), "config.master_addr is empty: use NULL to leave it unset");
   } else if (use_env) {
-    lc.master_addr = env("MASTER_ADDR").value_or("");
+    lc.master_addr = env("MASTER_ADDR").value_or(implied ? implied->addr : "");
+    if (!env("MASTER_ADDR") && !lc.master_addr.empty()) lc.rendezvous_note += cat("address ", implied->how, "; ");
   }
   if (lc.master_addr.empty()) {
     require(
         lc.world_size == 1,
         use_env
             ? "MASTER_ADDR is not set (nor config.master_addr): rank 0's store listens on that host and the "
-              "other ranks connect to it. torchrun sets it; under mpirun or srun export MASTER_ADDR=<rank "
-              "0's "
-              "host> and MASTER_PORT=<a free port> to every rank"
+              "other ranks connect to it. torchrun sets it, srun and single-host mpirun imply it; mpirun "
+              "across hosts needs MASTER_ADDR=<rank 0's host> exported to every rank (mpirun -x MASTER_ADDR)"
             : "config.master_addr is required when world_size > 1: the host of rank 0, whose store listens "
               "on "
               "config.master_port");
@@ -162,9 +103,9 @@ LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_
             ": use a TCP port in [1, 65535], or -1 to leave it unset");
     lc.master_port = c.master_port;
   } else if (auto own = use_env ? env("GRADCOMM_MASTER_PORT") : std::nullopt) {
-    lc.master_port = parse_int("GRADCOMM_MASTER_PORT", *own, 1, 65535, "the port of rank 0's store");
+    lc.master_port = parse_env_int("GRADCOMM_MASTER_PORT", *own, 1, 65535, "the port of rank 0's store");
   } else if (auto text = use_env ? env("MASTER_PORT") : std::nullopt) {
-    lc.master_port = parse_int("MASTER_PORT", *text, 1, 65535, "the port of rank 0's store");
+    lc.master_port = parse_env_int("MASTER_PORT", *text, 1, 65535, "the port of rank 0's store");
     // Under torchrun (TORCHELASTIC_RUN_ID) MASTER_PORT is taken: torchrun's agent
     // listens there itself (the TCPStore that torch.distributed workers share), so
     // gradcomm's store takes the next port, the same on every rank.
@@ -173,6 +114,9 @@ LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_
               "store would listen on MASTER_PORT + 1; set GRADCOMM_MASTER_PORT to a free port instead");
       lc.master_port += 1;
     }
+  } else if (implied) {
+    lc.master_port = implied->port;
+    lc.rendezvous_note += cat("port ", lc.master_port, " from the launch id (set MASTER_PORT if it is taken)");
   } else {
     require(
         lc.world_size == 1,
@@ -210,7 +154,11 @@ EnvLookup process_environment() {
 }
 
 LaunchConfig launch_from_env(const gcommCommConfig_t& config, const EnvLookup& env) {
-  return resolve(config, env, true);
+  LaunchConfig lc = resolve(config, env, true);
+  if (!lc.launcher_warning.empty()) GCOMM_WARN(lc.launcher_warning);
+  if (!lc.rendezvous_note.empty())
+    GCOMM_INFO("rank 0's store at ", lc.master_addr, ":", lc.master_port, " (", lc.rendezvous_note, ")");
+  return lc;
 }
 
 LaunchConfig launch_from_config(const gcommCommConfig_t& config, const EnvLookup& env) {
@@ -218,7 +166,7 @@ LaunchConfig launch_from_config(const gcommCommConfig_t& config, const EnvLookup
 }
 
 std::optional<LauncherPlacement> launcher_placement(const EnvLookup& env) {
-  const Launcher* launcher = find_launcher(env);
+  const Launcher* launcher = choose_launcher(env).launcher;
   if (launcher == nullptr) return std::nullopt;
   LauncherPlacement p;
   p.launcher = launcher->name;

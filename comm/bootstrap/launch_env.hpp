@@ -3,15 +3,15 @@
 // environment lookup, so every launcher and every bad value is testable without
 // touching the process environment.
 //
-// Launchers, tried in this order (the first whose rank variable is set supplies
-// every field the config left unset; fields are never mixed across launchers):
+// Launchers (comm/bootstrap/launchers.hpp says which wins when several left
+// variables behind, and warns when a hand-set RANK loses):
 //   torchrun  RANK, WORLD_SIZE, LOCAL_RANK                          + MASTER_ADDR, MASTER_PORT
 //   Open MPI  OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK
 //   Slurm     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
-// torchrun comes first because it also runs inside Slurm allocations, and Open MPI
-// before Slurm because mpirun does too. MASTER_ADDR and MASTER_PORT (the host and
-// port of rank 0's store) are needed for every launcher when the world has more
-// than one rank; a world of one needs neither (its store listens on loopback).
+// The chosen launcher supplies every field the config left unset; fields are never
+// mixed across launchers. MASTER_ADDR and MASTER_PORT (the host and port of rank
+// 0's store) win when set; else srun and single-host mpirun imply them
+// (implied_rendezvous); a world of one needs neither (its store listens on loopback).
 //
 // The job key (what keeps two jobs on one port apart): config.job_key, else
 // GRADCOMM_JOB_KEY, else "gradcomm" joined with the launcher's id of this launch
@@ -46,6 +46,8 @@ struct LaunchConfig {
   gcommTransport_t transport = gcommTransportAuto;  // as asked: comm/transports.hpp resolves it
   double timeout_s = 300;
   std::string source;  // where rank and world size came from, for messages
+  std::string launcher_warning;  // hand-set RANK/WORLD_SIZE that lost to the launcher (logged)
+  std::string rendezvous_note;   // how the store's address or port was implied (logged at INFO)
 };
 
 // gcommCommInitFromEnv: the fields the config sets win; the rest come from the

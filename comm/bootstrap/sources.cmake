@@ -4,4 +4,5 @@ list(APPEND GRADCOMM_COMM_SOURCES
   bootstrap/store_server.cpp
   bootstrap/store_client.cpp
   bootstrap/bootstrap.cpp
+  bootstrap/launchers.cpp
   bootstrap/launch_env.cpp)

@@ -76,10 +76,15 @@ typedef struct gcommCommConfig {
  *  (the socket transport). Collective: every rank must call it.
  *
  *  @p config may be NULL. Its fields that are set win; the unset ones come from the
- *  launcher's environment: torchrun (RANK, WORLD_SIZE, LOCAL_RANK), else Open MPI
- *  (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK), else Slurm (SLURM_PROCID,
- *  SLURM_NTASKS, SLURM_LOCALID), plus MASTER_ADDR and MASTER_PORT (needed when the
- *  world has more than one rank). Under torchrun (TORCHELASTIC_RUN_ID set), whose
+ *  environment of the launcher that started the process: torchrun (RANK,
+ *  WORLD_SIZE, LOCAL_RANK, with TORCHELASTIC_RUN_ID), else Open MPI
+ *  (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK), else srun (SLURM_PROCID,
+ *  SLURM_NTASKS, SLURM_LOCALID in a step), else a hand-set RANK and WORLD_SIZE; a
+ *  hand-set RANK that disagrees with mpirun's or srun's loses, with a warning, and
+ *  sbatch -n N without srun is refused at once (docs/install.md). MASTER_ADDR and
+ *  MASTER_PORT name rank 0's store; unset, srun implies them (loopback on one node,
+ *  else the step's first node; a port from the job and step ids), and so does
+ *  mpirun with every rank on one host; torchrun sets them. Under torchrun (TORCHELASTIC_RUN_ID set), whose
  *  agent listens on MASTER_PORT itself, gradcomm's store takes MASTER_PORT + 1;
  *  GRADCOMM_MASTER_PORT, if set, names the store's port with any launcher. The GPU is config->device, else cuda:<local
  *  rank>, checked against the visible devices. Job key: config->job_key, else
@@ -101,11 +106,13 @@ typedef struct gcommCommConfig {
 GCOMM_API gcommStatus_t gcommCommInitFromEnv(const gcommCommConfig_t* config, gcommComm_t* comm);
 
 /** The rank and world size a launcher set for this process, read and checked as
- *  gcommCommInitFromEnv reads them (torchrun, else Open MPI, else Slurm): for
+ *  gcommCommInitFromEnv reads them (the launcher that started the process wins
+ *  over a hand-set RANK; docs/install.md): for
  *  tools that must decide whether each process is one rank of a job. No launcher's
  *  rank variable set: *rank = -1, *world_size = 0, gcommSuccess. Malformed or
  *  inconsistent values (WORLD_SIZE=abc, 0 or -2, RANK without WORLD_SIZE, a rank
- *  not below the world size): gcommInvalidArgument naming the variable. */
+ *  not below the world size, sbatch -n N without srun): gcommInvalidArgument naming
+ *  the variable. */
 GCOMM_API gcommStatus_t gcommGetLauncherRank(int* rank, int* world_size);
 
 /** Like gcommCommInitFromEnv, from explicit values only: config->rank,

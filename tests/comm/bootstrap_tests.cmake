@@ -1,7 +1,7 @@
 # The rendezvous store (comm/bootstrap/) and the multi-process init paths.
 gradcomm_add_test(gradcomm_bootstrap_tests
   SOURCES bootstrap/wire_test.cpp bootstrap/store_state_test.cpp bootstrap/store_test.cpp
-          bootstrap/launch_env_test.cpp
+          bootstrap/launch_env_test.cpp bootstrap/launchers_test.cpp
   LIBS gradcomm_comm
   LABELS comm)
 # One rank of a multi-process job, started by gradcomm_bootstrap_process_tests.

@@ -131,6 +131,72 @@ TEST(LaunchEnv, TorchrunThenOpenMpiThenSlurmAndNeverMixed) {
   EXPECT_EQ(lc.local_rank, -1);
 }
 
+// Issue 18: variables of several launchers. The launcher that started the process
+// wins over a hand-set (stale) RANK / WORLD_SIZE: never two ranks 0.
+TEST(LaunchEnv, AStaleRankLosesToMpirun) {
+  const Env stale = with(kMaster, {{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  auto lc = from_env(with(stale, {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                                  {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}}));
+  EXPECT_EQ(lc.rank, 1);
+  EXPECT_EQ(lc.world_size, 2);
+  EXPECT_EQ(lc.source, "Open MPI environment");
+}
+
+TEST(LaunchEnv, AStaleWorldOfOneLosesToSrun) {
+  const Env srun = {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"}, {"SLURM_JOB_ID", "41"},
+                    {"SLURM_STEP_ID", "0"}};
+  auto lc = from_env(with(with(kMaster, srun), {{"RANK", "0"}, {"WORLD_SIZE", "1"}}));
+  EXPECT_EQ(lc.rank, 1);
+  EXPECT_EQ(lc.world_size, 2);
+}
+
+TEST(LaunchEnv, TorchrunStartedBySrunKeepsTorchrunsValues) {
+  const Env srun = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "41"}, {"SLURM_STEP_ID", "0"}};
+  auto lc = from_env(with(with(kMaster, srun), {{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},
+                                                {"TORCHELASTIC_RUN_ID", "r1"}}));
+  EXPECT_EQ(lc.rank, 5);
+  EXPECT_EQ(lc.world_size, 8);
+}
+
+TEST(LaunchEnv, SbatchWithoutSrunIsRefusedAtOnce) {
+  const Env batch = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}, {"SLURM_JOB_ID", "41"}};
+  std::string m = refusal([&] { from_env(with(kMaster, batch)); });
+  EXPECT_TRUE(contains(m, "not started by srun")) << m;
+  EXPECT_TRUE(contains(m, "srun ./program")) << m;
+  // A batch script of one task is a world of one.
+  auto lc = from_env(with(batch, {{"SLURM_NTASKS", "1"}}));
+  EXPECT_EQ(lc.world_size, 1);
+}
+
+TEST(LaunchEnv, SrunImpliesTheRendezvous) {
+  const Env step = {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"}, {"SLURM_JOB_ID", "41"},
+                    {"SLURM_STEP_ID", "0"}};
+  auto one_node = from_env(with(step, {{"SLURM_STEP_NUM_NODES", "1"}, {"SLURM_STEP_NODELIST", "n1"}}));
+  EXPECT_EQ(one_node.master_addr, "127.0.0.1");
+  EXPECT_GE(one_node.master_port, 20000);
+  EXPECT_LT(one_node.master_port, 30000);
+  auto two_nodes = from_env(with(step, {{"SLURM_STEP_NUM_NODES", "2"}, {"SLURM_STEP_NODELIST", "gpu[07-08]"}}));
+  EXPECT_EQ(two_nodes.master_addr, "gpu07");
+  EXPECT_EQ(two_nodes.master_port, one_node.master_port) << "every rank of the step computes the same port";
+  auto next_job = from_env(with(step, {{"SLURM_JOB_ID", "42"}, {"SLURM_STEP_NUM_NODES", "1"}}));
+  EXPECT_NE(next_job.master_port, one_node.master_port);
+  // MASTER_ADDR / MASTER_PORT win when set.
+  auto explicit_master = from_env(with(with(step, kMaster), {{"SLURM_STEP_NUM_NODES", "1"}}));
+  EXPECT_EQ(explicit_master.master_addr, "node1");
+  EXPECT_EQ(explicit_master.master_port, 29500);
+}
+
+TEST(LaunchEnv, SingleHostMpirunImpliesTheRendezvous) {
+  const Env mpi = {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                   {"OMPI_MCA_ess_base_jobid", "123"}};
+  auto lc = from_env(with(mpi, {{"OMPI_COMM_WORLD_LOCAL_SIZE", "3"}}));
+  EXPECT_EQ(lc.master_addr, "127.0.0.1");
+  EXPECT_GE(lc.master_port, 20000);
+  // Across hosts the address is not implied (until the MPI bootstrap).
+  std::string m = refusal([&] { from_env(with(mpi, {{"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}})); });
+  EXPECT_TRUE(contains(m, "mpirun -x MASTER_ADDR")) << m;
+}
+
 TEST(LaunchEnv, ConfigFieldsWinOverTheEnvironment) {
   gcommCommConfig_t c = defaults();
   c.rank = 1;
@@ -198,7 +264,7 @@ TEST(LaunchEnv, RankMustBeBelowTheWorldSize) {
 TEST(LaunchEnv, MissingValuesSayWhatToSet) {
   std::string m = refusal([] { from_env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}}); });
   EXPECT_TRUE(contains(m, "MASTER_ADDR is not set")) << m;
-  EXPECT_TRUE(contains(m, "export MASTER_ADDR=")) << m;
+  EXPECT_TRUE(contains(m, "MASTER_ADDR=<rank 0's host>")) << m;
   m = refusal([] {
     from_env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "h"}});
   });

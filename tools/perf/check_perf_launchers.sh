@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Usage: check_perf_launchers.sh PERF MLP_EXAMPLE — gradcomm-perf and the MLP example
+# started by mpirun (Open MPI) and by srun (Slurm's variables, set as srun sets them),
+# with no MASTER_ADDR / MASTER_PORT: the launchers imply the rendezvous (issue 18).
+# A stale RANK / WORLD_SIZE loses to the launcher with a warning; sbatch without srun
+# is refused at once. mpirun is required under CI=true (tools/install_deps.sh
+# installs openmpi-bin), else its part is skipped with the reason.
+set -euo pipefail
+perf=$1 mlp=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+clean=(env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT -u GRADCOMM_MASTER_PORT
+       -u TORCHELASTIC_RUN_ID GRADCOMM_TIMEOUT_S=60)
+
+expect_sweep() {  # FILE NRANKS
+  grep -q "Transport: socket ($2 ranks, one per process)" "$1" || { cat "$1"; echo "not $2 socket ranks"; exit 1; }
+  grep -q "Out of bounds values : 0 OK" "$1" || { cat "$1"; echo "wrong values"; exit 1; }
+}
+
+# --- srun: Slurm's variables as srun sets them in a one-node step ---------------
+srun_like() {  # NTASKS JOB_ID CMD... (extra variables through the environment)
+  local n=$1 job=$2; shift 2
+  local pids=() r
+  for ((r = 0; r < n; r++)); do
+    "${clean[@]}" SLURM_PROCID=$r SLURM_NTASKS=$n SLURM_LOCALID=$r SLURM_JOB_ID=$job SLURM_STEP_ID=0 \
+      SLURM_STEP_NUM_NODES=1 SLURM_STEP_NODELIST="$(hostname)" timeout 120 "$@" > "$dir/srun$r" 2>&1 &
+    pids+=($!)
+  done
+  for r in "${!pids[@]}"; do
+    wait "${pids[$r]}" || { cat "$dir/srun$r"; echo "srun-like rank $r failed"; exit 1; }
+  done
+}
+job=$((RANDOM * 7 + $$))
+srun_like 3 "$job" "$perf" -b 8 -e 64K -f 8 -n 2 -w 1
+expect_sweep "$dir/srun0" 3
+# RANK=0 WORLD_SIZE=1 left in the environment used to make two separate jobs.
+RANK=0 WORLD_SIZE=1 srun_like 2 "$((job + 1))" env RANK=0 WORLD_SIZE=1 "$perf" -b 8 -e 1K -n 1 -w 1
+expect_sweep "$dir/srun0" 2
+grep -q "disagree with SLURM_PROCID=1 SLURM_NTASKS=2 set by Slurm" "$dir/srun1" ||
+  { cat "$dir/srun1"; echo "no warning about the stale RANK"; exit 1; }
+echo "srun-like launch: ok"
+
+# sbatch -n 2 running the program itself: refused at once, not after the timeout.
+start=$SECONDS
+if "${clean[@]}" SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_JOB_ID=$job "$perf" -b 8 -e 8 \
+    > "$dir/sbatch" 2>&1; then
+  cat "$dir/sbatch"; echo "sbatch without srun was accepted"; exit 1
+fi
+grep -q "not started by srun" "$dir/sbatch" || { cat "$dir/sbatch"; echo "no reason given"; exit 1; }
+(( SECONDS - start < 10 )) || { echo "sbatch refusal took $((SECONDS - start)) s"; exit 1; }
+echo "sbatch without srun: refused at once"
+
+# --- mpirun ------------------------------------------------------------------------
+if ! command -v mpirun > /dev/null; then
+  [[ ${CI:-} == true ]] && { echo "mpirun is missing under CI (tools/install_deps.sh installs openmpi-bin)"; exit 1; }
+  echo "skipped the mpirun part: no mpirun on this machine (apt-get install openmpi-bin)"
+  exit 0
+fi
+mpi=(mpirun --oversubscribe)
+[[ $(id -u) == 0 ]] && mpi+=(--allow-run-as-root)
+for n in 2 3; do
+  "${clean[@]}" "${mpi[@]}" -np $n timeout 120 "$perf" -b 8 -e 256K -f 8 -n 2 -w 1 > "$dir/mpi$n" 2>&1 ||
+    { cat "$dir/mpi$n"; echo "mpirun -np $n gradcomm-perf failed"; exit 1; }
+  expect_sweep "$dir/mpi$n" $n
+done
+# A stale RANK=0 WORLD_SIZE=2 gave both processes rank 0.
+"${clean[@]}" RANK=0 WORLD_SIZE=2 "${mpi[@]}" -np 2 -x RANK -x WORLD_SIZE timeout 120 "$perf" -b 8 -e 1K -n 1 -w 1 \
+  > "$dir/stale" 2>&1 || { cat "$dir/stale"; echo "mpirun with a stale RANK failed"; exit 1; }
+expect_sweep "$dir/stale" 2
+grep -q "using Open MPI's" "$dir/stale" || { cat "$dir/stale"; echo "no warning about the stale RANK"; exit 1; }
+"${clean[@]}" "${mpi[@]}" -np 4 timeout 120 "$mlp" --steps 100 > "$dir/mlp" 2>&1 ||
+  { cat "$dir/mlp"; echo "mpirun -np 4 MLP example failed"; exit 1; }
+grep -q "4 ranks (processes)" "$dir/mlp" && grep -q "limit [^)]*: ok" "$dir/mlp" ||
+  { cat "$dir/mlp"; echo "the MLP example did not train as 4 processes"; exit 1; }
+echo "mpirun launch: ok"
