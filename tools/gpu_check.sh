@@ -78,6 +78,8 @@ elif want build; then
   cfg=(-S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHS:-90})
   [ -d "$root/.deps/googletest" ] && cfg+=(-DGRADCOMM_GTEST_SOURCE_DIR="$root/.deps/googletest")
   [ -d "$root/.deps/benchmark" ] && cfg+=(-DGRADCOMM_BENCHMARK_ROOT="$root/.deps/benchmark")
+  [ -d "$root/.deps/nlohmann_json" ] && cfg+=(-Dnlohmann_json_DIR="$root/.deps/nlohmann_json/share/cmake/nlohmann_json")
+  [ -d "$root/.deps/CLI11" ] && cfg+=(-DCLI11_DIR="$root/.deps/CLI11/share/cmake/CLI11")
   if ! { cmake "${cfg[@]}" && cmake --build "$build" -j"$jobs"; } >"$out/build.log" 2>&1; then
     note "BUILD FAILED (see build.log)"
     tail -30 "$out/build.log"
@@ -87,6 +89,7 @@ elif want build; then
 fi
 [ -f "$root/.deps/benchmark/lib/libbenchmark.so.1debian" ] && export LD_LIBRARY_PATH=$root/.deps/benchmark/lib:${LD_LIBRARY_PATH:-}
 "$build/tools/gradcomm-info" >>"$out/env.txt" 2>&1
+"$build/tools/gradcomm-info" --json >"$out/env.json" 2>&1 || note "gradcomm-info --json failed"
 
 # --- tests -------------------------------------------------------------------------
 want tests && {

@@ -34,7 +34,19 @@ def environment_report():
     return _C.environment_report()
 
 
+def environment():
+    """The same facts as a dict (gradcomm-info --json): versions, NCCL's path or why it is missing, GPUs."""
+    import json
+    return json.loads(_C.environment_json())
+
+
+def nccl_version():
+    """(built, loaded) NCCL version codes. Loads NCCL (docs/install.md says from where);
+    raises NotSupportedError, listing every place searched, when it cannot be found."""
+    return _C.nccl_version()
+
+
 __all__ = ["AbortedError", "Allocator", "Communicator", "CudaError", "DataType", "Error", "GradScaler",
            "InternalError", "InvalidArgumentError", "InvalidStateError", "NcclError", "NotSupportedError",
            "OutOfMemoryError", "Reducer", "RemoteError", "TimeoutError", "cuda_device_count",
-           "environment_report", "init", "init_from_env", "init_local", "launcher_rank"]
+           "environment", "environment_report", "init", "init_from_env", "init_local", "launcher_rank", "nccl_version"]

@@ -364,6 +364,9 @@ void bind_core(nb::module_& m) {
   m.def("environment_report", [] {
     return read_string([](char* b, size_t n, size_t* r) { return gcommGetEnvironmentReport(b, n, r); });
   });
+  m.def("environment_json", [] {
+    return read_string([](char* b, size_t n, size_t* r) { return gcommGetEnvironmentJson(b, n, r); });
+  });
   m.def("set_log_level", [](int level) {
     gcommLogConfig_t c = GCOMM_LOG_CONFIG_INITIALIZER;
     c.level = static_cast<gcommLogLevel_t>(level);

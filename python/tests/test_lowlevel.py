@@ -173,3 +173,18 @@ def test_a_reducer_keeps_its_communicator_alive_until_destroyed():
 def test_environment_report_and_devices():
     assert "gradcomm" in gradcomm.environment_report()
     assert gradcomm.cuda_device_count() >= 0
+
+
+def test_environment_as_a_dict_agrees_with_nccl_version():
+    env = gradcomm.environment()
+    assert env["gradcomm"] == gradcomm.__version__
+    assert isinstance(env["gpus"], list) and len(env["gpus"]) == gradcomm.cuda_device_count()
+    if env["nccl"]["loaded"] is None:
+        # No NCCL here: asking for it names where it looked.
+        with pytest.raises(gradcomm.NotSupportedError, match="Searched, in order"):
+            gradcomm.nccl_version()
+        assert "Searched, in order" in env["nccl"]["error"]
+    else:
+        built, loaded = gradcomm.nccl_version()
+        assert "%d.%d.%d" % (loaded // 10000, loaded // 100 % 100, loaded % 100) == env["nccl"]["loaded"]
+        assert env["nccl"]["path"]
