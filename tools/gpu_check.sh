@@ -163,10 +163,13 @@ done
 perf=$build/tools/perf/gradcomm-perf
 if want perf && [ -x "$perf" ]; then
   {
+    rm -f "$benchdir/perf_default.json"  # -J never overwrites (nccl-tests: it would write .0)
     echo "### gradcomm-perf (defaults)"; "$perf" -J "$benchdir/perf_default.json"
+    echo "### gradcomm-perf -C 1 -z 3 -m 4 (CPU time, blocking per iteration, 4 calls per group)"
+    "$perf" -C 1 -z 3 -m 4 -b 8 -e 1M -f 8
     echo "### gradcomm-perf --local 4 (one GPU, 4 local ranks)"; "$perf" --local 4 -b 1M -e 256M -f 2
     for c in all_gather reduce_scatter broadcast reduce; do
-      echo "### gradcomm-perf -C $c"; "$perf" -C $c -b 8 -e 128M -f 4
+      echo "### gradcomm-perf --collective $c"; "$perf" --collective $c -b 8 -e 128M -f 4
     done
     echo "### JSON"; cat "$benchdir"/perf_default.json
     # Where a small call's host time goes (the gap to nccl-tests below 8 MiB).

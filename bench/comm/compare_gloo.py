@@ -12,7 +12,12 @@ for ours in sorted(folder.glob("gradcomm-perf-socket-*.json")):
     peer_file = folder / f"torch-gloo-{n}.jsonl"
     if not peer_file.exists():
         continue
-    gradcomm = {r["bytes"]: r["time_out_us"] for r in json.loads(ours.read_text())["results"]}
+    rows = json.loads(ours.read_text())["results"]
+    # nccl-tests' layout (since issue 18), or gradcomm-perf's flat one before it.
+    if rows and "bytes" in rows[0]:
+        gradcomm = {r["bytes"]: r["time_out_us"] for r in rows}
+    else:
+        gradcomm = {r["size"]: r["out_of_place"]["time"] for r in rows}
     gloo = {}
     for line in peer_file.read_text().splitlines():
         row = json.loads(line)

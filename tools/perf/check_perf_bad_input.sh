@@ -34,7 +34,7 @@ for size in 1e30 inf nan -1 18446744073709551615 99999999999G 8x abc; do
 done
 expect_refused -- -b 8 -e 1e30 -f 2 "larger than any buffer"
 expect_refused -- -b 0 -e 64 "-b 0 with a step factor"
-expect_refused -- -b 64 -e 8 "minbytes (64) is larger than maxbytes (8)"
+expect_refused -- -b 64 -e 8 "invalid sizes for 'minbytes' and 'maxbytes': 64 > 8"
 expect_refused -- -b 8 -e 64 -f 2x "-f: '2x'"
 expect_refused -- -b 8 -e 64 -f inf "-f: 'inf'"
 expect_refused -- -b 8 -e 64 -i 0 "a step of 0 bytes"

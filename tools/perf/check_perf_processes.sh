@@ -24,7 +24,7 @@ launch() {  # launch EXTRA_ARGS_OF_RANK_1 -- ARGS
   done
 }
 
-launch "" -C all_reduce -b 8 -e 4M -f 8 -n 3 -w 1 -c 1 -J "$dir/perf.json"
+launch "" --collective all_reduce -b 8 -e 4M -f 8 -n 3 -w 1 -c 1 -J "$dir/perf.json"
 for ((r = 0; r < n; r++)); do
   [[ ${codes[$r]} == 0 ]] || { cat "$dir/out$r"; echo "rank $r exited ${codes[$r]}"; exit 1; }
 done
@@ -34,15 +34,18 @@ grep -q "Out of bounds values : 0 OK" "$dir/out0" || { cat "$dir/out0"; echo "wr
 for ((r = 1; r < n; r++)); do
   [[ ! -s $dir/out$r ]] || { cat "$dir/out$r"; echo "rank $r printed"; exit 1; }
 done
-python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['transport']=='socket' and d['nranks']==int(sys.argv[2]) and all(r['wrong_out']==0 for r in d['results']), d" "$dir/perf.json" "$n"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['gradcomm']['transport']=='socket' and d['gradcomm']['nranks']==int(sys.argv[2]), d" "$dir/perf.json" "$n"
+python3 "$(dirname "$0")/check_perf_json.py" "$dir/perf.json" "$n"
 # Every process's times reached rank 0 (the default -a 1: their mean).
 python3 "$(dirname "$0")/check_perf_times.py" "$dir/perf.json" "$n"
 
 # Rank 1 asks for another maximum size: the ranks disagree on a collective.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-launch "-e 8K" -C all_reduce -b 4K -e 4M -f 4 -n 2 -w 1
+launch "-e 8K" --collective all_reduce -b 4K -e 4M -f 4 -n 2 -w 1
 for ((r = 0; r < n; r++)); do
   [[ ${codes[$r]} != 0 && ${codes[$r]} != 124 ]] || { cat "$dir/out$r"; echo "rank $r: exit ${codes[$r]}"; exit 1; }
-  grep -q "gradcomm-perf: rank $r: " "$dir/out$r" || { cat "$dir/out$r"; echo "rank $r: no error line"; exit 1; }
+  grep -q "gradcomm-perf: rank $r: rank 1 was given other options than rank 0" "$dir/out$r" ||
+    { cat "$dir/out$r"; echo "rank $r: no error line naming rank 1"; exit 1; }
+  ! grep -qE '^ +[0-9]+ +[0-9]+ ' "$dir/out$r" || { cat "$dir/out$r"; echo "rank $r: rows before the refusal"; exit 1; }
 done
 echo "gradcomm-perf as $n processes on the socket transport: ok"

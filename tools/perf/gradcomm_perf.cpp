@@ -1,11 +1,13 @@
-// gradcomm-perf: a bandwidth checker whose table reads like nccl-tests'
-// all_reduce_perf (same columns, busbw factors, core flags), on gradcomm's
-// public C API. With GPUs: one NCCL rank per GPU (-g N, default all), each
-// driven by its own thread; --local N: N ranks as threads on the local
-// transport (on GPU 0, or on the host when there is no GPU, the default there).
-// Under a launcher (a world size above 1 in the environment) each process is
-// one rank (gcommCommInitFromEnv: NCCL, or the socket transport without a GPU);
-// the ranks sum their #wrong counts and rank 0 prints.
+// gradcomm-perf: a bandwidth checker with nccl-tests' options, header, table and
+// JSON (perf_options.hpp, perf_json.hpp), on gradcomm's public C API. With GPUs:
+// one NCCL rank per GPU (-t x -g, default all), each driven by its own thread;
+// --local N: N ranks as threads on the local transport (on GPU 0, or on the host,
+// the default without a GPU). Under a launcher (a world size above 1 in the
+// environment) each process is one rank (gcommCommInitFromEnv: NCCL, or the
+// socket transport without a GPU). After each size the ranks all-gather their
+// times and #wrong, and rank 0 prints the row at once.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -14,7 +16,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <cstdint>
 #include <mutex>
 #include <numeric>
 #include <string>
@@ -23,38 +27,48 @@
 
 #include "common/launcher_env.hpp"
 #include "gradcomm/gradcomm.h"
-#include "half_bits.hpp"
+#include "perf_json.hpp"
 #include "perf_options.hpp"
 
 namespace {
 
-struct Row {
-  size_t bytes = 0, count = 0;
-  std::vector<double> rank_us[2];  // per rank of the world (out of place, in place)
-  double time_us[2] = {0, 0}, algbw[2] = {0, 0}, busbw[2] = {0, 0};  // -a's aggregate of rank_us
-  long wrong[2] = {0, 0};
-};
+using Clock = std::chrono::steady_clock;
 
 enum class Launch { kGpusOfThisProcess, kLocal, kProcessPerRank };
 
-// Where a rank runs, for the header (gathered from every process under a launcher).
-struct Placement {
-  int rank = 0, pid = 0, device = -1;
+// One (datatype, op) of the sweep (-d all, -o all), and its sizes.
+struct Case {
+  gcommDataType_t dtype;
+  gcommRedOp_t op;
 };
+
+// What one rank measured for one size and placement, all-gathered to every rank.
+struct RankResult {
+  double us = 0, cpu_us = 0;  // per call: to completion, and to issue (-C)
+  long long wrong = 0;
+};
+constexpr int kResultFloats = 4;  // us, cpu_us, wrong / 4096, wrong % 4096 (exact in float)
+constexpr int kLineChars = 160;   // a rank's device line, one float per character
 
 struct Setup {
   PerfOptions o;
   Launch launch = Launch::kLocal;
-  int nranks = 2;                          // the world
+  int nranks = 2;
   gcommDevice_t device = gcommHostDevice();  // kLocal: where the local ranks run
-  bool nccl = false;                       // the transport is NCCL
-  std::vector<gcommComm_t> comms;          // this process's ranks
-  std::vector<int> ranks;                  // their ranks in the world
-  std::vector<Placement> placements;       // every rank of the world
-  std::vector<Row> rows;
+  bool nccl = false;
+  std::vector<gcommComm_t> comms;  // this process's ranks
+  std::vector<int> ranks;          // their ranks in the world
+  std::vector<std::string> device_lines;  // every rank's "Rank .. Group .. Pid .. on .." line
   std::atomic<bool> failed{false};
   std::mutex error_mutex;
   std::string error;
+  PerfJson json;
+  // Rank 0's running totals for the footer.
+  long long wrong_total = 0;
+  double bw_sum = 0;
+  // Every process: the #wrong of every row (all-gathered), for the same exit status everywhere.
+  std::atomic<long long> wrong_seen{0};
+  int bw_count = 0;
 };
 
 bool is(const Setup& s, const char* c) { return s.o.collective == c; }
@@ -67,16 +81,19 @@ double bus_factor(const Setup& s) {
   return 1.0;
 }
 
-// Small integers: every sum over up to 64 ranks is exact in every dtype.
-float value(int rank, size_t i) { return static_cast<float>(static_cast<int>((rank * 3 + i) % 11) - 5); }
+// Small integers, different in each check round: every sum over up to 64 ranks
+// is exact in every dtype.
+float value(int rank, size_t i, int round) {
+  return static_cast<float>(static_cast<int>((rank * 3 + i + round * 5) % 11) - 5);
+}
 
-float reduce_values(const Setup& s, size_t i) {
-  float acc = value(0, i);
+float reduce_values(const Setup& s, const Case& c, size_t i, int round) {
+  float acc = value(0, i, round);
   for (int q = 1; q < s.nranks; ++q) {
-    float v = value(q, i);
-    acc = s.o.op == gcommMax ? std::max(acc, v) : s.o.op == gcommMin ? std::min(acc, v) : acc + v;
+    float v = value(q, i, round);
+    acc = c.op == gcommMax ? std::max(acc, v) : c.op == gcommMin ? std::min(acc, v) : acc + v;
   }
-  return s.o.op == gcommAvg ? acc / s.nranks : acc;
+  return c.op == gcommAvg ? acc / s.nranks : acc;
 }
 
 void fail_with(Setup& s, const std::string& what) {
@@ -85,22 +102,21 @@ void fail_with(Setup& s, const std::string& what) {
   s.failed = true;
 }
 
-#define PERF_CHECK(setup, call)                                                             \
-  do {                                                                                     \
-    gcommStatus_t st_ = (call);                                                            \
-    if (st_ != gcommSuccess) {                                                             \
+#define PERF_CHECK(setup, call)                                                                        \
+  do {                                                                                                 \
+    gcommStatus_t st_ = (call);                                                                        \
+    if (st_ != gcommSuccess) {                                                                         \
       fail_with(setup, std::string(#call " -> ") + gcommGetStatusName(st_) + ": " + gcommGetLastError()); \
-      return;                                                                              \
-    }                                                                                      \
+      return false;                                                                                    \
+    }                                                                                                  \
   } while (0)
 
-// One rank's buffers, on the rank's device; host staging for fill and check.
+// One rank's buffers, on the rank's device.
 struct Buffers {
   bool gpu;
   void* send = nullptr;
   void* recv = nullptr;
-  size_t bytes;
-  Buffers(bool on_gpu, size_t b) : gpu(on_gpu), bytes(b) {
+  Buffers(bool on_gpu, size_t bytes) : gpu(on_gpu) {
     if (gpu) {
       if (cudaMalloc(&send, bytes) != cudaSuccess || cudaMalloc(&recv, bytes) != cudaSuccess) send = recv = nullptr;
     } else {
@@ -119,136 +135,252 @@ struct Buffers {
   }
 };
 
-// Writes value(rank, i) for i < count at dst (device or host), in the dtype.
-bool fill(const Setup& s, void* dst, int rank, size_t count, bool gpu) {
-  const size_t es = esize(s.o.dtype);
-  std::vector<unsigned char> typed(count * es + 1);
-  for (size_t i = 0; i < count; ++i) {
-    float v = value(rank, i);
-    uint16_t h = s.o.dtype == gcommFloat16 ? perf::float_to_half(v) : perf::float_to_bf16(v);
-    std::memcpy(typed.data() + i * es, s.o.dtype == gcommFloat32 ? static_cast<const void*>(&v) : &h, es);
+// The dtype's bits of v, through CUDA's own host conversions (round to nearest even).
+void store_as(gcommDataType_t d, float v, unsigned char* out) {
+  if (d == gcommFloat32) return (void)std::memcpy(out, &v, 4);
+  if (d == gcommFloat16) {
+    __half h = __float2half(v);
+    return (void)std::memcpy(out, &h, 2);
   }
+  __nv_bfloat16 b = __float2bfloat16(v);
+  std::memcpy(out, &b, 2);
+}
+
+float load_as(gcommDataType_t d, const unsigned char* in) {
+  if (d == gcommFloat32) {
+    float f;
+    std::memcpy(&f, in, 4);
+    return f;
+  }
+  if (d == gcommFloat16) {
+    __half h;
+    std::memcpy(&h, in, 2);
+    return __half2float(h);
+  }
+  __nv_bfloat16 b;
+  std::memcpy(&b, in, 2);
+  return __bfloat162float(b);
+}
+
+bool fill(const Case& c, void* dst, int rank, size_t count, int round, bool gpu) {
+  const size_t es = esize(c.dtype);
+  std::vector<unsigned char> typed(count * es + 1);
+  for (size_t i = 0; i < count; ++i) store_as(c.dtype, value(rank, i, round), typed.data() + i * es);
   if (gpu) return cudaMemcpy(dst, typed.data(), count * es, cudaMemcpyHostToDevice) == cudaSuccess;
   std::memcpy(dst, typed.data(), count * es);
   return true;
 }
 
-// Reads count elements of the dtype at src (device or host) as floats.
-std::vector<float> fetch(const Setup& s, const void* src, size_t count, bool gpu) {
-  const size_t es = esize(s.o.dtype);
+std::vector<float> fetch(const Case& c, const void* src, size_t count, bool gpu) {
+  const size_t es = esize(c.dtype);
   std::vector<unsigned char> typed(count * es + 1);
   if (gpu) cudaMemcpy(typed.data(), src, count * es, cudaMemcpyDeviceToHost);
   else std::memcpy(typed.data(), src, count * es);
   std::vector<float> f(count);
-  for (size_t i = 0; i < count; ++i) {
-    if (s.o.dtype == gcommFloat32) {
-      std::memcpy(&f[i], typed.data() + i * 4, 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, typed.data() + i * 2, 2);
-      f[i] = s.o.dtype == gcommFloat16 ? perf::half_to_float(h) : perf::bf16_to_float(h);
-    }
-  }
+  for (size_t i = 0; i < count; ++i) f[i] = load_as(c.dtype, typed.data() + i * es);
   return f;
 }
 
-long count_wrong(const Setup& s, int rank, const std::vector<float>& got, size_t count) {
-  double tol = s.o.op != gcommAvg ? 0.0 : s.o.dtype == gcommFloat32 ? 1e-6 : s.o.dtype == gcommFloat16 ? 2e-3 : 1e-2;
-  long wrong = 0;
+long long count_wrong(const Setup& s, const Case& c, int rank, const std::vector<float>& got, size_t count,
+                      int round) {
+  double tol = c.op != gcommAvg ? 0.0 : c.dtype == gcommFloat32 ? 1e-6 : c.dtype == gcommFloat16 ? 2e-3 : 1e-2;
+  long long wrong = 0;
   auto bad = [&](float g, float e) { return !(std::fabs(g - e) <= tol * std::max(1.0f, std::fabs(e))); };
   if (is(s, "all_gather")) {
     for (int q = 0; q < s.nranks; ++q)
-      for (size_t i = 0; i < count; ++i) wrong += bad(got[q * count + i], value(q, i));
+      for (size_t i = 0; i < count; ++i) wrong += bad(got[q * count + i], value(q, i, round));
   } else if (is(s, "reduce_scatter")) {
-    for (size_t i = 0; i < count; ++i) wrong += bad(got[i], reduce_values(s, rank * count + i));
+    for (size_t i = 0; i < count; ++i) wrong += bad(got[i], reduce_values(s, c, rank * count + i, round));
   } else if (is(s, "broadcast")) {
-    for (size_t i = 0; i < count; ++i) wrong += bad(got[i], value(s.o.root, i));
+    for (size_t i = 0; i < count; ++i) wrong += bad(got[i], value(s.o.root, i, round));
   } else if (is(s, "reduce") && rank != s.o.root) {
     return 0;
   } else {
-    for (size_t i = 0; i < count; ++i) wrong += bad(got[i], reduce_values(s, i));
+    for (size_t i = 0; i < count; ++i) wrong += bad(got[i], reduce_values(s, c, i, round));
   }
   return wrong;
 }
 
-gcommStatus_t issue(const Setup& s, gcommComm_t c, const void* send, void* recv, size_t count, cudaStream_t st) {
+gcommStatus_t issue(const Setup& s, const Case& k, gcommComm_t c, const void* send, void* recv, size_t count,
+                    cudaStream_t st) {
   auto stream = reinterpret_cast<gcommStream_t>(st);
-  if (is(s, "all_gather")) return gcommAllGather(c, send, recv, count, s.o.dtype, stream);
-  if (is(s, "reduce_scatter")) return gcommReduceScatter(c, send, recv, count, s.o.dtype, s.o.op, stream);
-  if (is(s, "broadcast")) return gcommBroadcast(c, send, recv, count, s.o.dtype, s.o.root, stream);
-  if (is(s, "reduce")) return gcommReduce(c, send, recv, count, s.o.dtype, s.o.op, s.o.root, stream);
-  return gcommAllReduce(c, send, recv, count, s.o.dtype, s.o.op, stream);
+  if (is(s, "all_gather")) return gcommAllGather(c, send, recv, count, k.dtype, stream);
+  if (is(s, "reduce_scatter")) return gcommReduceScatter(c, send, recv, count, k.dtype, k.op, stream);
+  if (is(s, "broadcast")) return gcommBroadcast(c, send, recv, count, k.dtype, s.o.root, stream);
+  if (is(s, "reduce")) return gcommReduce(c, send, recv, count, k.dtype, k.op, s.o.root, stream);
+  return gcommAllReduce(c, send, recv, count, k.dtype, k.op, stream);
 }
 
-void rank_main(Setup& s, int index, const std::vector<size_t>& sizes) {
-  gcommComm_t c = s.comms[index];
-  const int rank = s.ranks[index];
+// A small float all-gather of host data through a communicator of any device.
+// Values are small integers or times, exact enough in float.
+bool gather_floats(gcommComm_t c, const std::vector<float>& mine, int world, std::vector<float>& out,
+                   std::string& error) {
   gcommDevice_t dev = gcommHostDevice();
   gcommCommDevice(c, &dev);
+  const size_t n = mine.size(), total = n * world;
+  out.assign(total, 0.0f);
+  void* send = const_cast<float*>(mine.data());
+  void* recv = out.data();
   const bool gpu = dev.kind == gcommDeviceCuda;
-  cudaStream_t stream = nullptr;
   if (gpu) {
     cudaSetDevice(dev.ordinal);
-    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  }
-  Buffers buf(gpu, s.o.max_bytes + 64);
-  if (buf.send == nullptr || buf.recv == nullptr) return fail_with(s, "cannot allocate the test buffers");
-  const size_t es = esize(s.o.dtype);
-  bool grouped = is(s, "all_gather") || is(s, "reduce_scatter");
-  for (size_t k = 0; k < sizes.size() && !s.failed; ++k) {
-    // count: elements per rank block for all-gather / reduce-scatter (nccl-tests' size is the whole buffer).
-    size_t total = sizes[k] / es;
-    size_t count = grouped ? total / s.nranks : total;
-    for (int in_place = 0; in_place < 2; ++in_place) {
-      char* send = static_cast<char*>(buf.send);
-      char* recv = in_place ? send : static_cast<char*>(buf.recv);
-      if (in_place && is(s, "all_gather")) send = recv + rank * count * es;
-      if (in_place && is(s, "reduce_scatter")) recv = send + rank * count * es;
-      size_t send_count = is(s, "reduce_scatter") ? count * s.nranks : count;
-      if (!fill(s, send, rank, send_count, gpu)) return fail_with(s, "cannot fill the send buffer");
-      for (int w = 0; w < s.o.warmup; ++w) PERF_CHECK(s, issue(s, c, send, recv, count, stream));
-      PERF_CHECK(s, gcommBarrier(c, reinterpret_cast<gcommStream_t>(stream)));
-      if (gpu) cudaStreamSynchronize(stream);
-      PERF_CHECK(s, gcommBarrier(c, nullptr));
-      auto t0 = std::chrono::steady_clock::now();
-      for (int it = 0; it < s.o.iters; ++it) {
-        PERF_CHECK(s, issue(s, c, send, recv, count, stream));
-        // nccl-tests' -z 1: each collective completes before the next is issued.
-        if (s.o.blocking && gpu) cudaStreamSynchronize(stream);
-      }
-      if (gpu) cudaStreamSynchronize(stream);
-      // As nccl-tests: this rank's time ends when its own work is done; the barrier
-      // that keeps the ranks in step is not timed (it cost an extra enqueue, ~5 us
-      // on one GPU, per timed loop before 2026-11-23).
-      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / s.o.iters;
-      PERF_CHECK(s, gcommBarrier(c, nullptr));
-      long wrong = 0;
-      if (s.o.check) {
-        if (!fill(s, send, rank, send_count, gpu)) return fail_with(s, "cannot fill the send buffer");
-        PERF_CHECK(s, issue(s, c, send, recv, count, stream));
-        if (gpu) cudaStreamSynchronize(stream);
-        size_t recv_count = is(s, "all_gather") ? count * s.nranks : count;
-        const char* result = in_place && is(s, "all_gather") ? recv : recv;
-        wrong = count_wrong(s, rank, fetch(s, result, recv_count, gpu), count);
-      }
-      PERF_CHECK(s, gcommBarrier(c, nullptr));
-      Row& row = s.rows[k];
-      row.rank_us[in_place][rank] = us;  // this rank's own slot
-      if (rank == 0) {
-        // Like nccl-tests, the size column is what moved: the request rounded down
-        // to whole elements (and, for all-gather / reduce-scatter, whole rank blocks).
-        row.count = grouped ? count * s.nranks : count;
-        row.bytes = row.count * es;
-      }
-      static std::mutex wrong_mutex;
-      std::lock_guard<std::mutex> lock(wrong_mutex);
-      s.rows[k].wrong[in_place] += wrong;
+    if (cudaMalloc(&send, (n + total) * sizeof(float)) != cudaSuccess) {
+      error = "cannot allocate " + std::to_string((n + total) * sizeof(float)) + " bytes on the GPU";
+      return false;
     }
-    if (rank == 0 && isatty(STDOUT_FILENO) && sizes.size() > 8)
-      std::fprintf(stderr, "\r  [%zu/%zu] %zu bytes done   ", k + 1, sizes.size(), sizes[k]);
+    recv = static_cast<float*>(send) + n;
+    cudaMemcpy(send, mine.data(), n * sizeof(float), cudaMemcpyHostToDevice);
   }
-  if (rank == 0 && isatty(STDOUT_FILENO) && sizes.size() > 8) std::fprintf(stderr, "\r%40s\r", "");
-  if (gpu) cudaStreamDestroy(stream);
+  gcommStatus_t st = gcommAllGather(c, send, recv, n, gcommFloat32, nullptr);
+  if (st == gcommSuccess) st = gcommCommSynchronize(c);
+  if (st != gcommSuccess) error = gcommGetLastError();
+  if (gpu) {
+    cudaMemcpy(out.data(), recv, total * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaFree(send);
+  }
+  return st == gcommSuccess;
+}
+
+// nccl-tests' getFloatStr: two decimals if they fit the width, then fewer, then
+// an exponent.
+std::string fit(double v, int width) {
+  char buf[64];
+  for (const char* f : {"%*.2f", "%*.1f", "%*.0f"})
+    if (std::snprintf(buf, sizeof(buf), f, width, v) <= width) return buf;
+  std::snprintf(buf, sizeof(buf), width >= 7 ? "%*.1e" : "%*.0e", width, v);
+  return buf;
+}
+
+// The reported time over the ranks (nccl-tests' -a).
+double aggregate(const std::vector<double>& t, int average) {
+  if (average == 1) return std::accumulate(t.begin(), t.end(), 0.0) / t.size();
+  if (average == 2) return *std::min_element(t.begin(), t.end());
+  if (average == 3) return *std::max_element(t.begin(), t.end());
+  return t[0];
+}
+
+// Rank 0: one half of a row (out of place, then in place) on stdout and in the JSON.
+void print_half(Setup& s, const Case& c, size_t bytes, size_t count, bool in_place,
+                const std::vector<RankResult>& all, nlohmann::json& row) {
+  std::vector<double> times;
+  for (const RankResult& r : all) times.push_back(s.o.report_cputime ? r.cpu_us : r.us);
+  long long wrong = 0;
+  for (const RankResult& r : all) wrong += r.wrong;
+  const double us = aggregate(times, s.o.average);
+  const double algbw = static_cast<double>(bytes) / us / 1e3, busbw = algbw * bus_factor(s);
+  if (!in_place) {
+    const bool rooted = is(s, "broadcast") || is(s, "reduce");
+    const char* op = is(s, "all_gather") || is(s, "broadcast") ? "none" : op_label(c.op);
+    char root[16];
+    std::snprintf(root, sizeof(root), "%6i", rooted ? s.o.root : -1);
+    std::printf("%12zu  %12zu  %8s  %6s  %6s", bytes, count, dtype_label(c.dtype), op, root);
+    row = {{"size", bytes}, {"count", count}, {"type", dtype_label(c.dtype)}, {"redop", op}, {"root", root}};
+  }
+  if (s.o.check > 0) std::printf("  %7s  %6s  %6s  %6g", fit(us, 7).c_str(), fit(algbw, 6).c_str(),
+                                 fit(busbw, 6).c_str(), static_cast<double>(wrong));
+  else std::printf("  %7s  %6s  %6s    N/A", fit(us, 7).c_str(), fit(algbw, 6).c_str(), fit(busbw, 6).c_str());
+  nlohmann::json half = {{s.o.report_cputime ? "cpu_time" : "time", us}, {"alg_bw", algbw}, {"bus_bw", busbw},
+                         {"nwrong", s.o.check > 0 ? nlohmann::json(static_cast<double>(wrong)) : nlohmann::json()}};
+  row[in_place ? "in_place" : "out_of_place"] = half;
+  row["gradcomm_rank_times_us"][in_place ? "in_place" : "out_of_place"] = times;
+  s.wrong_total += wrong;
+  s.bw_sum += busbw;
+  ++s.bw_count;
+  if (in_place) {
+    if (s.o.report_timestamps) {
+      const std::string now = PerfJson::now();
+      std::printf("%21s", now.c_str());
+      row["timestamp"] = now;
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+    row["actual_iterations"] = s.o.iters;
+    row["experiment_name"] = "";
+    s.json.add_result(row);
+    s.json.flush();
+  }
+}
+
+struct RankState {
+  gcommComm_t comm;
+  int rank;
+  bool gpu;
+  cudaStream_t stream;
+  Buffers* buf;
+};
+
+// Times -n iterations of -m calls each, as -z asks; fills us and cpu_us.
+bool time_calls(Setup& s, const Case& k, RankState& r, const void* send, void* recv, size_t count,
+                RankResult& out) {
+  auto sync = [&] { return !r.gpu || cudaStreamSynchronize(r.stream) == cudaSuccess; };
+  const int calls = s.o.iters * s.o.agg_iters;
+  double coll_only_s = 0;
+  const auto t0 = Clock::now();
+  for (int it = 0; it < s.o.iters; ++it) {
+    const auto i0 = Clock::now();
+    if (s.o.agg_iters > 1) PERF_CHECK(s, gcommGroupStart());
+    for (int a = 0; a < s.o.agg_iters; ++a) PERF_CHECK(s, issue(s, k, r.comm, send, recv, count, r.stream));
+    if (s.o.agg_iters > 1) PERF_CHECK(s, gcommGroupEnd());
+    if (s.o.blocking != 0 && !sync()) return fail_with(s, "cudaStreamSynchronize failed"), false;
+    if (s.o.blocking == 1) PERF_CHECK(s, gcommBarrier(r.comm, nullptr));
+    if (s.o.blocking == 3) {
+      coll_only_s += std::chrono::duration<double>(Clock::now() - i0).count();
+      PERF_CHECK(s, gcommBarrier(r.comm, nullptr));  // not timed (nccl-tests' -z 3)
+    }
+  }
+  const double issued_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!sync()) return fail_with(s, "cudaStreamSynchronize failed"), false;
+  const double done_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  out.cpu_us = (s.o.blocking == 3 ? coll_only_s : issued_s) * 1e6 / calls;
+  out.us = (s.o.blocking == 3 ? coll_only_s : done_s) * 1e6 / calls;
+  return true;
+}
+
+// One size, out of place then in place, on one rank; rank 0 prints the row.
+bool run_size(Setup& s, const Case& k, RankState& r, size_t size, nlohmann::json& row) {
+  const size_t es = esize(k.dtype);
+  const bool blocks = is(s, "all_gather") || is(s, "reduce_scatter");
+  // count: elements per rank block for all-gather / reduce-scatter (nccl-tests' size is the whole buffer).
+  const size_t total = size / es, count = blocks ? total / s.nranks : total;
+  const size_t row_count = blocks ? count * s.nranks : count;
+  for (int in_place = 0; in_place < 2; ++in_place) {
+    char* send = static_cast<char*>(r.buf->send) + s.o.unalign * es;
+    char* recv = in_place ? send : static_cast<char*>(r.buf->recv) + s.o.unalign * es;
+    if (in_place && is(s, "all_gather")) send = recv + r.rank * count * es;
+    if (in_place && is(s, "reduce_scatter")) recv = send + r.rank * count * es;
+    const size_t send_count = is(s, "reduce_scatter") ? count * s.nranks : count;
+    if (!fill(k, send, r.rank, send_count, 0, r.gpu)) return fail_with(s, "cannot fill the send buffer"), false;
+    for (int w = 0; w < s.o.warmup; ++w) PERF_CHECK(s, issue(s, k, r.comm, send, recv, count, r.stream));
+    PERF_CHECK(s, gcommBarrier(r.comm, reinterpret_cast<gcommStream_t>(r.stream)));
+    if (r.gpu) cudaStreamSynchronize(r.stream);
+    PERF_CHECK(s, gcommBarrier(r.comm, nullptr));
+    RankResult mine;
+    if (!time_calls(s, k, r, send, recv, count, mine)) return false;
+    PERF_CHECK(s, gcommBarrier(r.comm, nullptr));
+    // -c N: N rounds on fresh data, every one checked (the same calls on every rank).
+    for (int round = 1; round <= s.o.check; ++round) {
+      if (!fill(k, send, r.rank, send_count, round, r.gpu)) return fail_with(s, "cannot fill the send buffer"), false;
+      PERF_CHECK(s, issue(s, k, r.comm, send, recv, count, r.stream));
+      if (r.gpu) cudaStreamSynchronize(r.stream);
+      const size_t recv_count = is(s, "all_gather") ? count * s.nranks : count;
+      mine.wrong += count_wrong(s, k, r.rank, fetch(k, recv, recv_count, r.gpu), count, round);
+    }
+    std::vector<float> packed = {static_cast<float>(mine.us), static_cast<float>(mine.cpu_us),
+                                 static_cast<float>(mine.wrong >> 12), static_cast<float>(mine.wrong & 4095)};
+    std::vector<float> gathered;
+    std::string error;
+    if (!gather_floats(r.comm, packed, s.nranks, gathered, error))
+      return fail_with(s, "gathering the ranks' times and #wrong: " + error), false;
+    std::vector<RankResult> all(s.nranks);
+    for (int q = 0; q < s.nranks; ++q) {
+      const float* g = gathered.data() + q * kResultFloats;
+      all[q] = RankResult{g[0], g[1], static_cast<long long>(g[2]) * 4096 + static_cast<long long>(g[3])};
+    }
+    if (r.rank == s.ranks[0])
+      for (const RankResult& q : all) s.wrong_seen += q.wrong;
+    if (r.rank == 0) print_half(s, k, row_count * es, row_count, in_place == 1, all, row);
+  }
+  return true;
 }
 
 std::vector<size_t> size_list(const PerfOptions& o) {
@@ -256,8 +388,7 @@ std::vector<size_t> size_list(const PerfOptions& o) {
   for (size_t b = o.min_bytes; b <= o.max_bytes;) {
     sizes.push_back(b);
     // A factor in double (a big one must end the sweep, not wrap a size_t),
-    // truncated as nccl-tests does, but at least one byte more (-f 1.1 from 8 B
-    // would stay at 8); a step in integers.
+    // truncated as nccl-tests does, but at least one byte more; a step in integers.
     size_t next = 0;
     if (o.step_factor > 0) {
       double grown = std::floor(static_cast<double>(b) * o.step_factor);
@@ -272,74 +403,182 @@ std::vector<size_t> size_list(const PerfOptions& o) {
   return sizes;
 }
 
-void print_header(const Setup& s) {
-  size_t need = 0;
-  gcommGetEnvironmentReport(nullptr, 0, &need);
-  std::vector<char> env(need + 1);
-  gcommGetEnvironmentReport(env.data(), env.size(), nullptr);
-  std::string report(env.data());
-  size_t pos = 0;
-  while ((pos = report.find('\n', pos)) != std::string::npos && pos + 1 < report.size()) report.replace(pos, 1, "\n# ", 0, 3), pos += 3;
-  std::printf("# gradcomm-perf %s: %s\n# %s", gcommGetVersionString(), s.o.collective.c_str(), report.c_str());
-  std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d validation: %d blocking: %d time: %s\n",
-              static_cast<int>(s.comms.size()), s.device.kind == gcommDeviceCuda ? 1 : 0, s.o.min_bytes, s.o.max_bytes,
-              s.o.step_factor > 0 ? s.o.step_factor : static_cast<double>(s.o.step_bytes),
-              s.o.step_factor > 0 ? "factor" : "bytes", s.o.warmup, s.o.iters, s.o.check ? 1 : 0, s.o.blocking ? 1 : 0,
-              average_label(s.o.average));
+void print_table_header(const Setup& s) {
+  const char* t = s.o.report_cputime ? "cputime" : "time";
+  const char* ts = s.o.report_timestamps ? "timestamp" : "";
+  const char* tsf = s.o.report_timestamps ? "%Y-%m-%d %H:%M:%S" : "";
+  const int pad = s.o.report_timestamps ? 19 : 0;
+  std::printf("#\n# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "",
+              "", "", "");
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "size", "count", "type",
+              "redop", "root", t, "algbw", "busbw", "#wrong", t, "algbw", "busbw", "#wrong", pad, ts);
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "(B)", "(elements)", "", "",
+              "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", pad, tsf);
+}
+
+// Rank 0: the header lines nccl-tests prints, and the JSON's top and config.
+void print_header(Setup& s, int nthreads, int ngpus) {
+  int built = 0, loaded = 0;
+  if (gcommGetNcclVersion(&built, &loaded) != gcommSuccess) built = loaded = 0;  // no NCCL: host transports
+  const PerfOptions& o = s.o;
+  std::printf("# gradcomm-perf version %s nccl-headers=%d nccl-library=%d\n", gcommGetVersionString(), built, loaded);
+  std::printf("# Collective test starting: gradcomm-perf --collective %s\n", o.collective.c_str());
+  std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d agg iters: %d "
+              "validation: %d graph: 0 unalign: %d\n",
+              nthreads, ngpus, o.min_bytes, o.max_bytes,
+              o.step_factor > 0 ? o.step_factor : static_cast<double>(o.step_bytes),
+              o.step_factor > 0 ? "factor" : "bytes", o.warmup, o.iters, o.agg_iters, o.check, o.unalign);
+  if (o.blocking == 1) std::printf("# Blocking Enabled: wait and barrier after each inner iteration (-m) \n");
+  if (o.blocking == 2) std::printf("# Blocking Enabled: wait after each inner iteration (-m), no barrier \n");
+  if (o.blocking == 3)
+    std::printf("# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier \n");
+  std::printf("#\n");
   if (s.launch == Launch::kProcessPerRank)
-    std::printf("#\n# Transport: %s (%d ranks, one per process)\n", s.nccl ? "nccl" : "socket", s.nranks);
+    std::printf("# Transport: %s (%d ranks, one per process)\n", s.nccl ? "nccl" : "socket", s.nranks);
   else if (s.nccl)
-    std::printf("#\n# Transport: nccl (%d rank(s), one per GPU, threads of one process)\n", s.nranks);
+    std::printf("# Transport: nccl (%d rank(s), one per GPU, threads of one process)\n", s.nranks);
   else
-    std::printf("#\n# Transport: local (%d ranks as threads of one process) on %s\n", s.nranks,
+    std::printf("# Transport: local (%d ranks as threads of one process) on %s\n", s.nranks,
                 s.device.kind == gcommDeviceCuda ? ("cuda:" + std::to_string(s.device.ordinal)).c_str() : "the host");
   if (!s.nccl && s.device.kind != gcommDeviceCuda)
     std::printf("# (no GPU: the figures are host memory%s, not GPU bandwidth)\n",
                 s.launch == Launch::kProcessPerRank ? " and TCP loopback or network" : " copies");
-  for (const Placement& p : s.placements)
-    std::printf("#  Rank %2d Group  0 Pid %6d on %10s device %2d\n", p.rank, p.pid, p.device >= 0 ? "cuda" : "host",
-                p.device);
-  std::printf("#\n%-62s%-42s%s\n", "#", "out-of-place", "in-place");
-  std::printf("#%12s%14s%10s%8s%8s%11s%8s%8s%7s%11s%8s%8s%7s\n", "size", "count", "type", "redop", "root", "time",
-              "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-  std::printf("#%12s%14s%10s%8s%8s%11s%8s%8s%7s%11s%8s%8s%7s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
-              "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  std::printf("# Time reported: %s over the ranks (-a %d)\n", average_label(o.average), o.average);
+  std::printf("# Using devices\n");
+  for (const std::string& line : s.device_lines) std::printf("%s\n", line.c_str());
+  print_table_header(s);
+  std::fflush(stdout);
+
+  if (!s.json.active()) return;
+  using nlohmann::json;
+  json& d = s.json.doc();
+  d["version"] = 3;
+  d["start_time"] = PerfJson::now();
+  d["args"] = o.args;
+  d["env"] = json::array();
+  for (char** e = environ; *e != nullptr; ++e) d["env"].push_back(*e);
+  d["nccl_version"] = loaded;
+  json c = {{"nthreads", nthreads}, {"ngpus", ngpus}, {"minimum_bytes", o.min_bytes}, {"maximum_bytes", o.max_bytes}};
+  if (o.step_factor > 0) c["step_factor"] = o.step_factor;
+  else c["step_bytes"] = o.step_bytes;
+  c["warmup_iters"] = o.warmup;
+  c["iterations"] = o.iters;
+  c["aggregated_iterations"] = o.agg_iters;
+  c["validation"] = o.check;
+  c["graph"] = 0;
+  c["blocking_collectives"] = PerfJson::flag(o.blocking != 0);
+  c["per_iter_timing"] = PerfJson::flag(false);
+  c["per_iter_skip"] = 0;
+  c["parallel_init"] = PerfJson::flag(false);
+  c["devices"] = json::array();
+  for (const std::string& line : s.device_lines) {
+    json dev;
+    int rank = 0, group = 0, pid = 0, device = 0, end = 0;
+    char host[128] = {}, hex[64] = {};
+    if (std::sscanf(line.c_str(), "#  Rank %d Group %d Pid %d on %127s device %d [%63[^]]] %n", &rank, &group, &pid,
+                    host, &device, hex, &end) >= 6)
+      dev = {{"rank", rank}, {"group", group}, {"pid", pid}, {"hostname", host}, {"device", device},
+             {"device_hex", hex}, {"device_info", line.substr(end)}};
+    c["devices"].push_back(dev);
+  }
+  d["config"] = c;
+  d["gradcomm"] = {{"collective", o.collective},
+                   {"transport", s.nccl ? "nccl" : s.launch == Launch::kProcessPerRank ? "socket" : "local"},
+                   {"nranks", s.nranks},
+                   {"device", s.device.kind == gcommDeviceCuda ? "cuda" : "host"},
+                   {"blocking", o.blocking},
+                   {"average", average_label(o.average)},
+                   {"report_cputime", o.report_cputime}};
+  d["results"] = json::array();
+  s.json.flush();
 }
 
-// A small float collective on host data through a communicator of any device:
-// all-gather (`gather`) or sum. Values are small integers, exact in float.
-bool small_collective(gcommComm_t c, const std::vector<float>& mine, bool gather, int world, std::vector<float>& out,
-                      std::string& error) {
-  gcommDevice_t dev = gcommHostDevice();
-  gcommCommDevice(c, &dev);
-  const size_t n = mine.size(), total = gather ? n * world : n;
-  out.assign(total, 0.0f);
-  void* send = const_cast<float*>(mine.data());
-  void* recv = out.data();
-  const bool gpu = dev.kind == gcommDeviceCuda;
-  if (gpu) {
-    cudaSetDevice(dev.ordinal);
-    if (cudaMalloc(&send, (n + total) * sizeof(float)) != cudaSuccess) {
-      error = "cannot allocate " + std::to_string((n + total) * sizeof(float)) + " bytes on the GPU";
+// This rank's line for "# Using devices", as nccl-tests prints it.
+std::string device_line(int rank, gcommDevice_t dev) {
+  char host[64] = {};
+  gethostname(host, sizeof(host) - 1);
+  char line[kLineChars + 64];
+  if (dev.kind == gcommDeviceCuda) {
+    char bus[32] = "?";
+    cudaDeviceProp prop{};
+    (void)cudaDeviceGetPCIBusId(bus, sizeof(bus), dev.ordinal);
+    if (cudaGetDeviceProperties(&prop, dev.ordinal) != cudaSuccess) std::strcpy(prop.name, "?");
+    (void)cudaGetLastError();
+    std::string b = bus;
+    if (b.size() > 2 && b[b.size() - 2] == '.') b.resize(b.size() - 2);  // "0000:01:00.0" -> nccl-tests' form
+    std::snprintf(line, sizeof(line), "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s", rank, 0,
+                  static_cast<int>(getpid()), host, dev.ordinal, b.c_str(), prop.name);
+  } else {
+    std::snprintf(line, sizeof(line), "#  Rank %2d Group %2d Pid %6d on %10s device %2d [host] host memory", rank, 0,
+                  static_cast<int>(getpid()), host, -1);
+  }
+  std::string out(line);
+  if (out.size() > kLineChars) out.resize(kLineChars);
+  return out;
+}
+
+// What fixes the sequence of collectives a rank issues (FNV-1a): ranks given
+// different options would disagree on a collective part way through the sweep,
+// or one would finish early and exit 0; they are refused before the sweep.
+uint32_t sweep_hash(const PerfOptions& o, const std::vector<size_t>& sizes) {
+  std::string text = o.collective;
+  for (size_t b : sizes) text += "," + std::to_string(b);
+  for (gcommDataType_t d : o.dtypes) text += "d" + std::to_string(static_cast<int>(d));
+  for (gcommRedOp_t op : o.ops) text += "o" + std::to_string(static_cast<int>(op));
+  for (int v : {o.iters, o.agg_iters, o.warmup, o.cycles, o.check, o.blocking, o.root, o.unalign})
+    text += ";" + std::to_string(v);
+  uint32_t h = 2166136261u;
+  for (unsigned char c : text) h = (h ^ c) * 16777619u;
+  return h;
+}
+
+// Every rank's device line and sweep hash reach every process (one all-gather per
+// rank of this process, each on its own thread: a collective over the world).
+bool gather_device_lines(Setup& s, uint32_t hash) {
+  std::vector<std::vector<float>> results(s.comms.size());
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(s.comms.size());
+  for (size_t i = 0; i < s.comms.size(); ++i)
+    threads.emplace_back([&, i] {
+      gcommDevice_t dev = gcommHostDevice();
+      gcommCommDevice(s.comms[i], &dev);
+      std::string line = device_line(s.ranks[i], dev);
+      std::vector<float> mine(kLineChars + 2, 0.0f);
+      for (size_t c = 0; c < line.size(); ++c) mine[c] = static_cast<unsigned char>(line[c]);
+      mine[kLineChars] = static_cast<float>(hash >> 16);  // 16 bits each: exact in float
+      mine[kLineChars + 1] = static_cast<float>(hash & 0xffff);
+      if (!gather_floats(s.comms[i], mine, s.nranks, results[i], errors[i])) results[i].clear();
+    });
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < errors.size(); ++i)
+    if (!errors[i].empty()) {
+      std::fprintf(stderr, "gradcomm-perf: rank %d: %s\n", s.ranks[i], errors[i].c_str());
       return false;
     }
-    recv = static_cast<float*>(send) + n;
-    cudaMemcpy(send, mine.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+  const int stride = kLineChars + 2;
+  auto hash_of = [&](int q) {
+    const float* g = results[0].data() + q * stride;
+    return (static_cast<uint32_t>(g[kLineChars]) << 16) | static_cast<uint32_t>(g[kLineChars + 1]);
+  };
+  std::string differ;
+  for (int q = 0; q < s.nranks; ++q) {
+    const float* g = results[0].data() + q * stride;
+    std::string line;
+    for (int c = 0; c < kLineChars && g[c] != 0.0f; ++c) line += static_cast<char>(static_cast<int>(g[c]));
+    s.device_lines.push_back(line);
+    if (hash_of(q) != hash_of(0)) differ += (differ.empty() ? "" : ", ") + std::to_string(q);
   }
-  gcommStatus_t st = gather ? gcommAllGather(c, send, recv, n, gcommFloat32, nullptr)
-                            : gcommAllReduce(c, send, recv, n, gcommFloat32, gcommSum, nullptr);
-  if (st == gcommSuccess) st = gcommCommSynchronize(c);
-  if (st != gcommSuccess) error = gcommGetLastError();
-  if (gpu) {
-    cudaMemcpy(out.data(), recv, total * sizeof(float), cudaMemcpyDeviceToHost);
-    cudaFree(send);
-  }
-  return st == gcommSuccess;
+  if (!differ.empty())
+    std::fprintf(stderr, "gradcomm-perf: rank %d: rank %s was given other options than rank 0 (sizes, -n, -w, -m, "
+                 "-c, -z, -r, -u, -d, -o, -N or --collective): every rank must run the same sweep\n", s.ranks[0],
+                 differ.c_str());
+  return differ.empty();
 }
 
 // Creates this process's communicators; false (with the message printed) on failure.
 bool init(Setup& s, int gpus) {
   gcommCommConfig_t cfg = GCOMM_COMM_CONFIG_INITIALIZER;
+  if (s.o.timeout_s > 0) cfg.timeout_s = s.o.timeout_s;
   if (s.launch == Launch::kProcessPerRank) {
     if (gpus == 0) cfg.device = gcommHostDevice();  // the socket transport
     gcommComm_t c = nullptr;
@@ -356,16 +595,6 @@ bool init(Setup& s, int gpus) {
     s.nccl = kind == gcommTransportNccl;
     s.comms = {c};
     s.ranks = {rank};
-    std::vector<float> all;
-    std::string error;
-    const int device = s.device.kind == gcommDeviceCuda ? s.device.ordinal : -1;
-    if (!small_collective(c, {float(rank), float(getpid()), float(device)}, true, s.nranks, all, error)) {
-      std::fprintf(stderr, "gradcomm-perf: rank %d: %s\n", rank, error.c_str());
-      gcommCommDestroy(c);
-      return false;
-    }
-    for (int r = 0; r < s.nranks; ++r)
-      s.placements.push_back(Placement{int(all[3 * r]), int(all[3 * r + 1]), int(all[3 * r + 2])});
     return true;
   }
   s.comms.assign(s.nranks, nullptr);
@@ -375,58 +604,34 @@ bool init(Setup& s, int gpus) {
     std::fprintf(stderr, "gradcomm-perf: %s\n", gcommGetLastError());
     return false;
   }
-  for (int r = 0; r < s.nranks; ++r) {
-    s.ranks.push_back(r);
-    int dev = s.nccl ? r : s.device.kind == gcommDeviceCuda ? s.device.ordinal : -1;
-    s.placements.push_back(Placement{r, static_cast<int>(getpid()), dev});
-  }
+  for (int r = 0; r < s.nranks; ++r) s.ranks.push_back(r);
   return true;
 }
 
-// Under a launcher: one all-gather tells every process each rank's #wrong counts
-// (summed) and times. A count goes as two floats (count / 4096 and count % 4096),
-// exact in float for any buffer this tool allocates; times to ~7 digits.
-bool exchange_over_processes(Setup& s) {
-  const int me = s.ranks[0];
-  std::vector<float> mine;
-  for (const Row& r : s.rows)
-    for (int p = 0; p < 2; ++p) {
-      mine.push_back(static_cast<float>(r.wrong[p] >> 12));
-      mine.push_back(static_cast<float>(r.wrong[p] & 4095));
-      mine.push_back(static_cast<float>(r.rank_us[p][me]));
-    }
-  std::vector<float> all;
-  std::string error;
-  if (!small_collective(s.comms[0], mine, true, s.nranks, all, error)) {
-    fail_with(s, "gathering the ranks' #wrong and times: " + error);
-    return false;
+// One rank's thread: every cycle, case and size.
+void rank_main(Setup& s, size_t index, const std::vector<size_t>& sizes, const std::vector<Case>& cases) {
+  RankState r{s.comms[index], s.ranks[index], false, nullptr, nullptr};
+  gcommDevice_t dev = gcommHostDevice();
+  gcommCommDevice(r.comm, &dev);
+  r.gpu = dev.kind == gcommDeviceCuda;
+  if (r.gpu) {
+    cudaSetDevice(dev.ordinal);
+    if (!s.o.stream_null) cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking);
   }
-  for (Row& r : s.rows) r.wrong[0] = r.wrong[1] = 0;
-  for (int q = 0; q < s.nranks; ++q) {
-    size_t k = q * mine.size();
-    for (Row& r : s.rows)
-      for (int p = 0; p < 2; ++p, k += 3) {
-        r.wrong[p] += static_cast<long>(all[k]) * 4096 + static_cast<long>(all[k + 1]);
-        r.rank_us[p][q] = all[k + 2];
+  Buffers buf(r.gpu, s.o.max_bytes + (static_cast<size_t>(s.o.unalign) + 16) * 4);
+  if (buf.send == nullptr || buf.recv == nullptr) return fail_with(s, "cannot allocate the test buffers");
+  r.buf = &buf;
+  const bool progress = r.rank == 0 && isatty(STDOUT_FILENO) == 0 && isatty(STDERR_FILENO) && sizes.size() > 8;
+  for (int cycle = 0; (s.o.cycles == 0 || cycle < s.o.cycles) && !s.failed; ++cycle)
+    for (const Case& k : cases)
+      for (size_t i = 0; i < sizes.size() && !s.failed; ++i) {
+        nlohmann::json row;
+        if (!run_size(s, k, r, sizes[i], row)) break;
+        // Rows go to stdout as they complete; when stdout is a file, show progress on the terminal.
+        if (progress) std::fprintf(stderr, "\r  [%zu/%zu] %zu bytes done   ", i + 1, sizes.size(), sizes[i]);
       }
-  }
-  return true;
-}
-
-// The reported time (nccl-tests' -a: rank 0's, the mean, the min or the max over
-// the ranks) and the bandwidths from it.
-void aggregate_times(Setup& s) {
-  for (Row& r : s.rows)
-    for (int p = 0; p < 2; ++p) {
-      const std::vector<double>& t = r.rank_us[p];
-      double v = t[0];
-      if (s.o.average == 1) v = std::accumulate(t.begin(), t.end(), 0.0) / t.size();
-      if (s.o.average == 2) v = *std::min_element(t.begin(), t.end());
-      if (s.o.average == 3) v = *std::max_element(t.begin(), t.end());
-      r.time_us[p] = v;
-      r.algbw[p] = static_cast<double>(r.bytes) / v / 1e3;
-      r.busbw[p] = r.algbw[p] * bus_factor(s);
-    }
+  if (progress) std::fprintf(stderr, "\r%40s\r", "");
+  if (r.gpu && r.stream != nullptr) cudaStreamDestroy(r.stream);
 }
 
 }  // namespace
@@ -437,93 +642,85 @@ int main(int argc, char** argv) {
   if (!parse_perf_options(argc, argv, s.o, exit_code)) return exit_code;
   int gpus = 0;
   gcommGetCudaDeviceCount(&gpus);
-  if (s.o.gpus > gpus) {
-    std::fprintf(stderr, "gradcomm-perf: -g %d but only %d GPU(s) are visible\n", s.o.gpus, gpus);
+  const int want_gpus = s.o.gpus > 0 ? s.o.threads * s.o.gpus : 0;
+  if (want_gpus > gpus && s.o.local_ranks == 0) {
+    std::fprintf(stderr, "gradcomm-perf: -t %d -g %d asks for %d GPU(s) but %d are visible\n", s.o.threads,
+                 s.o.gpus, want_gpus, gpus);
     return 2;
   }
   // --local wins; else a launcher's world makes each process one rank; else
-  // NCCL on the GPUs of this process, or 2 local host ranks without a GPU.
+  // NCCL on the GPUs of this process, or local host ranks without a GPU.
   int world = 0;
   if (!gradcomm::bench::launcher_world_size("gradcomm-perf", world)) return 2;
   if (s.o.local_ranks > 0) s.launch = Launch::kLocal;
   else if (world > 1) s.launch = Launch::kProcessPerRank;
   else s.launch = gpus > 0 ? Launch::kGpusOfThisProcess : Launch::kLocal;
-  if (s.launch == Launch::kProcessPerRank && s.o.gpus > 1) {
-    std::fprintf(stderr, "gradcomm-perf: -g %d under a launcher (world size %d): each process drives one GPU\n",
-                 s.o.gpus, world);
+  if (s.launch == Launch::kProcessPerRank && (want_gpus > 1 || s.o.threads > 1)) {
+    std::fprintf(stderr, "gradcomm-perf: -t %d -g %d under a launcher (world size %d): each process is one rank "
+                 "and drives one GPU\n", s.o.threads, std::max(s.o.gpus, 1), world);
     return 2;
   }
   s.nccl = s.launch == Launch::kGpusOfThisProcess;
-  s.nranks = s.o.local_ranks > 0 ? s.o.local_ranks : s.nccl ? (s.o.gpus > 0 ? s.o.gpus : gpus) : 2;
+  if (s.o.local_ranks > 0) s.nranks = s.o.local_ranks;
+  else if (s.nccl) s.nranks = want_gpus > 0 ? want_gpus : gpus;
+  else s.nranks = s.o.threads > 1 ? s.o.threads : 2;
   s.device = gpus > 0 ? gcommCudaDevice(0) : gcommHostDevice();
-  if (gpus == 0 && !s.o.iters_given) {
+  if (gpus == 0) {
     // Host runs copy through host memory on a few cores: keep the default sweep short.
-    s.o.iters = 5;
-    s.o.warmup = std::min(s.o.warmup, 1);
+    if (!s.o.iters_given) s.o.iters = 5;
+    if (!s.o.warmup_given) s.o.warmup = std::min(s.o.warmup, 1);
   }
   if (!init(s, gpus)) return 1;
   const bool printer = s.ranks[0] == 0;  // the process of rank 0 prints
+  auto finish = [&](int code) {
+    for (gcommComm_t c : s.comms) gcommCommDestroy(c);
+    return code;
+  };
   if (s.o.root >= s.nranks) {
     if (printer) std::fprintf(stderr, "gradcomm-perf: root %d is not a rank (0..%d)\n", s.o.root, s.nranks - 1);
-    for (gcommComm_t c : s.comms) gcommCommDestroy(c);
-    return 2;
+    return finish(2);
+  }
+  std::string json_error;
+  if (printer && !s.o.json_path.empty() && !s.json.create(s.o.json_path, json_error)) {
+    // Before the sweep, not after it; the other processes stop at their next collective.
+    std::fprintf(stderr, "gradcomm-perf: %s\n", json_error.c_str());
+    return finish(2);
   }
   std::vector<size_t> sizes = size_list(s.o);
-  s.rows.resize(sizes.size());
-  for (Row& r : s.rows)
-    for (auto& t : r.rank_us) t.assign(s.nranks, 0.0);
-  if (printer) print_header(s);
+  if (!gather_device_lines(s, sweep_hash(s.o, sizes))) return finish(1);
+  const int nthreads = static_cast<int>(s.comms.size());
+  if (printer) {
+    print_header(s, nthreads, s.device.kind == gcommDeviceCuda ? 1 : 0);
+    if (s.json.active()) std::printf("# Writing JSON output to %s\n", s.json.path().c_str());
+  }
+  std::vector<Case> cases;
+  for (gcommDataType_t d : s.o.dtypes)
+    for (gcommRedOp_t op : s.o.ops) cases.push_back({d, op});
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < s.comms.size(); ++i) threads.emplace_back([&, i] { rank_main(s, static_cast<int>(i), sizes); });
+  for (size_t i = 0; i < s.comms.size(); ++i) threads.emplace_back([&, i] { rank_main(s, i, sizes, cases); });
   for (auto& t : threads) t.join();
-  if (!s.failed && s.launch == Launch::kProcessPerRank) exchange_over_processes(s);
-  if (!s.failed) aggregate_times(s);
-  for (gcommComm_t c : s.comms) gcommCommDestroy(c);
+  // Every rank learned the #wrong of every row; the same exit status everywhere.
   if (s.failed) {
+    std::fflush(stdout);
     std::fprintf(stderr, "gradcomm-perf: rank %d: %s\n", s.ranks[0], s.error.c_str());
-    return 1;
-  }
-  const char* op = is(s, "all_gather") || is(s, "broadcast") ? "none" : gcommRedOpName(s.o.op);
-  int root = is(s, "broadcast") || is(s, "reduce") ? s.o.root : -1;
-  long wrong = 0;
-  for (const Row& r : s.rows) wrong += r.wrong[0] + r.wrong[1];
-  if (!printer) return wrong ? 1 : 0;  // the same exit status on every rank
-  double bw_sum = 0;
-  for (const Row& r : s.rows) {
-    std::printf("%13zu%14zu%10s%8s%8d%11.2f%8.2f%8.2f%7ld%11.2f%8.2f%8.2f%7ld\n", r.bytes, r.count, dtype_label(s.o.dtype),
-                op, root, r.time_us[0], r.algbw[0], r.busbw[0], r.wrong[0], r.time_us[1], r.algbw[1], r.busbw[1],
-                r.wrong[1]);
-    bw_sum += r.busbw[0] + r.busbw[1];
-  }
-  double avg = s.rows.empty() ? 0 : bw_sum / (2.0 * s.rows.size());
-  std::printf("# Out of bounds values : %ld %s\n# Avg bus bandwidth    : %g \n#\n", wrong, wrong ? "FAILED" : "OK", avg);
-  if (!s.o.json_path.empty()) {
-    FILE* f = std::fopen(s.o.json_path.c_str(), "w");
-    if (f == nullptr) {
-      std::fprintf(stderr, "gradcomm-perf: cannot write %s\n", s.o.json_path.c_str());
-      return 1;
+    if (printer && s.json.active()) {
+      s.json.doc()["errors"] = {s.error};
+      s.json.flush();
     }
-    std::fprintf(f, "{\"tool\": \"gradcomm-perf\", \"version\": \"%s\", \"collective\": \"%s\", \"dtype\": \"%s\", "
-                    "\"op\": \"%s\", \"root\": %d, \"nranks\": %d, \"transport\": \"%s\", \"device\": \"%s\", "
-                    "\"iters\": %d, \"blocking\": %d, \"average\": \"%s\", \"avg_busbw\": %g, \"results\": [",
-                 gcommGetVersionString(), s.o.collective.c_str(), dtype_label(s.o.dtype), op, root, s.nranks,
-                 s.nccl ? "nccl" : s.launch == Launch::kProcessPerRank ? "socket" : "local", s.device.kind == gcommDeviceCuda ? "cuda" : "host", s.o.iters, s.o.blocking ? 1 : 0,
-                 average_label(s.o.average), avg);
-    for (size_t k = 0; k < s.rows.size(); ++k) {
-      const Row& r = s.rows[k];
-      std::fprintf(f, "%s\n {\"bytes\": %zu, \"count\": %zu, \"time_out_us\": %g, \"algbw_out\": %g, \"busbw_out\": %g, "
-                      "\"wrong_out\": %ld, \"time_in_us\": %g, \"algbw_in\": %g, \"busbw_in\": %g, \"wrong_in\": %ld",
-                   k ? "," : "", r.bytes, r.count, r.time_us[0], r.algbw[0], r.busbw[0], r.wrong[0], r.time_us[1],
-                   r.algbw[1], r.busbw[1], r.wrong[1]);
-      for (int p = 0; p < 2; ++p) {
-        std::fprintf(f, ", \"rank_time_%s_us\": [", p == 0 ? "out" : "in");
-        for (size_t q = 0; q < r.rank_us[p].size(); ++q) std::fprintf(f, "%s%g", q ? ", " : "", r.rank_us[p][q]);
-        std::fprintf(f, "]");
-      }
-      std::fprintf(f, "}");
-    }
-    std::fprintf(f, "\n]}\n");
-    std::fclose(f);
+    return finish(1);
   }
-  return wrong ? 1 : 0;
+  if (!printer) return finish(s.wrong_seen ? 1 : 0);
+  const double avg = s.bw_count ? s.bw_sum / s.bw_count : 0;
+  std::printf("# %-20s : %lld %s\n", "Out of bounds values", s.wrong_total, s.wrong_total ? "FAILED" : "OK");
+  std::printf("# %-20s : %g \n#\n", "Avg bus bandwidth", avg);
+  std::printf("# Collective test concluded: gradcomm-perf --collective %s\n", s.o.collective.c_str());
+  if (s.json.active()) {
+    nlohmann::json& d = s.json.doc();
+    d["out_of_bounds"] = {{"count", s.wrong_total}, {"okay", PerfJson::flag(s.wrong_total == 0)}};
+    d["average_bus_bandwidth"] = {{"bandwidth", avg}, {"okay", "unchecked"}};
+    d["errors"] = nlohmann::json::array();
+    d["end_time"] = PerfJson::now();
+    s.json.flush();
+  }
+  return finish(s.wrong_total ? 1 : 0);
 }

@@ -258,6 +258,8 @@ TEST(Processes, CApiInitFromSlurmVariables) {
     job.spawn("capi", {{"SLURM_PROCID", std::to_string(r)},
                        {"SLURM_NTASKS", "2"},
                        {"SLURM_LOCALID", std::to_string(r)},
+                       {"SLURM_JOB_ID", "77"},
+                       {"SLURM_STEP_ID", "0"},  // srun's step (without it: sbatch's script, refused)
                        {"MASTER_ADDR", "127.0.0.1"},
                        {"MASTER_PORT", std::to_string(port)},
                        {"GRADCOMM_TIMEOUT_S", "20"}});
