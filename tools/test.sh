@@ -5,9 +5,11 @@
 #   1. normal build, every test (CTest; the torchrun example with the venv's PyTorch)
 #   2. the Python package with real PyTorch (tools/python_tests.sh: a virtual
 #      environment from PyPI, pip install ./python, pytest)
-#   3. the host test suite again under AddressSanitizer + UndefinedBehaviorSanitizer
-#   4. the threaded tests (memory, comm) under ThreadSanitizer
-#   5. each libFuzzer target for a bounded time (GRADCOMM_FUZZ_SECONDS, default 15)
+#   3. a host-only build (GRADCOMM_CUDA=OFF) with the CUDA toolkit hidden, every test
+#      (tools/host_only_check.sh: what a CPU-only user and pip's CPU install build)
+#   4. the host test suite again under AddressSanitizer + UndefinedBehaviorSanitizer
+#   5. the threaded tests (memory, comm) under ThreadSanitizer
+#   6. each libFuzzer target for a bounded time (GRADCOMM_FUZZ_SECONDS, default 15)
 # GRADCOMM_TEST_QUICK=1 runs stages 1 and 2 only (for local iteration).
 # Usage: tools/test.sh
 set -euo pipefail
@@ -28,7 +30,7 @@ stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
 common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
 light=(-DGRADCOMM_BUILD_BENCH=OFF -DGRADCOMM_BUILD_EXAMPLES=OFF)
 
-stage "1/5 build and test"
+stage "1/6 build and test"
 cmake -S . -B build "${common[@]}" -DGRADCOMM_TORCH_PYTHON="$torch_python"
 cmake --build build -j2
 ctest --test-dir build -j2 --output-on-failure --timeout 600 | tee build/ctest-summary.log
@@ -36,26 +38,30 @@ counts=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" build/ctest-s
 total=$(echo "$counts" | sed -E 's/.*out of ([0-9]+).*/\1/')
 skipped=$(grep -c "(Skipped)" build/ctest-summary.log || true)
 
-stage "2/5 Python package with PyTorch"
+stage "2/6 Python package with PyTorch"
 tools/python_tests.sh build | tee build/pytest-summary.log
 py_passed=$(grep -oE "[0-9]+ passed" build/pytest-summary.log | tail -1 | cut -d' ' -f1)
 py_skipped=$(grep -oE "[0-9]+ skipped" build/pytest-summary.log | tail -1 | cut -d' ' -f1)
 
 if [ -z "${GRADCOMM_TEST_QUICK:-}" ]; then
-  stage "3/5 host tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+  stage "3/6 host-only build (GRADCOMM_CUDA=OFF), the CUDA toolkit hidden"
+  tools/host_only_check.sh build-host-only | tee build/host-only-summary.log
+
+  stage "4/6 host tests under AddressSanitizer + UndefinedBehaviorSanitizer"
   cmake -S . -B build-asan "${common[@]}" "${light[@]}" -DGRADCOMM_SANITIZE="address;undefined"
   cmake --build build-asan -j2
   # The soak runs its full 10,000 steps in stage 1; 2,000 under the sanitizers.
   GRADCOMM_SOAK_STEPS=2000 ctest --test-dir build-asan -j2 --output-on-failure --timeout 900
 
-  stage "4/5 threaded tests under ThreadSanitizer"
+  stage "5/6 threaded tests under ThreadSanitizer"
   cmake -S . -B build-tsan "${common[@]}" "${light[@]}" -DGRADCOMM_SANITIZE=thread
   cmake --build build-tsan -j2
   GRADCOMM_SOAK_STEPS=2000 ctest --test-dir build-tsan -j2 --output-on-failure --timeout 900 -L 'memory|comm'
 
-  stage "5/5 fuzzing, ${GRADCOMM_FUZZ_SECONDS:-15}s per target"
+  stage "6/6 fuzzing, ${GRADCOMM_FUZZ_SECONDS:-15}s per target"
   tools/fuzz.sh "${GRADCOMM_FUZZ_SECONDS:-15}"
 fi
 
 stage "done"
-echo "summary: $((total - skipped)) passed, 0 failed, ${skipped} skipped (CTest); ${py_passed:-0} passed, ${py_skipped:-0} skipped (pytest)"
+host_only=$(grep -E "tests passed, [0-9]+ tests failed" build/host-only-summary.log 2>/dev/null | tail -1 || true)
+echo "summary: $((total - skipped)) passed, 0 failed, ${skipped} skipped (CTest); ${py_passed:-0} passed, ${py_skipped:-0} skipped (pytest)${host_only:+; host-only build: $host_only}"

@@ -12,7 +12,6 @@
 #include "common/api/out_string.hpp"
 #include "common/api_guard.hpp"
 #include "common/device.hpp"
-#include "comm/nccl/nccl_library.hpp"
 #include "comm/nccl/nccl_version.hpp"
 
 using namespace gradcomm;
@@ -43,10 +42,10 @@ EnvironmentFacts gather() {
   if (cudaDriverGetVersion(&f.driver) != cudaSuccess) f.driver = 0;
   (void)cudaGetLastError();
   f.nccl_built = nccl_built_version();
-  if (const NcclLibrary* nccl = nccl_if_loaded(&f.nccl_error)) {
-    f.nccl_loaded = nccl->version;
-    f.nccl_path = nccl->path;
-  }
+  NcclLoadReport nccl = nccl_load_report();
+  f.nccl_loaded = nccl.version;
+  f.nccl_path = nccl.path;
+  f.nccl_error = nccl.error;
   int count = cuda_device_count();
   if (count == 0) f.no_gpu = no_gpu_reason();
   for (int i = 0; i < count; ++i) {
@@ -72,8 +71,12 @@ EnvironmentFacts gather() {
 std::string environment_text(const EnvironmentFacts& f) {
   std::ostringstream os;
   os << "gradcomm " << gcommGetVersionString() << "\n";
+#ifdef GRADCOMM_CUDA_ABSENT
+  os << "CUDA: not built in (GRADCOMM_CUDA=OFF): host ranks only\n";
+#else
   os << "CUDA runtime " << (f.runtime ? cuda_version_string(f.runtime) : std::string("unknown")) << "\n";
   os << "CUDA driver " << (f.driver ? cuda_version_string(f.driver) : std::string("none")) << "\n";
+#endif
   os << "NCCL built " << nccl_version_string(f.nccl_built);
   if (f.nccl_loaded)
     os << ", loaded " << nccl_version_string(f.nccl_loaded) << " from " << f.nccl_path << "\n";
@@ -100,6 +103,11 @@ std::string environment_json(const EnvironmentFacts& f) {
   auto version_or_null = [](int code, auto format) { return code ? json(format(code)) : json(nullptr); };
   json j;
   j["gradcomm"] = gcommGetVersionString();
+#ifdef GRADCOMM_CUDA_ABSENT
+  j["cuda_built"] = false;
+#else
+  j["cuda_built"] = true;
+#endif
   j["cuda_runtime"] = version_or_null(f.runtime, cuda_version_string);
   j["cuda_driver"] = version_or_null(f.driver, cuda_version_string);
   j["nccl"] = {{"built", nccl_version_string(f.nccl_built)},

@@ -168,4 +168,17 @@ const NcclLibrary* nccl_if_loaded(std::string* why) noexcept {
   return nullptr;
 }
 
+NcclLoadReport nccl_load_report() noexcept {
+  NcclLoadReport r;
+  try {
+    if (const NcclLibrary* lib = nccl_if_loaded(&r.error)) {
+      r.version = lib->version;
+      r.path = lib->path;
+    }
+  } catch (...) {
+    r.error = "out of memory";
+  }
+  return r;
+}
+
 }  // namespace gradcomm

@@ -15,6 +15,7 @@
 #include "common/log.hpp"
 #include "comm/nccl/nccl_check.hpp"
 #include "comm/nccl/nccl_library.hpp"
+#include "comm/nccl/store_meet.hpp"
 
 namespace gradcomm::comm {
 
@@ -186,19 +187,7 @@ void NcclTransport::abort() noexcept {
 }
 
 std::vector<std::unique_ptr<Transport>> make_nccl_transports_all(int ndev, const int* devices) {
-  require(ndev >= 1, "ndev must be >= 1, not ", ndev);
-  // Before `devices` is read or anything sized by ndev: an absurd count is refused.
-  const int visible = cuda_device_count();
-  require(ndev <= visible, "ndev is ", ndev, " but ", visible,
-          " GPU(s) are visible (NCCL needs one rank per GPU; several ranks on one GPU: gcommCommInitLocal)");
-  std::vector<int> list(ndev);
-  for (int i = 0; i < ndev; ++i) {
-    list[i] = devices != nullptr ? devices[i] : i;
-    validate_device(gcommCudaDevice(list[i]), "devices");
-    for (int j = 0; j < i; ++j)
-      require(list[j] != list[i], "cuda:", list[i], " is listed twice: NCCL needs one rank per GPU (use the local "
-                                  "transport, gcommCommInitLocal, for several ranks on one GPU)");
-  }
+  const std::vector<int> list = nccl_device_list(ndev, devices);
   std::vector<ncclComm_t> comms(ndev, nullptr);
   {
     // ncclCommInitAll switches devices itself; restore the caller's afterwards.

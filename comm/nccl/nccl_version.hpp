@@ -18,6 +18,15 @@ enum class NcclFeature {
   kCommShrink,       // ncclCommShrink: 2.27
 };
 bool nccl_has(NcclFeature feature) noexcept;
+
+// What loading NCCL gave (nccl_library.hpp): its version and file, or why it
+// could not be loaded. Never throws; loads NCCL on first use.
+struct NcclLoadReport {
+  int version = 0;  // 0: not loaded
+  std::string path;
+  std::string error;
+};
+NcclLoadReport nccl_load_report() noexcept;
 const char* nccl_feature_name(NcclFeature feature) noexcept;
 int nccl_feature_min_version(NcclFeature feature) noexcept;
 

@@ -1,5 +1,7 @@
 #include "comm/nccl/store_init.hpp"
 
+#include "comm/nccl/store_meet.hpp"
+
 #include <nccl.h>
 
 #include <cstring>
@@ -17,38 +19,9 @@ namespace gradcomm::comm {
 using namespace bootstrap;
 
 std::unique_ptr<Transport> make_nccl_transport_from_store(const LaunchConfig& launch) {
-  if (is_host(launch.device))
-    fail(gcommNotSupported,
-         "config.transport is gcommTransportNccl but config.device is the host: NCCL needs a CUDA device "
-         "per rank; host ranks use the socket transport (gcommTransportAuto or gcommTransportSocket)");
-  RankReport mine;
-  gcommDevice_t device = launch.device;
-  if (!gpu_available()) {
-    mine.status = gcommNotSupported;
-    mine.message =
-        cat("no usable GPU on this machine (", no_gpu_reason(),
-            "): ranks in separate processes communicate through NCCL, which needs a CUDA device per rank; "
-            "without a GPU, set config.device to gcommHostDevice() for host ranks over TCP (the socket "
-            "transport)");
-  } else {
-    try {
-      device = validate_device(launch.device, cat("rank ", launch.rank, "'s device").c_str());
-    } catch (const Error& e) {
-      mine.status = e.status();
-      mine.message = e.message();
-    }
-  }
-
-  auto boot = std::make_unique<Bootstrap>(rendezvous_options(launch));
-  std::vector<RankReport> reports = boot->meet(mine);
-  // Every rank has every report: all fail alike, with no need to tell each other.
-  if (mine.status != gcommSuccess)
-    fail(mine.status, mine.message, ". The rendezvous itself worked: ",
-         launch.world_size == 1 ? std::string("the single rank") : cat("all ", launch.world_size, " ranks"),
-         " met at ", boot->address());
-  throw_if_any_failed(reports, launch.rank);
-
-  return finish_store_init(std::move(boot), launch, "nccl", [&](Bootstrap& met) -> std::unique_ptr<Transport> {
+  NcclRankMet ready = meet_as_nccl_rank(launch);
+  const gcommDevice_t device = ready.device;
+  return finish_store_init(std::move(ready.boot), launch, "nccl", [&](Bootstrap& met) -> std::unique_ptr<Transport> {
     ncclUniqueId id;
     const std::string key = "nccl/unique_id";
     if (launch.rank == 0) {

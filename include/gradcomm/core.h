@@ -67,7 +67,8 @@ GCOMM_API gcommStatus_t gcommGetNcclVersion(int* built, int* loaded);
 GCOMM_API gcommStatus_t gcommGetEnvironmentReport(char* buffer, size_t size, size_t* required);
 
 /** The same facts as one JSON object (buffer rules as gcommGetEnvironmentReport):
- *  {"gradcomm", "cuda_runtime", "cuda_driver" (null when none),
+ *  {"gradcomm", "cuda_built" (false for a GRADCOMM_CUDA=OFF build), "cuda_runtime",
+ *   "cuda_driver" (null when none),
  *   "nccl": {"built", "loaded", "path", "error"}, "gpus": [{"ordinal", "name", "sm",
  *   "memory_mib", "multiprocessors", "pci_bus_id"}], "no_gpu_reason"}. */
 GCOMM_API gcommStatus_t gcommGetEnvironmentJson(char* buffer, size_t size, size_t* required);

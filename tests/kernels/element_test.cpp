@@ -80,6 +80,33 @@ TEST(Element, Bf16MatchesCudaOnRandomBitsAndEdges) {
   }
 }
 
+#ifdef GRADCOMM_TEST_CUDA_HALF
+// The arithmetic references (tests/support/plain_half.hpp) that a build without
+// CUDA checks the kernels against agree with CUDA's own conversions.
+TEST(Element, PlainReferenceAgreesWithCuda) {
+  std::mt19937 rng(3);
+  for (int i = 0; i < 2000000; ++i) {
+    float f = from_bits(static_cast<uint32_t>(rng()));
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(test::plain_f16(f), ref_f16(f)) << std::hexfloat << f;
+    ASSERT_EQ(test::plain_bf16(f), ref_bf16(f)) << std::hexfloat << f;
+  }
+  for (float f : {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, 2.9802322e-8f, 4.4703484e-8f, 1.00048828125f,
+                  3.3895314e38f, std::numeric_limits<float>::max(), 1e-40f, 1.00390625f}) {
+    EXPECT_EQ(test::plain_f16(f), ref_f16(f)) << std::hexfloat << f;
+    EXPECT_EQ(test::plain_bf16(f), ref_bf16(f)) << std::hexfloat << f;
+  }
+  for (uint32_t u = 0; u < 65536; ++u) {
+    const float plain = test::plain_from_f16(static_cast<uint16_t>(u)), cuda = test::ref_from_f16(static_cast<uint16_t>(u));
+    if (std::isnan(cuda)) {
+      ASSERT_TRUE(std::isnan(plain)) << u;
+    } else {
+      ASSERT_EQ(float_to_bits(plain), float_to_bits(cuda)) << u;
+    }
+  }
+}
+#endif
+
 TEST(Element, IsFinite) {
   EXPECT_TRUE(is_finite(1.0f));
   EXPECT_TRUE(is_finite(-std::numeric_limits<float>::max()));

@@ -2,8 +2,11 @@
 // scalar references written independently of the kernels' code paths.
 #pragma once
 
+#if __has_include(<cuda_fp16.h>)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#define GRADCOMM_TEST_CUDA_HALF 1
+#endif
 
 #include <cmath>
 #include <cstdint>
@@ -12,10 +15,13 @@
 #include <vector>
 
 #include "gradcomm/gradcomm.h"
+#include "tests/support/plain_half.hpp"
 
 namespace gradcomm::test {
 
-// Reference conversions: CUDA's own host implementations.
+// Reference conversions: CUDA's own host implementations where cuda_fp16.h exists,
+// else the arithmetic ones of tests/support/plain_half.hpp (a build without CUDA).
+#ifdef GRADCOMM_TEST_CUDA_HALF
 inline uint16_t ref_f16(float f) {
   return __half_raw(__float2half_rn(f)).x;
 }
@@ -27,6 +33,11 @@ inline float ref_from_f16(uint16_t u) {
 inline uint16_t ref_bf16(float f) {
   return __nv_bfloat16_raw(__float2bfloat16_rn(f)).x;
 }
+#else
+inline uint16_t ref_f16(float f) { return plain_f16(f); }
+inline float ref_from_f16(uint16_t u) { return plain_from_f16(u); }
+inline uint16_t ref_bf16(float f) { return plain_bf16(f); }
+#endif
 inline float ref_from_bf16(uint16_t u) {
   uint32_t x = static_cast<uint32_t>(u) << 16;
   float f;

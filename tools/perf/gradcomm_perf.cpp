@@ -6,8 +6,6 @@
 // environment) each process is one rank (gcommCommInitFromEnv: NCCL, or the
 // socket transport without a GPU). After each size the ranks all-gather their
 // times and #wrong, and rank 0 prints the row at once.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
@@ -135,49 +133,25 @@ struct Buffers {
   }
 };
 
-// The dtype's bits of v, through CUDA's own host conversions (round to nearest even).
-void store_as(gcommDataType_t d, float v, unsigned char* out) {
-  if (d == gcommFloat32) return (void)std::memcpy(out, &v, 4);
-  if (d == gcommFloat16) {
-    __half h = __float2half(v);
-    return (void)std::memcpy(out, &h, 2);
-  }
-  __nv_bfloat16 b = __float2bfloat16(v);
-  std::memcpy(out, &b, 2);
-}
-
-float load_as(gcommDataType_t d, const unsigned char* in) {
-  if (d == gcommFloat32) {
-    float f;
-    std::memcpy(&f, in, 4);
-    return f;
-  }
-  if (d == gcommFloat16) {
-    __half h;
-    std::memcpy(&h, in, 2);
-    return __half2float(h);
-  }
-  __nv_bfloat16 b;
-  std::memcpy(&b, in, 2);
-  return __bfloat162float(b);
-}
-
+// Host floats to the dtype's bits at dst (device or host) and back, through the
+// library's own conversion (gcommCast on the host: round to nearest even).
 bool fill(const Case& c, void* dst, int rank, size_t count, int round, bool gpu) {
-  const size_t es = esize(c.dtype);
-  std::vector<unsigned char> typed(count * es + 1);
-  for (size_t i = 0; i < count; ++i) store_as(c.dtype, value(rank, i, round), typed.data() + i * es);
-  if (gpu) return cudaMemcpy(dst, typed.data(), count * es, cudaMemcpyHostToDevice) == cudaSuccess;
-  std::memcpy(dst, typed.data(), count * es);
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i) values[i] = value(rank, i, round);
+  std::vector<unsigned char> typed(count * esize(c.dtype) + 1);
+  if (gcommCast(values.data(), gcommFloat32, typed.data(), c.dtype, count, gcommHostDevice(), nullptr) != gcommSuccess)
+    return false;
+  if (gpu) return cudaMemcpy(dst, typed.data(), count * esize(c.dtype), cudaMemcpyHostToDevice) == cudaSuccess;
+  std::memcpy(dst, typed.data(), count * esize(c.dtype));
   return true;
 }
 
 std::vector<float> fetch(const Case& c, const void* src, size_t count, bool gpu) {
-  const size_t es = esize(c.dtype);
-  std::vector<unsigned char> typed(count * es + 1);
-  if (gpu) cudaMemcpy(typed.data(), src, count * es, cudaMemcpyDeviceToHost);
-  else std::memcpy(typed.data(), src, count * es);
-  std::vector<float> f(count);
-  for (size_t i = 0; i < count; ++i) f[i] = load_as(c.dtype, typed.data() + i * es);
+  std::vector<unsigned char> typed(count * esize(c.dtype) + 1);
+  if (gpu) cudaMemcpy(typed.data(), src, count * esize(c.dtype), cudaMemcpyDeviceToHost);
+  else std::memcpy(typed.data(), src, count * esize(c.dtype));
+  std::vector<float> f(count, std::nanf(""));  // NaN (counted wrong) if the conversion failed
+  (void)gcommCast(typed.data(), c.dtype, f.data(), gcommFloat32, count, gcommHostDevice(), nullptr);
   return f;
 }
 
