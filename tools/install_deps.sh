@@ -15,6 +15,7 @@ command -v python3 >/dev/null || need+=(python3)
 [ -f /usr/share/cmake/nlohmann_json/nlohmann_jsonConfig.cmake ] || need+=(nlohmann-json3-dev)
 [ -f /usr/share/cmake/CLI11/CLI11Config.cmake ] || need+=(libcli11-dev)
 command -v mpirun >/dev/null || need+=(openmpi-bin)  # the launcher tests (mpirun without MASTER_ADDR)
+[ -f /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ] || need+=(libopenmpi-dev)  # the MPI bootstrap plugin
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "install_deps: installing ${need[*]}"

@@ -2,6 +2,7 @@
 // rendezvous store (include/gradcomm/comm.h: gcommCommInit, gcommCommInitFromEnv).
 #include "comm/api/publish.hpp"
 #include "comm/bootstrap/launch_env.hpp"
+#include "comm/mpi/mpi_bootstrap.hpp"
 #include "comm/transports.hpp"
 #include "common/api_guard.hpp"
 #include "common/config.hpp"
@@ -27,7 +28,27 @@ GCOMM_API gcommStatus_t gcommCommInitFromEnv(const gcommCommConfig_t* config, gc
     GCOMM_REQUIRE_NOT_NULL(comm);
     const gcommCommConfig_t defaults = GCOMM_COMM_CONFIG_INITIALIZER;
     gcommCommConfig_t c = read_config(config, defaults, "gcommCommConfig_t");
-    *comm = create(bootstrap::launch_from_env(c, bootstrap::process_environment()));
+    const bootstrap::EnvLookup env = bootstrap::process_environment();
+    const BootstrapChoice choice = bootstrap_choice(c, env);
+    if (choice == BootstrapChoice::kMpi || (choice == BootstrapChoice::kMpiIfFound && mpi_plugin_found(nullptr))) {
+      MpiBootstrap met;
+      mpi_bootstrap(c, GCOMM_MPI_COMM_WORLD, env, met);
+      *comm = create(bootstrap::launch_from_config(met.config, env));
+      return;
+    }
+    *comm = create(bootstrap::launch_from_env(c, env));
+  });
+}
+
+GCOMM_API gcommStatus_t gcommCommInitMpi(const gcommCommConfig_t* config, int mpi_comm_fortran, gcommComm_t* comm) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(comm);
+    const gcommCommConfig_t defaults = GCOMM_COMM_CONFIG_INITIALIZER;
+    gcommCommConfig_t c = read_config(config, defaults, "gcommCommConfig_t");
+    const bootstrap::EnvLookup env = bootstrap::process_environment();
+    MpiBootstrap met;
+    mpi_bootstrap(c, mpi_comm_fortran, env, met);
+    *comm = create(bootstrap::launch_from_config(met.config, env));
   });
 }
 

@@ -51,6 +51,7 @@ LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_
     lc.rank = launcher_rank(*launcher, env);
     rank_from = launcher->rank;
   } else {
+    require(choice.batch_refusal.empty(), choice.batch_refusal);
     require(false,
             use_env
                 ? "no rank: config.rank is -1 and none of RANK (torchrun), OMPI_COMM_WORLD_RANK (Open "
@@ -64,6 +65,7 @@ LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_
     lc.world_size = launcher_world_size(*launcher, env);
     world_from = launcher->size;
   } else {
+    require(choice.batch_refusal.empty(), choice.batch_refusal);
     require(false, use_env ? "no world size: config.world_size is -1 and no launcher's variables are set"
                            : "config.world_size is required (>= 1)");
   }
@@ -89,7 +91,8 @@ LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_
         use_env
             ? "MASTER_ADDR is not set (nor config.master_addr): rank 0's store listens on that host and the "
               "other ranks connect to it. torchrun sets it, srun and single-host mpirun imply it; mpirun "
-              "across hosts needs MASTER_ADDR=<rank 0's host> exported to every rank (mpirun -x MASTER_ADDR)"
+              "across hosts meets through MPI when gradcomm's MPI plugin is installed (libgradcomm_mpi.so.0), "
+              "else needs MASTER_ADDR=<rank 0's host> exported to every rank (mpirun -x MASTER_ADDR)"
             : "config.master_addr is required when world_size > 1: the host of rank 0, whose store listens "
               "on "
               "config.master_port");

@@ -52,16 +52,25 @@ std::string hand_set_values(const EnvLookup& env) {
 }
 
 // RANK / WORLD_SIZE set by hand (no torchrun) against the launcher that started
-// the process: the launcher wins; a disagreement is worth a warning.
+// the process. Another world size is refused (every rank sees it alike): a stale
+// WORLD_SIZE, or a launcher inside srun/mpirun that starts workers of its own
+// (whose RANK would then be the right one). The same world size with another rank
+// is a stale RANK: the launcher's per-process rank wins, with a warning.
 std::string disagreement(const Launcher& started, const EnvLookup& env) {
   const int rank = launcher_rank(started, env), size = launcher_world_size(started, env);
   const int hand_rank = parse_env_int("RANK", *env("RANK"), 0, INT_MAX - 1, "set by hand: no TORCHELASTIC_RUN_ID");
-  std::optional<int> hand_size;
-  if (auto ws = env("WORLD_SIZE")) hand_size = parse_env_int("WORLD_SIZE", *ws, 1, INT_MAX, "set by hand");
-  if (hand_rank == rank && (!hand_size || *hand_size == size)) return "";
+  if (auto ws = env("WORLD_SIZE")) {
+    const int hand_size = parse_env_int("WORLD_SIZE", *ws, 1, INT_MAX, "set by hand");
+    require(hand_size == size, hand_set_values(env), " (no TORCHELASTIC_RUN_ID, so not torchrun's) disagree with ",
+            started.rank, "=", rank, " ", started.size, "=", size, " set by ", started.name,
+            ", which started this process. If RANK and WORLD_SIZE are left from an earlier run, unset them; if "
+            "a launcher started by ", started.name, " set them for workers of its own, unset ", started.rank,
+            " and ", started.size, " in those workers (or start them with torchrun)");
+  }
+  if (hand_rank == rank) return "";
   return cat(hand_set_values(env), " (set by hand or left from an earlier run: no TORCHELASTIC_RUN_ID, so not "
-             "torchrun's) disagree with ", started.rank, "=", rank, " ", started.size, "=", size, " set by ",
-             started.name, ", which started this process: using ", started.name,
+             "torchrun's) disagree with ", started.rank, "=", rank, " set by ", started.name,
+             ", which started this process, on the same world size: using ", started.name,
              "'s. Unset RANK and WORLD_SIZE to silence this");
 }
 
@@ -90,22 +99,28 @@ int launcher_world_size(const Launcher& l, const EnvLookup& env) {
 
 LauncherChoice choose_launcher(const EnvLookup& env) {
   const bool torch = is_set(env, "RANK");
-  if (torch && is_set(env, "TORCHELASTIC_RUN_ID")) return {&kTorchrun, ""};
+  if (torch && is_set(env, "TORCHELASTIC_RUN_ID")) return {&kTorchrun, "", ""};
   const bool slurm = is_set(env, "SLURM_PROCID");
   const bool slurm_step = slurm && is_set(env, "SLURM_STEP_ID");
   const Launcher* started = is_set(env, "OMPI_COMM_WORLD_RANK") ? &kOpenMpi : slurm_step ? &kSlurm : nullptr;
-  if (started != nullptr) return {started, torch ? disagreement(*started, env) : ""};
-  if (torch) return {&kTorchrun, ""};
-  if (!slurm) return {nullptr, ""};
+  if (started != nullptr) return {started, torch ? disagreement(*started, env) : "", ""};
+  if (torch) return {&kTorchrun, "", ""};
+  if (!slurm) return {nullptr, "", ""};
   // Slurm's batch script (sbatch, salloc): SLURM_NTASKS is the allocation's task
-  // count, but only this one process runs; the others would never connect.
+  // count, but only this one process runs. It is no launch of ranks: a caller that
+  // needs a rank from it is refused at once (batch_refusal), not left waiting for
+  // the others; one that needs none (a single-process program) runs.
   const int ntasks = is_set(env, "SLURM_NTASKS") ? launcher_world_size(kSlurm, env) : 1;
   const int procid = launcher_rank(kSlurm, env);
-  require(!(ntasks > 1 && procid == 0 && !slurm_step), "SLURM_NTASKS=", ntasks,
-          " but this process was not started by srun (no SLURM_STEP_ID: it is sbatch's batch script, a single "
-          "process), so the other ", ntasks - 1, " rank(s) would never connect. Start the ranks with srun "
-          "inside the script (srun ./program), or mpirun/torchrun");
-  return {&kSlurm, ""};
+  if (ntasks > 1 && procid == 0 && !slurm_step) {
+    LauncherChoice batch;
+    batch.batch_refusal = cat("SLURM_NTASKS=", ntasks, " but this process was not started by srun (no "
+                              "SLURM_STEP_ID: it is sbatch's batch script, a single process), so the other ",
+                              ntasks - 1, " rank(s) would never connect. Start the ranks with srun inside the "
+                              "script (srun ./program), or mpirun/torchrun");
+    return batch;
+  }
+  return {&kSlurm, "", ""};
 }
 
 std::string default_job_key(const Launcher* launcher, const EnvLookup& env) {

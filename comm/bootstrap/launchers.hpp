@@ -9,11 +9,13 @@
 //   3. Slurm, in a job step (SLURM_PROCID and SLURM_STEP_ID): srun started it;
 //   4. RANK / WORLD_SIZE without TORCHELASTIC_RUN_ID: set by hand;
 //   5. Slurm's batch environment (SLURM_PROCID, no step): a world of one only.
-// A hand-set RANK or WORLD_SIZE that disagrees with the launcher that started the
-// process (left over from an earlier run, say) loses, with a warning naming both:
-// the launcher's values are per process, so no two ranks ever both get rank 0.
-// sbatch -n N running the program directly (no srun) is refused at once: only one
-// process runs, and it would otherwise wait the whole timeout for the others.
+// A hand-set WORLD_SIZE that disagrees with the launcher that started the process
+// is refused, naming both (a stale one, or a launcher inside srun/mpirun starting
+// workers of its own); a hand-set RANK that disagrees on the same world size (left
+// over from an earlier run, say) loses, with a warning naming both: the launcher's
+// values are per process, so no two ranks ever both get rank 0. sbatch -n N
+// running the program directly (no srun) gives no rank: asking for one is refused
+// at once, as only one process runs and it would wait the whole timeout.
 #pragma once
 
 #include <optional>
@@ -37,9 +39,11 @@ struct Launcher {
 struct LauncherChoice {
   const Launcher* launcher = nullptr;  // null: none
   std::string warning;                 // a disagreement that lost, for the log ("" if none)
+  std::string batch_refusal;           // sbatch's script, no srun: why no rank can come from it
 };
 
-// Throws gcommInvalidArgument for sbatch without srun and for malformed numbers.
+// Throws gcommInvalidArgument for malformed numbers and for a hand-set
+// WORLD_SIZE that disagrees with the launcher's.
 LauncherChoice choose_launcher(const EnvLookup& env);
 
 // A decimal integer in [lo, hi], nothing else; else gcommInvalidArgument naming

@@ -4,6 +4,7 @@
 #include <glob.h>
 #include <link.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <vector>
 
@@ -125,6 +126,15 @@ Loaded load() {
     std::string unusable = bind(handle, lib);
     if (unusable.empty()) {
       lib.path = c.already_loaded ? cat(handle_file(handle), " (already loaded in the process)") : handle_file(handle);
+      if (c.already_loaded && places.explicit_file) {
+        char* asked = realpath(places.explicit_file->c_str(), nullptr);
+        char* got = realpath(handle_file(handle).c_str(), nullptr);
+        if (asked == nullptr || got == nullptr || std::string(asked) != got)
+          GCOMM_WARN("GRADCOMM_NCCL_LIBRARY=", *places.explicit_file, " is not used: the process already holds ",
+                     handle_file(handle), " (one process holds one libnccl.so.2)");
+        std::free(asked);
+        std::free(got);
+      }
       out.library = lib;
       GCOMM_INFO("NCCL ", nccl_version_string(lib.version), " loaded from ", lib.path);
       return out;

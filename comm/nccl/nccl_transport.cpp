@@ -188,6 +188,7 @@ void NcclTransport::abort() noexcept {
 
 std::vector<std::unique_ptr<Transport>> make_nccl_transports_all(int ndev, const int* devices) {
   const std::vector<int> list = nccl_device_list(ndev, devices);
+  nccl();
   std::vector<ncclComm_t> comms(ndev, nullptr);
   {
     // ncclCommInitAll switches devices itself; restore the caller's afterwards.
@@ -209,6 +210,7 @@ std::unique_ptr<Transport> make_nccl_transport_from_id(const ncclUniqueId& id, i
   require(nranks >= 1 && rank >= 0 && rank < nranks, "rank ", rank, " / world size ", nranks, " is not valid");
   require(device.kind == gcommDeviceCuda, "the NCCL transport needs a CUDA device");
   device = validate_device(device);
+  nccl();  // loaded (or refused, naming where it looked) before its version gates a feature
   DeviceGuard guard(device);
   ncclComm_t comm = nullptr;
   std::string what = cat("NCCL init of rank ", rank, " of ", nranks, " on ", describe_device(device));

@@ -19,7 +19,10 @@ namespace gradcomm::comm {
 using namespace bootstrap;
 
 std::unique_ptr<Transport> make_nccl_transport_from_store(const LaunchConfig& launch) {
-  NcclRankMet ready = meet_as_nccl_rank(launch);
+  NcclRankMet ready = meet_as_nccl_rank(launch, [] {
+    std::string why;
+    return nccl_if_loaded(&why) != nullptr ? std::string() : why;  // names where it looked
+  });
   const gcommDevice_t device = ready.device;
   return finish_store_init(std::move(ready.boot), launch, "nccl", [&](Bootstrap& met) -> std::unique_ptr<Transport> {
     ncclUniqueId id;

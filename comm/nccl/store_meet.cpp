@@ -9,7 +9,7 @@ namespace gradcomm::comm {
 
 using namespace bootstrap;
 
-NcclRankMet meet_as_nccl_rank(const LaunchConfig& launch) {
+NcclRankMet meet_as_nccl_rank(const LaunchConfig& launch, const std::function<std::string()>& can_take_part) {
   if (is_host(launch.device))
     fail(gcommNotSupported,
          "config.transport is gcommTransportNccl but config.device is the host: NCCL needs a CUDA device "
@@ -26,6 +26,11 @@ NcclRankMet meet_as_nccl_rank(const LaunchConfig& launch) {
   } else {
     try {
       device = validate_device(launch.device, cat("rank ", launch.rank, "'s device").c_str());
+      const std::string why_not = can_take_part();
+      if (!why_not.empty()) {
+        mine.status = gcommNotSupported;
+        mine.message = why_not;
+      }
     } catch (const Error& e) {
       mine.status = e.status();
       mine.message = e.message();

@@ -4,7 +4,9 @@
 // fails here exactly as a machine without a GPU does.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/bootstrap/bootstrap.hpp"
@@ -17,7 +19,11 @@ struct NcclRankMet {
   gcommDevice_t device;                        // this rank's, validated
 };
 
-NcclRankMet meet_as_nccl_rank(const bootstrap::LaunchConfig& launch);
+// `can_take_part` says why this rank cannot ("" if it can): NCCL not loadable here,
+// say, so that a rank without NCCL makes every rank fail with its reason at once
+// instead of leaving the others in NCCL's init until the timeout.
+NcclRankMet meet_as_nccl_rank(const bootstrap::LaunchConfig& launch,
+                              const std::function<std::string()>& can_take_part);
 
 // gcommCommInitAll's device list, checked before it is read or anything is sized
 // by ndev: the list (0..ndev-1 when devices is null), each a visible GPU, none twice.

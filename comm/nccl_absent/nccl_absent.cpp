@@ -32,7 +32,7 @@ namespace comm {
 // As on a machine without a GPU: the ranks meet, and every one fails with the reason
 // (meet_as_nccl_rank finds no GPU here, so it always throws).
 std::unique_ptr<Transport> make_nccl_transport_from_store(const bootstrap::LaunchConfig& launch) {
-  (void)meet_as_nccl_rank(launch);
+  (void)meet_as_nccl_rank(launch, [] { return std::string(kWhy); });
   fail(gcommNotSupported, "the NCCL transport: ", kWhy);
 }
 }  // namespace comm

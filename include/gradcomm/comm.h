@@ -105,6 +105,25 @@ typedef struct gcommCommConfig {
  *  (bounded by the timeout; skipped after an abort). */
 GCOMM_API gcommStatus_t gcommCommInitFromEnv(const gcommCommConfig_t* config, gcommComm_t* comm);
 
+/** An MPI communicator's Fortran handle that names MPI_COMM_WORLD (any MPI). */
+#define GCOMM_MPI_COMM_WORLD (-1)
+
+/** Creates this process's rank of a job whose processes form an MPI communicator,
+ *  meeting through MPI instead of MASTER_ADDR / MASTER_PORT (docs/install.md):
+ *  rank and world size are the communicator's, the local rank (and so the GPU) is
+ *  this process's rank among those of its host, and rank 0 broadcasts its store's
+ *  address, port and job key (each from @p config, else MASTER_ADDR,
+ *  GRADCOMM_MASTER_PORT / MASTER_PORT, GRADCOMM_JOB_KEY, else its host name, a free
+ *  port and a fresh key). Then as gcommCommInit. Collective over the communicator.
+ *  @p mpi_comm_fortran: MPI_Comm_c2f(comm), or GCOMM_MPI_COMM_WORLD (the handle keeps
+ *  MPI's types out of this header). MPI is initialized if the program has not (and
+ *  finalized at exit). The MPI calls are in libgradcomm_mpi.so.0, built where MPI is
+ *  found and loaded on first use: without it, gcommNotSupported naming where it was
+ *  looked for. @p config may be NULL; rank and world_size, if set, must match MPI's.
+ *  gcommCommInitFromEnv takes this path by itself under mpirun across hosts without
+ *  MASTER_ADDR, or whenever GRADCOMM_BOOTSTRAP=mpi. */
+GCOMM_API gcommStatus_t gcommCommInitMpi(const gcommCommConfig_t* config, int mpi_comm_fortran, gcommComm_t* comm);
+
 /** The rank and world size a launcher set for this process, read and checked as
  *  gcommCommInitFromEnv reads them (the launcher that started the process wins
  *  over a hand-set RANK; docs/install.md): for

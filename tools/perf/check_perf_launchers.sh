@@ -26,29 +26,34 @@ srun_like() {  # NTASKS JOB_ID CMD... (extra variables through the environment)
       SLURM_STEP_NUM_NODES=1 SLURM_STEP_NODELIST="$(hostname)" timeout 120 "$@" > "$dir/srun$r" 2>&1 &
     pids+=($!)
   done
+  local status=0
   for r in "${!pids[@]}"; do
-    wait "${pids[$r]}" || { cat "$dir/srun$r"; echo "srun-like rank $r failed"; exit 1; }
+    wait "${pids[$r]}" || status=1
   done
+  return $status
 }
 job=$((RANDOM * 7 + $$))
-srun_like 3 "$job" "$perf" -b 8 -e 64K -f 8 -n 2 -w 1
+srun_like 3 "$job" "$perf" -b 8 -e 64K -f 8 -n 2 -w 1 || { cat "$dir"/srun*; echo "srun-like run failed"; exit 1; }
 expect_sweep "$dir/srun0" 3
-# RANK=0 WORLD_SIZE=1 left in the environment used to make two separate jobs.
-RANK=0 WORLD_SIZE=1 srun_like 2 "$((job + 1))" env RANK=0 WORLD_SIZE=1 "$perf" -b 8 -e 1K -n 1 -w 1
-expect_sweep "$dir/srun0" 2
-grep -q "disagree with SLURM_PROCID=1 SLURM_NTASKS=2 set by Slurm" "$dir/srun1" ||
-  { cat "$dir/srun1"; echo "no warning about the stale RANK"; exit 1; }
+# RANK=0 WORLD_SIZE=1 left in the environment used to make two separate one-rank
+# jobs that both exited 0: now every rank refuses at once, naming both.
+start=$SECONDS
+if RANK=0 WORLD_SIZE=1 srun_like 2 "$((job + 1))" env RANK=0 WORLD_SIZE=1 "$perf" -b 8 -e 1K -n 1 -w 0 2> /dev/null; then
+  cat "$dir/srun0"; echo "a stale WORLD_SIZE=1 under srun -n 2 was accepted"; exit 1
+fi
+for r in 0 1; do
+  grep -q "RANK=0 WORLD_SIZE=1 (no TORCHELASTIC_RUN_ID, so not torchrun's) disagree with SLURM_PROCID=$r SLURM_NTASKS=2"     "$dir/srun$r" || { cat "$dir/srun$r"; echo "rank $r did not name both"; exit 1; }
+done
+(( SECONDS - start < 20 )) || { echo "the refusal took $((SECONDS - start)) s"; exit 1; }
 echo "srun-like launch: ok"
 
-# sbatch -n 2 running the program itself: refused at once, not after the timeout.
-start=$SECONDS
-if "${clean[@]}" SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_JOB_ID=$job "$perf" -b 8 -e 8 \
-    > "$dir/sbatch" 2>&1; then
-  cat "$dir/sbatch"; echo "sbatch without srun was accepted"; exit 1
-fi
-grep -q "not started by srun" "$dir/sbatch" || { cat "$dir/sbatch"; echo "no reason given"; exit 1; }
-(( SECONDS - start < 10 )) || { echo "sbatch refusal took $((SECONDS - start)) s"; exit 1; }
-echo "sbatch without srun: refused at once"
+# sbatch -n 2 running the program itself (no srun): one process, so gradcomm-perf
+# runs as a single process, as nccl-tests does (gcommCommInitFromEnv asked for a
+# rank there is refused at once: LaunchEnv.SbatchWithoutSrunIsRefusedAtOnce).
+out=$("${clean[@]}" SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_JOB_ID=$job timeout 60 "$perf" -b 8 -e 8 \
+      -n 1 -w 0 2>&1) || { echo "$out"; echo "gradcomm-perf in an sbatch script failed"; exit 1; }
+grep -q "Transport: local" <<< "$out" || { echo "$out"; echo "not a single-process run"; exit 1; }
+echo "sbatch without srun: a single-process run"
 
 # --- mpirun ------------------------------------------------------------------------
 if ! command -v mpirun > /dev/null; then

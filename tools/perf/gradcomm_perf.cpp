@@ -66,6 +66,9 @@ struct Setup {
   double bw_sum = 0;
   // Every process: the #wrong of every row (all-gathered), for the same exit status everywhere.
   std::atomic<long long> wrong_seen{0};
+  std::string json_error;   // rank 0: the -J file could not be created
+  std::string start_error;  // a rank of this process could not start: its own reason
+  int exit_code = 1;       // on failure: 2 when the ranks refused to start
   int bw_count = 0;
 };
 
@@ -94,10 +97,15 @@ float reduce_values(const Setup& s, const Case& c, size_t i, int round) {
   return c.op == gcommAvg ? acc / s.nranks : acc;
 }
 
+// Records the first error and aborts this process's communicators, so that the
+// other ranks' next collective fails at once instead of at its timeout.
 void fail_with(Setup& s, const std::string& what) {
-  std::lock_guard<std::mutex> lock(s.error_mutex);
-  if (s.error.empty()) s.error = what;
-  s.failed = true;
+  {
+    std::lock_guard<std::mutex> lock(s.error_mutex);
+    if (s.error.empty()) s.error = what;
+  }
+  if (!s.failed.exchange(true))
+    for (gcommComm_t c : s.comms) gcommCommAbort(c);
 }
 
 #define PERF_CHECK(setup, call)                                                                        \
@@ -237,11 +245,14 @@ double aggregate(const std::vector<double>& t, int average) {
 void print_half(Setup& s, const Case& c, size_t bytes, size_t count, bool in_place,
                 const std::vector<RankResult>& all, nlohmann::json& row) {
   std::vector<double> times;
-  for (const RankResult& r : all) times.push_back(s.o.report_cputime ? r.cpu_us : r.us);
+  for (const RankResult& r : all) times.push_back(r.us);
   long long wrong = 0;
   for (const RankResult& r : all) wrong += r.wrong;
-  const double us = aggregate(times, s.o.average);
-  const double algbw = static_cast<double>(bytes) / us / 1e3, busbw = algbw * bus_factor(s);
+  // As nccl-tests: the bandwidths always come from the completion time (-a's
+  // aggregate over the ranks); -C shows rank 0's own time to issue the calls.
+  const double done_us = aggregate(times, s.o.average);
+  const double us = s.o.report_cputime ? all[0].cpu_us : done_us;
+  const double algbw = static_cast<double>(bytes) / done_us / 1e3, busbw = algbw * bus_factor(s);
   if (!in_place) {
     const bool rooted = is(s, "broadcast") || is(s, "reduce");
     const char* op = is(s, "all_gather") || is(s, "broadcast") ? "none" : op_label(c.op);
@@ -283,11 +294,19 @@ struct RankState {
   Buffers* buf;
 };
 
+// Every rank's host waits until every rank got here: on a GPU the barrier goes on
+// the rank's stream (behind its collectives) and the host waits for it.
+bool barrier(Setup& s, RankState& r) {
+  PERF_CHECK(s, gcommBarrier(r.comm, reinterpret_cast<gcommStream_t>(r.stream)));
+  if (r.gpu && cudaStreamSynchronize(r.stream) != cudaSuccess) return fail_with(s, "cudaStreamSynchronize failed"), false;
+  return true;
+}
+
 // Times -n iterations of -m calls each, as -z asks; fills us and cpu_us.
 bool time_calls(Setup& s, const Case& k, RankState& r, const void* send, void* recv, size_t count,
                 RankResult& out) {
   auto sync = [&] { return !r.gpu || cudaStreamSynchronize(r.stream) == cudaSuccess; };
-  const int calls = s.o.iters * s.o.agg_iters;
+  const double calls = static_cast<double>(s.o.iters) * s.o.agg_iters;
   double coll_only_s = 0;
   const auto t0 = Clock::now();
   for (int it = 0; it < s.o.iters; ++it) {
@@ -296,10 +315,10 @@ bool time_calls(Setup& s, const Case& k, RankState& r, const void* send, void* r
     for (int a = 0; a < s.o.agg_iters; ++a) PERF_CHECK(s, issue(s, k, r.comm, send, recv, count, r.stream));
     if (s.o.agg_iters > 1) PERF_CHECK(s, gcommGroupEnd());
     if (s.o.blocking != 0 && !sync()) return fail_with(s, "cudaStreamSynchronize failed"), false;
-    if (s.o.blocking == 1) PERF_CHECK(s, gcommBarrier(r.comm, nullptr));
+    if (s.o.blocking == 1 && !barrier(s, r)) return false;
     if (s.o.blocking == 3) {
       coll_only_s += std::chrono::duration<double>(Clock::now() - i0).count();
-      PERF_CHECK(s, gcommBarrier(r.comm, nullptr));  // not timed (nccl-tests' -z 3)
+      if (!barrier(s, r)) return false;  // not timed (nccl-tests' -z 3)
     }
   }
   const double issued_s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -314,9 +333,11 @@ bool time_calls(Setup& s, const Case& k, RankState& r, const void* send, void* r
 bool run_size(Setup& s, const Case& k, RankState& r, size_t size, nlohmann::json& row) {
   const size_t es = esize(k.dtype);
   const bool blocks = is(s, "all_gather") || is(s, "reduce_scatter");
-  // count: elements per rank block for all-gather / reduce-scatter (nccl-tests' size is the whole buffer).
-  const size_t total = size / es, count = blocks ? total / s.nranks : total;
-  const size_t row_count = blocks ? count * s.nranks : count;
+  // count: elements per rank block for all-gather / reduce-scatter, rounded down
+  // to a multiple of 16 bytes, and shown as the count column, as nccl-tests does;
+  // the size column is the whole buffer.
+  const size_t total = size / es, count = blocks ? (total / s.nranks) & ~(16 / es - 1) : total;
+  const size_t row_bytes = (blocks ? count * s.nranks : count) * es;
   for (int in_place = 0; in_place < 2; ++in_place) {
     char* send = static_cast<char*>(r.buf->send) + s.o.unalign * es;
     char* recv = in_place ? send : static_cast<char*>(r.buf->recv) + s.o.unalign * es;
@@ -325,12 +346,10 @@ bool run_size(Setup& s, const Case& k, RankState& r, size_t size, nlohmann::json
     const size_t send_count = is(s, "reduce_scatter") ? count * s.nranks : count;
     if (!fill(k, send, r.rank, send_count, 0, r.gpu)) return fail_with(s, "cannot fill the send buffer"), false;
     for (int w = 0; w < s.o.warmup; ++w) PERF_CHECK(s, issue(s, k, r.comm, send, recv, count, r.stream));
-    PERF_CHECK(s, gcommBarrier(r.comm, reinterpret_cast<gcommStream_t>(r.stream)));
-    if (r.gpu) cudaStreamSynchronize(r.stream);
-    PERF_CHECK(s, gcommBarrier(r.comm, nullptr));
+    if (!barrier(s, r)) return false;
     RankResult mine;
     if (!time_calls(s, k, r, send, recv, count, mine)) return false;
-    PERF_CHECK(s, gcommBarrier(r.comm, nullptr));
+    if (!barrier(s, r)) return false;
     // -c N: N rounds on fresh data, every one checked (the same calls on every rank).
     for (int round = 1; round <= s.o.check; ++round) {
       if (!fill(k, send, r.rank, send_count, round, r.gpu)) return fail_with(s, "cannot fill the send buffer"), false;
@@ -352,7 +371,7 @@ bool run_size(Setup& s, const Case& k, RankState& r, size_t size, nlohmann::json
     }
     if (r.rank == s.ranks[0])
       for (const RankResult& q : all) s.wrong_seen += q.wrong;
-    if (r.rank == 0) print_half(s, k, row_count * es, row_count, in_place == 1, all, row);
+    if (r.rank == 0) print_half(s, k, row_bytes, count, in_place == 1, all, row);
   }
   return true;
 }
@@ -506,47 +525,59 @@ uint32_t sweep_hash(const PerfOptions& o, const std::vector<size_t>& sizes) {
   return h;
 }
 
-// Every rank's device line and sweep hash reach every process (one all-gather per
-// rank of this process, each on its own thread: a collective over the world).
-bool gather_device_lines(Setup& s, uint32_t hash) {
-  std::vector<std::vector<float>> results(s.comms.size());
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(s.comms.size());
-  for (size_t i = 0; i < s.comms.size(); ++i)
-    threads.emplace_back([&, i] {
-      gcommDevice_t dev = gcommHostDevice();
-      gcommCommDevice(s.comms[i], &dev);
-      std::string line = device_line(s.ranks[i], dev);
-      std::vector<float> mine(kLineChars + 2, 0.0f);
-      for (size_t c = 0; c < line.size(); ++c) mine[c] = static_cast<unsigned char>(line[c]);
-      mine[kLineChars] = static_cast<float>(hash >> 16);  // 16 bits each: exact in float
-      mine[kLineChars + 1] = static_cast<float>(hash & 0xffff);
-      if (!gather_floats(s.comms[i], mine, s.nranks, results[i], errors[i])) results[i].clear();
-    });
-  for (auto& t : threads) t.join();
-  for (size_t i = 0; i < errors.size(); ++i)
-    if (!errors[i].empty()) {
-      std::fprintf(stderr, "gradcomm-perf: rank %d: %s\n", s.ranks[i], errors[i].c_str());
-      return false;
-    }
-  const int stride = kLineChars + 2;
+// The ranks meet before the sweep (one all-gather per rank, each on its own
+// thread): every rank's device line for the header, a hash of its sweep options,
+// and whether it can run (its buffers, rank 0's -J file). Every rank computes the
+// same verdict, so all stop together, at once, when one cannot run or was given
+// other options; rank 0's thread then prints the header.
+bool meet(Setup& s, RankState& r, uint32_t hash, const std::string& why_not) {
+  gcommDevice_t dev = gcommHostDevice();
+  gcommCommDevice(r.comm, &dev);
+  const std::string line = device_line(r.rank, dev);
+  const int stride = kLineChars + 3;
+  std::vector<float> mine(stride, 0.0f);
+  for (size_t c = 0; c < line.size(); ++c) mine[c] = static_cast<unsigned char>(line[c]);
+  mine[kLineChars] = static_cast<float>(hash >> 16);  // 16 bits each: exact in float
+  mine[kLineChars + 1] = static_cast<float>(hash & 0xffff);
+  mine[kLineChars + 2] = why_not.empty() ? 1.0f : 0.0f;
+  std::vector<float> all;
+  std::string error;
+  if (!gather_floats(r.comm, mine, s.nranks, all, error)) return fail_with(s, "meeting the other ranks: " + error), false;
   auto hash_of = [&](int q) {
-    const float* g = results[0].data() + q * stride;
+    const float* g = all.data() + q * stride;
     return (static_cast<uint32_t>(g[kLineChars]) << 16) | static_cast<uint32_t>(g[kLineChars + 1]);
   };
-  std::string differ;
+  std::string differ, cannot;
+  std::vector<std::string> lines;
   for (int q = 0; q < s.nranks; ++q) {
-    const float* g = results[0].data() + q * stride;
-    std::string line;
-    for (int c = 0; c < kLineChars && g[c] != 0.0f; ++c) line += static_cast<char>(static_cast<int>(g[c]));
-    s.device_lines.push_back(line);
+    const float* g = all.data() + q * stride;
+    std::string text;
+    for (int c = 0; c < kLineChars && g[c] != 0.0f; ++c) text += static_cast<char>(static_cast<int>(g[c]));
+    lines.push_back(text);
     if (hash_of(q) != hash_of(0)) differ += (differ.empty() ? "" : ", ") + std::to_string(q);
+    if (g[kLineChars + 2] == 0.0f) cannot += (cannot.empty() ? "" : ", ") + std::to_string(q);
   }
-  if (!differ.empty())
-    std::fprintf(stderr, "gradcomm-perf: rank %d: rank %s was given other options than rank 0 (sizes, -n, -w, -m, "
-                 "-c, -z, -r, -u, -d, -o, -N or --collective): every rank must run the same sweep\n", s.ranks[0],
-                 differ.c_str());
-  return differ.empty();
+  if (!cannot.empty()) {
+    s.exit_code = 2;
+    if (!why_not.empty()) {  // this rank's own reason is the one its process reports
+      std::lock_guard<std::mutex> lock(s.error_mutex);
+      s.start_error = why_not;
+    }
+    return fail_with(s, "rank " + cannot + " could not start (its own message says why)"), false;
+  }
+  if (!differ.empty()) {
+    s.exit_code = 2;
+    return fail_with(s, "rank " + differ + " was given other options than rank 0 (sizes, -n, -w, -m, -c, -z, -r, -u, "
+                        "-d, -o, -N or --collective): every rank must run the same sweep"),
+           false;
+  }
+  if (r.rank == 0) {
+    s.device_lines = lines;
+    print_header(s, static_cast<int>(s.comms.size()), s.device.kind == gcommDeviceCuda ? 1 : 0);
+    if (s.json.active()) std::printf("# Writing JSON output to %s\n", s.json.path().c_str());
+    std::fflush(stdout);
+  }
+  return true;
 }
 
 // Creates this process's communicators; false (with the message printed) on failure.
@@ -583,7 +614,8 @@ bool init(Setup& s, int gpus) {
 }
 
 // One rank's thread: every cycle, case and size.
-void rank_main(Setup& s, size_t index, const std::vector<size_t>& sizes, const std::vector<Case>& cases) {
+void rank_main(Setup& s, size_t index, const std::vector<size_t>& sizes, const std::vector<Case>& cases,
+               uint32_t hash) {
   RankState r{s.comms[index], s.ranks[index], false, nullptr, nullptr};
   gcommDevice_t dev = gcommHostDevice();
   gcommCommDevice(r.comm, &dev);
@@ -592,8 +624,13 @@ void rank_main(Setup& s, size_t index, const std::vector<size_t>& sizes, const s
     cudaSetDevice(dev.ordinal);
     if (!s.o.stream_null) cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking);
   }
-  Buffers buf(r.gpu, s.o.max_bytes + (static_cast<size_t>(s.o.unalign) + 16) * 4);
-  if (buf.send == nullptr || buf.recv == nullptr) return fail_with(s, "cannot allocate the test buffers");
+  const size_t bytes = s.o.max_bytes + (static_cast<size_t>(s.o.unalign) + 16) * 4;
+  Buffers buf(r.gpu, bytes);
+  std::string why_not;
+  if (buf.send == nullptr || buf.recv == nullptr)
+    why_not = "cannot allocate two buffers of " + std::to_string(bytes) + " bytes" + (r.gpu ? " on the GPU" : "");
+  if (r.rank == 0 && !s.json_error.empty()) why_not = s.json_error;
+  if (!meet(s, r, hash, why_not)) return;
   r.buf = &buf;
   const bool progress = r.rank == 0 && isatty(STDOUT_FILENO) == 0 && isatty(STDERR_FILENO) && sizes.size() > 8;
   for (int cycle = 0; (s.o.cycles == 0 || cycle < s.o.cycles) && !s.failed; ++cycle)
@@ -654,34 +691,27 @@ int main(int argc, char** argv) {
     if (printer) std::fprintf(stderr, "gradcomm-perf: root %d is not a rank (0..%d)\n", s.o.root, s.nranks - 1);
     return finish(2);
   }
-  std::string json_error;
-  if (printer && !s.o.json_path.empty() && !s.json.create(s.o.json_path, json_error)) {
-    // Before the sweep, not after it; the other processes stop at their next collective.
-    std::fprintf(stderr, "gradcomm-perf: %s\n", json_error.c_str());
-    return finish(2);
-  }
-  std::vector<size_t> sizes = size_list(s.o);
-  if (!gather_device_lines(s, sweep_hash(s.o, sizes))) return finish(1);
-  const int nthreads = static_cast<int>(s.comms.size());
-  if (printer) {
-    print_header(s, nthreads, s.device.kind == gcommDeviceCuda ? 1 : 0);
-    if (s.json.active()) std::printf("# Writing JSON output to %s\n", s.json.path().c_str());
-  }
+  // Rank 0's -J file is created before the sweep (a path that cannot be created
+  // stops every rank at the meeting, not after the sweep).
+  if (printer && !s.o.json_path.empty()) (void)s.json.create(s.o.json_path, s.json_error);
+  const std::vector<size_t> sizes = size_list(s.o);
+  const uint32_t hash = sweep_hash(s.o, sizes);
   std::vector<Case> cases;
   for (gcommDataType_t d : s.o.dtypes)
     for (gcommRedOp_t op : s.o.ops) cases.push_back({d, op});
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < s.comms.size(); ++i) threads.emplace_back([&, i] { rank_main(s, i, sizes, cases); });
+  for (size_t i = 0; i < s.comms.size(); ++i) threads.emplace_back([&, i] { rank_main(s, i, sizes, cases, hash); });
   for (auto& t : threads) t.join();
   // Every rank learned the #wrong of every row; the same exit status everywhere.
   if (s.failed) {
     std::fflush(stdout);
-    std::fprintf(stderr, "gradcomm-perf: rank %d: %s\n", s.ranks[0], s.error.c_str());
+    std::fprintf(stderr, "gradcomm-perf: rank %d: %s\n", s.ranks[0],
+                 (s.start_error.empty() ? s.error : s.start_error).c_str());
     if (printer && s.json.active()) {
       s.json.doc()["errors"] = {s.error};
       s.json.flush();
     }
-    return finish(1);
+    return finish(s.exit_code);
   }
   if (!printer) return finish(s.wrong_seen ? 1 : 0);
   const double avg = s.bw_count ? s.bw_sum / s.bw_count : 0;

@@ -142,12 +142,15 @@ TEST(LaunchEnv, AStaleRankLosesToMpirun) {
   EXPECT_EQ(lc.source, "Open MPI environment");
 }
 
-TEST(LaunchEnv, AStaleWorldOfOneLosesToSrun) {
+// A hand-set WORLD_SIZE that disagrees is refused on every rank (it used to make
+// two separate one-rank jobs that both exited 0).
+TEST(LaunchEnv, AStaleWorldSizeIsRefusedNamingBoth) {
   const Env srun = {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"}, {"SLURM_JOB_ID", "41"},
                     {"SLURM_STEP_ID", "0"}};
-  auto lc = from_env(with(with(kMaster, srun), {{"RANK", "0"}, {"WORLD_SIZE", "1"}}));
-  EXPECT_EQ(lc.rank, 1);
-  EXPECT_EQ(lc.world_size, 2);
+  std::string m = refusal([&] { from_env(with(with(kMaster, srun), {{"RANK", "0"}, {"WORLD_SIZE", "1"}})); });
+  EXPECT_TRUE(contains(m, "RANK=0 WORLD_SIZE=1")) << m;
+  EXPECT_TRUE(contains(m, "SLURM_PROCID=1 SLURM_NTASKS=2 set by Slurm")) << m;
+  EXPECT_TRUE(contains(m, "unset them")) << m;
 }
 
 TEST(LaunchEnv, TorchrunStartedBySrunKeepsTorchrunsValues) {
@@ -166,6 +169,14 @@ TEST(LaunchEnv, SbatchWithoutSrunIsRefusedAtOnce) {
   // A batch script of one task is a world of one.
   auto lc = from_env(with(batch, {{"SLURM_NTASKS", "1"}}));
   EXPECT_EQ(lc.world_size, 1);
+  // A caller that needs no rank from it is not refused: explicit values, or a tool
+  // asking whether a launcher started it (a single-process run, as nccl-tests').
+  gcommCommConfig_t c = defaults();
+  c.rank = 0;
+  c.world_size = 1;
+  c.device = gcommHostDevice();
+  EXPECT_EQ(from_env(batch, c).world_size, 1);
+  EXPECT_FALSE(launcher_placement(lookup(batch)).has_value());
 }
 
 TEST(LaunchEnv, SrunImpliesTheRendezvous) {

@@ -1,6 +1,7 @@
 // Which launcher wins, with the warning for a hand-set RANK that loses
 // (comm/bootstrap/launchers.hpp), and Slurm node lists.
 #include "comm/bootstrap/launchers.hpp"
+#include "comm/mpi/mpi_bootstrap.hpp"
 
 #include <gtest/gtest.h>
 
@@ -55,6 +56,32 @@ TEST(Launchers, SlurmFirstHost) {
   EXPECT_THROW(slurm_first_host("n[1-2"), Error);
   EXPECT_THROW(slurm_first_host("n[]"), Error);
   EXPECT_THROW(slurm_first_host(""), Error);
+}
+
+// gcommCommInitFromEnv meets through MPI when asked (GRADCOMM_BOOTSTRAP=mpi), or
+// under mpirun across hosts with no MASTER_ADDR (if the plugin is found).
+TEST(Launchers, WhenTheMpiBootstrapIsUsed) {
+  gcommCommConfig_t c = GCOMM_COMM_CONFIG_INITIALIZER;
+  using M = std::map<std::string, std::string>;
+  const M across_hosts = {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                          {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"OMPI_MCA_ess_base_jobid", "9"}};
+  EXPECT_EQ(comm::bootstrap_choice(c, lookup(across_hosts)), comm::BootstrapChoice::kMpiIfFound);
+  M one_host = across_hosts;
+  one_host["OMPI_COMM_WORLD_LOCAL_SIZE"] = "4";
+  EXPECT_EQ(comm::bootstrap_choice(c, lookup(one_host)), comm::BootstrapChoice::kTcp) << "loopback serves";
+  M with_master = across_hosts;
+  with_master["MASTER_ADDR"] = "node0";
+  EXPECT_EQ(comm::bootstrap_choice(c, lookup(with_master)), comm::BootstrapChoice::kTcp);
+  EXPECT_EQ(comm::bootstrap_choice(c, lookup({{"RANK", "0"}, {"WORLD_SIZE", "2"}})), comm::BootstrapChoice::kTcp);
+  M forced = one_host;
+  forced["GRADCOMM_BOOTSTRAP"] = "mpi";
+  EXPECT_EQ(comm::bootstrap_choice(c, lookup(forced)), comm::BootstrapChoice::kMpi);
+  forced["GRADCOMM_BOOTSTRAP"] = "tcp";
+  EXPECT_EQ(comm::bootstrap_choice(c, lookup(forced)), comm::BootstrapChoice::kTcp);
+  forced["GRADCOMM_BOOTSTRAP"] = "pmix";
+  EXPECT_THROW(comm::bootstrap_choice(c, lookup(forced)), Error);
+  c.master_addr = "node0";
+  EXPECT_EQ(comm::bootstrap_choice(c, lookup(across_hosts)), comm::BootstrapChoice::kTcp);
 }
 
 }  // namespace

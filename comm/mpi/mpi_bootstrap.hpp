@@ -1,0 +1,43 @@
+// The MPI bootstrap: under mpirun (or any MPI launch), the ranks learn rank 0's
+// store address, port and job key through one MPI broadcast instead of
+// MASTER_ADDR / MASTER_PORT, as nccl-tests shares its ncclUniqueId; then the
+// store-based init proceeds as gcommCommInit. MPI itself is in
+// libgradcomm_mpi.so.0 (mpi/, comm/mpi/mpi_plugin_abi.h), opened on demand, so
+// libgradcomm never links MPI.
+//
+// When: gcommCommInitMpi always; gcommCommInitFromEnv when GRADCOMM_BOOTSTRAP=mpi,
+// or (GRADCOMM_BOOTSTRAP unset or auto) under Open MPI's mpirun with no MASTER_ADDR
+// and no address implied (the ranks span hosts) and the plugin is found.
+// GRADCOMM_BOOTSTRAP=tcp never uses it.
+#pragma once
+
+#include <string>
+
+#include "comm/bootstrap/launch_env.hpp"
+#include "gradcomm/comm.h"
+
+namespace gradcomm::comm {
+
+// The config with rank, world size, local rank (unless set), master address, port
+// and job key filled in from the MPI communicator (its Fortran handle, or
+// GCOMM_MPI_COMM_WORLD); collective over it. Rank 0 takes each of address, port
+// and key from the config, else MASTER_ADDR / GRADCOMM_MASTER_PORT / MASTER_PORT /
+// GRADCOMM_JOB_KEY, else its host name, a free port and a fresh key. A failure on
+// rank 0 is broadcast, so every rank fails with it. `storage` owns the strings the
+// returned config points to.
+struct MpiBootstrap {
+  gcommCommConfig_t config;
+  std::string master_addr, job_key;
+};
+void mpi_bootstrap(const gcommCommConfig_t& config, int mpi_comm_f, const bootstrap::EnvLookup& env,
+                   MpiBootstrap& out);
+
+// How gcommCommInitFromEnv meets (see above): kMpiIfFound when MPI would serve and
+// the plugin decides; throws gcommInvalidArgument for a bad GRADCOMM_BOOTSTRAP.
+enum class BootstrapChoice { kTcp, kMpi, kMpiIfFound };
+BootstrapChoice bootstrap_choice(const gcommCommConfig_t& config, const bootstrap::EnvLookup& env);
+
+// libgradcomm_mpi.so.0 could be loaded (why not, otherwise).
+bool mpi_plugin_found(std::string* why) noexcept;
+
+}  // namespace gradcomm::comm

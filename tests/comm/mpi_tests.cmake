@@ -1,0 +1,11 @@
+# The MPI bootstrap under a real mpirun (only where the plugin was built).
+if(TARGET gradcomm_mpi AND GRADCOMM_BUILD_TOOLS)
+  add_executable(gradcomm_mpi_init_test mpi/mpi_init_main.cpp)
+  target_link_libraries(gradcomm_mpi_init_test PRIVATE gradcomm::gradcomm MPI::MPI_C)
+  target_compile_definitions(gradcomm_mpi_init_test PRIVATE OMPI_SKIP_MPICXX MPICH_SKIP_MPICXX)
+  gradcomm_warnings(gradcomm_mpi_init_test)
+  add_test(NAME comm.mpi_bootstrap_under_mpirun
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_mpi_bootstrap.sh $<TARGET_FILE:gradcomm_mpi_init_test>
+      $<TARGET_FILE:gradcomm-perf>)
+  set_tests_properties(comm.mpi_bootstrap_under_mpirun PROPERTIES LABELS "comm;tools" TIMEOUT 300)
+endif()
