@@ -13,6 +13,7 @@
 #include "comm/net/tcp_socket.hpp"
 #include "common/env.hpp"
 #include "common/error.hpp"
+#include "common/library_folder.hpp"
 #include "common/log.hpp"
 
 namespace gradcomm::comm {
@@ -27,14 +28,6 @@ struct Plugin {
   std::string error;  // "" when loaded
 };
 
-std::string folder_of_this_library() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&folder_of_this_library), &info) == 0 || info.dli_fname == nullptr) return "";
-  std::string file = info.dli_fname;
-  size_t slash = file.rfind('/');
-  return slash == std::string::npos ? std::string(".") : file.substr(0, slash);
-}
-
 // GRADCOMM_MPI_PLUGIN (a file: that one only), else beside libgradcomm, else the
 // loader's search.
 Plugin load_plugin() {
@@ -43,7 +36,7 @@ Plugin load_plugin() {
   if (auto file = env_string("GRADCOMM_MPI_PLUGIN")) {
     candidates.push_back(*file);
   } else {
-    const std::string here = folder_of_this_library();
+    const std::string here = library_folder();
     if (!here.empty()) candidates.push_back(here + "/" + kPlugin);
     candidates.push_back(kPlugin);
   }

@@ -11,6 +11,7 @@
 #include "comm/nccl/nccl_search.hpp"
 #include "comm/nccl/nccl_version.hpp"
 #include "common/env.hpp"
+#include "common/library_folder.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 
@@ -19,16 +20,6 @@ namespace gradcomm {
 namespace {
 
 constexpr int kOldestSupported = 21000;  // ncclAvg and ncclBfloat16
-
-// The folder of the file that holds this code (libgradcomm.so, or a program
-// linked with the layers statically).
-std::string own_folder() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&own_folder), &info) == 0 || info.dli_fname == nullptr) return "";
-  std::string file = info.dli_fname;
-  size_t slash = file.rfind('/');
-  return slash == std::string::npos ? std::string(".") : file.substr(0, slash);
-}
 
 std::vector<std::string> glob_files(const std::string& pattern) {
   std::vector<std::string> out;
@@ -105,7 +96,7 @@ Loaded load() {
   places.explicit_file = env_string("GRADCOMM_NCCL_LIBRARY");
   for (const char* var : {"NCCL_ROOT", "NCCL_HOME"})
     if (auto dir = env_string(var)) places.roots.push_back({var, *dir});
-  places.own_folder = own_folder();
+  places.own_folder = library_folder();
   for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"})
     if (auto dir = env_string(var)) places.environments.push_back({var, *dir});
 #ifdef GRADCOMM_NCCL_BUILD_DIR
