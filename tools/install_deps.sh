@@ -16,6 +16,7 @@ command -v python3 >/dev/null || need+=(python3)
 [ -f /usr/share/cmake/CLI11/CLI11Config.cmake ] || need+=(libcli11-dev)
 command -v mpirun >/dev/null || need+=(openmpi-bin)  # the launcher tests (mpirun without MASTER_ADDR)
 [ -f /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ] || need+=(libopenmpi-dev)  # the MPI bootstrap plugin
+command -v slurmd >/dev/null || need+=(slurm-wlm)  # launchers.real_slurm (a private single-node cluster)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "install_deps: installing ${need[*]}"

@@ -68,7 +68,7 @@ struct Setup {
   std::atomic<long long> wrong_seen{0};
   std::string json_error;   // rank 0: the -J file could not be created
   std::string start_error;  // a rank of this process could not start: its own reason
-  int exit_code = 1;       // on failure: 2 when the ranks refused to start
+  std::atomic<int> exit_code{1};  // on failure: 2 when the ranks refused to start
   int bw_count = 0;
 };
 
@@ -97,14 +97,21 @@ float reduce_values(const Setup& s, const Case& c, size_t i, int round) {
   return c.op == gcommAvg ? acc / s.nranks : acc;
 }
 
-// Records the first error and aborts this process's communicators, so that the
-// other ranks' next collective fails at once instead of at its timeout.
+// Records the first error (and, for a rank of this process that could not start,
+// its own reason, which its process reports).
+void record_failure(Setup& s, const std::string& what, const std::string& own_reason = "") {
+  std::lock_guard<std::mutex> lock(s.error_mutex);
+  if (s.error.empty()) s.error = what;
+  if (!own_reason.empty()) s.start_error = own_reason;
+  s.failed = true;
+}
+
+// A failure during the sweep: recorded, and this process's communicators aborted,
+// so that the other ranks' next collective fails at once instead of at its timeout.
 void fail_with(Setup& s, const std::string& what) {
-  {
-    std::lock_guard<std::mutex> lock(s.error_mutex);
-    if (s.error.empty()) s.error = what;
-  }
-  if (!s.failed.exchange(true))
+  const bool first = !s.failed.load();
+  record_failure(s, what);
+  if (first)
     for (gcommComm_t c : s.comms) gcommCommAbort(c);
 }
 
@@ -557,19 +564,19 @@ bool meet(Setup& s, RankState& r, uint32_t hash, const std::string& why_not) {
     if (hash_of(q) != hash_of(0)) differ += (differ.empty() ? "" : ", ") + std::to_string(q);
     if (g[kLineChars + 2] == 0.0f) cannot += (cannot.empty() ? "" : ", ") + std::to_string(q);
   }
+  // The verdicts are the same on every rank and no rank waits in a collective any
+  // more: recorded without aborting (an abort could reach another thread of this
+  // process still finishing the all-gather).
   if (!cannot.empty()) {
     s.exit_code = 2;
-    if (!why_not.empty()) {  // this rank's own reason is the one its process reports
-      std::lock_guard<std::mutex> lock(s.error_mutex);
-      s.start_error = why_not;
-    }
-    return fail_with(s, "rank " + cannot + " could not start (its own message says why)"), false;
+    record_failure(s, "rank " + cannot + " could not start (its own message says why)", why_not);
+    return false;
   }
   if (!differ.empty()) {
     s.exit_code = 2;
-    return fail_with(s, "rank " + differ + " was given other options than rank 0 (sizes, -n, -w, -m, -c, -z, -r, -u, "
-                        "-d, -o, -N or --collective): every rank must run the same sweep"),
-           false;
+    record_failure(s, "rank " + differ + " was given other options than rank 0 (sizes, -n, -w, -m, -c, -z, -r, -u, "
+                      "-d, -o, -N or --collective): every rank must run the same sweep");
+    return false;
   }
   if (r.rank == 0) {
     s.device_lines = lines;
