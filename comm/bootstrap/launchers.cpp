@@ -86,6 +86,8 @@ int parse_env_int(const std::string& name, const std::string& text, long long lo
   return static_cast<int>(v);
 }
 
+bool is_open_mpi(const Launcher* l) noexcept { return l == &kOpenMpi; }
+
 int launcher_rank(const Launcher& l, const EnvLookup& env) {
   return parse_env_int(l.rank, *env(l.rank), 0, INT_MAX - 1, l.name);
 }

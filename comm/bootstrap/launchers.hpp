@@ -50,6 +50,9 @@ LauncherChoice choose_launcher(const EnvLookup& env);
 // the variable and `who` sets it.
 int parse_env_int(const std::string& name, const std::string& text, long long lo, long long hi, const char* who);
 
+// Whether `l` is Open MPI's mpirun (the launcher the MPI bootstrap serves).
+bool is_open_mpi(const Launcher* l) noexcept;
+
 int launcher_rank(const Launcher& l, const EnvLookup& env);
 int launcher_world_size(const Launcher& l, const EnvLookup& env);
 

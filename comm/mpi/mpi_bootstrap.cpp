@@ -142,7 +142,7 @@ BootstrapChoice bootstrap_choice(const gcommCommConfig_t& config, const bootstra
   if (mode != "auto") return mode == "mpi" ? BootstrapChoice::kMpi : BootstrapChoice::kTcp;
   if (config.master_addr != nullptr || env("MASTER_ADDR")) return BootstrapChoice::kTcp;
   const bootstrap::Launcher* launcher = bootstrap::choose_launcher(env).launcher;
-  if (launcher == nullptr || std::string(launcher->name) != "Open MPI") return BootstrapChoice::kTcp;
+  if (!bootstrap::is_open_mpi(launcher)) return BootstrapChoice::kTcp;
   auto implied = bootstrap::implied_rendezvous(launcher, env);
   const bool spans_hosts = !implied || implied->addr.empty();
   return spans_hosts ? BootstrapChoice::kMpiIfFound : BootstrapChoice::kTcp;
