@@ -6,7 +6,7 @@
 #   env.txt        device, driver, CUDA, NCCL, commit, date
 #   build.log      configure + build
 #   tests.log      ctest, GPU tests included
-#   sanitizer.log  compute-sanitizer memcheck + racecheck on the GPU tests
+#   sanitizer.log  compute-sanitizer memcheck, racecheck, synccheck, initcheck on the GPU tests
 #   bench.json     every Google Benchmark program's JSON, merged
 #   perf.txt       gradcomm-perf runs (and their JSON lines)
 #   peers.json     PyTorch peers measured in the same run
@@ -23,7 +23,8 @@
 #      paths resolve here), BENCH_REPS, GPU_CHECK_BENCHES (a regex on the Google
 #      Benchmark programs' names), BENCH_ARGS (extra flags for them, e.g.
 #      --benchmark_filter=gpu/), GPU_CHECK_PEERS (a regex on the peer scripts' names),
-#      GPU_CHECK_SANITIZE (a regex on the test programs compute-sanitizer runs).
+#      GPU_CHECK_SANITIZE (a regex on the test programs compute-sanitizer runs),
+#      GPU_CHECK_SANITIZER_TOOLS (default "memcheck racecheck synccheck initcheck").
 set -uo pipefail
 out=${1:?usage: tools/gpu_check.sh OUT_DIR}
 mkdir -p "$out"
@@ -138,7 +139,7 @@ if want sanitizer && [ -z "${GPU_CHECK_SKIP_SANITIZER:-}" ] && command -v comput
     # out-of-memory tests) raise CUDA API errors that every call site checks.
     grep -q '^  ' <<< "$("$t" --gtest_list_tests --gtest_filter='*Gpu*' 2>/dev/null)" || continue
     [[ "$(basename "$t")" =~ ${GPU_CHECK_SANITIZE:-.} ]] || continue
-    for tool in memcheck racecheck; do
+    for tool in ${GPU_CHECK_SANITIZER_TOOLS:-memcheck racecheck synccheck initcheck}; do
       echo "=== $tool $(basename "$t")" >>"$out/sanitizer.log"
       timeout 600 compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 99 "$t" \
         --gtest_filter='*Gpu*' >>"$out/sanitizer.log" 2>&1
@@ -212,15 +213,23 @@ if want powersgd && [ -x "$cbench" ]; then
   note "powersgd cuBLAS comparison: exit $? ($(wc -l <"$benchdir/powersgd_cublas.jsonl" 2>/dev/null || echo 0) rows)"
 fi
 
-# --- nccl-tests' all_reduce_perf against gradcomm-perf, same sizes -------------------
-# .nccl-tests/build/all_reduce_perf is built on the development machine from the
-# nccl-tests sources (kept out of the repository) and carried.
-ncclt=$root/.nccl-tests/build/all_reduce_perf
-[ -n "${GPU_CHECK_PREBUILT:-}" ] && [ -x "$root/${GPU_CHECK_PREBUILT}/all_reduce_perf" ] && ncclt=$root/$GPU_CHECK_PREBUILT/all_reduce_perf
-if want nccltests && [ -x "$ncclt" ] && [ -x "$perf" ]; then
+# --- nccl-tests against gradcomm-perf, same sizes and flags ----------------------------
+# .nccl-tests/build/*_perf are built on the development machine from the nccl-tests
+# sources (kept out of the repository) and carried.
+ncclt_dir=$root/.nccl-tests/build
+[ -n "${GPU_CHECK_PREBUILT:-}" ] && [ -x "$root/${GPU_CHECK_PREBUILT}/all_reduce_perf" ] && ncclt_dir=$root/$GPU_CHECK_PREBUILT
+if want nccltests && [ -x "$ncclt_dir/all_reduce_perf" ] && [ -x "$perf" ]; then
   {
-    echo "### nccl-tests all_reduce_perf -b 8 -e 128M -f 2 -g 1"; "$ncclt" -b 8 -e 128M -f 2 -g 1 -w 5 -n 20
-    echo "### gradcomm-perf -b 8 -e 128M -f 2 -g 1"; "$perf" -b 8 -e 128M -f 2 -g 1 -w 5 -n 20
+    for c in all_reduce all_gather reduce_scatter; do
+      [ -x "$ncclt_dir/${c}_perf" ] || continue
+      # Twice each, alternating, so that a clock or neighbour drift shows as spread.
+      for round in 1 2; do
+        echo "### nccl-tests ${c}_perf -b 8 -e 128M -f 2 -g 1 (round $round)"
+        "$ncclt_dir/${c}_perf" -b 8 -e 128M -f 2 -g 1 -w 20 -n 100
+        echo "### gradcomm-perf --collective $c -b 8 -e 128M -f 2 -g 1 (round $round)"
+        "$perf" --collective $c -b 8 -e 128M -f 2 -g 1 -w 20 -n 100
+      done
+    done
   } >>"$out/perf.txt" 2>&1
   note "nccl-tests comparison: exit $?"
 fi

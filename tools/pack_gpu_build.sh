@@ -5,7 +5,7 @@
 # build tree's ~50), to be named in the device tool's `carry`:
 #   .gpu-carry/build-gpu/...   libgradcomm, test, bench and tool programs, same layout
 #   .gpu-carry/lib/            libbenchmark.so.1debian
-#   .gpu-carry/all_reduce_perf nccl-tests' all_reduce_perf, if .nccl-tests/build has it
+#   .gpu-carry/*_perf          nccl-tests' all_reduce/all_gather/reduce_scatter_perf, if .nccl-tests/build has them
 # Then on the GPU machine: GPU_CHECK_PREBUILT=.gpu-carry tools/gpu_check.sh $OUT
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,5 +21,8 @@ cp "$src/CMakeCache.txt" .gpu-carry/
 ( cd "$src" && find . -maxdepth 1 -name 'libgradcomm.so*' ) | while read -r f; do cp -P "$src/$f" .gpu-carry/build-gpu/; done
 cp "$src/CMakeCache.txt" .gpu-carry/build-gpu/
 [ -f .deps/benchmark/lib/libbenchmark.so.1debian ] && cp -L .deps/benchmark/lib/libbenchmark.so.1debian .gpu-carry/lib/
-[ -x .nccl-tests/build/all_reduce_perf ] && cp .nccl-tests/build/all_reduce_perf .gpu-carry/
+# nccl-tests' programs for the collectives gradcomm-perf is compared on (stripped: ~4 MiB each).
+for t in all_reduce all_gather reduce_scatter; do
+  [ -x ".nccl-tests/build/${t}_perf" ] && cp ".nccl-tests/build/${t}_perf" .gpu-carry/ && strip ".gpu-carry/${t}_perf"
+done
 du -sh .gpu-carry
