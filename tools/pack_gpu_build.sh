@@ -14,12 +14,14 @@ src=build-gpu
 rm -rf .gpu-carry
 mkdir -p .gpu-carry/lib
 cp "$src/CMakeCache.txt" .gpu-carry/
-( cd "$src" && find . -path ./install-test -prune -o -type f \( -name 'libgradcomm.so*' -o -name 'gradcomm_*tests' \
+( cd "$src" && find . \( -path ./install-test -o -path ./install \) -prune -o -type f \( -name 'libgradcomm.so*' -o -name 'gradcomm_*tests' \
     -o -name 'gradcomm_*bench*' -o -name 'gradcomm-*' -o -name 'gradcomm-info' -o -name 'gradcomm_bootstrap_rank' \
     -o -name 'gradcomm_example_*' \) -perm -u+x -print ) |
   while read -r f; do mkdir -p ".gpu-carry/build-gpu/$(dirname "$f")"; cp -P "$src/$f" ".gpu-carry/build-gpu/$f"; done
 ( cd "$src" && find . -maxdepth 1 -name 'libgradcomm.so*' ) | while read -r f; do cp -P "$src/$f" .gpu-carry/build-gpu/; done
 cp "$src/CMakeCache.txt" .gpu-carry/build-gpu/
+# Symbols off (the device tool carries 64 MiB at most): ~15% smaller.
+find .gpu-carry/build-gpu -type f -perm -u+x ! -name '*.so*' -exec strip {} +
 [ -f .deps/benchmark/lib/libbenchmark.so.1debian ] && cp -L .deps/benchmark/lib/libbenchmark.so.1debian .gpu-carry/lib/
 # nccl-tests' programs for the collectives gradcomm-perf is compared on (stripped: ~4 MiB each).
 for t in all_reduce all_gather reduce_scatter; do
