@@ -151,6 +151,38 @@ fi
 
 # --- benchmarks ----------------------------------------------------------------------
 benchdir=$(mktemp -d)
+# Every Google Benchmark program's JSON and the benches' JSON lines, merged into
+# bench.json; called after each program so that a call cut off at its time limit
+# still brings back what ran (the 2026-11-25 session lost its kernel figures so).
+merge_bench() {
+  python3 - "$benchdir" "$out/bench.json" <<'PY'
+import glob, json, os, sys
+merged = {}
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.jsonl"))):
+    merged[os.path.basename(f)[:-6]] = [json.loads(l) for l in open(f) if l.strip().startswith("{")]
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    try:
+        merged[os.path.basename(f)[:-5]] = json.load(open(f))
+    except Exception as e:
+        merged[os.path.basename(f)[:-5]] = {"error": str(e)}
+if merged:
+    json.dump(merged, open(sys.argv[2], "w"), indent=1)
+PY
+}
+merge_peers() {
+  python3 - "$benchdir/peers.jsonl" "$benchdir/peers.err" "$out/peers.json" <<'PY'
+import json, sys
+rows = []
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("{") or line.startswith("["):
+        try:
+            rows.append(json.loads(line))
+        except Exception:
+            rows.append({"unparsed": line})
+json.dump({"results": rows, "stderr": open(sys.argv[2]).read()[-20000:]}, open(sys.argv[3], "w"), indent=1)
+PY
+}
 want bench && for b in $(find "$build/bench" -maxdepth 3 -type f -executable -name 'gradcomm_*bench*' | sort); do
   name=$(basename "$b")
   [[ "$name" =~ ${GPU_CHECK_BENCHES:-.} ]] || continue
@@ -158,6 +190,7 @@ want bench && for b in $(find "$build/bench" -maxdepth 3 -type f -executable -na
     --benchmark_out_format=json --benchmark_repetitions=${BENCH_REPS:-5} \
     --benchmark_report_aggregates_only=true ${BENCH_ARGS:-} >"$benchdir/$name.txt" 2>&1
   note "bench $name: exit $?"
+  merge_bench
 done
 
 # --- gradcomm-perf -------------------------------------------------------------------
@@ -185,6 +218,7 @@ if want perf && [ -x "$perf" ]; then
     fi
   } >>"$out/perf.txt" 2>&1
   note "perf: $(grep -m1 'Avg bus bandwidth' "$out/perf.txt")"
+  merge_bench
 fi
 
 # --- reducer step -------------------------------------------------------------------
@@ -192,6 +226,7 @@ rbench=$build/bench/comm/gradcomm-reducer-bench
 if want reducer && [ -x "$rbench" ]; then
   { echo "### gradcomm-reducer-bench (defaults)"; timeout 500 "$rbench" -J "$benchdir/reducer.jsonl"; } >>"$out/perf.txt" 2>&1
   note "reducer bench: exit $? ($(wc -l <"$benchdir/reducer.jsonl" 2>/dev/null || echo 0) rows)"
+  merge_bench
   if [ "$ngpus" -ge 2 ]; then  # the issue's target: overhead over a multi-GPU NCCL all-reduce
     { echo "### gradcomm-reducer-bench, one process per GPU ($ngpus)"
       RUN_PROCESSES_TIMEOUT=500 examples/run_processes.sh "$ngpus" "$rbench" -J "$benchdir/reducer_processes.jsonl"
@@ -205,12 +240,14 @@ pbench=$build/bench/comm/gradcomm-powersgd-bench
 if want powersgd && [ -x "$pbench" ]; then
   { echo "### gradcomm-powersgd-bench (defaults)"; timeout 400 "$pbench" -J "$benchdir/powersgd.jsonl"; } >>"$out/perf.txt" 2>&1
   note "powersgd bench: exit $? ($(wc -l <"$benchdir/powersgd.jsonl" 2>/dev/null || echo 0) rows)"
+  merge_bench
 fi
 # Its two products against cuBLAS (per matrix, and grouped), on the same matrices.
 cbench=$build/bench/comm/gradcomm-powersgd-cublas-bench
 if want powersgd && [ -x "$cbench" ]; then
   { echo "### gradcomm-powersgd-cublas-bench"; timeout 300 "$cbench" -J "$benchdir/powersgd_cublas.jsonl"; } >>"$out/perf.txt" 2>&1
   note "powersgd cuBLAS comparison: exit $? ($(wc -l <"$benchdir/powersgd_cublas.jsonl" 2>/dev/null || echo 0) rows)"
+  merge_bench
 fi
 
 # --- nccl-tests against gradcomm-perf, same sizes and flags ----------------------------
@@ -240,19 +277,8 @@ want peers && for p in $(find "$root/bench" -name '*peer*.py' | sort); do
   [[ "$(basename "$p")" =~ ${GPU_CHECK_PEERS:-.} ]] || continue
   timeout 900 python3 "$p" >>"$benchdir/peers.jsonl" 2>>"$benchdir/peers.err"
   note "peer $(basename "$p"): exit $?"
+  merge_peers
 done
-want peers && python3 - "$benchdir/peers.jsonl" "$benchdir/peers.err" "$out/peers.json" <<'PY'
-import json, sys
-rows = []
-for line in open(sys.argv[1]):
-    line = line.strip()
-    if line.startswith("{") or line.startswith("["):
-        try:
-            rows.append(json.loads(line))
-        except Exception:
-            rows.append({"unparsed": line})
-json.dump({"results": rows, "stderr": open(sys.argv[2]).read()[-20000:]}, open(sys.argv[3], "w"), indent=1)
-PY
 
 # --- the Python package on the GPU ----------------------------------------------------
 # The wheel is built on the development machine (no network here):
@@ -271,19 +297,6 @@ if want python; then
   fi
 fi
 
-# Every Google Benchmark program's JSON and the reducer bench's lines, merged.
-{ want bench || want reducer; } && python3 - "$benchdir" "$out/bench.json" <<'PY'
-import glob, json, os, sys
-merged = {}
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.jsonl"))):
-    merged[os.path.basename(f)[:-6]] = [json.loads(l) for l in open(f) if l.strip().startswith("{")]
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
-    try:
-        merged[os.path.basename(f)[:-5]] = json.load(open(f))
-    except Exception as e:
-        merged[os.path.basename(f)[:-5]] = {"error": str(e)}
-json.dump(merged, open(sys.argv[2], "w"), indent=1)
-PY
 
 echo "=== summary"
 cat "$summary"

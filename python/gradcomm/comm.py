@@ -133,8 +133,13 @@ def init_from_env(device="cpu", **kwargs):
     return Communicator(_C.comm_init_from_env(_config(device=device, **kwargs)))
 
 
-def init(rank, world_size, master_addr="127.0.0.1", master_port=29500, device="cpu", **kwargs):
-    """One rank from explicit values only (the environment is not read)."""
+def init(rank, world_size, master_addr="127.0.0.1", master_port=None, device="cpu", **kwargs):
+    """One rank from explicit values only (the environment is not read).
+    master_port: rank 0's store; None means 29500, or any free port for a world
+    of one (whose store no other rank joins: a torch.distributed store or an
+    earlier job on 29500 must not make it fail)."""
+    if master_port is None:
+        master_port = 0 if world_size == 1 else 29500
     return Communicator(_C.comm_init(_config(device=device, rank=rank, world_size=world_size,
                                              master_addr=master_addr, master_port=master_port, **kwargs)))
 

@@ -188,3 +188,24 @@ def test_environment_as_a_dict_agrees_with_nccl_version():
         built, loaded = gradcomm.nccl_version()
         assert "%d.%d.%d" % (loaded // 10000, loaded // 100 % 100, loaded % 100) == env["nccl"]["loaded"]
         assert env["nccl"]["path"]
+
+
+def test_a_world_of_one_does_not_need_port_29500():
+    # On a GPU machine an earlier test's store held 29500 and every later
+    # gradcomm.init(0, 1) failed with "Address already in use": a world of one
+    # now listens on any free port unless a port is given.
+    import socket
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        holder.bind(("127.0.0.1", 29500))
+        holder.listen(1)
+    except OSError:
+        pass  # something else holds it already: the same situation
+    try:
+        with gradcomm.init(0, 1) as c:
+            x = np.arange(4, dtype=np.float32)
+            c.all_reduce(x)
+            assert x.tolist() == [0, 1, 2, 3]
+    finally:
+        holder.close()

@@ -23,23 +23,30 @@ def make(seed=0):
 @pytest.mark.parametrize("wire", [None, torch.float16])
 def test_world_of_one_over_nccl_equals_plain_training(bucket_view, wire):
     comm = gradcomm.init(0, 1, device="cuda:0", timeout=60)
-    net, ref = make(), make()
-    model = gct.DistributedDataParallel(net, comm, gradient_as_bucket_view=bucket_view, wire_dtype=wire)
-    opt, ref_opt = torch.optim.Adam(net.parameters(), 1e-3), torch.optim.Adam(ref.parameters(), 1e-3)
-    for step in range(10):
-        x = torch.randn(32, 64, device="cuda")
-        for o in (opt, ref_opt):
-            o.zero_grad(set_to_none=step % 2 == 0)
-        model(x).square().mean().backward()
-        ref(x).square().mean().backward()
-        opt.step()
-        ref_opt.step()
-    torch.cuda.synchronize()
-    tol = 0 if wire is None else 2e-3
-    for a, b in zip(net.parameters(), ref.parameters()):
-        assert torch.allclose(a, b, rtol=tol, atol=tol)
-    model.close()
-    comm.close()
+    try:
+        net, ref = make(), make()
+        if bucket_view and wire is not None:
+            # The gradients cannot live in a bucket whose elements are f16.
+            with pytest.raises(gradcomm.InvalidArgumentError, match="grad_as_bucket_view needs the wire dtype"):
+                gct.DistributedDataParallel(net, comm, gradient_as_bucket_view=True, wire_dtype=wire)
+            return
+        model = gct.DistributedDataParallel(net, comm, gradient_as_bucket_view=bucket_view, wire_dtype=wire)
+        opt, ref_opt = torch.optim.Adam(net.parameters(), 1e-3), torch.optim.Adam(ref.parameters(), 1e-3)
+        for step in range(10):
+            x = torch.randn(32, 64, device="cuda")
+            for o in (opt, ref_opt):
+                o.zero_grad(set_to_none=step % 2 == 0)
+            model(x).square().mean().backward()
+            ref(x).square().mean().backward()
+            opt.step()
+            ref_opt.step()
+        torch.cuda.synchronize()
+        tol = 0 if wire is None else 2e-3
+        for a, b in zip(net.parameters(), ref.parameters()):
+            assert torch.allclose(a, b, rtol=tol, atol=tol)
+        model.close()
+    finally:
+        comm.close()
 
 
 def test_amp_on_the_current_stream_skips_an_overflow_step():
@@ -66,29 +73,54 @@ def test_amp_on_the_current_stream_skips_an_overflow_step():
     comm.close()
 
 
-def test_local_ranks_on_one_gpu_average():
+def test_ddp_refuses_local_ranks_on_one_gpu_instead_of_hanging():
+    # All of a device's backward passes run on one PyTorch thread: rank 0's hook
+    # would wait for rank 1's forever (it hung for the 60 s timeout on an H100).
+    comms = gradcomm.init_local(2, "cuda:0", timeout=60)
+    try:
+        with pytest.raises(gradcomm.InvalidArgumentError, match="one thread"):
+            gct.DistributedDataParallel(make(), comms[0])
+    finally:
+        for c in comms:
+            c.close()
+
+
+def test_local_ranks_on_one_gpu_average_through_the_reducer():
+    # The supported way: each rank's thread runs backward, then drives its reducer.
     comms = gradcomm.init_local(2, "cuda:0", timeout=60)
     nets = [make(), make()]
-    grads = [None, None]
+    grads, errors = [None, None], []
 
     def rank(r):
-        model = gct.DistributedDataParallel(nets[r], comms[r])
-        x = torch.full((4, 64), float(r + 1), device="cuda")
-        model(x).sum().backward()
-        torch.cuda.synchronize()
-        grads[r] = [p.grad.clone() for p in nets[r].parameters()]
-        model.close()
+        try:
+            net = nets[r]
+            net(torch.full((4, 64), float(r + 1), device="cuda")).sum().backward()
+            params = list(net.parameters())
+            specs = [(p.grad.data_ptr(), p.grad.numel(), gradcomm.DataType.Float32) for p in params]
+            stream = torch.cuda.current_stream().cuda_stream
+            with gradcomm.Reducer(comms[r], specs) as red:
+                for _ in range(2):  # the second step reuses the buckets
+                    red.begin_step()
+                    for i in reversed(range(len(params))):
+                        red.mark_ready(i, stream)
+                    red.finalize(stream)
+                    torch.cuda.current_stream().synchronize()
+                    if grads[r] is None:
+                        grads[r] = [p.grad.clone() for p in params]
+        except BaseException as e:  # reported below, not lost in the thread
+            errors.append(e)
 
     threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    for c in comms:
+        c.close()
+    assert not errors, errors
     ref = make()
     for r in range(2):
         ref(torch.full((4, 64), float(r + 1), device="cuda")).sum().backward()
     for g0, g1, p in zip(grads[0], grads[1], ref.parameters()):
         assert torch.equal(g0, g1)
         assert torch.allclose(g0, p.grad / 2, rtol=1e-5, atol=1e-6)
-    for c in comms:
-        c.close()

@@ -117,6 +117,7 @@ TEST_F(KernelsGpu, TensorsInTheWrongMemoryAreRefusedByIndex) {
   float* slab = nullptr;
   float* pinned = nullptr;
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&slab), 4096 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(slab, 0, 4096 * sizeof(float)), cudaSuccess);  // defined data for initcheck
   ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), 64 * sizeof(float)), cudaSuccess);
   std::vector<float> pageable(64, 1.0f);
   DeviceFloat inv(1.0f), found(0.0f);

@@ -4,6 +4,8 @@
 // GPU instantiation skips without a GPU.
 #pragma once
 
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -35,10 +37,15 @@ struct GradMem {
   GradMem() = default;
   GradMem(gcommDataType_t d, size_t n, bool on_gpu) : dtype(d), count(n), gpu(on_gpu) {
     size_t bytes = std::max<size_t>(n * elem_size(d), 1);
+    // Written once (0x3c bytes: finite f32 and f16 values) so that tests which
+    // never upload a gradient still read defined memory: compute-sanitizer's
+    // initcheck flagged those reads on an H100 (2026-11-25).
     if (gpu) {
       EXPECT_EQ(cudaMalloc(&data, bytes), cudaSuccess);
+      EXPECT_EQ(cudaMemset(data, 0x3c, bytes), cudaSuccess);
     } else {
       data = std::malloc(bytes);
+      std::memset(data, 0x3c, bytes);
     }
   }
   GradMem(const GradMem&) = delete;

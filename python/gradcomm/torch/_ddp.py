@@ -49,6 +49,10 @@ def _torch_device_of(comm):
     return torch.device("cpu") if d.kind == _C.DeviceKind.Host else torch.device("cuda", d.ordinal)
 
 
+def _is_local(comm):
+    return comm.transport == _C.Transport.Local
+
+
 def _comm_device_for(device):
     return "cpu" if device.type == "cpu" else f"cuda:{device.index if device.index is not None else 0}"
 
@@ -94,6 +98,17 @@ class DistributedDataParallel(torch.nn.Module):
         if not isinstance(comm, Communicator):
             raise InvalidArgumentError("gcommInvalidArgument", f"comm must be a gradcomm.Communicator, not "
                                        f"{type(comm).__name__}")
+        if self.device.type == "cuda" and comm.world_size > 1 and _is_local(comm):
+            # PyTorch runs every CUDA backward of a process, whichever thread
+            # called backward(), on one autograd thread per device: rank 0's hook
+            # would wait inside a collective for rank 1's, which that same thread
+            # can never run (seen on an H100: "rank 1 never arrived within 60 s").
+            raise InvalidArgumentError(
+                "gcommInvalidArgument", "DistributedDataParallel cannot drive several local ranks of one process "
+                "on a GPU: PyTorch runs all of a device's backward passes on one thread, so a rank's gradient hook "
+                "would wait for the other ranks' hooks forever. Use one GPU per process (NCCL refuses two ranks on "
+                "one GPU), the local ranks on the CPU, or drive gradcomm.Reducer yourself from each rank's thread "
+                "after backward() (python/tests/test_torch_cuda.py shows how)")
         if _torch_device_of(comm) != self.device:
             raise InvalidArgumentError("gcommInvalidArgument", f"the module is on {self.device}, the communicator on "
                                        f"{_torch_device_of(comm)}: move the module (or create the communicator) "
