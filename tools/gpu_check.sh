@@ -22,7 +22,7 @@
 #      on the development machine and carried: skip the build and make its absolute
 #      paths resolve here), BENCH_REPS, GPU_CHECK_BENCHES (a regex on the Google
 #      Benchmark programs' names), BENCH_ARGS (extra flags for them, e.g.
-#      --benchmark_filter=gpu/), GPU_CHECK_PEERS (a regex on the peer scripts' names),
+#      --benchmark_filter=gpu/), GPU_CHECK_PEERS (a regex on the peer scripts' names; default the GPU peers),
 #      GPU_CHECK_SANITIZE (a regex on the test programs compute-sanitizer runs),
 #      GPU_CHECK_SANITIZER_TOOLS (default "memcheck racecheck synccheck initcheck").
 set -uo pipefail
@@ -274,7 +274,8 @@ fi
 # --- peers (PyTorch, NCCL) -----------------------------------------------------------
 : >"$benchdir/peers.jsonl"; : >"$benchdir/peers.err"
 want peers && for p in $(find "$root/bench" -name '*peer*.py' | sort); do
-  [[ "$(basename "$p")" =~ ${GPU_CHECK_PEERS:-.} ]] || continue
+  # Default: the GPU peers (the others are host-process peers that take minutes).
+  [[ "$(basename "$p")" =~ ${GPU_CHECK_PEERS:-torch_(kernels|alloc|powersgd|ddp)_peer} ]] || continue
   timeout 900 python3 "$p" >>"$benchdir/peers.jsonl" 2>>"$benchdir/peers.err"
   note "peer $(basename "$p"): exit $?"
   merge_peers
@@ -292,7 +293,7 @@ if want python; then
   else
     python3 -m pip install -q --no-deps --force-reinstall "$wheel" >>"$out/tests.log" 2>&1
     (cd "$root/python/tests" && timeout 600 python3 -m pytest -q -p no:cacheprovider test_torch_cuda.py \
-      test_torch_bad_input.py test_lowlevel.py test_bindings.py) >>"$out/tests.log" 2>&1
+      test_torch_bad_input.py test_lowlevel.py test_bindings.py test_import_order.py) >>"$out/tests.log" 2>&1
     note "python: pytest exit $? (tests.log)"
   fi
 fi
