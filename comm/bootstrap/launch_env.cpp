@@ -129,6 +129,10 @@ LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_
             : "config.master_port is required when world_size > 1");
     lc.master_port = 0;
   }
+  // A world of one has no peer that must find its store: a port from the environment
+  // (often torch.distributed's, still held by its own store) is not bound; any free
+  // port is. A port the caller put in the config is kept.
+  if (lc.world_size == 1 && c.master_port == -1) lc.master_port = 0;
   require(lc.master_port != 0 || lc.world_size == 1,
           "port 0 (any free port) works only for a world of one: the other ranks must know rank 0's port");
 

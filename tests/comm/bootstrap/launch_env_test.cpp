@@ -245,6 +245,21 @@ TEST(LaunchEnv, AWorldOfOneNeedsNoMaster) {
   EXPECT_EQ(lc.master_port, 0);
 }
 
+// A world of one has no peer to find its store, so a port named by the environment
+// (torch.distributed's MASTER_PORT, often still held by its own store) is not bound:
+// on an H100 a leaked world-of-one store on 29500 failed every later init (2026-11-25).
+// A port the caller sets in the config is still used.
+TEST(LaunchEnv, AWorldOfOneIgnoresTheEnvironmentsPort) {
+  const Env one = {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"},
+                   {"MASTER_PORT", "29500"}};
+  EXPECT_EQ(from_env(one).master_port, 0);
+  EXPECT_EQ(from_env(with(one, {{"GRADCOMM_MASTER_PORT", "40000"}})).master_port, 0);
+  EXPECT_EQ(from_env(with(one, {{"TORCHELASTIC_RUN_ID", "abc"}})).master_port, 0);
+  gcommCommConfig_t c = defaults();
+  c.master_port = 31000;
+  EXPECT_EQ(from_env(one, c).master_port, 31000);
+}
+
 TEST(LaunchEnv, BadNumbersNameTheVariable) {
   Env base = with(kMaster, {{"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}});
   for (const char* bad : {"abc", "1x", " 1", "1.5", "-1", "99999999999999999999", "+"}) {
