@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 
 #include "comm/group.hpp"
@@ -49,14 +50,15 @@ void Communicator::validate(const CollectiveArgs& a) const {
   checked_dtype(a.dtype, "dtype");
   if (a.op == Collective::kBroadcast || a.op == Collective::kReduce)
     require(a.root >= 0 && a.root < size(), "root ", a.root, " is not a rank (0..", size() - 1, ")");
-  // All-gather's receive and reduce-scatter's send hold size() blocks.
-  const bool blocked = a.op == Collective::kAllGather || a.op == Collective::kReduceScatter;
+  // All-gather's receive, reduce-scatter's send and both of all-to-all's buffers hold size() blocks.
+  const bool all_to_all = a.op == Collective::kAllToAll;
+  const bool blocked = a.op == Collective::kAllGather || a.op == Collective::kReduceScatter || all_to_all;
   if (blocked)
     require(a.count <= SIZE_MAX / static_cast<size_t>(size()), "count ", a.count, " times ", size(),
             " ranks overflows");
   const size_t blocks = blocked ? a.count * size() : a.count;
-  const size_t send_count = a.op == Collective::kReduceScatter ? blocks : a.count;
-  const size_t recv_count = a.op == Collective::kAllGather ? blocks : a.count;
+  const size_t send_count = a.op == Collective::kReduceScatter || all_to_all ? blocks : a.count;
+  const size_t recv_count = a.op == Collective::kAllGather || all_to_all ? blocks : a.count;
   checked_bytes(std::max(send_count, recv_count), a.dtype, "count");
   if (a.count == 0) return;
   bool needs_send = a.op != Collective::kBroadcast || rank() == a.root;
@@ -73,6 +75,15 @@ void Communicator::validate(const CollectiveArgs& a) const {
     checked_span(a.recv, recv_count, a.dtype, "recvbuf");
     // In place, the send check has answered already (one driver query fewer).
     if (!a.buffers_known && !(needs_send && a.recv == a.send)) check_buffer(a.recv, device(), "recvbuf");
+  }
+  if (all_to_all) {
+    // Each rank writes its block q while block q of its own input may still be
+    // on its way to rank q: the buffers must be apart (NCCL has no in-place
+    // all-to-all). Both spans passed the address-limit checks above.
+    const auto s = reinterpret_cast<uintptr_t>(a.send), r = reinterpret_cast<uintptr_t>(a.recv);
+    const size_t span = blocks * dtype_size(a.dtype);
+    require(s + span <= r || r + span <= s, "sendbuf and recvbuf overlap (all-to-all has no in-place variant: "
+            "give it two buffers of ", blocks, " elements)");
   }
 }
 

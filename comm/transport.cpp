@@ -14,6 +14,7 @@ const char* collective_name(Collective op) noexcept {
     case Collective::kReduce: return "reduce";
     case Collective::kAllGather: return "all-gather";
     case Collective::kReduceScatter: return "reduce-scatter";
+    case Collective::kAllToAll: return "all-to-all";
     case Collective::kBarrier: return "barrier";
   }
   return "?";

@@ -17,7 +17,7 @@
 
 namespace gradcomm::comm {
 
-enum class Collective { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kBarrier };
+enum class Collective { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kBarrier };
 const char* collective_name(Collective op) noexcept;
 
 // One collective call, already validated by the Communicator.
@@ -25,7 +25,8 @@ struct CollectiveArgs {
   Collective op = Collective::kAllReduce;
   const void* send = nullptr;
   void* recv = nullptr;
-  size_t count = 0;  // all-reduce/broadcast/reduce: elements; all-gather: sendcount; reduce-scatter: recvcount
+  size_t count = 0;  // all-reduce/broadcast/reduce: elements; all-gather: sendcount; reduce-scatter: recvcount;
+                    // all-to-all: elements per peer block
   gcommDataType_t dtype = gcommFloat32;
   gcommRedOp_t redop = gcommSum;
   int root = 0;

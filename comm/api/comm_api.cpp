@@ -147,6 +147,11 @@ GCOMM_API gcommStatus_t gcommReduceScatter(gcommComm_t comm, const void* sendbuf
   return GCOMM_API_CALL({ run(comm, Collective::kReduceScatter, sendbuf, recvbuf, recvcount, dtype, op, 0, stream); });
 }
 
+GCOMM_API gcommStatus_t gcommAllToAll(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                      gcommDataType_t dtype, gcommStream_t stream) {
+  return GCOMM_API_CALL({ run(comm, Collective::kAllToAll, sendbuf, recvbuf, count, dtype, gcommSum, 0, stream); });
+}
+
 GCOMM_API gcommStatus_t gcommBarrier(gcommComm_t comm, gcommStream_t stream) {
   return GCOMM_API_CALL({ run(comm, Collective::kBarrier, nullptr, nullptr, 0, gcommFloat32, gcommSum, 0, stream); });
 }

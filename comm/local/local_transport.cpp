@@ -116,6 +116,11 @@ class LocalTransport final : public Transport {
           if (dst != rv.send_of(q)) std::memcpy(dst, rv.send_of(q), a.count * es(a));
         }
         break;
+      case Collective::kAllToAll:
+        // Block q of this rank's output is block `rank_` of rank q's input.
+        for (int q = 0; q < n; ++q)
+          std::memcpy(recv_at(rank_, q * a.count, a), send_at(q, rank_ * a.count, a), a.count * es(a));
+        break;
       case Collective::kBarrier: break;
     }
     // Nobody returns (and reuses its buffers) before every rank has read them.
@@ -173,6 +178,12 @@ class LocalTransport final : public Transport {
           if (dst != rv.send_of(q) && a.count > 0)
             GCOMM_CUDA_CHECK(cudaMemcpyAsync(dst, rv.send_of(q), a.count * es(a), cudaMemcpyDeviceToDevice, stream));
         }
+        break;
+      case Collective::kAllToAll:
+        if (a.count > 0)
+          for (int q = 0; q < n; ++q)
+            GCOMM_CUDA_CHECK(cudaMemcpyAsync(recv_at(rank_, q * a.count, a), send_at(q, rank_ * a.count, a),
+                                             a.count * es(a), cudaMemcpyDeviceToDevice, stream));
         break;
       case Collective::kBarrier: break;
     }

@@ -80,6 +80,9 @@ std::string bind(void* handle, NcclLibrary& lib) {
   resolve(handle, lib.Reduce, "ncclReduce", true, missing);
   resolve(handle, lib.AllGather, "ncclAllGather", true, missing);
   resolve(handle, lib.ReduceScatter, "ncclReduceScatter", true, missing);
+  resolve(handle, lib.Send, "ncclSend", true, missing);
+  resolve(handle, lib.Recv, "ncclRecv", true, missing);
+  resolve(handle, lib.AlltoAll, "ncclAlltoAll", false, missing);
   resolve(handle, lib.GroupStart, "ncclGroupStart", true, missing);
   resolve(handle, lib.GroupEnd, "ncclGroupEnd", true, missing);
   if (!missing.empty()) return cat("it lacks ", joined(missing), " (not an NCCL 2 library?)");

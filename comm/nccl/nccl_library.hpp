@@ -45,6 +45,12 @@ struct NcclLibrary {
   decltype(&::ncclReduce) Reduce = nullptr;
   decltype(&::ncclAllGather) AllGather = nullptr;
   decltype(&::ncclReduceScatter) ReduceScatter = nullptr;
+  decltype(&::ncclSend) Send = nullptr;  // 2.7
+  decltype(&::ncclRecv) Recv = nullptr;
+  // ncclAlltoAll (NCCL 2.28); null before, where all-to-all is grouped send/recv.
+  // Its own type: older nccl.h files do not declare it.
+  using AlltoAllFn = ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+  AlltoAllFn AlltoAll = nullptr;
   decltype(&::ncclGroupStart) GroupStart = nullptr;
   decltype(&::ncclGroupEnd) GroupEnd = nullptr;
 

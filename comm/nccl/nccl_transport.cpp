@@ -133,11 +133,34 @@ void NcclTransport::enqueue(const CollectiveArgs& a, ncclDataType_t t, cudaStrea
       check_call(comm_, nccl().ReduceScatter(a.send, a.recv, a.count, t, nccl_op(a.redop), comm_, stream),
                  "ncclReduceScatter", a);
       break;
+    case Collective::kAllToAll:
+      all_to_all(a, t, stream);
+      break;
     case Collective::kBarrier:
       check_call(comm_, nccl().AllReduce(barrier_buffer_, barrier_buffer_, 1, ncclFloat32, ncclSum, comm_, stream),
                  "ncclAllReduce (barrier)", a);
       break;
   }
+}
+
+// ncclAlltoAll where the library has it; before NCCL 2.28 a send and a receive
+// per peer in one NCCL group (nested inside the caller's group, if any: only the
+// outermost ncclGroupEnd launches).
+void NcclTransport::all_to_all(const CollectiveArgs& a, ncclDataType_t t, cudaStream_t stream) {
+  const NcclLibrary& lib = nccl();
+  if (lib.AlltoAll != nullptr) {
+    check_call(comm_, lib.AlltoAll(a.send, a.recv, a.count, t, comm_, stream), "ncclAlltoAll", a);
+    return;
+  }
+  const size_t block = a.count * dtype_size(a.dtype);
+  GCOMM_NCCL_CHECK(lib.GroupStart());
+  ncclResult_t r = ncclSuccess;
+  for (int q = 0; q < size_ && r == ncclSuccess; ++q) {
+    r = lib.Send(static_cast<const char*>(a.send) + q * block, a.count, t, q, comm_, stream);
+    if (r == ncclSuccess) r = lib.Recv(static_cast<char*>(a.recv) + q * block, a.count, t, q, comm_, stream);
+  }
+  const ncclResult_t ended = lib.GroupEnd();  // closes the group even after a failed call
+  check_call(comm_, r != ncclSuccess ? r : ended, r != ncclSuccess ? "ncclSend/ncclRecv" : "ncclGroupEnd", a);
 }
 
 namespace {

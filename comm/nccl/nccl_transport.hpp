@@ -35,6 +35,7 @@ class NcclTransport final : public Transport {
 
  private:
   void enqueue(const CollectiveArgs& a, ncclDataType_t type, cudaStream_t stream);
+  void all_to_all(const CollectiveArgs& a, ncclDataType_t type, cudaStream_t stream);
 
   ncclComm_t comm_;
   bool owned_;

@@ -66,6 +66,7 @@ class SocketTransport final : public Transport {
         case Collective::kReduce: reduce(a, what); break;
         case Collective::kBroadcast: broadcast(a, what); break;
         case Collective::kAllGather: all_gather(a, what); break;
+        case Collective::kAllToAll: all_to_all(a, what); break;
         case Collective::kBarrier: {
           std::vector<PeerTransfer> t(size());
           for (auto& x : t) x.sends = x.receives = true;
@@ -258,6 +259,23 @@ class SocketTransport final : public Transport {
     std::vector<PeerTransfer> t(n());
     for (int q = 0; q < n(); ++q)
       if (q != me()) t[q] = PeerTransfer{own, block, true, recv + static_cast<size_t>(q) * block, block, true};
+    phase(t, what);
+  }
+
+  // One phase: block q of the input to rank q, rank q's block into block q of the
+  // output, with every peer at once (the links run each transfer both ways).
+  void all_to_all(const CollectiveArgs& a, const std::string& what) {
+    const size_t block = a.count * dtype_size(a.dtype);
+    const char* send = static_cast<const char*>(a.send);
+    char* recv = static_cast<char*>(a.recv);
+    const size_t mine = static_cast<size_t>(me()) * block;
+    if (block > 0) std::memcpy(recv + mine, send + mine, block);
+    std::vector<PeerTransfer> t(n());
+    for (int q = 0; q < n(); ++q)
+      if (q != me()) {
+        const size_t at = static_cast<size_t>(q) * block;
+        t[q] = PeerTransfer{send + at, block, true, recv + at, block, true};
+      }
     phase(t, what);
   }
 

@@ -207,6 +207,13 @@ GCOMM_API gcommStatus_t gcommAllGather(gcommComm_t comm, const void* sendbuf, vo
 GCOMM_API gcommStatus_t gcommReduceScatter(gcommComm_t comm, const void* sendbuf, void* recvbuf,
                                            size_t recvcount, gcommDataType_t dtype, gcommRedOp_t op,
                                            gcommStream_t stream);
+/** Every rank sends block q of sendbuf (count elements at offset q*count) to rank q and
+ *  receives rank q's block for it into recvbuf at offset q*count: both buffers hold
+ *  size*count elements. sendbuf and recvbuf must not overlap (there is no in-place
+ *  variant: NCCL's has none either). NCCL: ncclAlltoAll, or grouped send/recv before
+ *  NCCL 2.28. */
+GCOMM_API gcommStatus_t gcommAllToAll(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                      gcommDataType_t dtype, gcommStream_t stream);
 /** Completes when every rank reached it (stream-ordered on a CUDA communicator). */
 GCOMM_API gcommStatus_t gcommBarrier(gcommComm_t comm, gcommStream_t stream);
 

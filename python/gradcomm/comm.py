@@ -97,6 +97,17 @@ class Communicator(Handle):
         _C.reduce_scatter(self.handle, src[0], dst[0], dst[1], src[2], _op(op), self._stream(stream))
         return out
 
+    def all_to_all(self, tensor, out, stream=None):
+        """Block q of ``tensor`` (its elements split in world_size equal blocks) goes
+        to rank q; block q of ``out`` (same size, another buffer) comes from rank q."""
+        src, dst = self._buf(tensor, "tensor"), self._buf(out, "out")
+        if src[1] % self.world_size or dst[1:] != src[1:]:
+            raise InvalidArgumentError("gcommInvalidArgument", f"tensor and out must both hold world_size "
+                                       f"({self.world_size}) equal blocks of one dtype: {src[1]} and {dst[1]} "
+                                       "elements")
+        _C.all_to_all(self.handle, src[0], dst[0], src[1] // self.world_size, src[2], self._stream(stream))
+        return out
+
     def barrier(self, stream=None):
         _C.barrier(self.handle, self._stream(stream))
 

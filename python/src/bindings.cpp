@@ -490,6 +490,13 @@ void bind_comm(nb::module_& m) {
       },
       Release());
   m.def(
+      "all_to_all",
+      [](Ptr h, Ptr send, Ptr recv, size_t count, int dt, Ptr stream) {
+        check(gcommAllToAll(reinterpret_cast<gcommComm_t>(h), to_ptr(send), to_ptr(recv), count,
+                            static_cast<gcommDataType_t>(dt), to_stream(stream)));
+      },
+      Release());
+  m.def(
       "barrier", [](Ptr h, Ptr stream) { check(gcommBarrier(reinterpret_cast<gcommComm_t>(h), to_stream(stream))); },
       Release());
 }

@@ -62,6 +62,27 @@ def test_collectives_on_numpy_arrays(comms):
     assert comms[0].rank == 0 and comms[2].world_size == 3 and "local" in repr(comms[0])
 
 
+def test_all_to_all_moves_block_q_to_rank_q(comms):
+    n = len(comms)
+
+    def step(r, c):
+        x = np.arange(n * 3, dtype=np.float32) + 100 * r  # block q: 100 r + 3 q + (0, 1, 2)
+        out = np.full(n * 3, -1, dtype=np.float32)
+        c.all_to_all(x, out)
+        return out
+
+    outs = on_ranks(comms, step)
+    for r in range(n):
+        want = np.concatenate([100 * q + 3 * r + np.arange(3, dtype=np.float32) for q in range(n)])
+        assert np.array_equal(outs[r], want), (r, outs[r])
+
+    def in_place(r, c):
+        x = np.zeros(n * 2, dtype=np.float32)
+        with pytest.raises(gradcomm.InvalidArgumentError, match="overlap"):
+            c.all_to_all(x, x)
+    on_ranks(comms, in_place)
+
+
 def test_bad_buffers_raise_before_any_collective(comms):
     c = comms[0]
     with pytest.raises(gradcomm.InvalidArgumentError, match="dtype float64"):

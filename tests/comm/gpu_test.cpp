@@ -55,6 +55,12 @@ TEST(CommGpu, NcclCommunicatorOfSizeOneRunsEveryCollective) {
   ASSERT_EQ(gcommBarrier(c, nullptr), gcommSuccess);
   ASSERT_EQ(gcommCommSynchronize(c), gcommSuccess) << gcommGetLastError();
   EXPECT_EQ(recv.get(), h);
+  // All-to-all with one rank is a copy of its one block (ncclAlltoAll or grouped send/recv).
+  DeviceVec other(ramp(4099, 7.0f));
+  ASSERT_EQ(gcommAllToAll(c, other.p, recv.p, h.size(), gcommFloat32, nullptr), gcommSuccess) << gcommGetLastError();
+  ASSERT_EQ(gcommCommSynchronize(c), gcommSuccess) << gcommGetLastError();
+  EXPECT_EQ(recv.get(), ramp(4099, 7.0f));
+  EXPECT_EQ(gcommAllToAll(c, recv.p, recv.p, h.size(), gcommFloat32, nullptr), gcommInvalidArgument);
   // Host memory is refused before NCCL sees it.
   EXPECT_EQ(gcommAllReduce(c, h.data(), h.data(), h.size(), gcommFloat32, gcommSum, nullptr), gcommInvalidArgument);
   EXPECT_EQ(gcommCommDestroy(c), gcommSuccess);
@@ -152,6 +158,16 @@ TEST(CommGpu, LocalRanksOnOneGpuMatchTheHostReference) {
   ASSERT_EQ(gcommCommInitLocal(n, gcommCudaDevice(0), nullptr, comms.data()), gcommSuccess) << gcommGetLastError();
   std::vector<std::unique_ptr<DeviceVec>> bufs;
   for (int r = 0; r < n; ++r) bufs.push_back(std::make_unique<DeviceVec>(ramp(count, static_cast<float>(r))));
+  // All-to-all: rank r's input block q holds 1000*r + q + i%13; its output block q must be rank q's block r.
+  const size_t block = 1023;
+  std::vector<std::unique_ptr<DeviceVec>> a2a_in, a2a_out;
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> in(block * n);
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < block; ++i) in[q * block + i] = 1000.0f * r + q + static_cast<float>(i % 13);
+    a2a_in.push_back(std::make_unique<DeviceVec>(in));
+    a2a_out.push_back(std::make_unique<DeviceVec>(ramp(block * n, -1.0f)));
+  }
   std::vector<gcommStatus_t> status(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
@@ -162,6 +178,9 @@ TEST(CommGpu, LocalRanksOnOneGpuMatchTheHostReference) {
       for (int it = 0; it < 3; ++it)
         status[r] = gcommAllReduce(comms[r], bufs[r]->p, bufs[r]->p, count, gcommFloat32, gcommAvg,
                                    reinterpret_cast<gcommStream_t>(s));
+      if (status[r] == gcommSuccess)
+        status[r] = gcommAllToAll(comms[r], a2a_in[r]->p, a2a_out[r]->p, block, gcommFloat32,
+                                  reinterpret_cast<gcommStream_t>(s));
       cudaStreamSynchronize(s);
       cudaStreamDestroy(s);
     });
@@ -171,6 +190,10 @@ TEST(CommGpu, LocalRanksOnOneGpuMatchTheHostReference) {
   for (int r = 0; r < n; ++r) {
     auto h = bufs[r]->get();
     for (size_t i = 0; i < count; ++i) ASSERT_EQ(h[i], 1.5f + static_cast<float>(i % 13)) << r << " " << i;
+    auto got = a2a_out[r]->get();
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < block; ++i)
+        ASSERT_EQ(got[q * block + i], 1000.0f * q + r + static_cast<float>(i % 13)) << "all-to-all " << r << " " << q;
   }
   for (auto c : comms) EXPECT_EQ(gcommCommDestroy(c), gcommSuccess);
 }

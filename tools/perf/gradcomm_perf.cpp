@@ -78,7 +78,7 @@ size_t esize(gcommDataType_t d) { return d == gcommFloat32 ? 4 : 2; }
 double bus_factor(const Setup& s) {
   double n = s.nranks;
   if (is(s, "all_reduce")) return 2.0 * (n - 1) / n;
-  if (is(s, "all_gather") || is(s, "reduce_scatter")) return (n - 1) / n;
+  if (is(s, "all_gather") || is(s, "reduce_scatter") || is(s, "alltoall")) return (n - 1) / n;
   return 1.0;
 }
 
@@ -178,6 +178,10 @@ long long count_wrong(const Setup& s, const Case& c, int rank, const std::vector
   if (is(s, "all_gather")) {
     for (int q = 0; q < s.nranks; ++q)
       for (size_t i = 0; i < count; ++i) wrong += bad(got[q * count + i], value(q, i, round));
+  } else if (is(s, "alltoall")) {
+    // Block q came from rank q, which sent its block `rank`.
+    for (int q = 0; q < s.nranks; ++q)
+      for (size_t i = 0; i < count; ++i) wrong += bad(got[q * count + i], value(q, rank * count + i, round));
   } else if (is(s, "reduce_scatter")) {
     for (size_t i = 0; i < count; ++i) wrong += bad(got[i], reduce_values(s, c, rank * count + i, round));
   } else if (is(s, "broadcast")) {
@@ -195,6 +199,7 @@ gcommStatus_t issue(const Setup& s, const Case& k, gcommComm_t c, const void* se
   auto stream = reinterpret_cast<gcommStream_t>(st);
   if (is(s, "all_gather")) return gcommAllGather(c, send, recv, count, k.dtype, stream);
   if (is(s, "reduce_scatter")) return gcommReduceScatter(c, send, recv, count, k.dtype, k.op, stream);
+  if (is(s, "alltoall")) return gcommAllToAll(c, send, recv, count, k.dtype, stream);
   if (is(s, "broadcast")) return gcommBroadcast(c, send, recv, count, k.dtype, s.o.root, stream);
   if (is(s, "reduce")) return gcommReduce(c, send, recv, count, k.dtype, k.op, s.o.root, stream);
   return gcommAllReduce(c, send, recv, count, k.dtype, k.op, stream);
@@ -248,6 +253,21 @@ double aggregate(const std::vector<double>& t, int average) {
   return t[0];
 }
 
+// Rank 0: ends a table row (timestamp, newline) and writes it to the JSON.
+void finish_row(Setup& s, nlohmann::json& row) {
+  if (s.o.report_timestamps) {
+    const std::string now = PerfJson::now();
+    std::printf("%21s", now.c_str());
+    row["timestamp"] = now;
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+  row["actual_iterations"] = s.o.iters;
+  row["experiment_name"] = "";
+  s.json.add_result(row);
+  s.json.flush();
+}
+
 // Rank 0: one half of a row (out of place, then in place) on stdout and in the JSON.
 void print_half(Setup& s, const Case& c, size_t bytes, size_t count, bool in_place,
                 const std::vector<RankResult>& all, nlohmann::json& row) {
@@ -262,7 +282,7 @@ void print_half(Setup& s, const Case& c, size_t bytes, size_t count, bool in_pla
   const double algbw = static_cast<double>(bytes) / done_us / 1e3, busbw = algbw * bus_factor(s);
   if (!in_place) {
     const bool rooted = is(s, "broadcast") || is(s, "reduce");
-    const char* op = is(s, "all_gather") || is(s, "broadcast") ? "none" : op_label(c.op);
+    const char* op = is(s, "all_gather") || is(s, "broadcast") || is(s, "alltoall") ? "none" : op_label(c.op);
     char root[16];
     std::snprintf(root, sizeof(root), "%6i", rooted ? s.o.root : -1);
     std::printf("%12zu  %12zu  %8s  %6s  %6s", bytes, count, dtype_label(c.dtype), op, root);
@@ -278,19 +298,15 @@ void print_half(Setup& s, const Case& c, size_t bytes, size_t count, bool in_pla
   s.wrong_total += wrong;
   s.bw_sum += busbw;
   ++s.bw_count;
-  if (in_place) {
-    if (s.o.report_timestamps) {
-      const std::string now = PerfJson::now();
-      std::printf("%21s", now.c_str());
-      row["timestamp"] = now;
-    }
-    std::printf("\n");
-    std::fflush(stdout);
-    row["actual_iterations"] = s.o.iters;
-    row["experiment_name"] = "";
-    s.json.add_result(row);
-    s.json.flush();
-  }
+  if (in_place) finish_row(s, row);
+}
+
+// Rank 0: an in-place half that cannot run (all-to-all): nccl-tests' N/A in every column.
+void print_unavailable_half(Setup& s, nlohmann::json& row) {
+  std::printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+  row["in_place"] = nullptr;
+  row["gradcomm_note"] = "all-to-all has no in-place variant";
+  finish_row(s, row);
 }
 
 struct RankState {
@@ -339,18 +355,22 @@ bool time_calls(Setup& s, const Case& k, RankState& r, const void* send, void* r
 // One size, out of place then in place, on one rank; rank 0 prints the row.
 bool run_size(Setup& s, const Case& k, RankState& r, size_t size, nlohmann::json& row) {
   const size_t es = esize(k.dtype);
-  const bool blocks = is(s, "all_gather") || is(s, "reduce_scatter");
+  const bool blocks = is(s, "all_gather") || is(s, "reduce_scatter") || is(s, "alltoall");
   // count: elements per rank block for all-gather / reduce-scatter, rounded down
   // to a multiple of 16 bytes, and shown as the count column, as nccl-tests does;
   // the size column is the whole buffer.
   const size_t total = size / es, count = blocks ? (total / s.nranks) & ~(16 / es - 1) : total;
   const size_t row_bytes = (blocks ? count * s.nranks : count) * es;
   for (int in_place = 0; in_place < 2; ++in_place) {
+    if (in_place && is(s, "alltoall")) {  // refused by gradcomm: no in-place variant (NCCL has none)
+      if (r.rank == 0) print_unavailable_half(s, row);
+      continue;
+    }
     char* send = static_cast<char*>(r.buf->send) + s.o.unalign * es;
     char* recv = in_place ? send : static_cast<char*>(r.buf->recv) + s.o.unalign * es;
     if (in_place && is(s, "all_gather")) send = recv + r.rank * count * es;
     if (in_place && is(s, "reduce_scatter")) recv = send + r.rank * count * es;
-    const size_t send_count = is(s, "reduce_scatter") ? count * s.nranks : count;
+    const size_t send_count = is(s, "reduce_scatter") || is(s, "alltoall") ? count * s.nranks : count;
     if (!fill(k, send, r.rank, send_count, 0, r.gpu)) return fail_with(s, "cannot fill the send buffer"), false;
     for (int w = 0; w < s.o.warmup; ++w) PERF_CHECK(s, issue(s, k, r.comm, send, recv, count, r.stream));
     if (!barrier(s, r)) return false;
@@ -362,7 +382,7 @@ bool run_size(Setup& s, const Case& k, RankState& r, size_t size, nlohmann::json
       if (!fill(k, send, r.rank, send_count, round, r.gpu)) return fail_with(s, "cannot fill the send buffer"), false;
       PERF_CHECK(s, issue(s, k, r.comm, send, recv, count, r.stream));
       if (r.gpu) cudaStreamSynchronize(r.stream);
-      const size_t recv_count = is(s, "all_gather") ? count * s.nranks : count;
+      const size_t recv_count = is(s, "all_gather") || is(s, "alltoall") ? count * s.nranks : count;
       mine.wrong += count_wrong(s, k, r.rank, fetch(k, recv, recv_count, r.gpu), count, round);
     }
     std::vector<float> packed = {static_cast<float>(mine.us), static_cast<float>(mine.cpu_us),

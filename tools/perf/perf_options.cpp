@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-const char* const kCollectives[5] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"};
+const char* const kCollectives[6] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall"};
 
 namespace {
 
@@ -144,8 +144,9 @@ bool parse_perf_options(int argc, char** argv, PerfOptions& o, int& exit_code) {
       {"-K,--per_iter_skip", "per-iteration timing (-I) is not implemented yet"},
   };
   for (Refused& r : refused) app.add_option(r.flags, r.value, std::string("refused unless 0: ") + r.why);
-  app.add_option("--collective", o.collective, "all_reduce, all_gather, reduce_scatter, broadcast or reduce")
-      ->check(CLI::IsMember({kCollectives[0], kCollectives[1], kCollectives[2], kCollectives[3], kCollectives[4]}));
+  app.add_option("--collective", o.collective,
+                 "all_reduce, all_gather, reduce_scatter, broadcast, reduce or alltoall (nccl-tests' program names)")
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kCollectives), std::end(kCollectives))));
   app.add_option("--local", o.local_ranks, "N ranks as threads on the local transport (GPU 0, or the host)")
       ->check(CLI::Range(1, 1024));
   try {

@@ -148,6 +148,8 @@ TEST(LocalFailures, AbsurdCountsAreRefusedBeforeAnyByteIsRead) {
     refused(gcommAllReduce(c, b.data(), o.data(), count, gcommFloat32, gcommSum, nullptr), "all-reduce");
   }
   refused(gcommReduceScatter(c, b.data(), o.data(), SIZE_MAX / 2, gcommFloat16, gcommSum, nullptr), "reduce-scatter");
+  for (size_t count : {SIZE_MAX / 4, static_cast<size_t>(GCOMM_ADDRESS_LIMIT) / 4})
+    refused(gcommAllToAll(c, b.data(), o.data(), count, gcommFloat32, nullptr), "all-to-all");
   EXPECT_EQ(o[0], 0.0f) << "nothing ran";
   EXPECT_EQ(gcommAllReduce(c, b.data(), o.data(), 4, gcommFloat32, gcommSum, nullptr), gcommSuccess)
       << gcommGetLastError();

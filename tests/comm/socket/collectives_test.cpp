@@ -18,10 +18,10 @@ namespace gradcomm::test {
 namespace {
 
 const gcommDataType_t kDtypes[] = {gcommFloat32, gcommFloat16, gcommBfloat16};
-enum class Op { kAllReduce, kReduceScatter, kReduce, kBroadcast, kAllGather };
-const Op kOps[] = {Op::kAllReduce, Op::kReduceScatter, Op::kReduce, Op::kBroadcast, Op::kAllGather};
+enum class Op { kAllReduce, kReduceScatter, kReduce, kBroadcast, kAllGather, kAllToAll };
+const Op kOps[] = {Op::kAllReduce, Op::kReduceScatter, Op::kReduce, Op::kBroadcast, Op::kAllGather, Op::kAllToAll};
 const char* name(Op op) {
-  const char* names[] = {"all-reduce", "reduce-scatter", "reduce", "broadcast", "all-gather"};
+  const char* names[] = {"all-reduce", "reduce-scatter", "reduce", "broadcast", "all-gather", "all-to-all"};
   return names[static_cast<int>(op)];
 }
 
@@ -52,8 +52,8 @@ std::vector<unsigned char> random_values(gcommDataType_t d, size_t count, uint32
 
 // Elements each rank sends and receives for `count` (per-rank block for all-gather / reduce-scatter).
 void shape(Op op, size_t count, int n, size_t& send_elems, size_t& recv_elems) {
-  send_elems = op == Op::kReduceScatter ? count * n : count;
-  recv_elems = op == Op::kAllGather ? count * n : count;
+  send_elems = op == Op::kReduceScatter || op == Op::kAllToAll ? count * n : count;
+  recv_elems = op == Op::kAllGather || op == Op::kAllToAll ? count * n : count;
 }
 
 gcommStatus_t issue(Op op, gcommComm_t c, const void* send, void* recv, size_t count, gcommDataType_t d,
@@ -64,6 +64,7 @@ gcommStatus_t issue(Op op, gcommComm_t c, const void* send, void* recv, size_t c
     case Op::kReduce: return gcommReduce(c, send, recv, count, d, redop, root, nullptr);
     case Op::kBroadcast: return gcommBroadcast(c, send, recv, count, d, root, nullptr);
     case Op::kAllGather: return gcommAllGather(c, send, recv, count, d, nullptr);
+    case Op::kAllToAll: return gcommAllToAll(c, send, recv, count, d, nullptr);
   }
   return gcommInternalError;
 }
@@ -117,7 +118,7 @@ TEST(SocketBytesSent, EachCollectiveSendsItsAlgorithmsPayload) {
       Op op;
       uint64_t expect;
     } cases[] = {{Op::kAllReduce, 2 * (n - 1) * slice}, {Op::kReduceScatter, (n - 1) * slice},
-                 {Op::kAllGather, (n - 1) * slice}};
+                 {Op::kAllGather, (n - 1) * slice}, {Op::kAllToAll, (n - 1) * slice}};
     for (const Case& k : cases) {
       if (gcommCommBytesSent(c, &before) != gcommSuccess) return gcommGetLastError();
       const size_t elems = k.op == Op::kAllReduce ? count : count / n;
@@ -157,7 +158,8 @@ TEST_P(SocketCollectives, SameBitsAsTheLocalTransport) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{4099}})
         for (gcommRedOp_t redop : {gcommSum, gcommAvg, gcommMax, gcommMin})
           for (bool in_place : {false, true}) {
-            if ((op == Op::kBroadcast || op == Op::kAllGather) && redop != gcommSum) continue;
+            if ((op == Op::kBroadcast || op == Op::kAllGather || op == Op::kAllToAll) && redop != gcommSum) continue;
+            if (op == Op::kAllToAll && in_place) continue;  // refused: tests/comm/local
             const int root = (count + n - 1) % n;
             size_t send_elems, recv_elems;
             shape(op, count, n, send_elems, recv_elems);
@@ -182,11 +184,13 @@ TEST_P(SocketCollectives, MessagesLargerThanOnePiece) {
   uint32_t seed = 99;
   for (Op op : kOps) {
     size_t send_elems, recv_elems;
-    shape(op, count / (op == Op::kAllGather || op == Op::kReduceScatter ? n : 1), n, send_elems, recv_elems);
-    const size_t c = op == Op::kAllGather || op == Op::kReduceScatter ? count / n : count;
+    const bool blocked = op == Op::kAllGather || op == Op::kReduceScatter || op == Op::kAllToAll;
+    shape(op, count / (blocked ? n : 1), n, send_elems, recv_elems);
+    const size_t c = blocked ? count / n : count;
     std::vector<std::vector<unsigned char>> inputs(n);
     for (int r = 0; r < n; ++r) inputs[r] = random_values(gcommFloat32, send_elems, seed++, false);
     for (bool in_place : {false, true}) {
+      if (op == Op::kAllToAll && in_place) continue;
       auto got = run(sockets, op, c, gcommFloat32, gcommSum, n - 1, in_place, inputs);
       auto want = run(locals, op, c, gcommFloat32, gcommSum, n - 1, in_place, inputs);
       for (int r = 0; r < n; ++r) ASSERT_TRUE(got[r] == want[r]) << name(op) << " rank " << r;
