@@ -1,5 +1,7 @@
 #include "common/error.hpp"
 
+#include <cctype>
+
 namespace gradcomm {
 
 namespace {
@@ -51,5 +53,29 @@ void set_last_error(const std::string& message) noexcept {
 const char* last_error() noexcept { return last_error_storage().c_str(); }
 
 void clear_last_error() noexcept { last_error_storage().clear(); }
+
+std::string called_function(const char* expr) {
+  const std::string e = expr != nullptr ? expr : "";
+  auto is_name = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':'; };
+  std::string prefix;  // an accessor call before the function, "nccl()."
+  for (size_t i = 0; i < e.size();) {
+    const size_t start = i;
+    while (i < e.size() && is_name(e[i])) ++i;
+    std::string name = e.substr(start, i - start);
+    const size_t colons = name.rfind("::");
+    if (colons != std::string::npos) name = name.substr(colons + 2);
+    if (i == start) {
+      ++i;
+    } else if (i < e.size() && e[i] == '(') {
+      if (e.compare(i, 3, "().") == 0) {
+        prefix = name;
+        i += 3;
+        continue;
+      }
+      return prefix + name;
+    }
+  }
+  return e;
+}
 
 }  // namespace gradcomm

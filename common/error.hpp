@@ -52,6 +52,11 @@ void require(bool cond, Args&&... args) {
 const char* status_name(gcommStatus_t status) noexcept;    // nullptr if unknown
 const char* status_string(gcommStatus_t status) noexcept;  // nullptr if unknown
 
+// The function a checked call expression calls, for messages (which never show
+// source expressions): "cudaMalloc(&p, n * 4)" -> "cudaMalloc",
+// "nccl().AllReduce(a, b, ...)" -> "ncclAllReduce", "::cudaFree(p)" -> "cudaFree".
+std::string called_function(const char* expr);
+
 // The thread-local last-error message.
 void set_last_error(const std::string& message) noexcept;
 const char* last_error() noexcept;

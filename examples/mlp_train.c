@@ -153,8 +153,8 @@ typedef struct {
   do {                                                                                              \
     gcommStatus_t s_ = (call);                                                                      \
     if (s_ != gcommSuccess) {                                                                       \
-      snprintf(job->error, sizeof job->error, "%s: %s: %s", #call, gcommGetStatusName(s_),          \
-               gcommGetLastError());                                                                \
+      /* The message names the C function; the status follows in brackets. */                       \
+      snprintf(job->error, sizeof job->error, "%s (%s)", gcommGetLastError(), gcommGetStatusName(s_)); \
       goto done;                                                                                    \
     }                                                                                               \
   } while (0)
@@ -360,7 +360,7 @@ static int train(int ranks, int steps, int gpu, int f16_wire, int powersgd, int 
   int r, t, failed = 0;
   gcommStatus_t s = gcommCommInitLocal(ranks, gpu ? gcommCudaDevice(0) : gcommHostDevice(), &cc, comms);
   if (s != gcommSuccess) {
-    fprintf(stderr, "gcommCommInitLocal: %s: %s\n", gcommGetStatusName(s), gcommGetLastError());
+    fprintf(stderr, "%s (%s)\n", gcommGetLastError(), gcommGetStatusName(s));
     return 1;
   }
   for (t = 0; t < steps; ++t) loss[t] = 0;
@@ -413,7 +413,7 @@ static int train_as_process(int world, int steps, int gpu, int powersgd, int sha
   if (!gpu) cc.device = gcommHostDevice(); /* else cuda:<local rank> */
   s = gcommCommInitFromEnv(&cc, &comm);
   if (s != gcommSuccess) {
-    fprintf(stderr, "gcommCommInitFromEnv: %s: %s\n", gcommGetStatusName(s), gcommGetLastError());
+    fprintf(stderr, "%s (%s)\n", gcommGetLastError(), gcommGetStatusName(s));
     return 1;
   }
   gcommCommRank(comm, &rank);

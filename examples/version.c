@@ -11,7 +11,7 @@ int main(void) {
   char* report;
   gcommStatus_t status = gcommGetVersion(&version);
   if (status != gcommSuccess) {
-    fprintf(stderr, "gcommGetVersion: %s: %s\n", gcommGetStatusName(status), gcommGetLastError());
+    fprintf(stderr, "%s (%s)\n", gcommGetLastError(), gcommGetStatusName(status));
     return 1;
   }
   printf("gradcomm %s (code %d, header %d)\n", gcommGetVersionString(), version, GCOMM_VERSION_CODE);
@@ -20,7 +20,7 @@ int main(void) {
 
   /* Bad input gets a status and a message, never a crash. */
   status = gcommGetVersion(NULL);
-  printf("gcommGetVersion(NULL) -> %s: %s\n", gcommGetStatusName(status), gcommGetLastError());
+  printf("refused: %s (%s)\n", gcommGetLastError(), gcommGetStatusName(status));
 
   /* Size query, then the report. */
   if (gcommGetEnvironmentReport(NULL, 0, &required) != gcommSuccess) return 1;

@@ -14,10 +14,8 @@ void throw_nccl_error(ncclResult_t result, const char* expr, const char* file, i
   // Only reached after an NCCL call returned, so NCCL is loaded.
   const NcclLibrary& lib = nccl();
   const char* detail = lib.last_error(nullptr);
-  // "nccl().CommCount(...)" is named as NCCL names it: "ncclCommCount(...)".
-  std::string call = expr;
-  if (call.rfind("nccl().", 0) == 0) call = "nccl" + call.substr(7);
-  std::string msg = cat(call, " failed: ", lib.GetErrorString(result), " at ", file, ":", line);
+  // "nccl().CommCount(...)" is named as NCCL names it: "ncclCommCount".
+  std::string msg = cat(called_function(expr), " failed: ", lib.GetErrorString(result), " at ", file, ":", line);
   if (detail[0] != '\0') msg += cat(" (NCCL: ", detail, ")");
   GCOMM_INFO(msg);
   gcommStatus_t status = gcommNcclError;

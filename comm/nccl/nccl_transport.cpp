@@ -153,7 +153,7 @@ void NcclTransport::all_to_all(const CollectiveArgs& a, ncclDataType_t t, cudaSt
     return;
   }
   const size_t block = a.count * dtype_size(a.dtype);
-  GCOMM_NCCL_CHECK(lib.GroupStart());
+  GCOMM_NCCL_CHECK(nccl().GroupStart());
   ncclResult_t r = ncclSuccess;
   for (int q = 0; q < size_ && r == ncclSuccess; ++q) {
     r = lib.Send(static_cast<const char*>(a.send) + q * block, a.count, t, q, comm_, stream);

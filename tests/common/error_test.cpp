@@ -56,6 +56,18 @@ TEST(ApiGuard, SuccessDoesNotClearTheLastError) {
   EXPECT_STREQ(last_error(), "f: late");
 }
 
+// Issue 19: messages name the failed function, never the source expression.
+TEST(Error, CalledFunctionNamesTheFunctionNotTheExpression) {
+  EXPECT_EQ(called_function("cudaMalloc(&p, a.count * sizeof(float))"), "cudaMalloc");
+  EXPECT_EQ(called_function("nccl().AllReduce(a.send, a.recv, a.count, t, op, comm_, stream)"), "ncclAllReduce");
+  EXPECT_EQ(called_function("nccl().GroupStart()"), "ncclGroupStart");
+  EXPECT_EQ(called_function("::cudaFree(p)"), "cudaFree");
+  EXPECT_EQ(called_function("cudaStreamWaitEvent(stream, g.ready[q], 0)"), "cudaStreamWaitEvent");
+  EXPECT_EQ(called_function("no call at all"), "no call at all");
+  EXPECT_EQ(called_function(""), "");
+  EXPECT_EQ(called_function(nullptr), "");
+}
+
 TEST(LastError, IsPerThread) {
   set_last_error("main thread's error");
   std::string seen = "unset";

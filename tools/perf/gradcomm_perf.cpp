@@ -119,7 +119,7 @@ void fail_with(Setup& s, const std::string& what) {
   do {                                                                                                 \
     gcommStatus_t st_ = (call);                                                                        \
     if (st_ != gcommSuccess) {                                                                         \
-      fail_with(setup, std::string(#call " -> ") + gcommGetStatusName(st_) + ": " + gcommGetLastError()); \
+      fail_with(setup, std::string(gcommGetLastError()) + " (" + gcommGetStatusName(st_) + ")");      \
       return false;                                                                                    \
     }                                                                                                  \
   } while (0)
