@@ -3,10 +3,13 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 
 #include "comm/group.hpp"
+#include "comm/nccl/nccl_version.hpp"
+#include "comm/transports.hpp"
 #include "common/cuda_check.hpp"
 #include "common/deadline.hpp"
 #include "common/device.hpp"
@@ -27,9 +30,24 @@ void check_buffer(const void* ptr, const gcommDevice_t& device, const char* what
 Communicator::Communicator(std::unique_ptr<Transport> transport, double timeout_s)
     : transport_(std::move(transport)), timeout_s_(timeout_s) {
   if (is_cuda(transport_->device())) watchdog_ = std::thread([this] { watchdog_loop(); });
+  GCOMM_INFO(INIT, "communicator created: rank ", rank(), " of ", size(), ", ", transport_name(), " transport on ",
+             describe_device(device()),
+             transport_->kind() == gcommTransportNccl ? cat(", NCCL ", nccl_version_string(nccl_loaded_version()))
+                                                      : std::string());
+}
+
+const char* Communicator::transport_name() const noexcept {
+  const TransportEntry* t = find_transport(transport_->kind());
+  return t != nullptr ? t->name : "?";
 }
 
 Communicator::~Communicator() {
+  if (log_enabled(LogLevel::kInfo, LogSub::INIT)) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    log_line(LogLevel::kInfo, LogSub::INIT,
+             cat("communicator destroyed: rank ", rank(), " of ", size(), ", ", transport_name(), " transport, after ",
+                 next_seq_ - 1, " collective(s)", failure_ != gcommSuccess ? cat(" (failed: ", failure_message_, ")") : ""));
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -124,12 +142,15 @@ void Communicator::collective(CollectiveArgs a) {
       fail(failure_, "the communicator has failed and only accepts destroy: ", failure_message_);
     }
   }
+  // Log lines of this thread carry this rank (local ranks are threads of one process).
+  set_thread_log_rank(rank());
   validate(a);
   a.seq = next_seq_++;
   const size_t bytes = a.count * dtype_size(a.dtype);
   std::optional<DeviceGuard> guard;
   if (is_cuda(device())) guard.emplace(device());
   if (in_group()) transport_->join_group();  // a transport's own group opens before its call
+  const auto started = std::chrono::steady_clock::now();
   try {
     transport_->run(a);
   } catch (const Error& e) {
@@ -143,6 +164,14 @@ void Communicator::collective(CollectiveArgs a) {
     }
     throw;
   }
+  // One line per call: host transports have completed it, CUDA ones enqueued it.
+  GCOMM_TRACE(COLL, call_id(a),
+              a.op == Collective::kBarrier ? std::string()
+                                           : cat(" (", dtype_name(a.dtype),
+                                                 is_reduction(a.op) ? cat(", ", gcommRedOpName(a.redop)) : "", ")"),
+              " ", is_cuda(device()) ? "enqueued" : "completed", " in ",
+              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count(), " us",
+              in_group() ? " (in a group)" : "");
   if (in_group()) {
     // Launched at the group's end: watched from then on (see comm/group.hpp).
     ++grouped_;

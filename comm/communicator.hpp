@@ -57,6 +57,7 @@ class Communicator {
   void left_group() noexcept { --grouped_; }
 
  private:
+  const char* transport_name() const noexcept;  // the transport table's name ("nccl")
   struct Pending {
     void* event;  // cudaEvent_t
     std::chrono::steady_clock::time_point deadline;

@@ -38,7 +38,7 @@ std::unique_ptr<Transport> finish_store_init(
   try {
     bootstrap::agree_on_transport(*boot, name);
     auto inner = make_inner(*boot);
-    GCOMM_INFO("rank ", launch.rank, " of ", launch.world_size, ": ", name, " transport on ",
+    GCOMM_INFO(INIT, "rank ", launch.rank, " of ", launch.world_size, ": ", name, " transport on ",
                describe_device(inner->device()), " (met at ", boot->address(), ", ", launch.source, ")");
     return std::make_unique<StoreBackedTransport>(std::move(inner), std::move(boot), launch.timeout_s);
   } catch (const Error& e) {

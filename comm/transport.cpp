@@ -20,6 +20,10 @@ const char* collective_name(Collective op) noexcept {
   return "?";
 }
 
+bool is_reduction(Collective op) noexcept {
+  return op == Collective::kAllReduce || op == Collective::kReduce || op == Collective::kReduceScatter;
+}
+
 std::string call_name(Collective op, uint64_t seq, size_t bytes) {
   return cat(CallId{op, seq, bytes});
 }
@@ -56,8 +60,7 @@ std::string describe(const CallSignature& s) {
   os << collective_name(s.op);
   if (s.op != Collective::kBarrier) {
     os << "(count " << s.count << ", " << dtype_name(s.dtype);
-    if (s.op == Collective::kAllReduce || s.op == Collective::kReduce || s.op == Collective::kReduceScatter)
-      os << ", " << gcommRedOpName(s.redop);
+    if (is_reduction(s.op)) os << ", " << gcommRedOpName(s.redop);
     if (s.op == Collective::kBroadcast || s.op == Collective::kReduce) os << ", root " << s.root;
     os << ")";
   }

@@ -19,6 +19,8 @@ namespace gradcomm::comm {
 
 enum class Collective { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kBarrier };
 const char* collective_name(Collective op) noexcept;
+// All-reduce, reduce and reduce-scatter: the calls whose reduction op matters.
+bool is_reduction(Collective op) noexcept;
 
 // One collective call, already validated by the Communicator.
 struct CollectiveArgs {

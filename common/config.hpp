@@ -39,7 +39,7 @@ Config read_config(const Config* user, const Config& defaults, const char* type_
   size_t copy = user->size < sizeof(Config) ? user->size : sizeof(Config);
   std::memcpy(static_cast<void*>(&result), static_cast<const void*>(user), copy);
   if (user->size > sizeof(Config)) {
-    GCOMM_INFO(type_name, " from a newer gradcomm (version ", user->version, ", ", user->size,
+    GCOMM_INFO(CALL, type_name, " from a newer gradcomm (version ", user->version, ", ", user->size,
                " bytes): fields past byte ", sizeof(Config), " are not known to this library and are ignored");
   }
   result.size = sizeof(Config);

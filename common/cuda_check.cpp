@@ -36,7 +36,7 @@ void throw_cuda_error(cudaError_t error, const char* expr, const char* file, int
   // Clear the per-thread error so the next unrelated CUDA call does not report it.
   (void)cudaGetLastError();
   std::string msg = describe(error, expr, file, line);
-  GCOMM_INFO(msg);
+  GCOMM_INFO(CALL, msg);
   throw Error(error == cudaErrorMemoryAllocation ? gcommOutOfMemory : gcommCudaError, msg);
 }
 

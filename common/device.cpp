@@ -48,7 +48,7 @@ const GpuProbe& probe() {
       // and friends all mean: no usable GPU here.
       (void)cudaGetLastError();
       p.reason = plain_no_gpu_reason(err);
-      GCOMM_INFO("no usable GPU: ", p.reason);
+      GCOMM_INFO(INIT, "no usable GPU: ", p.reason);
       return p;
     }
     p.count = n;
@@ -227,7 +227,7 @@ DeviceGuard::~DeviceGuard() {
   if (primary_context_active(previous_)) {
     GCOMM_CUDA_WARN(cudaSetDevice(previous_));
   } else {
-    GCOMM_TRACE("not restoring current device ", previous_,
+    GCOMM_TRACE(CALL, "not restoring current device ", previous_,
                 ": it has no context yet, and restoring would create one");
   }
 }

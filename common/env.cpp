@@ -27,7 +27,7 @@ int64_t env_int(const char* name, int64_t default_value, int64_t min_value, int6
                "]; using the default ", default_value);
     return default_value;
   }
-  GCOMM_INFO(name, " set by environment to ", value);
+  GCOMM_INFO(ENV, name, " set by environment to ", value);
   return value;
 }
 
@@ -42,7 +42,7 @@ double env_double(const char* name, double default_value, double min_value, doub
                "]; using the default ", default_value);
     return default_value;
   }
-  GCOMM_INFO(name, " set by environment to ", value);
+  GCOMM_INFO(ENV, name, " set by environment to ", value);
   return value;
 }
 
@@ -73,7 +73,7 @@ double timeout_seconds() {
     fail(gcommInvalidArgument, "GRADCOMM_TIMEOUT_S='", *text,
          "' is not a timeout: give seconds >= 0.001, such as 30 or 2.5 (inf: wait without limit), or unset it "
          "for 300");
-  GCOMM_INFO("GRADCOMM_TIMEOUT_S set by environment to ", value);
+  GCOMM_INFO(ENV, "GRADCOMM_TIMEOUT_S set by environment to ", value);
   return value;
 }
 

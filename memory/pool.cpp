@@ -170,7 +170,7 @@ Block* CachingAllocator::new_segment(size_t bytes, size_t rounded, bool small) {
   if (Block* b = try_upstream(rounded, small, cause)) return b;
   // Out of memory: wait for every stream still holding cached blocks, give
   // all wholly free segments back, and try once more.
-  GCOMM_INFO("allocator on ", device_.kind == gcommDeviceHost ? "host" : "cuda", ": ", cause,
+  GCOMM_INFO(ALLOC, "allocator on ", device_.kind == gcommDeviceHost ? "host" : "cuda", ": ", cause,
              "; emptying the cache and retrying");
   drain();
   release_free_segments(false, 0);

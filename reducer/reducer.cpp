@@ -142,7 +142,7 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
     throw;
   }
   marked_.assign(n, 0);
-  GCOMM_INFO("reducer on ", describe_device(device_), ": ", n, " gradients, ", plan_.buckets.size(), " buckets\n",
+  GCOMM_INFO(REDUCER, "reducer on ", describe_device(device_), ": ", n, " gradients, ", plan_.buckets.size(), " buckets\n",
               describe_plan(plan_));
 }
 
@@ -365,6 +365,9 @@ void Reducer::launch_ready_buckets() {
 }
 
 void Reducer::launch_bucket(size_t b) {
+  GCOMM_TRACE(REDUCER, "step ", stats_.synced_steps + 1, ": bucket ", b, " of ", plan_.buckets.size(), " (",
+              plan_.buckets[b].entries.size(), " gradients, ", remaining_[b], " unmarked) launched after ",
+              marked_count_, " of ", grads_.size(), " gradients were marked ready");
   for (gcommStream_t s : bucket_streams_[b]) side_.wait_for(s);
   strategy_->run_bucket(b, remaining_[b] == 0, context());
   ++stats_.buckets_launched;
@@ -401,6 +404,8 @@ void Reducer::finalize(gcommStream_t stream) {
     finish_step(stream);
     side_.mark(stream);
     ++stats_.synced_steps;
+    GCOMM_TRACE(REDUCER, "step ", stats_.synced_steps, " finalized: ", plan_.buckets.size(), " buckets, ",
+                missing.size(), " gradients never marked");
     synced_result_ = true;
     maybe_rebuild(missing);  // every rank rebuilds at the same step
   });
@@ -458,7 +463,7 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
   if (same_plan(rebuilt, plan_)) return;
   build_wire(rebuilt, *strategy_);
   if (!params_.empty()) layout_params();
-  GCOMM_INFO("reducer: plan rebuilt in rank 0's ready order\n", describe_plan(plan_));
+  GCOMM_INFO(REDUCER, "reducer: plan rebuilt in rank 0's ready order\n", describe_plan(plan_));
 }
 
 bool Reducer::read_found_inf(gcommStream_t stream) {
@@ -553,7 +558,7 @@ void Reducer::enable_powersgd(const size_t* rows, const PowerSgdOptions& options
   rebuild_pending_ = false;  // P and Q are laid out by this plan
   psgd->wrap(std::move(strategy_));
   strategy_ = std::move(psgd);
-  GCOMM_INFO("reducer: PowerSGD rank ", options.rank, " on ", powersgd("").stats().compressed_matrices, " of ",
+  GCOMM_INFO(REDUCER, "reducer: PowerSGD rank ", options.rank, " on ", powersgd("").stats().compressed_matrices, " of ",
              grads_.size(), " gradients");
 }
 

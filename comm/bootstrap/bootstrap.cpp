@@ -34,7 +34,7 @@ Bootstrap::Bootstrap(const RendezvousOptions& options)
   address_ = host_port(options.master_addr, port_);
   c.address = address_;
   client_ = std::make_unique<StoreClient>(c, deadline_);
-  GCOMM_INFO("rank ", options.rank, " of ", options.world_size, " connected to the store at ", address_);
+  GCOMM_INFO(STORE, "rank ", options.rank, " of ", options.world_size, " connected to the store at ", address_);
 }
 
 Bootstrap::~Bootstrap() {

@@ -164,7 +164,7 @@ LaunchConfig launch_from_env(const gcommCommConfig_t& config, const EnvLookup& e
   LaunchConfig lc = resolve(config, env, true);
   if (!lc.launcher_warning.empty()) GCOMM_WARN(lc.launcher_warning);
   if (!lc.rendezvous_note.empty())
-    GCOMM_INFO("rank 0's store at ", lc.master_addr, ":", lc.master_port, " (", lc.rendezvous_note, ")");
+    GCOMM_INFO(INIT, "rank 0's store at ", lc.master_addr, ":", lc.master_port, " (", lc.rendezvous_note, ")");
   return lc;
 }
 

@@ -82,7 +82,7 @@ StoreClient::StoreClient(const StoreClientOptions& options, Deadline deadline)
       if (left <= Clock::duration::zero())
         fail(gcommTimeout, "rank ", options.rank, " of ", options.world_size, " could not join the store at ",
              address_, " within ", elapsed(), " s: it was full ", full, " time(s) (", full_message, ")");
-      GCOMM_INFO("rank ", options.rank, ": the store at ", address_, " is full; trying again in ", pause.count(),
+      GCOMM_INFO(STORE, "rank ", options.rank, ": the store at ", address_, " is full; trying again in ", pause.count(),
                  " ms");
       std::this_thread::sleep_for(std::min<Clock::duration>(pause, left));  // then one more try, at the deadline
     }
@@ -130,7 +130,7 @@ void StoreClient::abort(const std::string& reason) noexcept {
     w.str(reason.size() > 4096 ? reason.substr(0, 4096) + "..." : reason);
     (void)request(w.frame(MsgType::kAbort, tag_), Clock::now() + std::chrono::seconds(1), "abort");
   } catch (const std::exception& e) {
-    GCOMM_INFO("rank ", options_.rank, " could not report its failure to the store at ", address_, ": ",
+    GCOMM_INFO(STORE, "rank ", options_.rank, " could not report its failure to the store at ", address_, ": ",
                e.what());
   }
 }

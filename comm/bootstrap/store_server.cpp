@@ -250,7 +250,7 @@ void Loop::read_from(ConnId id, Conn& c, Deadline now) {
                      cat("lost its connection to the store at ", address_,
                          " without saying goodbye: did its process die? (its log says why)"));
       } else if (!c.closing) {
-        GCOMM_INFO("store at ", address_, ": ", c.peer, " ", how, " before saying hello");
+        GCOMM_INFO(STORE, "store at ", address_, ": ", c.peer, " ", how, " before saying hello");
       }
       return;
     }
@@ -306,7 +306,7 @@ void Loop::handle(ConnId id, Conn& c, const Header& h, const uint8_t* payload, D
     std::string refused = state_.join(id, rank, world, cat(name, " at ", c.peer));
     if (!refused.empty()) return refuse(c, h.tag, refused, now);
     c.hello_done = true;
-    GCOMM_INFO("store at ", address_, ": rank ", rank, " joined (", name, " at ", c.peer, ")");
+    GCOMM_INFO(STORE, "store at ", address_, ": rank ", rank, " joined (", name, " at ", c.peer, ")");
     return;
   }
   switch (h.type) {
@@ -336,7 +336,7 @@ void Loop::handle(ConnId id, Conn& c, const Header& h, const uint8_t* payload, D
     }
     case MsgType::kBye:
       r.finish();
-      GCOMM_INFO("store at ", address_, ": ", who(id, c), " said goodbye");
+      GCOMM_INFO(STORE, "store at ", address_, ": ", who(id, c), " said goodbye");
       state_.leave(id, true);
       c.dead = true;
       return;
@@ -433,7 +433,7 @@ StoreServer::StoreServer(const StoreServerOptions& options) : options_(options) 
     fail(gcommInternalError, "pipe2() failed: ", errno_text(errno));
   wake_read_ = Socket(fds[0]);
   wake_write_ = Socket(fds[1]);
-  GCOMM_INFO("store listening on port ", port_, " for ", options.world_size, " ranks (", options_.address,
+  GCOMM_INFO(STORE, "store listening on port ", port_, " for ", options.world_size, " ranks (", options_.address,
              ")");
   thread_ = std::thread([this] { run(); });
 }

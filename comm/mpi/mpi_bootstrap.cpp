@@ -174,7 +174,7 @@ void mpi_bootstrap(const gcommCommConfig_t& config, int mpi_comm_f, const bootst
   out.config.master_addr = out.master_addr.c_str();
   out.config.master_port = r.port;
   out.config.job_key = out.job_key.c_str();
-  GCOMM_INFO("MPI bootstrap: rank ", rank, " of ", size, " (local rank ", local_rank, "), rank 0's store at ",
+  GCOMM_INFO(INIT, "MPI bootstrap: rank ", rank, " of ", size, " (local rank ", local_rank, "), rank 0's store at ",
              net::host_port(out.master_addr, r.port));
 }
 

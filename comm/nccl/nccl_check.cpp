@@ -17,7 +17,7 @@ void throw_nccl_error(ncclResult_t result, const char* expr, const char* file, i
   // "nccl().CommCount(...)" is named as NCCL names it: "ncclCommCount".
   std::string msg = cat(called_function(expr), " failed: ", lib.GetErrorString(result), " at ", file, ":", line);
   if (detail[0] != '\0') msg += cat(" (NCCL: ", detail, ")");
-  GCOMM_INFO(msg);
+  GCOMM_INFO(CALL, msg);
   gcommStatus_t status = gcommNcclError;
   if (result == ncclInvalidArgument || result == ncclInvalidUsage) status = gcommInvalidArgument;
   if (result == ncclRemoteError) status = gcommRemoteError;

@@ -130,7 +130,7 @@ Loaded load() {
         std::free(got);
       }
       out.library = lib;
-      GCOMM_INFO("NCCL ", nccl_version_string(lib.version), " loaded from ", lib.path);
+      GCOMM_INFO(INIT, "NCCL ", nccl_version_string(lib.version), " loaded from ", lib.path);
       return out;
     }
     tried.push_back(cat(c.where, ": ", unusable));

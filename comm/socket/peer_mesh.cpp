@@ -153,7 +153,7 @@ std::vector<Socket> connect_peer_mesh(Bootstrap& boot, const std::string& master
     peers[from] = std::move(s);
     --missing;
   }
-  GCOMM_INFO("rank ", me, " of ", n, ": socket transport connected to its ", n - 1, " peer(s)");
+  GCOMM_INFO(INIT, "rank ", me, " of ", n, ": socket transport connected to its ", n - 1, " peer(s)");
   return peers;
 }
 

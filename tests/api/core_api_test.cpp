@@ -133,7 +133,7 @@ TEST(CoreApi, LogConfigRoutesLinesToTheCallback) {
   EXPECT_EQ(gcommGetVersion(nullptr), gcommInvalidArgument);  // failures are logged at INFO
   ASSERT_EQ(gcommSetLogConfig(nullptr), gcommSuccess);
   ASSERT_FALSE(out.lines.empty());
-  EXPECT_NE(out.lines.back().find("gcommGetVersion failed: gcommInvalidArgument"), std::string::npos)
+  EXPECT_NE(out.lines.back().find("[CALL] gcommGetVersion failed (gcommInvalidArgument): "), std::string::npos)
       << out.lines.back();
 }
 

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -81,11 +82,11 @@ TEST_F(LogTest, LinesCarryHostPidAndRankAndRespectTheLevel) {
   Captured out;
   set_log_config(LogLevel::kInfo, capture, &out);
   set_thread_log_rank(3);
-  GCOMM_INFO("hello ", 1);
-  GCOMM_TRACE("too detailed");
+  GCOMM_INFO(INIT, "hello ", 1);
+  GCOMM_TRACE(COLL, "too detailed");
   ASSERT_EQ(out.lines.size(), 1u);
   const std::string& line = out.lines[0];
-  std::string expected_tail = ":" + std::to_string(getpid()) + ":3 gradcomm INFO hello 1";
+  std::string expected_tail = ":" + std::to_string(getpid()) + ":3 gradcomm INFO [INIT] hello 1";
   EXPECT_NE(line.find(expected_tail), std::string::npos) << line;
   EXPECT_NE(line.find(':'), 0u) << "host name missing: " << line;
 }
@@ -106,6 +107,67 @@ TEST_F(LogTest, LevelComesFromTheEnvironmentUntilConfigured) {
   unsetenv("GRADCOMM_DEBUG");
   reset_log_config();
   EXPECT_EQ(log_level(), LogLevel::kWarn);
+}
+
+// Issue 19: GRADCOMM_DEBUG_SUBSYS as NCCL_DEBUG_SUBSYS (a list, ALL, ^ for all but).
+TEST(LogSubsystems, ParseAsNcclDoes) {
+  std::string unknown;
+  EXPECT_EQ(parse_log_subsystems("", &unknown), kAllLogSubs);
+  EXPECT_EQ(parse_log_subsystems("ALL", &unknown), kAllLogSubs);
+  EXPECT_EQ(parse_log_subsystems("INIT,COLL", &unknown),
+            static_cast<unsigned>(LogSub::INIT) | static_cast<unsigned>(LogSub::COLL));
+  EXPECT_EQ(parse_log_subsystems("reducer", &unknown), static_cast<unsigned>(LogSub::REDUCER)) << "any case";
+  EXPECT_EQ(parse_log_subsystems("^COLL", &unknown), kAllLogSubs & ~static_cast<unsigned>(LogSub::COLL));
+  EXPECT_EQ(unknown, "");
+  EXPECT_EQ(parse_log_subsystems("INIT,NET,,bogus", &unknown), static_cast<unsigned>(LogSub::INIT));
+  EXPECT_EQ(unknown, "'NET', 'bogus'");
+}
+
+TEST_F(LogTest, TheSubsystemFilterKeepsWarnings) {
+  Captured out;
+  setenv("GRADCOMM_DEBUG_SUBSYS", "^COLL", 1);
+  reset_log_config();
+  set_log_config(LogLevel::kTrace, capture, &out);
+  GCOMM_TRACE(COLL, "filtered out");
+  GCOMM_INFO(STORE, "kept");
+  GCOMM_WARN("always");
+  unsetenv("GRADCOMM_DEBUG_SUBSYS");
+  ASSERT_EQ(out.lines.size(), 2u);
+  EXPECT_NE(out.lines[0].find("INFO [STORE] kept"), std::string::npos) << out.lines[0];
+  EXPECT_NE(out.lines[1].find("WARN always"), std::string::npos) << out.lines[1];
+}
+
+TEST(LogFile, PlaceholdersAreFilledIn) {
+  EXPECT_EQ(resolve_log_path("/tmp/gc.%h.%p.%r.log", "node7", 123, 4), "/tmp/gc.node7.123.4.log");
+  EXPECT_EQ(resolve_log_path("%r-%%-%x-%", "h", 1, -1), "--%-%x-%") << "unknown rank, literal %, others kept";
+}
+
+// Lines go to one file per rank (threads of the local transport included).
+TEST_F(LogTest, DebugFileGetsOneFilePerRank) {
+  char dir[] = "/tmp/gradcomm-log-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string pattern = std::string(dir) + "/log.%r.txt";
+  setenv("GRADCOMM_DEBUG_FILE", pattern.c_str(), 1);
+  setenv("GRADCOMM_DEBUG", "INFO", 1);
+  reset_log_config();
+  set_thread_log_rank(0);
+  GCOMM_INFO(INIT, "line of rank 0");
+  set_thread_log_rank(1);
+  GCOMM_WARN("line of rank 1");
+  reset_log_config();  // closes the files
+  unsetenv("GRADCOMM_DEBUG_FILE");
+  unsetenv("GRADCOMM_DEBUG");
+  for (int r = 0; r < 2; ++r) {
+    const std::string path = std::string(dir) + "/log." + std::to_string(r) + ".txt";
+    FILE* f = std::fopen(path.c_str(), "r");
+    ASSERT_NE(f, nullptr) << path;
+    char buf[512] = {};
+    ASSERT_NE(std::fgets(buf, sizeof buf, f), nullptr);
+    std::fclose(f);
+    EXPECT_NE(std::string(buf).find("line of rank " + std::to_string(r)), std::string::npos) << buf;
+    std::remove(path.c_str());
+  }
+  rmdir(dir);
 }
 
 }  // namespace
