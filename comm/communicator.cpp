@@ -114,6 +114,33 @@ void Communicator::record_failure(gcommStatus_t status, const std::string& messa
   } catch (...) {
   }
   GCOMM_WARN("communicator rank ", rank(), " failed: ", message);
+  // The first failure writes the flight record where GRADCOMM_FLIGHT_RECORDER_FILE says.
+  try {
+    const std::string path = flight_record_path_from_env(rank());
+    if (path.empty() || !recorder_.enabled()) return;
+    write_flight_record(path, flight_record(cat("failure: ", status_name(status))));
+    GCOMM_WARN("communicator rank ", rank(), ": flight record written to ", path);
+  } catch (const std::exception& e) {
+    GCOMM_WARN("communicator rank ", rank(), ": the flight record could not be written: ", e.what());
+  } catch (...) {
+  }
+}
+
+std::string Communicator::flight_record(const std::string& reason) const {
+  std::string failure;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_ != gcommSuccess) failure = cat(status_name(failure_), ": ", failure_message_);
+  }
+  return recorder_.to_json(FlightIdentity{rank(), size(), transport_name(), describe_device(device())}, reason,
+                           failure);
+}
+
+void Communicator::dump_flight_record(const std::string& path) const {
+  require(recorder_.enabled(), "the flight recorder is off (GRADCOMM_FLIGHT_RECORDER_ENTRIES=0)");
+  const std::string where = path.empty() ? flight_record_path_from_env(rank()) : path;
+  require(!where.empty(), "no path: pass one, or set GRADCOMM_FLIGHT_RECORDER_FILE (%r is the rank)");
+  write_flight_record(where, flight_record("requested"));
 }
 
 void Communicator::throw_failure() const {
@@ -146,14 +173,16 @@ void Communicator::collective(CollectiveArgs a) {
   set_thread_log_rank(rank());
   validate(a);
   a.seq = next_seq_++;
+  const auto started = std::chrono::steady_clock::now();
+  const size_t slot = recorder_.enqueued(a, started);
   const size_t bytes = a.count * dtype_size(a.dtype);
   std::optional<DeviceGuard> guard;
   if (is_cuda(device())) guard.emplace(device());
   if (in_group()) transport_->join_group();  // a transport's own group opens before its call
-  const auto started = std::chrono::steady_clock::now();
   try {
     transport_->run(a);
   } catch (const Error& e) {
+    recorder_.done(slot, a.seq, false);
     // Argument mismatches between ranks leave the communicator usable; anything
     // else (timeout, abort, a peer's failure, CUDA/NCCL errors) fails it.
     if (e.status() != gcommInvalidArgument) {
@@ -164,6 +193,7 @@ void Communicator::collective(CollectiveArgs a) {
     }
     throw;
   }
+  if (!is_cuda(device())) recorder_.done(slot, a.seq, true);  // CUDA: when the watchdog sees its event
   // One line per call: host transports have completed it, CUDA ones enqueued it.
   GCOMM_TRACE(COLL, call_id(a),
               a.op == Collective::kBarrier ? std::string()
@@ -236,6 +266,7 @@ void Communicator::watchdog_loop() {
         transport_->abort();
         lock.lock();
       }
+      if (q == cudaSuccess) recorder_.completed(pending_.front().seq);
       spare_events_.push_back(pending_.front().event);
       pending_.pop_front();
     }

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/flight_recorder.hpp"
 #include "comm/transport.hpp"
 
 namespace gradcomm::comm {
@@ -45,6 +46,11 @@ class Communicator {
   gcommStatus_t health(std::string& message) noexcept;
   // Waits (bounded by the timeout) for every enqueued collective to complete.
   void synchronize();
+
+  // The flight record as JSON (comm/flight_recorder.hpp); `reason` says why it is written.
+  std::string flight_record(const std::string& reason) const;
+  // Writes it to `path` ("" : GRADCOMM_FLIGHT_RECORDER_FILE; refused when neither).
+  void dump_flight_record(const std::string& path) const;
 
   // Calls made inside a group (comm/group.hpp) and not yet launched; destroy
   // and synchronize refuse while there are any. The group's end completes or
@@ -76,6 +82,7 @@ class Communicator {
 
   std::unique_ptr<Transport> transport_;
   const double timeout_s_;
+  FlightRecorder recorder_{FlightRecorder::capacity_from_env()};
   uint64_t next_seq_ = 1;
   std::atomic<int> grouped_{0};
 

@@ -1,5 +1,6 @@
 list(APPEND GRADCOMM_COMM_SOURCES
   communicator.cpp
+  flight_recorder.cpp
   group.cpp
   api/comm_api.cpp
   api/comm_init_api.cpp

@@ -12,6 +12,7 @@
 #include "common/device.hpp"
 #include "common/dtype.hpp"
 #include "common/log.hpp"
+#include "comm/flight_recorder.hpp"
 #include "comm/group.hpp"
 #include "reducer/device_bytes.hpp"
 #include "reducer/strategies/allreduce.hpp"
@@ -369,6 +370,7 @@ void Reducer::launch_bucket(size_t b) {
               plan_.buckets[b].entries.size(), " gradients, ", remaining_[b], " unmarked) launched after ",
               marked_count_, " of ", grads_.size(), " gradients were marked ready");
   for (gcommStream_t s : bucket_streams_[b]) side_.wait_for(s);
+  comm::FlightBucketScope in_bucket(static_cast<int>(b));  // the flight record names the bucket
   strategy_->run_bucket(b, remaining_[b] == 0, context());
   ++stats_.buckets_launched;
 }

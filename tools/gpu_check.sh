@@ -211,6 +211,8 @@ if want perf && [ -x "$perf" ]; then
     if [ -x "$overhead" ]; then
       echo "### gradcomm-call-overhead-bench"; "$overhead" -J "$benchdir/call_overhead.jsonl"
       "$overhead" --bytes 1048576
+      echo "### gradcomm-call-overhead-bench, flight recorder off (its cost on NCCL: target <= 0.1 us a call)"
+      GRADCOMM_FLIGHT_RECORDER_ENTRIES=0 "$overhead"
     fi
     if [ "$ngpus" -ge 2 ]; then  # NCCL through the store, one process per GPU
       echo "### gradcomm-perf, one process per GPU ($ngpus)"

@@ -9,6 +9,7 @@
 #include "comm/local/local_transport.hpp"
 #include "comm/transports.hpp"
 #include "common/device.hpp"
+#include "common/api/out_string.hpp"
 #include "common/api_guard.hpp"
 #include "common/config.hpp"
 #include "common/env.hpp"
@@ -92,6 +93,17 @@ GCOMM_API gcommStatus_t gcommCommTransport(gcommComm_t comm, gcommTransport_t* t
   return GCOMM_API_CALL({
     GCOMM_REQUIRE_NOT_NULL(transport);
     *transport = comms().get(comm)->comm.kind();
+  });
+}
+
+GCOMM_API gcommStatus_t gcommCommDumpFlightRecord(gcommComm_t comm, const char* path) {
+  return GCOMM_API_CALL({ comms().get(comm)->comm.dump_flight_record(path != nullptr ? path : ""); });
+}
+
+GCOMM_API gcommStatus_t gcommCommGetFlightRecord(gcommComm_t comm, char* buffer, size_t size, size_t* required) {
+  return GCOMM_API_CALL({
+    const std::string json = comms().get(comm)->comm.flight_record("requested");
+    copy_out_string(json, buffer, size, required);
   });
 }
 

@@ -186,6 +186,17 @@ GCOMM_API gcommStatus_t gcommCommTransport(gcommComm_t comm, gcommTransport_t* t
  *  local transport (shared memory) and NCCL return gcommNotSupported. */
 GCOMM_API gcommStatus_t gcommCommBytesSent(gcommComm_t comm, uint64_t* bytes);
 
+/** The flight record: this communicator's last collectives (sequence number, kind,
+ *  count, dtype, reduction, root, stream, reducer bucket, state, enqueue and
+ *  completion times) as JSON, for tools/gradcomm_desync.py. A failed communicator
+ *  answers too. GRADCOMM_FLIGHT_RECORDER_ENTRIES sets the ring's size (default
+ *  2048, 0: off); on its first failure a communicator writes the record to
+ *  GRADCOMM_FLIGHT_RECORDER_FILE when that is set (%h host, %p pid, %r rank).
+ *  Dump: to `path`, or with path NULL to GRADCOMM_FLIGHT_RECORDER_FILE.
+ *  Get: into `buffer` (output-string convention: `required` gets the length + 1). */
+GCOMM_API gcommStatus_t gcommCommDumpFlightRecord(gcommComm_t comm, const char* path);
+GCOMM_API gcommStatus_t gcommCommGetFlightRecord(gcommComm_t comm, char* buffer, size_t size, size_t* required);
+
 /** gcommSuccess while healthy; otherwise the status that aborted the communicator
  *  (its message is put in the last-error message). Does not block. */
 GCOMM_API gcommStatus_t gcommCommGetAsyncError(gcommComm_t comm, gcommStatus_t* async_status);

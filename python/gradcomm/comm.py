@@ -123,6 +123,17 @@ class Communicator(Handle):
         """Payload bytes this rank sent (socket transport only)."""
         return _C.comm_bytes_sent(self.handle)
 
+    def flight_record(self):
+        """This communicator's last collectives (the flight recorder) as a dict."""
+        import json
+        return json.loads(_C.comm_flight_record(self.handle))
+
+    def dump_flight_record(self, path=None):
+        """Writes the flight record as JSON to ``path`` (None: the path
+        GRADCOMM_FLIGHT_RECORDER_FILE names, %r the rank); tools/gradcomm_desync.py
+        reads the ranks' files."""
+        _C.comm_dump_flight_record(self.handle, None if path is None else str(path))
+
     def abort(self):
         """Fails outstanding and later operations; close() is still needed."""
         _C.comm_abort(self.handle)

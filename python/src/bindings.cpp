@@ -12,6 +12,7 @@
 //  - a failed call raises while still on the calling thread, carrying the status
 //    and that thread's last-error message (gradcomm.Error and its subclasses).
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -455,6 +456,16 @@ void bind_comm(nb::module_& m) {
     check(gcommCommBytesSent(reinterpret_cast<gcommComm_t>(h), &v));
     return v;
   });
+  m.def("comm_flight_record", [](Ptr h) {
+    return read_string(
+        [h](char* b, size_t n, size_t* r) { return gcommCommGetFlightRecord(reinterpret_cast<gcommComm_t>(h), b, n, r); });
+  });
+  m.def(
+      "comm_dump_flight_record",
+      [](Ptr h, std::optional<std::string> path) {
+        check(gcommCommDumpFlightRecord(reinterpret_cast<gcommComm_t>(h), path ? path->c_str() : nullptr));
+      },
+      nb::arg("handle"), nb::arg("path").none());
   m.def("comm_async_error", [](Ptr h) {
     gcommStatus_t s = gcommSuccess;
     check(gcommCommGetAsyncError(reinterpret_cast<gcommComm_t>(h), &s));

@@ -230,3 +230,19 @@ def test_a_world_of_one_does_not_need_port_29500():
             assert x.tolist() == [0, 1, 2, 3]
     finally:
         holder.close()
+
+
+def test_flight_record_names_the_last_collectives(tmp_path):
+    cs = gradcomm.init_local(2, timeout=30)
+    try:
+        on_ranks(cs, lambda r, c: [c.all_reduce(np.ones(8, dtype=np.float32)) for _ in range(3)])
+        rec = cs[1].flight_record()
+        assert rec["rank"] == 1 and rec["size"] == 2 and rec["transport"] == "local"
+        assert [e["seq"] for e in rec["entries"]] == [1, 2, 3]
+        assert all(e["state"] == "completed" and e["op"] == "all-reduce" for e in rec["entries"])
+        path = tmp_path / "rank1.json"
+        cs[1].dump_flight_record(path)
+        assert '"last_completed_seq": 3' in path.read_text()
+    finally:
+        for c in cs:
+            c.close()

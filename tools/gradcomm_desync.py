@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Reads the flight records of a job's ranks (GRADCOMM_FLIGHT_RECORDER_FILE, or
+gcommCommDumpFlightRecord) and says, in words, where the ranks parted: which rank
+never entered which collective, which ranks stopped where, and calls that differ
+between ranks at the same sequence number. Standard library only.
+
+  python3 tools/gradcomm_desync.py /tmp/records/          every *.json in the folder
+  python3 tools/gradcomm_desync.py rank0.json rank1.json ...
+
+Exit status: 0 when the records agree and every rank completed its last call,
+1 when they show a desync, a mismatch or a failure, 2 on unreadable input.
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+
+
+def die(message):
+    print(f"gradcomm_desync: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def load(paths):
+    records = {}
+    for path in paths:
+        try:
+            with open(path) as f:
+                rec = json.load(f)
+        except (OSError, ValueError) as e:
+            die(f"cannot read {path}: {e}")
+        if rec.get("gradcomm_flight_record") != 1:
+            die(f"{path} is not a gradcomm flight record")
+        records[rec["rank"]] = rec
+    return records
+
+
+def describe(e):
+    """'all-reduce #5 (1024 f32, sum)' — what the ranks must agree on."""
+    parts = [f"{e['count']} {e['dtype']}"]
+    if "redop" in e:
+        parts.append(e["redop"])
+    if "root" in e:
+        parts.append(f"root {e['root']}")
+    if e["op"] == "barrier":
+        return f"barrier #{e['seq']}"
+    return f"{e['op']} #{e['seq']} ({', '.join(parts)})"
+
+
+def signature(e):
+    return (e["op"], e["count"], e["dtype"], e.get("redop"), e.get("root"))
+
+
+def ranks_text(ranks):
+    ranks = sorted(ranks)
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def report(records):
+    """The report's lines and whether anything is wrong."""
+    lines, wrong = [], False
+    sizes = {r["size"] for r in records.values()}
+    size = max(sizes)
+    if len(sizes) > 1:
+        lines.append(f"the records disagree on the job's size: {sorted(sizes)}")
+        wrong = True
+    missing = sorted(set(range(size)) - set(records))
+    lines.append(f"job of {size} ranks ({next(iter(records.values()))['transport']} transport); records from "
+                 f"{ranks_text(records)}" + (f"; none from {ranks_text(missing)} (frozen, killed, or never "
+                                              "asked to write one)" if missing else ""))
+    if missing:
+        wrong = True
+
+    by_seq = {}  # seq -> {rank: entry}
+    for rank, rec in records.items():
+        for e in rec["entries"]:
+            by_seq.setdefault(e["seq"], {})[rank] = e
+    last_entered = {rank: rec["last_enqueued_seq"] for rank, rec in records.items()}
+    oldest = {rank: (rec["entries"][0]["seq"] if rec["entries"] else rec["last_enqueued_seq"] + 1)
+              for rank, rec in records.items()}
+
+    # Calls that differ at one sequence number: the first is what went wrong.
+    for seq in sorted(by_seq):
+        seen = by_seq[seq]
+        if len({signature(e) for e in seen.values()}) > 1:
+            lines.append(f"collective #{seq} differs between ranks: " +
+                         "; ".join(f"rank {r} called {describe(e)}" for r, e in sorted(seen.items())))
+            wrong = True
+            break
+
+    # The furthest call any rank entered, and who never got there.
+    front = max(last_entered.values())
+    if front > 0:
+        entered = [r for r, s in last_entered.items() if s >= front]
+        behind = {r: s for r, s in last_entered.items() if s < front}
+        call = describe(by_seq[front][entered[0]])
+        if behind or missing:
+            never = sorted(list(behind) + missing)
+            lines.append(f"{call}: entered by {ranks_text(entered)}; never entered by {ranks_text(never)}")
+            for r, s in sorted(behind.items()):
+                last = by_seq.get(s, {}).get(r)
+                lines.append(f"rank {r} stopped after {describe(last) if last else f'collective #{s}'}"
+                             + (f" (its record starts at #{oldest[r]})" if s < oldest[r] else ""))
+            wrong = True
+        else:
+            lines.append(f"every rank with a record entered {call}")
+
+    # Failures and calls that never completed.
+    for r, rec in sorted(records.items()):
+        pending = [e for e in rec["entries"] if e["state"] != "completed"]
+        if rec.get("failure"):
+            lines.append(f"rank {r} failed: {rec['failure']}")
+            wrong = True
+        for e in pending:
+            lines.append(f"rank {r}: {describe(e)} {e['state']}"
+                         + (f" (reducer bucket {e['bucket']})" if "bucket" in e else ""))
+            wrong = True
+    if not wrong:
+        lines.append("the records agree and every call completed")
+    return lines, wrong
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="+", help="record files, or folders holding *.json records")
+    args = ap.parse_args()
+    files = []
+    for p in args.paths:
+        files.extend(sorted(glob.glob(os.path.join(p, "*.json"))) if os.path.isdir(p) else [p])
+    if not files:
+        die("no records found")
+    lines, wrong = report(load(files))
+    print("\n".join(lines))
+    sys.exit(1 if wrong else 0)
+
+
+if __name__ == "__main__":
+    main()
