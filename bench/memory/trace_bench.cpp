@@ -21,6 +21,16 @@ using namespace gradcomm::memory;
 
 namespace {
 
+// Peak reserved / peak allocated (and / requested) of a replay: the fragmentation.
+void report_fragmentation(benchmark::State& state, const AllocatorStats& last) {
+  const double reserved = static_cast<double>(last.reserved_bytes.all().peak);
+  state.counters["peak_reserved_MiB"] = reserved / (1 << 20);
+  state.counters["peak_allocated_MiB"] = static_cast<double>(last.allocated_bytes.all().peak) / (1 << 20);
+  state.counters["reserved_per_allocated"] = reserved / static_cast<double>(last.allocated_bytes.all().peak);
+  state.counters["reserved_per_requested"] = reserved / static_cast<double>(last.requested_bytes.all().peak);
+  state.counters["upstream_allocs"] = static_cast<double>(last.upstream_allocs);
+}
+
 void replay(benchmark::State& state, AllocatorOptions options, double jitter) {
   bench::TraceParams params;
   params.jitter = jitter;
@@ -42,12 +52,7 @@ void replay(benchmark::State& state, AllocatorOptions options, double jitter) {
     }
     last = alloc.stats();
   }
-  const double reserved = static_cast<double>(last.reserved_bytes.all().peak);
-  state.counters["peak_reserved_MiB"] = reserved / (1 << 20);
-  state.counters["peak_allocated_MiB"] = static_cast<double>(last.allocated_bytes.all().peak) / (1 << 20);
-  state.counters["reserved_per_allocated"] = reserved / static_cast<double>(last.allocated_bytes.all().peak);
-  state.counters["reserved_per_requested"] = reserved / static_cast<double>(last.requested_bytes.all().peak);
-  state.counters["upstream_allocs"] = static_cast<double>(last.upstream_allocs);
+  report_fragmentation(state, last);
   state.counters["trace_allocs"] = static_cast<double>(last.malloc_calls);
   state.counters["ops_per_s"] =
       benchmark::Counter(static_cast<double>(trace.size()), benchmark::Counter::kIsIterationInvariantRate);
@@ -104,12 +109,7 @@ void replay_on_device(benchmark::State& state, double jitter) {
   const AllocatorStats last = alloc->stats();
   alloc.reset();
   for (cudaStream_t s : raw) cudaStreamDestroy(s);
-  const double reserved = static_cast<double>(last.reserved_bytes.all().peak);
-  state.counters["peak_reserved_MiB"] = reserved / (1 << 20);
-  state.counters["peak_allocated_MiB"] = static_cast<double>(last.allocated_bytes.all().peak) / (1 << 20);
-  state.counters["reserved_per_allocated"] = reserved / static_cast<double>(last.allocated_bytes.all().peak);
-  state.counters["reserved_per_requested"] = reserved / static_cast<double>(last.requested_bytes.all().peak);
-  state.counters["upstream_allocs"] = static_cast<double>(last.upstream_allocs);
+  report_fragmentation(state, last);
   state.counters["cold_replay_ms"] = cold_s * 1e3;
   state.counters["trace_ops"] = static_cast<double>(trace.size());
   state.counters["ops_per_s"] =

@@ -398,6 +398,18 @@ void bind_core(nb::module_& m) {
   });
 }
 
+// All-gather and all-to-all: (comm, send, recv, count per block, dtype, stream).
+using BlockwiseCall = gcommStatus_t (*)(gcommComm_t, const void*, void*, size_t, gcommDataType_t, gcommStream_t);
+void bind_blockwise(nb::module_& m, const char* name, BlockwiseCall call) {
+  m.def(
+      name,
+      [call](Ptr h, Ptr send, Ptr recv, size_t count, int dt, Ptr stream) {
+        check(call(reinterpret_cast<gcommComm_t>(h), to_ptr(send), to_ptr(recv), count,
+                   static_cast<gcommDataType_t>(dt), to_stream(stream)));
+      },
+      Release());
+}
+
 void bind_comm(nb::module_& m) {
   m.def(
       "comm_init_from_env",
@@ -486,13 +498,7 @@ void bind_comm(nb::module_& m) {
                              static_cast<gcommDataType_t>(dt), root, to_stream(stream)));
       },
       Release());
-  m.def(
-      "all_gather",
-      [](Ptr h, Ptr send, Ptr recv, size_t count, int dt, Ptr stream) {
-        check(gcommAllGather(reinterpret_cast<gcommComm_t>(h), to_ptr(send), to_ptr(recv), count,
-                             static_cast<gcommDataType_t>(dt), to_stream(stream)));
-      },
-      Release());
+  bind_blockwise(m, "all_gather", gcommAllGather);
   m.def(
       "reduce_scatter",
       [](Ptr h, Ptr send, Ptr recv, size_t count, int dt, int op, Ptr stream) {
@@ -500,13 +506,7 @@ void bind_comm(nb::module_& m) {
                                  static_cast<gcommDataType_t>(dt), static_cast<gcommRedOp_t>(op), to_stream(stream)));
       },
       Release());
-  m.def(
-      "all_to_all",
-      [](Ptr h, Ptr send, Ptr recv, size_t count, int dt, Ptr stream) {
-        check(gcommAllToAll(reinterpret_cast<gcommComm_t>(h), to_ptr(send), to_ptr(recv), count,
-                            static_cast<gcommDataType_t>(dt), to_stream(stream)));
-      },
-      Release());
+  bind_blockwise(m, "all_to_all", gcommAllToAll);
   m.def(
       "barrier", [](Ptr h, Ptr stream) { check(gcommBarrier(reinterpret_cast<gcommComm_t>(h), to_stream(stream))); },
       Release());
