@@ -121,7 +121,10 @@ void Communicator::record_failure(gcommStatus_t status, const std::string& messa
     write_flight_record(path, flight_record(cat("failure: ", status_name(status))));
     GCOMM_WARN("communicator rank ", rank(), ": flight record written to ", path);
   } catch (const std::exception& e) {
-    GCOMM_WARN("communicator rank ", rank(), ": the flight record could not be written: ", e.what());
+    try {  // the warning allocates too: nothing may leave this noexcept function
+      GCOMM_WARN("communicator rank ", rank(), ": the flight record could not be written: ", e.what());
+    } catch (...) {
+    }
   } catch (...) {
   }
 }
@@ -235,6 +238,7 @@ void Communicator::complete_grouped(const CollectiveArgs& a) {
 }
 
 void Communicator::fail_grouped(const CollectiveArgs& a, gcommStatus_t status, const std::string& message) noexcept {
+  recorder_.failed(a.seq);
   try {
     record_failure(status, cat(call_name(a.op, a.seq, a.count * dtype_size(a.dtype)), " (in a group): ", message));
   } catch (...) {
@@ -245,6 +249,7 @@ void Communicator::fail_grouped(const CollectiveArgs& a, gcommStatus_t status, c
 }
 
 void Communicator::watchdog_loop() {
+  set_thread_log_rank(rank());  // its warnings carry the rank (and go to the rank's log file)
   DeviceGuard guard(device());
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {

@@ -108,13 +108,20 @@ void FlightRecorder::completed(uint64_t seq) noexcept {
   }
 }
 
+void FlightRecorder::failed(uint64_t seq) noexcept {
+  if (capacity_ == 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (FlightEntry* e = find(seq)) e->state.store(FlightEntry::State::kFailed, std::memory_order_release);
+}
+
 std::string FlightRecorder::to_json(const FlightIdentity& who, const std::string& reason,
                                     const std::string& failure) const {
   using nlohmann::json;
   json entries = json::array();
-  uint64_t last_enqueued = 0, last_completed = 0;
+  uint64_t last_enqueued = 0, last_completed = 0, recorded = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    recorded = recorded_;
     const size_t n = capacity_, held = recorded_ < n ? recorded_ : n;
     for (size_t k = held; k >= 1; --k) {
       const FlightEntry& e = ring_[(next_ + n - k) % n];
@@ -149,7 +156,7 @@ std::string FlightRecorder::to_json(const FlightIdentity& who, const std::string
               {"reason", reason},
               {"failure", failure.empty() ? json() : json(failure)},
               {"capacity", capacity_},
-              {"recorded", recorded_},
+              {"recorded", recorded},
               {"last_enqueued_seq", last_enqueued},
               {"last_completed_seq", last_completed},
               {"entries", std::move(entries)}};

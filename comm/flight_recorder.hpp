@@ -74,6 +74,8 @@ class FlightRecorder {
   void done(size_t slot, uint64_t seq, bool ok) noexcept;
   // A CUDA call seen complete by the watchdog (any thread; searched by seq).
   void completed(uint64_t seq) noexcept;
+  // A grouped call whose launch failed at the group's end (searched by seq).
+  void failed(uint64_t seq) noexcept;
 
   // The record as JSON text: identity, why it was written, the failure (if any)
   // and the entries oldest first.

@@ -118,8 +118,9 @@ class LocalTransport final : public Transport {
         break;
       case Collective::kAllToAll:
         // Block q of this rank's output is block `rank_` of rank q's input.
-        for (int q = 0; q < n; ++q)
-          std::memcpy(recv_at(rank_, q * a.count, a), send_at(q, rank_ * a.count, a), a.count * es(a));
+        if (a.count > 0)
+          for (int q = 0; q < n; ++q)
+            std::memcpy(recv_at(rank_, q * a.count, a), send_at(q, rank_ * a.count, a), a.count * es(a));
         break;
       case Collective::kBarrier: break;
     }
