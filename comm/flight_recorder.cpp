@@ -10,6 +10,7 @@
 #include "common/env.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/text_file.hpp"
 
 namespace gradcomm::comm {
 
@@ -40,11 +41,6 @@ std::string hex(uintptr_t v) {
   return buf;
 }
 
-std::string host() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "?";
-  return name;
-}
 }  // namespace
 
 int flight_bucket() noexcept { return t_bucket; }
@@ -149,7 +145,7 @@ std::string FlightRecorder::to_json(const FlightIdentity& who, const std::string
               {"size", who.size},
               {"transport", who.transport},
               {"device", who.device},
-              {"host", host()},
+              {"host", host_name()},
               {"pid", static_cast<long>(getpid())},
               {"written_utc", utc(std::chrono::system_clock::now())},
               {"recorder_started_utc", utc(start_wall_)},
@@ -164,17 +160,11 @@ std::string FlightRecorder::to_json(const FlightIdentity& who, const std::string
 }
 
 void write_flight_record(const std::string& path, const std::string& json) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  require(f != nullptr, "cannot write the flight record to '", path, "'");
-  const bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size() && std::fputc('\n', f) != EOF;
-  const bool closed = std::fclose(f) == 0;
-  require(ok && closed, "writing the flight record to '", path, "' failed");
+  write_text_file(path, json, "flight record");
 }
 
 std::string flight_record_path_from_env(int rank) {
-  auto pattern = env_string("GRADCOMM_FLIGHT_RECORDER_FILE");
-  if (!pattern || pattern->empty()) return "";
-  return resolve_log_path(*pattern, host(), static_cast<long>(getpid()), rank);
+  return rank_file_path("GRADCOMM_FLIGHT_RECORDER_FILE", rank);
 }
 
 }  // namespace gradcomm::comm

@@ -51,12 +51,6 @@ const char* sub_name(LogSub sub) {
   return "?";
 }
 
-std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "?";
-  return name;
-}
-
 int current_rank() { return t_rank >= 0 ? t_rank : g_process_rank.load(); }
 
 void close_files() {
@@ -100,6 +94,18 @@ void emit(LogLevel level, const std::string& line) {
   if (out != stderr) std::fflush(out);  // a crash or a hang must not lose the last lines
 }
 }  // namespace
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "?";
+  return name;
+}
+
+std::string rank_file_path(const char* variable, int rank) {
+  auto pattern = env_string(variable);
+  if (!pattern || pattern->empty()) return "";
+  return resolve_log_path(*pattern, host_name(), static_cast<long>(getpid()), rank);
+}
 
 LogLevel log_level() noexcept {
   int level = g_level.load(std::memory_order_relaxed);

@@ -32,6 +32,11 @@ inline bool log_enabled(LogLevel level, LogSub sub) noexcept {
 unsigned parse_log_subsystems(const std::string& text, std::string* error);
 // GRADCOMM_DEBUG_FILE's placeholders filled in.
 std::string resolve_log_path(const std::string& pattern, const std::string& host, long pid, int rank);
+// This machine's host name ("?" when unknown).
+std::string host_name();
+// The path a per-rank file variable (GRADCOMM_FLIGHT_RECORDER_FILE,
+// GRADCOMM_TRACE_FILE) names for `rank`, placeholders filled in; "" when unset.
+std::string rank_file_path(const char* variable, int rank);
 void set_log_config(LogLevel level, gcommLogCallback_t callback, void* user_data);
 void reset_log_config();
 

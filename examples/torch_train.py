@@ -14,6 +14,7 @@ exits non-zero if the loss (averaged over the ranks) did not decrease.
   --amp            autocast (bfloat16 on CPU, float16 on CUDA) and gct.GradScaler
   --powersgd       PowerSGD gradient compression (rank 4, from synced step 10)
   --wire           dtype of the gradients on the wire (f16/bf16 halve the bytes)
+  --bucket-cap-mb  bucket size in MiB (25, as torch's DDP)
   --no-sync-every  K micro-batches per optimizer step; the first K-1 run in model.no_sync()
   --checkpoint     save model, optimizer, scaler and gradcomm state at the end, one
                    file per rank (PowerSGD's error feedback differs between ranks);
@@ -46,6 +47,8 @@ def main():
     ap.add_argument("--amp", action="store_true")
     ap.add_argument("--powersgd", action="store_true")
     ap.add_argument("--wire", choices=("f32", "f16", "bf16"), default="f32")
+    ap.add_argument("--bucket-cap-mb", type=float, default=25.0,
+                    help="bucket size (small ones show the overlap in a step trace)")
     ap.add_argument("--no-sync-every", type=int, default=1, metavar="K")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--checkpoint", metavar="PATH")
@@ -70,6 +73,7 @@ def main():
     torch.manual_seed(0)  # the same start on every rank (the wrapper also broadcasts rank 0's weights)
     model = gct.DistributedDataParallel(
         make_cnn().to(device), comm=None,  # comm=None: a communicator from torchrun's environment
+        bucket_cap_mb=args.bucket_cap_mb, first_bucket_mb=min(1.0, args.bucket_cap_mb),
         wire_dtype={"f32": None, "f16": torch.float16, "bf16": torch.bfloat16}[args.wire],
         powersgd=dict(rank=4, start_iter=10) if args.powersgd else None)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)

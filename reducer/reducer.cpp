@@ -11,9 +11,11 @@
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
 #include "common/dtype.hpp"
+#include "common/env.hpp"
 #include "common/log.hpp"
 #include "comm/flight_recorder.hpp"
 #include "comm/group.hpp"
+#include "reducer/chrome_trace.hpp"
 #include "reducer/device_bytes.hpp"
 #include "reducer/strategies/allreduce.hpp"
 #include "kernels/ops.hpp"
@@ -59,6 +61,12 @@ bool same_plan(const BucketPlan& a, const BucketPlan& b) {
 
 // Inside gcommGroupStart/End an NCCL all-reduce only launches at the group's
 // end, while the reducer's kernels would run at once, before it: refused.
+// Timing is on by default where it costs a clock read (host), off where it costs
+// CUDA event records (GPU); GRADCOMM_REDUCER_TIMING=0/1 overrides.
+bool timing_by_default(const gcommDevice_t& device) {
+  return env_int("GRADCOMM_REDUCER_TIMING", device.kind == gcommDeviceHost ? 1 : 0, 0, 1) == 1;
+}
+
 void refuse_in_group(const char* call) {
   if (comm::in_group())
     fail(gcommInvalidState, call, " inside gcommGroupStart/End: the reducer issues its own collectives and kernels in "
@@ -100,6 +108,7 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
       options_(options),
       device_(comm.device()),
       side_(comm.device()),
+      timeline_(comm.device(), timing_by_default(comm.device())),
       // Views and shards keep their first plan: the caller holds addresses into it,
       // or an optimizer's shard layout.
       rebuild_pending_(options.rebuild_buckets && !options.grad_as_bucket_view && !options.sharded) {
@@ -143,11 +152,27 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
     throw;
   }
   marked_.assign(n, 0);
+  const TraceRequest trace = trace_request_from_env(comm_.rank(), comm_.size());
+  if (!trace.path.empty()) {
+    try {
+      timeline_.start_trace(std::make_unique<ChromeTrace>(trace.path, comm_.rank(), comm_.size(),
+                                                          describe_device(device_), trace.first_step, trace.steps));
+      GCOMM_INFO(REDUCER, "GRADCOMM_TRACE_FILE: tracing synced steps ", trace.first_step, " to ",
+                 trace.first_step + trace.steps - 1, " into ", trace.path);
+    } catch (const Error& e) {
+      GCOMM_WARN("GRADCOMM_TRACE_FILE: ", e.message(), "; no step trace is recorded");
+    }
+  }
   GCOMM_INFO(REDUCER, "reducer on ", describe_device(device_), ": ", n, " gradients, ", plan_.buckets.size(), " buckets\n",
               describe_plan(plan_));
 }
 
 Reducer::~Reducer() {
+  try {
+    timeline_.stop_trace();  // a trace still running keeps what it measured
+  } catch (const std::exception& e) {
+    GCOMM_WARN("reducer destroy: ", e.what());
+  }
   try {
     side_.synchronize();
     strategy_.reset();  // its buffers come from the allocator
@@ -191,7 +216,8 @@ StrategyContext Reducer::context() {
                          inv_scale(),
                          step_flag(),
                          flags_ + 1,
-                         *strategy_};
+                         *strategy_,
+                         timeline_};
 }
 
 // Lays the plan's buckets out in one allocation (bucket b at bucket_wire_[b])
@@ -291,11 +317,13 @@ void Reducer::or_fail(F&& work) {
     failed_status_ = e.status();
     failed_message_ = e.message();
     phase_ = Phase::kIdle;
+    timeline_.abandon();
     throw;
   } catch (const std::exception& e) {
     failed_status_ = gcommInternalError;
     failed_message_ = e.what();
     phase_ = Phase::kIdle;
+    timeline_.abandon();
     throw;
   }
 }
@@ -326,6 +354,7 @@ void Reducer::begin_step(bool sync) {
       // the last finalize's epilogue on the caller's stream, which read the flag and
       // updated the scale that this step's epilogues read.
       side_.wait_for_marked();
+      timeline_.begin_step(stats_.synced_steps + 1, side_.stream());
       zero_bytes(step_flag(), sizeof(float), device_, side_.stream());
       strategy_->begin_step(context());
     });
@@ -351,11 +380,12 @@ void Reducer::mark_ready(size_t index, gcommStream_t stream, std::optional<const
   marked_[index] = 1;
   ++marked_count_;
   if (phase_ == Phase::kAccumulating) return;
+  timeline_.marked();
   if (rebuild_pending_) ready_order_.push_back(index);
   size_t b = plan_.bucket_of[index];
   auto& streams = bucket_streams_[b];
   if (std::find(streams.begin(), streams.end(), stream) == streams.end()) streams.push_back(stream);
-  --remaining_[b];
+  if (--remaining_[b] == 0) timeline_.instant("ready", static_cast<int>(b));
   or_fail([&] { launch_ready_buckets(); });
 }
 
@@ -397,13 +427,19 @@ void Reducer::finalize(gcommStream_t stream) {
   std::vector<size_t> missing = unmarked();
   bool refuse = !missing.empty() && !options_.unused_as_zero;
   or_fail([&] {
+    timeline_.backward_done(stream);
     // Missing gradients send zeros: the collectives complete on every rank, and so
     // does the step (the same gradients and loss scale as on the other ranks).
     while (next_bucket_ < plan_.buckets.size()) launch_bucket(next_bucket_++);
     strategy_->end_step(context());
     if (options_.sharded) agree_on_found_inf();
     side_.make_wait(stream);
-    finish_step(stream);
+    {
+      TimedSpan finish(timeline_, scaler_ != nullptr ? "scaler update" : "found-inf flag", SpanKind::kCompute, -1,
+                       stream, Track::kCaller);
+      finish_step(stream);
+    }
+    timeline_.end_step(stream);
     side_.mark(stream);
     ++stats_.synced_steps;
     GCOMM_TRACE(REDUCER, "step ", stats_.synced_steps, " finalized: ", plan_.buckets.size(), " buckets, ",
@@ -523,6 +559,35 @@ gcommReducerStats_t Reducer::stats() const {
   return s;
 }
 
+void Reducer::set_timing(bool on) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "step timing can only be switched between steps");
+  timeline_.set_enabled(on);
+}
+
+StepTiming Reducer::step_timing(uint64_t* measured_steps) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  timeline_.poll(false);
+  *measured_steps = timeline_.measured_steps();
+  return timeline_.last();
+}
+
+void Reducer::start_trace(const std::string& path, uint64_t steps) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "a step trace can only be started between steps");
+  require(!path.empty(), "the trace path is empty");
+  const uint64_t next = stats_.synced_steps + 1;
+  timeline_.start_trace(std::make_unique<ChromeTrace>(per_rank_path(path, comm_.rank(), comm_.size()), comm_.rank(),
+                                                      comm_.size(), describe_device(device_), next, steps));
+}
+
+void Reducer::stop_trace() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!timeline_.tracing()) return;  // none started, or it took all its steps and was written
+  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "a step trace can only be stopped between steps");
+  timeline_.stop_trace();
+}
+
 std::string Reducer::describe() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return cat("reducer: ", grads_.size(), " gradients, ", plan_.buckets.size(), " buckets, ", wire_payload_bytes_,
@@ -591,6 +656,7 @@ void Reducer::load_powersgd(const uint8_t* data, size_t bytes) {
 }
 
 void Reducer::agree_on_found_inf() {
+  TimedSpan span(timeline_, "found-inf max", SpanKind::kComm, -1, side_.stream());
   comm_.collective(comm::owned_buffers_call(comm::Collective::kAllReduce, step_flag(), step_flag(), 1, gcommFloat32,
                                             side_.stream(), gcommMax));
 }

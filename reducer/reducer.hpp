@@ -19,6 +19,7 @@
 #include "reducer/bucket_plan.hpp"
 #include "reducer/grad_addresses.hpp"
 #include "reducer/side_stream.hpp"
+#include "reducer/step_timeline.hpp"
 #include "reducer/strategies/powersgd.hpp"
 #include "reducer/strategy.hpp"
 #include "gradcomm/reducer.h"
@@ -87,6 +88,14 @@ class Reducer {
   std::string describe() const;
   memory::CachingAllocator& allocator() { return *allocator_; }
 
+  // Step timing and the step trace (step_timeline.hpp, chrome_trace.hpp).
+  void set_timing(bool on);
+  // The last measured synced step and how many were measured.
+  StepTiming step_timing(uint64_t* measured_steps);
+  // `path` may hold %r, %h, %p (per_rank_path); `steps` synced steps from the next one.
+  void start_trace(const std::string& path, uint64_t steps);
+  void stop_trace();
+
   // PowerSGD (strategies/powersgd.hpp): between steps, once; rows[i] = gradient
   // i's first dimension (0: not a matrix). It wraps the all-reduce strategy.
   void enable_powersgd(const size_t* rows, const PowerSgdOptions& options);
@@ -136,6 +145,7 @@ class Reducer {
   GradAddresses addresses_;  // without views: no two gradients share memory
 
   SideStream side_;  // declared before the allocator: it must outlive it
+  StepTimeline timeline_;
   std::unique_ptr<memory::CachingAllocator> allocator_;
   BucketPlan plan_;
   std::vector<void*> bucket_wire_;  // each bucket's place in wire_

@@ -19,6 +19,7 @@
 #include "kernels/ops.hpp"
 #include "reducer/bucket_plan.hpp"
 #include "reducer/side_stream.hpp"
+#include "reducer/step_timeline.hpp"
 
 namespace gradcomm::reducer {
 
@@ -41,10 +42,15 @@ struct StrategyContext {
   float* step_flag;                          // device: this step's found-inf (> 0: Inf/NaN seen)
   const float* one;                          // device 1.0f
   const CompressionStrategy& outermost;      // asked takes(): the gradients another strategy carries
+  StepTimeline& timeline;                    // spans of this step's work (TimedSpan), when it is measured
 
   // The side stream, on the reducer's device; locations known (the reducer's
   // buffers and gradients checked at registration).
   kernels::Target target() const { return kernels::Target{device, side.stream(), true}; }
+  // A span of this bucket's work on the side stream (`kind`: compute or communication).
+  TimedSpan span(const char* name, SpanKind kind, size_t bucket) const {
+    return TimedSpan(timeline, name, kind, static_cast<int>(bucket), side.stream());
+  }
 };
 
 class CompressionStrategy {

@@ -229,6 +229,20 @@ if want reducer && [ -x "$rbench" ]; then
   { echo "### gradcomm-reducer-bench (defaults)"; timeout 500 "$rbench" -J "$benchdir/reducer.jsonl"; } >>"$out/perf.txt" 2>&1
   note "reducer bench: exit $? ($(wc -l <"$benchdir/reducer.jsonl" 2>/dev/null || echo 0) rows)"
   merge_bench
+  # Step timing and the step trace on the GPU (CUDA events): the overlap lines and a
+  # trace of two steps (merged into bench.json as "reducer_trace"), plus the timing's
+  # cost: the same configuration with GRADCOMM_REDUCER_TIMING=0 and =1.
+  { for timing in 0 1; do
+      echo "### gradcomm-reducer-bench gpt2_medium, GRADCOMM_REDUCER_TIMING=$timing"
+      GRADCOMM_REDUCER_TIMING=$timing timeout 120 "$rbench" --set gpt2_medium --device gpu --ranks 1 --iters 20
+    done
+    echo "### step timing and trace (TRACE lines of the last steps)"
+    GRADCOMM_REDUCER_TIMING=1 GRADCOMM_TRACE_FILE="$benchdir/reducer_trace.json" GRADCOMM_TRACE_START=5 \
+      GRADCOMM_TRACE_STEPS=2 GRADCOMM_DEBUG=TRACE GRADCOMM_DEBUG_SUBSYS=REDUCER \
+      timeout 120 "$rbench" --set gpt2_medium --device gpu --ranks 2 --iters 8 2>&1 | grep -E "timing:|trace" | tail -6
+  } >>"$out/perf.txt" 2>&1
+  note "reducer step timing on the GPU: exit $?"
+  merge_bench
   if [ "$ngpus" -ge 2 ]; then  # the issue's target: overhead over a multi-GPU NCCL all-reduce
     { echo "### gradcomm-reducer-bench, one process per GPU ($ngpus)"
       RUN_PROCESSES_TIMEOUT=500 examples/run_processes.sh "$ngpus" "$rbench" -J "$benchdir/reducer_processes.jsonl"

@@ -4,7 +4,8 @@
 #   2. `pip install ./python` binding the library of an existing build
 #      (cmake --install BUILD --prefix BUILD/install), so nothing is compiled twice;
 #   3. pytest python/tests (parity with torch's DDP, AMP, zero_grad, checkpoints,
-#      bad input, the binding against the header, the torchrun example).
+#      bad input, the binding against the header, the torchrun example, the
+#      plotting tools on real traces and gradcomm-perf output).
 # Usage: tools/python_tests.sh [BUILD_DIR]   (default: build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,5 +17,5 @@ GRADCOMM_PREFIX="$PWD/$build/install" "$python" -m pip install -q --force-reinst
 # From inside tests/, so that the installed package (not python/gradcomm) is the one imported.
 root=$PWD
 cd python/tests
-GRADCOMM_INCLUDE_DIR="$root/include/gradcomm" GRADCOMM_SOURCE_DIR="$root" \
+GRADCOMM_INCLUDE_DIR="$root/include/gradcomm" GRADCOMM_SOURCE_DIR="$root" GRADCOMM_BIN_DIR="$root/$build/install/bin" \
   "$python" -m pytest -q -p no:cacheprovider --junitxml="$root/$build/python-tests.xml" .

@@ -169,6 +169,54 @@ GCOMM_API gcommStatus_t gcommReducerGetStats(gcommReducer_t reducer, gcommReduce
  *  needed before 0.1: the same positions and types, so callers are unaffected). */
 GCOMM_API gcommStatus_t gcommReducerDescribe(gcommReducer_t reducer, char* buffer, size_t size, size_t* required);
 
+/* ---- Step timing and the step trace (docs/observability.md) ---- */
+
+/** How the last measured synced step went (versioned struct, version 1: set it
+ *  with GCOMM_REDUCER_STEP_TIMING_INITIALIZER before asking). Times in
+ *  microseconds from the step's gcommReducerBeginStep. "Backward" ends, on a host
+ *  communicator, at the last gcommReducerMarkReady call (or at finalize when no
+ *  gradient was marked); on a GPU, where the finalize call's stream reaches
+ *  finalize. Host communicators: host clock, measured when finalize returns. GPU:
+ *  CUDA events, read once the step's work has completed (queried, never waited
+ *  for), so the figures describe an earlier step than the last finalized one. */
+typedef struct gcommReducerStepTiming {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  uint64_t step;             /**< the synced step measured (1: the first); 0: none measured yet */
+  uint64_t measured_steps;   /**< synced steps measured since timing was turned on */
+  double step_us;            /**< begin to the end of finalize's work */
+  double backward_us;        /**< begin to the end of backward (see above) */
+  double comm_us;            /**< the step's collectives, summed */
+  double overlapped_comm_us; /**< the part of comm_us that ran before backward ended */
+  double overlap;            /**< overlapped_comm_us / comm_us, 0..1 (0 when nothing was sent) */
+} gcommReducerStepTiming_t;
+
+#define GCOMM_REDUCER_STEP_TIMING_INITIALIZER \
+  { GCOMM_CONFIG_HEADER(gcommReducerStepTiming_t), 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0 }
+
+/** Turns step timing on (1) or off (0). Default: on for a host communicator (a
+ *  clock read per mark-ready call and a few per bucket), off on a GPU (two CUDA
+ *  event records per collective); GRADCOMM_REDUCER_TIMING=0/1 overrides the
+ *  default. A trace turns it on while it runs. */
+GCOMM_API gcommStatus_t gcommReducerSetTiming(gcommReducer_t reducer, int enable);
+/** The last measured synced step (timing->step == 0 when none was measured yet). */
+GCOMM_API gcommStatus_t gcommReducerGetStepTiming(gcommReducer_t reducer, gcommReducerStepTiming_t* timing);
+
+/** Records a Chrome trace (the JSON chrome://tracing and https://ui.perfetto.dev
+ *  open) of the next @p steps synced steps (1..100000) into @p path: per bucket when
+ *  its last gradient was marked ready, pack, the collective, the epilogue; PowerSGD
+ *  phases; finalize and the scaler update. %r in @p path becomes the rank, %h the
+ *  host, %p the pid. The file is written when the last of those steps is measured,
+ *  at gcommReducerStopTrace, or when the reducer is destroyed. GRADCOMM_TRACE_FILE
+ *  (with GRADCOMM_TRACE_STEPS, default 20, and GRADCOMM_TRACE_START, the first
+ *  synced step traced, default 1) starts one at creation without a code change. */
+GCOMM_API gcommStatus_t gcommReducerStartTrace(gcommReducer_t reducer, const char* path, uint64_t steps);
+/** Writes the trace now with the steps measured so far (a GPU's are waited for)
+ *  and ends it, between steps. Succeeds doing nothing when no trace is running
+ *  (one that took all its steps was written already). */
+GCOMM_API gcommStatus_t gcommReducerStopTrace(gcommReducer_t reducer);
+
 /* ---- PowerSGD (low-rank compression as the reducer's strategy; docs/powersgd.md) ---- */
 
 /** PowerSGD configuration (versioned config struct, version 1). */

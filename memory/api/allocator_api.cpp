@@ -95,17 +95,9 @@ GCOMM_API gcommStatus_t gcommAllocatorGetStats(gcommAllocator_t allocator, gcomm
   return GCOMM_API_CALL({
     CachingAllocator& a = memory::allocator_from_handle(allocator);
     GCOMM_REQUIRE_NOT_NULL(stats);
-    require(stats->magic == GCOMM_CONFIG_MAGIC,
-            "gcommAllocatorStats_t was not made by GCOMM_ALLOCATOR_STATS_INITIALIZER (magic 0x", std::hex,
-            stats->magic, std::dec, ")");
-    require(stats->size >= kConfigHeaderBytes && stats->size % alignof(uint64_t) == 0,
-            "gcommAllocatorStats_t: size ", stats->size, " is not a valid struct size (use the initializer)");
     gcommAllocatorStats_t out = GCOMM_ALLOCATOR_STATS_INITIALIZER;
     memory::to_c_stats(a.stats(), &out);
-    // Fill what both versions know; the caller's header stays as it was.
-    size_t n = std::min(stats->size, sizeof(out));
-    std::memcpy(reinterpret_cast<char*>(stats) + kConfigHeaderBytes,
-                reinterpret_cast<const char*>(&out) + kConfigHeaderBytes, n - kConfigHeaderBytes);
+    write_versioned_out(out, stats, "gcommAllocatorStats_t", "GCOMM_ALLOCATOR_STATS_INITIALIZER");
   });
 }
 

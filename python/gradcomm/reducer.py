@@ -86,6 +86,26 @@ class Reducer(Handle):
     def stats(self):
         return _C.reducer_stats(self.handle)
 
+    def set_timing(self, on=True):
+        """Step timing on or off (default: on for host communicators, off on a GPU)."""
+        _C.reducer_set_timing(self.handle, bool(on))
+
+    def step_timing(self):
+        """The last measured synced step: step, measured_steps, step_us, backward_us,
+        comm_us, overlapped_comm_us and overlap (the fraction of communication that ran
+        while backward was still producing gradients). step == 0: none measured yet."""
+        return _C.reducer_step_timing(self.handle)
+
+    def start_trace(self, path, steps=20):
+        """A Chrome trace of the next `steps` synced steps into `path` (%r: rank, %h:
+        host, %p: pid); open it in https://ui.perfetto.dev or chrome://tracing, or draw
+        it with tools/gradcomm_trace_plot.py. Written after its last step."""
+        _C.reducer_start_trace(self.handle, str(path), int(steps))
+
+    def stop_trace(self):
+        """Writes a running trace now with the steps measured so far."""
+        _C.reducer_stop_trace(self.handle)
+
     def describe(self):
         """The bucket plan, one line per bucket."""
         return _C.reducer_describe(self.handle)

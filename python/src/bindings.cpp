@@ -275,6 +275,16 @@ void bind_structs(nb::module_& m) {
       .field("rebuilt", &gcommReducerStats_t::rebuilt)
       .field("reserved", &gcommReducerStats_t::reserved);
 
+  gcommReducerStepTiming_t st = GCOMM_REDUCER_STEP_TIMING_INITIALIZER;
+  StructBinding<gcommReducerStepTiming_t>(m, "ReducerStepTiming", st)
+      .field("step", &gcommReducerStepTiming_t::step)
+      .field("measured_steps", &gcommReducerStepTiming_t::measured_steps)
+      .field("step_us", &gcommReducerStepTiming_t::step_us)
+      .field("backward_us", &gcommReducerStepTiming_t::backward_us)
+      .field("comm_us", &gcommReducerStepTiming_t::comm_us)
+      .field("overlapped_comm_us", &gcommReducerStepTiming_t::overlapped_comm_us)
+      .field("overlap", &gcommReducerStepTiming_t::overlap);
+
   StructBinding<gcommPowerSgdStats_t>(m, "PowerSgdStats", gcommPowerSgdStats_t{})
       .field("compressed_steps", &gcommPowerSgdStats_t::compressed_steps)
       .field("compressed_matrices", &gcommPowerSgdStats_t::compressed_matrices)
@@ -583,6 +593,17 @@ void bind_reducer(nb::module_& m) {
     check(gcommReducerGetStats(R(h), &s));
     return s;
   });
+  m.def("reducer_set_timing", [](Ptr h, bool on) { check(gcommReducerSetTiming(R(h), on ? 1 : 0)); });
+  m.def("reducer_step_timing", [](Ptr h) {
+    gcommReducerStepTiming_t t = GCOMM_REDUCER_STEP_TIMING_INITIALIZER;
+    check(gcommReducerGetStepTiming(R(h), &t));
+    return t;
+  });
+  m.def(
+      "reducer_start_trace",
+      [](Ptr h, const std::string& path, uint64_t steps) { check(gcommReducerStartTrace(R(h), path.c_str(), steps)); },
+      Release());
+  m.def("reducer_stop_trace", [](Ptr h) { check(gcommReducerStopTrace(R(h))); }, Release());
   m.def("reducer_describe", [](Ptr h) {
     return read_string([h](char* b, size_t n, size_t* r) { return gcommReducerDescribe(R(h), b, n, r); });
   });

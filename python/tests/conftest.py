@@ -4,10 +4,31 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def on_ranks(comms, fn):
+    """Runs fn(rank, comm) on one thread per rank; re-raises the first error."""
+    out, errors = [None] * len(comms), []
+
+    def run(r):
+        try:
+            out[r] = fn(r, comms[r])
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(len(comms))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out
 
 
 def free_port():

@@ -17,6 +17,7 @@ INCLUDE = os.environ.get("GRADCOMM_INCLUDE_DIR",
 BOUND = {
     "gcommDevice": "Device", "gcommTensor": "Tensor", "gcommCommConfig": "CommConfig",
     "gcommReducerConfig": "ReducerConfig", "gcommReducerStats": "ReducerStats",
+    "gcommReducerStepTiming": "ReducerStepTiming",
     "gcommPowerSgdConfig": "PowerSgdConfig", "gcommPowerSgdStats": "PowerSgdStats",
     "gcommShardPiece": "ShardPiece", "gcommGradScalerConfig": "GradScalerConfig",
     "gcommGradScalerState": "GradScalerState", "gcommAllocatorConfig": "AllocatorConfig",

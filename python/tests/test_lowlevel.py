@@ -2,32 +2,12 @@
 threads), the reducer, the grad scaler and the allocator; handles closed by
 close(), by `with` and by the garbage collector."""
 import gc
-import threading
 
 import numpy as np
 import pytest
 
 import gradcomm
-
-
-def on_ranks(comms, fn):
-    """Runs fn(rank, comm) on one thread per rank; re-raises the first error."""
-    out, errors = [None] * len(comms), []
-
-    def run(r):
-        try:
-            out[r] = fn(r, comms[r])
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(len(comms))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return out
+from conftest import on_ranks
 
 
 @pytest.fixture
@@ -246,3 +226,33 @@ def test_flight_record_names_the_last_collectives(tmp_path):
     finally:
         for c in cs:
             c.close()
+
+
+def test_step_timing_and_trace(comms, tmp_path):
+    """Timing is on by default on the host; the trace is one JSON file per rank."""
+    import json
+
+    pattern = str(tmp_path / "trace_%r.json")
+
+    def work(r, c):
+        grads = [np.ones(n, dtype=np.float32) for n in (500, 500, 500)]
+        specs = [(g.__array_interface__["data"][0], g.size, gradcomm.DataType.Float32) for g in grads]
+        with gradcomm.Reducer(c, specs, bucket_cap_bytes=2000, first_bucket_bytes=2000,
+                              rebuild_buckets=False) as red:
+            assert red.step_timing().step == 0
+            red.start_trace(pattern, steps=2)
+            for _ in range(2):
+                red.begin_step()
+                for i in reversed(range(3)):  # buckets launch while marking goes on
+                    red.mark_ready(i)
+                red.finalize()
+            red.stop_trace()
+            return red.step_timing()
+
+    for t in on_ranks(comms, work):
+        assert t.step == 2 and t.measured_steps == 2
+        assert 0 < t.overlap <= 1 and t.comm_us > 0 and t.backward_us <= t.step_us
+    for r in range(len(comms)):
+        doc = json.loads((tmp_path / f"trace_{r}.json").read_text())
+        names = {e["name"] for e in doc["traceEvents"]}
+        assert {"step 1", "step 2", "ready", "pack", "all_reduce", "epilogue"} <= names

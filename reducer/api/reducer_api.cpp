@@ -143,6 +143,42 @@ GCOMM_API gcommStatus_t gcommReducerDescribe(gcommReducer_t reducer, char* buffe
   return GCOMM_API_CALL({ copy_out_string(reducer_of(reducer).describe(), buffer, size, required); });
 }
 
+GCOMM_API gcommStatus_t gcommReducerSetTiming(gcommReducer_t reducer, int enable) {
+  return GCOMM_API_CALL({
+    Reducer& r = reducer_of(reducer);
+    require(enable == 0 || enable == 1, "enable must be 0 or 1, not ", enable);
+    r.set_timing(enable == 1);
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerGetStepTiming(gcommReducer_t reducer, gcommReducerStepTiming_t* timing) {
+  return GCOMM_API_CALL({
+    Reducer& r = reducer_of(reducer);
+    GCOMM_REQUIRE_NOT_NULL(timing);
+    gcommReducerStepTiming_t out = GCOMM_REDUCER_STEP_TIMING_INITIALIZER;
+    const StepTiming t = r.step_timing(&out.measured_steps);
+    out.step = t.step;
+    out.step_us = t.step_us;
+    out.backward_us = t.backward_us;
+    out.comm_us = t.comm_us;
+    out.overlapped_comm_us = t.overlapped_comm_us;
+    out.overlap = t.overlap();
+    write_versioned_out(out, timing, "gcommReducerStepTiming_t", "GCOMM_REDUCER_STEP_TIMING_INITIALIZER");
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerStartTrace(gcommReducer_t reducer, const char* path, uint64_t steps) {
+  return GCOMM_API_CALL({
+    Reducer& r = reducer_of(reducer);
+    GCOMM_REQUIRE_NOT_NULL(path);
+    r.start_trace(path, steps);
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerStopTrace(gcommReducer_t reducer) {
+  return GCOMM_API_CALL({ reducer_of(reducer).stop_trace(); });
+}
+
 GCOMM_API gcommStatus_t gcommReducerEnablePowerSgd(gcommReducer_t reducer, const size_t* rows,
                                                    const gcommPowerSgdConfig_t* config) {
   return GCOMM_API_CALL({

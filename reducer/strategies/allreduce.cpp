@@ -22,6 +22,7 @@ void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContex
       src.push_back(ctx.grads[e.grad]);
       offsets.push_back(e.offset);
     }
+    auto span = ctx.span("pack", SpanKind::kCompute, b);
     if (!complete) zero_bytes(wire, bucket.wire_bytes(), ctx.device, ctx.side.stream());
     kernels::pack(src.data(), src.size(), offsets.data(), wire, bucket.wire_dtype,
                   ctx.average ? 1.0f / world : 1.0f, nullptr, ctx.target());
@@ -35,6 +36,7 @@ void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContex
   // Views are not packed, so the transport averages (NCCL's ncclAvg divides before summing).
   const gcommRedOp_t op = ctx.views && ctx.average ? gcommAvg : gcommSum;
   if (ctx.sharded) {
+    auto span = ctx.span("reduce_scatter", SpanKind::kComm, b);
     // In place: this rank's shard of the bucket receives the reduced shard.
     const size_t shard = bucket.shard_elements(static_cast<size_t>(ctx.comm.size()));
     void* mine = static_cast<char*>(wire) +
@@ -42,6 +44,7 @@ void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContex
     ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kReduceScatter, wire, mine, shard,
                                                  bucket.wire_dtype, ctx.side.stream(), op));
   } else {
+    auto span = ctx.span("all_reduce", SpanKind::kComm, b);
     ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kAllReduce, wire, wire, bucket.elements,
                                                  bucket.wire_dtype, ctx.side.stream(), op));
   }
@@ -76,6 +79,7 @@ void AllReduceStrategy::epilogue(size_t b, const StrategyContext& ctx) {
     }
   }
   if (dst.empty()) return;
+  auto span = ctx.span("epilogue", SpanKind::kCompute, b);
   if (ctx.views) {
     // Without a scaler there is nothing to multiply: a read-only check.
     if (ctx.inv_scale != nullptr)

@@ -171,7 +171,8 @@ void PowerSgd::run_bucket(size_t bucket, bool complete, const StrategyContext& c
   const std::vector<gcommTensor_t>& grads = ctx.grads;
   const bool average = ctx.average;
   comm::Communicator& communicator = ctx.comm;
-  auto all_reduce = [&](float* buf, size_t count, gcommRedOp_t op) {
+  auto all_reduce = [&](const char* what, float* buf, size_t count, gcommRedOp_t op) {
+    auto span = ctx.span(what, SpanKind::kComm, bucket);
     // P, Q and registered gradients: buffers known.
     communicator.collective(
         comm::owned_buffers_call(comm::Collective::kAllReduce, buf, buf, count, gcommFloat32, side_.stream(), op));
@@ -181,7 +182,7 @@ void PowerSgd::run_bucket(size_t bucket, bool complete, const StrategyContext& c
     std::vector<gcommTensor_t> whole;
     for (size_t k : ks) {
       const gcommTensor_t& g = grads[slots_[k].grad];
-      all_reduce(static_cast<float*>(g.data), g.count, average ? gcommAvg : gcommSum);
+      all_reduce("all_reduce (PowerSGD warm-up)", static_cast<float*>(g.data), g.count, average ? gcommAvg : gcommSum);
       whole.push_back(g);
     }
     kernels::unscale_and_check(whole.data(), whole.size(), ctx.inv_scale != nullptr ? ctx.inv_scale : one_,
@@ -200,22 +201,28 @@ void PowerSgd::run_bucket(size_t bucket, bool complete, const StrategyContext& c
   }
   const kernels::Target t = target();
   const size_t n = state.size();
-  // M += E (error feedback) fused into P = M Q: one pass over M fewer.
-  if (options_.error_feedback)
-    kp::add_error_multiply_mq(state.data(), n, r, t);
-  else
-    kp::multiply_mq(state.data(), n, r, t);
+  {
+    auto span = ctx.span("PowerSGD P = MQ", SpanKind::kCompute, bucket);
+    // M += E (error feedback) fused into P = M Q: one pass over M fewer.
+    if (options_.error_feedback)
+      kp::add_error_multiply_mq(state.data(), n, r, t);
+    else
+      kp::multiply_mq(state.data(), n, r, t);
+  }
   float* p = p_ + bucket_p_[bucket].first;
   size_t p_count = bucket_p_[bucket].second - bucket_p_[bucket].first;
-  all_reduce(p, p_count, gcommSum);
+  all_reduce("all_reduce P", p, p_count, gcommSum);
   // Inf/NaN anywhere on any rank shows in the summed P: flag it, keep E and Q.
   gcommTensor_t p_tensor{p, p_count, gcommFloat32};
   kernels::unscale_and_check(&p_tensor, 1, one_, flag_, t);
-  kp::orthogonalize(next.data(), n, r, options_.eps, t);
-  kp::multiply_mtp(next.data(), n, r, nullptr, t);
+  {
+    auto span = ctx.span("PowerSGD orthogonalize, Q = MtP", SpanKind::kCompute, bucket);
+    kp::orthogonalize(next.data(), n, r, options_.eps, t);
+    kp::multiply_mtp(next.data(), n, r, nullptr, t);
+  }
   float* q = q_next_ + bucket_q_[bucket].first;
   size_t q_count = bucket_q_[bucket].second - bucket_q_[bucket].first;
-  all_reduce(q, q_count, gcommSum);
+  all_reduce("all_reduce Q", q, q_count, gcommSum);
   // Q' can overflow in its sum while P did not: flagged too, or it would reach E and Q.
   gcommTensor_t q_tensor{q, q_count, gcommFloat32};
   kernels::unscale_and_check(&q_tensor, 1, one_, flag_, t);
@@ -243,6 +250,7 @@ void PowerSgd::end_step(const StrategyContext& ctx) {
   }
   const int r = options_.rank;
   for (size_t bucket : pending_) {
+    auto span = ctx.span("PowerSGD decompress", SpanKind::kCompute, bucket);
     std::vector<kp::LowRankMatrix> next;
     for (size_t k : bucket_slots_[bucket]) {
       const Slot& s = slots_[k];

@@ -1,0 +1,243 @@
+#include "reducer/step_timeline.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/device.hpp"
+#include "common/log.hpp"
+#include "reducer/chrome_trace.hpp"
+
+namespace gradcomm::reducer {
+
+namespace {
+
+double now_us() noexcept {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+cudaEvent_t as_event(void* e) { return static_cast<cudaEvent_t>(e); }
+
+}  // namespace
+
+StepTiming timing_of(uint64_t step, double step_us, double backward_us, const std::vector<MeasuredSpan>& spans) {
+  StepTiming t;
+  t.step = step;
+  t.step_us = step_us;
+  t.backward_us = backward_us;
+  for (const MeasuredSpan& s : spans) {
+    if (s.kind != SpanKind::kComm || s.instant) continue;
+    const double duration = std::max(0.0, s.end_us - s.begin_us);
+    t.comm_us += duration;
+    t.overlapped_comm_us += std::clamp(backward_us - s.begin_us, 0.0, duration);
+  }
+  return t;
+}
+
+StepTimeline::StepTimeline(gcommDevice_t device, bool enabled)
+    : cuda_(device.kind == gcommDeviceCuda), ordinal_(device.ordinal), enabled_(enabled) {}
+
+StepTimeline::~StepTimeline() {
+  if (!cuda_) return;
+  DeviceGuard guard(ordinal_);
+  for (Record& r : records_)
+    for (void* e : r.events) (void)cudaEventDestroy(as_event(e));
+}
+
+bool StepTimeline::wants_timing() const noexcept { return enabled_ || trace_ != nullptr; }
+
+void StepTimeline::begin_step(uint64_t step, gcommStream_t side) {
+  current_ = nullptr;
+  if (!enabled_ && !(trace_ != nullptr && trace_->wants(step))) return;
+  poll(false);
+  Record* slot = nullptr;
+  for (Record& r : records_)
+    if (r.state == Record::State::kFree) slot = &r;
+  if (slot == nullptr) {
+    // Both earlier steps are still running on the GPU: the older one is dropped.
+    slot = records_[0].step < records_[1].step ? &records_[0] : &records_[1];
+    ++dropped_;
+    GCOMM_TRACE(REDUCER, "step timing: step ", slot->step, " was still running when step ", step,
+                " began; it is not measured");
+  }
+  Record& r = *slot;
+  r.state = Record::State::kOpen;
+  r.broken = false;
+  r.step = step;
+  r.spans.clear();
+  r.events_used = 0;
+  r.last_mark_us = -1;
+  r.backward = r.end = Stamp{};
+  current_ = &r;
+  r.begin = stamp(r, side);
+}
+
+StepTimeline::Stamp StepTimeline::stamp(Record& r, gcommStream_t stream) noexcept {
+  Stamp s;
+  s.host_us = now_us();
+  if (!cuda_ || r.broken) return s;
+  DeviceGuard guard(ordinal_);
+  if (r.events_used == r.events.size()) {
+    cudaEvent_t e = nullptr;
+    if (cudaEventCreate(&e) != cudaSuccess) {
+      (void)cudaGetLastError();
+      r.broken = true;
+      GCOMM_WARN("reducer step timing: cudaEventCreate failed; step ", r.step, " is not measured");
+      return s;
+    }
+    r.events.push_back(e);
+  }
+  if (cudaEventRecord(as_event(r.events[r.events_used]), static_cast<cudaStream_t>(stream)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    r.broken = true;
+    GCOMM_WARN("reducer step timing: cudaEventRecord failed; step ", r.step, " is not measured");
+    return s;
+  }
+  s.event = static_cast<int>(r.events_used++);
+  return s;
+}
+
+void StepTimeline::marked() noexcept {
+  if (current_ != nullptr) current_->last_mark_us = now_us();
+}
+
+void StepTimeline::instant(const char* name, int bucket) noexcept {
+  if (current_ == nullptr) return;
+  Stamp at;
+  at.host_us = now_us();
+  current_->spans.push_back(RawSpan{name, SpanKind::kCompute, Track::kCaller, bucket, true, at, at});
+}
+
+size_t StepTimeline::open(const char* name, SpanKind kind, Track track, int bucket, gcommStream_t stream) noexcept {
+  if (current_ == nullptr) return 0;
+  Record& r = *current_;
+  const Stamp begin = stamp(r, stream);
+  r.spans.push_back(RawSpan{name, kind, track, bucket, false, begin, begin});
+  return r.spans.size() - 1;
+}
+
+void StepTimeline::close(size_t span, gcommStream_t stream) noexcept {
+  if (current_ == nullptr || span >= current_->spans.size()) return;
+  current_->spans[span].end = stamp(*current_, stream);
+}
+
+void StepTimeline::backward_done(gcommStream_t stream) noexcept {
+  if (current_ == nullptr) return;
+  Record& r = *current_;
+  if (cuda_) {
+    r.backward = stamp(r, stream);
+  } else {
+    r.backward.host_us = r.last_mark_us >= 0 ? r.last_mark_us : now_us();
+  }
+}
+
+void StepTimeline::end_step(gcommStream_t stream) {
+  if (current_ == nullptr) return;
+  current_->end = stamp(*current_, stream);
+  current_->state = Record::State::kPending;
+  current_ = nullptr;
+  if (!cuda_) poll(false);
+}
+
+void StepTimeline::abandon() noexcept {
+  if (current_ == nullptr) return;
+  current_->state = Record::State::kFree;
+  current_ = nullptr;
+}
+
+bool StepTimeline::measure(Record& r, bool wait, MeasuredStep* out) noexcept {
+  if (r.broken) return false;
+  auto time_of = [&](const Stamp& s, double* us) -> bool {
+    if (s.event < 0) {
+      *us = s.host_us - r.begin.host_us;
+      return true;
+    }
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, as_event(r.events[static_cast<size_t>(r.begin.event)]),
+                             as_event(r.events[static_cast<size_t>(s.event)])) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    *us = static_cast<double>(ms) * 1000.0;
+    return true;
+  };
+  if (cuda_) {
+    DeviceGuard guard(ordinal_);
+    if (r.end.event < 0 || r.begin.event < 0) return false;
+    cudaEvent_t last = as_event(r.events[static_cast<size_t>(r.end.event)]);
+    const cudaError_t done = wait ? cudaEventSynchronize(last) : cudaEventQuery(last);
+    if (done == cudaErrorNotReady) return false;
+    if (done != cudaSuccess) {
+      (void)cudaGetLastError();
+      r.broken = true;
+      return false;
+    }
+  }
+  out->begin_host_us = r.begin.host_us;
+  out->spans.clear();
+  out->spans.reserve(r.spans.size());
+  double step_us = 0, backward_us = 0;
+  bool ok = time_of(r.end, &step_us) && time_of(r.backward, &backward_us);
+  for (const RawSpan& s : r.spans) {
+    MeasuredSpan m{s.name, s.kind, s.track, s.bucket, s.instant, 0, 0};
+    ok = ok && time_of(s.begin, &m.begin_us) && time_of(s.end, &m.end_us);
+    out->spans.push_back(m);
+  }
+  if (!ok) {
+    r.broken = true;
+    return false;
+  }
+  out->timing = timing_of(r.step, step_us, backward_us, out->spans);
+  return true;
+}
+
+void StepTimeline::poll(bool wait) {
+  // Oldest first, so the trace receives steps in order.
+  Record* order[2] = {&records_[0], &records_[1]};
+  if (order[1]->step < order[0]->step) std::swap(order[0], order[1]);
+  MeasuredStep m;
+  for (Record* r : order) {
+    if (r->state != Record::State::kPending) continue;
+    if (measure(*r, wait, &m)) {
+      r->state = Record::State::kFree;
+      take(m);
+    } else if (r->broken) {
+      r->state = Record::State::kFree;  // a failed stamp: this step is lost, the next ones are not
+    }
+  }
+}
+
+void StepTimeline::take(const MeasuredStep& m) {
+  last_ = m.timing;
+  ++measured_;
+  GCOMM_TRACE(REDUCER, "step ", m.timing.step, " timing: ", m.timing.step_us, " us, backward ", m.timing.backward_us,
+              " us, communication ", m.timing.comm_us, " us of which ", m.timing.overlapped_comm_us,
+              " us overlapped backward (", static_cast<int>(m.timing.overlap() * 100 + 0.5), "%)");
+  if (trace_ == nullptr) return;
+  if (trace_->wants(m.timing.step)) trace_->add(m);
+  if (!trace_->complete(m.timing.step)) return;
+  std::unique_ptr<ChromeTrace> done = std::move(trace_);
+  try {
+    done->write();
+    GCOMM_INFO(REDUCER, "step trace of ", done->steps_added(), " steps written to ", done->path());
+  } catch (const std::exception& e) {
+    GCOMM_WARN("reducer step trace: ", e.what());
+  }
+}
+
+void StepTimeline::start_trace(std::unique_ptr<ChromeTrace> trace) {
+  if (trace_ != nullptr) stop_trace();
+  trace_ = std::move(trace);
+}
+
+void StepTimeline::stop_trace() {
+  if (trace_ == nullptr) return;
+  poll(true);
+  if (trace_ == nullptr) return;  // its last step came in just now and it was written
+  std::unique_ptr<ChromeTrace> done = std::move(trace_);
+  done->write();
+  GCOMM_INFO(REDUCER, "step trace of ", done->steps_added(), " steps written to ", done->path());
+}
+
+}  // namespace gradcomm::reducer

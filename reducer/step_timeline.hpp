@@ -1,0 +1,158 @@
+// Step timing: what each synced step's reducer work cost, how much of its
+// communication ran while backward was still producing gradients (the overlap),
+// and the spans a Chrome trace is drawn from (chrome_trace.hpp).
+//
+// Host communicators stamp with the host's steady clock, so a step is measured
+// when finalize returns. CUDA ones record events on the stream the work runs on
+// and read them once the step's last event has completed: queried at the next
+// begin and on request, never waited for on the hot path (two steps are kept;
+// a step still running when its slot is needed again is dropped, not waited for).
+//
+// Off, every call is one branch (recording() false). The reducer calls it under
+// its mutex, so nothing here locks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gradcomm/gradcomm.h"
+
+namespace gradcomm::reducer {
+
+class ChromeTrace;
+
+enum class SpanKind : uint8_t { kCompute, kComm };
+// Where a span runs: the caller's thread and stream (mark-ready calls, the
+// scaler's update) or the reducer's side stream (every bucket's work).
+enum class Track : uint8_t { kCaller, kReducer };
+
+struct StepTiming {
+  uint64_t step = 0;  // 0: none measured
+  double step_us = 0, backward_us = 0, comm_us = 0, overlapped_comm_us = 0;
+  double overlap() const { return comm_us > 0 ? overlapped_comm_us / comm_us : 0.0; }
+};
+
+// One span of a measured step, in microseconds from the step's begin (an instant
+// has begin == end).
+struct MeasuredSpan {
+  const char* name;
+  SpanKind kind;
+  Track track;
+  int bucket;  // -1: the whole step
+  bool instant;
+  double begin_us, end_us;
+};
+
+struct MeasuredStep {
+  StepTiming timing;
+  double begin_host_us = 0;  // the step's begin on the host's steady clock (the trace's time base)
+  std::vector<MeasuredSpan> spans;
+};
+
+// Overlap of a step: each communication span's part before `backward_us`.
+StepTiming timing_of(uint64_t step, double step_us, double backward_us, const std::vector<MeasuredSpan>& spans);
+
+class StepTimeline {
+ public:
+  StepTimeline(gcommDevice_t device, bool enabled);
+  ~StepTimeline();
+  StepTimeline(const StepTimeline&) = delete;
+  StepTimeline& operator=(const StepTimeline&) = delete;
+
+  bool enabled() const noexcept { return enabled_; }
+  void set_enabled(bool on) noexcept { enabled_ = on; }
+  // From begin_step to end_step of a measured step.
+  bool recording() const noexcept { return current_ != nullptr; }
+
+  // A synced step begins; `side`: the reducer's stream (its begin stamp).
+  void begin_step(uint64_t step, gcommStream_t side);
+  void marked() noexcept;                               // a mark-ready call (host clock)
+  void instant(const char* name, int bucket) noexcept;  // host clock, caller's track
+  size_t open(const char* name, SpanKind kind, Track track, int bucket, gcommStream_t stream) noexcept;
+  void close(size_t span, gcommStream_t stream) noexcept;
+  // Finalize begins: backward has ended (host: at the last mark; GPU: here on `stream`).
+  void backward_done(gcommStream_t stream) noexcept;
+  // Finalize's work is enqueued on `stream`; host steps are measured at once.
+  void end_step(gcommStream_t stream);
+  // A step that failed is not measured.
+  void abandon() noexcept;
+
+  // Measures the steps whose work is complete (wait: blocks for the GPU's), feeds
+  // the trace, and writes the trace once its last step is in.
+  void poll(bool wait);
+  StepTiming last() const { return last_; }
+  uint64_t measured_steps() const { return measured_; }
+
+  // The trace takes `steps` synced steps from `first_step` on; it replaces one
+  // that was running (written first).
+  void start_trace(std::unique_ptr<ChromeTrace> trace);
+  bool tracing() const noexcept { return trace_ != nullptr; }
+  // Writes the trace with what is measured so far and ends it; throws when the
+  // file cannot be written.
+  void stop_trace();
+
+ private:
+  struct Stamp {
+    double host_us = -1;
+    int event = -1;  // index into the record's CUDA events; -1: the host time is the stamp
+  };
+  struct RawSpan {
+    const char* name;
+    SpanKind kind;
+    Track track;
+    int bucket;
+    bool instant;
+    Stamp begin, end;
+  };
+  struct Record {
+    enum class State { kFree, kOpen, kPending } state = State::kFree;
+    bool broken = false;  // a CUDA call failed while stamping: not measured
+    uint64_t step = 0;
+    Stamp begin, backward, end;
+    double last_mark_us = -1;
+    std::vector<RawSpan> spans;
+    std::vector<void*> events;  // cudaEvent_t, made on first use and kept
+    size_t events_used = 0;
+  };
+
+  Stamp stamp(Record& r, gcommStream_t stream) noexcept;
+  // Times from the record's begin; false if its events are not complete (or failed).
+  bool measure(Record& r, bool wait, MeasuredStep* out) noexcept;
+  void take(const MeasuredStep& m);
+  bool wants_timing() const noexcept;
+
+  const bool cuda_;
+  const int ordinal_;
+  bool enabled_;
+  Record records_[2];
+  Record* current_ = nullptr;
+  StepTiming last_;
+  uint64_t measured_ = 0;
+  uint64_t dropped_ = 0;
+  std::unique_ptr<ChromeTrace> trace_;
+};
+
+// RAII: a span around work enqueued on `stream` (nothing when not recording).
+class TimedSpan {
+ public:
+  TimedSpan(StepTimeline& timeline, const char* name, SpanKind kind, int bucket, gcommStream_t stream,
+            Track track = Track::kReducer) noexcept
+      : timeline_(timeline.recording() ? &timeline : nullptr), stream_(stream) {
+    if (timeline_ != nullptr) span_ = timeline_->open(name, kind, track, bucket, stream);
+  }
+  ~TimedSpan() {
+    if (timeline_ != nullptr) timeline_->close(span_, stream_);
+  }
+  TimedSpan(const TimedSpan&) = delete;
+  TimedSpan& operator=(const TimedSpan&) = delete;
+
+ private:
+  StepTimeline* timeline_;
+  gcommStream_t stream_;
+  size_t span_ = 0;
+};
+
+}  // namespace gradcomm::reducer
