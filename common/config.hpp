@@ -47,16 +47,22 @@ Config read_config(const Config* user, const Config& defaults, const char* type_
 }
 
 // The other direction, for versioned output structs (statistics): `user` was set
-// with its _INITIALIZER; the fields both versions know are copied from `value`,
-// the caller's header stays as it was.
+// with its _INITIALIZER (check_versioned_out says so, before anything is computed);
+// the fields both versions know are copied from `value`, the caller's header
+// stays as it was.
 template <class Out>
-void write_versioned_out(const Out& value, Out* user, const char* type_name, const char* initializer) {
+void check_versioned_out(const Out* user, const char* type_name, const char* initializer) {
   static_assert(std::is_trivially_copyable<Out>::value, "output structs are plain C structs");
   require(user != nullptr, "the ", type_name, " argument is NULL");
   require(user->magic == GCOMM_CONFIG_MAGIC, type_name, " was not made by ", initializer, " (magic 0x", std::hex,
           user->magic, std::dec, ")");
   require(user->size >= kConfigHeaderBytes && user->size % alignof(uint64_t) == 0, type_name, ": size ", user->size,
           " is not a valid struct size (use ", initializer, ")");
+}
+
+template <class Out>
+void write_versioned_out(const Out& value, Out* user, const char* type_name, const char* initializer) {
+  check_versioned_out(user, type_name, initializer);
   const size_t n = user->size < sizeof(Out) ? user->size : sizeof(Out);
   std::memcpy(reinterpret_cast<char*>(user) + kConfigHeaderBytes, reinterpret_cast<const char*>(&value) + kConfigHeaderBytes,
               n - kConfigHeaderBytes);

@@ -30,7 +30,13 @@ nlohmann::json name_event(const char* what, int pid, int tid, const std::string&
 
 std::string per_rank_path(const std::string& pattern, int rank, int size) {
   std::string p = pattern;
-  if (size > 1 && p.find("%r") == std::string::npos) {
+  bool has_rank = false;  // a %r placeholder, not the escaped "%%r"
+  for (size_t i = 0; i + 1 < p.size(); ++i)
+    if (p[i] == '%') {
+      has_rank = has_rank || p[i + 1] == 'r';
+      ++i;
+    }
+  if (size > 1 && !has_rank) {
     // Several ranks, one name: each rank's file gets its rank before the extension.
     const size_t slash = p.rfind('/');
     const size_t dot = p.rfind('.');

@@ -577,6 +577,7 @@ void Reducer::start_trace(const std::string& path, uint64_t steps) {
   if (phase_ != Phase::kIdle) fail(gcommInvalidState, "a step trace can only be started between steps");
   require(!path.empty(), "the trace path is empty");
   const uint64_t next = stats_.synced_steps + 1;
+  timeline_.stop_trace();  // one running already is written first (and its failure reported)
   timeline_.start_trace(std::make_unique<ChromeTrace>(per_rank_path(path, comm_.rank(), comm_.size()), comm_.rank(),
                                                       comm_.size(), describe_device(device_), next, steps));
 }
@@ -602,8 +603,7 @@ void Reducer::enable_powersgd(const size_t* rows, const PowerSgdOptions& options
   if (options_.sharded)
     fail(gcommNotSupported, "PowerSGD with sharded gradients is not defined: its P and Q are all-reduced "
          "whole and decompressed on every rank; use gcommReducerAllReduce mode for PowerSGD");
-  if (dynamic_cast<PowerSgd*>(strategy_.get()) != nullptr)
-    fail(gcommInvalidState, "PowerSGD is already enabled on this reducer");
+  require_no_compression("PowerSGD");
   auto psgd = std::make_unique<PowerSgd>(grads_, rows, options, *allocator_, side_, device_);
   // Keep the plan's current gradient order; the compressed gradients take no bytes.
   PlanOptions po = plan_options();
@@ -627,6 +627,63 @@ void Reducer::enable_powersgd(const size_t* rows, const PowerSgdOptions& options
   strategy_ = std::move(psgd);
   GCOMM_INFO(REDUCER, "reducer: PowerSGD rank ", options.rank, " on ", powersgd("").stats().compressed_matrices, " of ",
              grads_.size(), " gradients");
+}
+
+void Reducer::require_no_compression(const char* enabling) const {
+  if (dynamic_cast<const AllReduceStrategy*>(strategy_.get()) == nullptr)
+    fail(gcommInvalidState, "cannot enable ", enabling, ": this reducer already compresses with ", strategy_->name(),
+         " (one compression strategy per reducer)");
+}
+
+void Reducer::enable_quantization(const QuantOptions& options) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  throw_if_failed();
+  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the quantized wire can only be enabled between steps");
+  if (options_.sharded)
+    fail(gcommNotSupported, "the quantized wire in sharded mode is not built (its reduce-scatter half would be); "
+         "use gcommReducerAllReduce mode");
+  if (options_.grad_as_bucket_view)
+    fail(gcommNotSupported, "the quantized wire keeps each bucket's residual in its wire buffer, which "
+         "grad_as_bucket_view makes the gradients themselves; create the reducer without views");
+  require_no_compression("the quantized wire");
+  auto quant = std::make_unique<QuantizedWire>(options, comm_.size(), comm_.rank(), *allocator_, side_, device_);
+  side_.synchronize();
+  or_fail([&] {
+    quant->set_layout(plan_);
+    side_.synchronize();  // E is zero before the first step reads it
+  });
+  rebuild_pending_ = false;  // E is laid out by this plan
+  quant->wrap(std::move(strategy_));
+  strategy_ = std::move(quant);
+  const QuantStats st = quantized("").stats();
+  GCOMM_INFO(REDUCER, "reducer: int8 wire, blocks of ", options.block, ", on ", st.quantized_buckets, " of ",
+             plan_.buckets.size(), " buckets, error feedback ", options.error_feedback ? "on" : "off");
+}
+
+QuantizedWire& Reducer::quantized(const char* what) const {
+  auto* q = dynamic_cast<QuantizedWire*>(strategy_.get());
+  if (q == nullptr) fail(gcommInvalidState, what, ": the quantized wire is not enabled on this reducer");
+  return *q;
+}
+
+QuantStats Reducer::quant_stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return quantized("quantized wire stats").stats();
+}
+
+std::vector<uint8_t> Reducer::save_quant() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  QuantizedWire& q = quantized("saving the quantized wire state");
+  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the quantized wire state can only be saved between steps");
+  return q.save();
+}
+
+void Reducer::load_quant(const uint8_t* data, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  throw_if_failed();
+  QuantizedWire& q = quantized("loading a quantized wire state");
+  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the quantized wire state can only be loaded between steps");
+  q.load(data, bytes);
 }
 
 PowerSgd& Reducer::powersgd(const char* what) const {

@@ -21,6 +21,7 @@
 #include "reducer/side_stream.hpp"
 #include "reducer/step_timeline.hpp"
 #include "reducer/strategies/powersgd.hpp"
+#include "reducer/strategies/quantized.hpp"
 #include "reducer/strategy.hpp"
 #include "gradcomm/reducer.h"
 #include "kernels/grad_scaler.hpp"
@@ -103,6 +104,13 @@ class Reducer {
   std::vector<uint8_t> save_powersgd();
   void load_powersgd(const uint8_t* data, size_t bytes);
 
+  // The quantized wire (strategies/quantized.hpp): between steps, once; it wraps
+  // the all-reduce strategy.
+  void enable_quantization(const QuantOptions& options);
+  QuantStats quant_stats() const;
+  std::vector<uint8_t> save_quant();
+  void load_quant(const uint8_t* data, size_t bytes);
+
  private:
   enum class Phase { kIdle, kSynced, kAccumulating };
 
@@ -183,6 +191,9 @@ class Reducer {
   bool rebuild_pending_;
   // PowerSGD's strategy, or a failure naming `what`.
   PowerSgd& powersgd(const char* what) const;
+  QuantizedWire& quantized(const char* what) const;
+  // Refuses a second compression strategy (PowerSGD, the quantized wire) by name.
+  void require_no_compression(const char* enabling) const;
   gcommReducerStats_t stats_{};
   std::unique_ptr<CompressionStrategy> strategy_;
   gcommStatus_t failed_status_ = gcommSuccess;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "common/device.hpp"
 #include "common/log.hpp"
@@ -40,17 +41,21 @@ StepTimeline::StepTimeline(gcommDevice_t device, bool enabled)
 
 StepTimeline::~StepTimeline() {
   if (!cuda_) return;
-  DeviceGuard guard(ordinal_);
-  for (Record& r : records_)
-    for (void* e : r.events) (void)cudaEventDestroy(as_event(e));
+  try {
+    DeviceGuard guard(ordinal_);
+    for (Record& r : records_)
+      for (void* e : r.events) (void)cudaEventDestroy(as_event(e));
+  } catch (const std::exception& e) {
+    GCOMM_WARN("reducer step timing: ", e.what(), "; its CUDA events are left to the context");
+  }
 }
 
-bool StepTimeline::wants_timing() const noexcept { return enabled_ || trace_ != nullptr; }
-
 void StepTimeline::begin_step(uint64_t step, gcommStream_t side) {
-  current_ = nullptr;
-  if (!enabled_ && !(trace_ != nullptr && trace_->wants(step))) return;
+  abandon();  // a step that ended without end_step or abandon (it threw before either)
+  // Earlier steps first, so that a trace whose last step is in gets written now
+  // even when this step is not timed.
   poll(false);
+  if (!enabled_ && !(trace_ != nullptr && trace_->wants(step))) return;
   Record* slot = nullptr;
   for (Record& r : records_)
     if (r.state == Record::State::kFree) slot = &r;
@@ -77,21 +82,29 @@ StepTimeline::Stamp StepTimeline::stamp(Record& r, gcommStream_t stream) noexcep
   Stamp s;
   s.host_us = now_us();
   if (!cuda_ || r.broken) return s;
-  DeviceGuard guard(ordinal_);
-  if (r.events_used == r.events.size()) {
-    cudaEvent_t e = nullptr;
-    if (cudaEventCreate(&e) != cudaSuccess) {
+  // Timing never fails a step: any failure here (the device guard, an event, the
+  // pool's growth) only leaves this step unmeasured.
+  try {
+    DeviceGuard guard(ordinal_);
+    if (r.events_used == r.events.size()) {
+      cudaEvent_t e = nullptr;
+      if (cudaEventCreate(&e) != cudaSuccess) {
+        (void)cudaGetLastError();
+        r.broken = true;
+        GCOMM_WARN("reducer step timing: cudaEventCreate failed; step ", r.step, " is not measured");
+        return s;
+      }
+      r.events.push_back(e);
+    }
+    if (cudaEventRecord(as_event(r.events[r.events_used]), static_cast<cudaStream_t>(stream)) != cudaSuccess) {
       (void)cudaGetLastError();
       r.broken = true;
-      GCOMM_WARN("reducer step timing: cudaEventCreate failed; step ", r.step, " is not measured");
+      GCOMM_WARN("reducer step timing: cudaEventRecord failed; step ", r.step, " is not measured");
       return s;
     }
-    r.events.push_back(e);
-  }
-  if (cudaEventRecord(as_event(r.events[r.events_used]), static_cast<cudaStream_t>(stream)) != cudaSuccess) {
-    (void)cudaGetLastError();
+  } catch (const std::exception& e) {
     r.broken = true;
-    GCOMM_WARN("reducer step timing: cudaEventRecord failed; step ", r.step, " is not measured");
+    GCOMM_WARN("reducer step timing: ", e.what(), "; step ", r.step, " is not measured");
     return s;
   }
   s.event = static_cast<int>(r.events_used++);
@@ -106,14 +119,23 @@ void StepTimeline::instant(const char* name, int bucket) noexcept {
   if (current_ == nullptr) return;
   Stamp at;
   at.host_us = now_us();
-  current_->spans.push_back(RawSpan{name, SpanKind::kCompute, Track::kCaller, bucket, true, at, at});
+  try {
+    current_->spans.push_back(RawSpan{name, SpanKind::kCompute, Track::kCaller, bucket, true, at, at});
+  } catch (const std::bad_alloc&) {
+    current_->broken = true;
+  }
 }
 
 size_t StepTimeline::open(const char* name, SpanKind kind, Track track, int bucket, gcommStream_t stream) noexcept {
   if (current_ == nullptr) return 0;
   Record& r = *current_;
   const Stamp begin = stamp(r, stream);
-  r.spans.push_back(RawSpan{name, kind, track, bucket, false, begin, begin});
+  try {
+    r.spans.push_back(RawSpan{name, kind, track, bucket, false, begin, begin});
+  } catch (const std::bad_alloc&) {
+    r.broken = true;
+    return SIZE_MAX;  // close() ignores it
+  }
   return r.spans.size() - 1;
 }
 
@@ -162,27 +184,33 @@ bool StepTimeline::measure(Record& r, bool wait, MeasuredStep* out) noexcept {
     *us = static_cast<double>(ms) * 1000.0;
     return true;
   };
-  if (cuda_) {
-    DeviceGuard guard(ordinal_);
-    if (r.end.event < 0 || r.begin.event < 0) return false;
-    cudaEvent_t last = as_event(r.events[static_cast<size_t>(r.end.event)]);
-    const cudaError_t done = wait ? cudaEventSynchronize(last) : cudaEventQuery(last);
-    if (done == cudaErrorNotReady) return false;
-    if (done != cudaSuccess) {
-      (void)cudaGetLastError();
-      r.broken = true;
-      return false;
+  std::optional<DeviceGuard> guard;
+  try {
+    if (cuda_) {
+      guard.emplace(ordinal_);
+      if (r.end.event < 0 || r.begin.event < 0) return false;
+      cudaEvent_t last = as_event(r.events[static_cast<size_t>(r.end.event)]);
+      const cudaError_t done = wait ? cudaEventSynchronize(last) : cudaEventQuery(last);
+      if (done == cudaErrorNotReady) return false;
+      if (done != cudaSuccess) {
+        (void)cudaGetLastError();
+        r.broken = true;
+        return false;
+      }
     }
+    out->spans.clear();
+    out->spans.reserve(r.spans.size());
+  } catch (const std::exception&) {
+    r.broken = true;
+    return false;
   }
   out->begin_host_us = r.begin.host_us;
-  out->spans.clear();
-  out->spans.reserve(r.spans.size());
   double step_us = 0, backward_us = 0;
   bool ok = time_of(r.end, &step_us) && time_of(r.backward, &backward_us);
   for (const RawSpan& s : r.spans) {
     MeasuredSpan m{s.name, s.kind, s.track, s.bucket, s.instant, 0, 0};
     ok = ok && time_of(s.begin, &m.begin_us) && time_of(s.end, &m.end_us);
-    out->spans.push_back(m);
+    out->spans.push_back(m);  // capacity reserved above
   }
   if (!ok) {
     r.broken = true;
@@ -215,7 +243,13 @@ void StepTimeline::take(const MeasuredStep& m) {
               " us, communication ", m.timing.comm_us, " us of which ", m.timing.overlapped_comm_us,
               " us overlapped backward (", static_cast<int>(m.timing.overlap() * 100 + 0.5), "%)");
   if (trace_ == nullptr) return;
-  if (trace_->wants(m.timing.step)) trace_->add(m);
+  try {
+    if (trace_->wants(m.timing.step)) trace_->add(m);
+  } catch (const std::bad_alloc&) {
+    GCOMM_WARN("reducer step trace: out of host memory at step ", m.timing.step, "; the trace is dropped");
+    trace_.reset();
+    return;
+  }
   if (!trace_->complete(m.timing.step)) return;
   std::unique_ptr<ChromeTrace> done = std::move(trace_);
   try {

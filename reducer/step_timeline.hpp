@@ -122,7 +122,6 @@ class StepTimeline {
   // Times from the record's begin; false if its events are not complete (or failed).
   bool measure(Record& r, bool wait, MeasuredStep* out) noexcept;
   void take(const MeasuredStep& m);
-  bool wants_timing() const noexcept;
 
   const bool cuda_;
   const int ordinal_;

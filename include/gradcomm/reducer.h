@@ -184,7 +184,7 @@ typedef struct gcommReducerStepTiming {
   uint32_t magic;
   uint32_t version;
   uint64_t step;             /**< the synced step measured (1: the first); 0: none measured yet */
-  uint64_t measured_steps;   /**< synced steps measured since timing was turned on */
+  uint64_t measured_steps;   /**< synced steps measured since the reducer was created */
   double step_us;            /**< begin to the end of finalize's work */
   double backward_us;        /**< begin to the end of backward (see above) */
   double comm_us;            /**< the step's collectives, summed */
@@ -198,7 +198,7 @@ typedef struct gcommReducerStepTiming {
 /** Turns step timing on (1) or off (0). Default: on for a host communicator (a
  *  clock read per mark-ready call and a few per bucket), off on a GPU (two CUDA
  *  event records per collective); GRADCOMM_REDUCER_TIMING=0/1 overrides the
- *  default. A trace turns it on while it runs. */
+ *  default. The steps a trace records are timed whatever the switch says. */
 GCOMM_API gcommStatus_t gcommReducerSetTiming(gcommReducer_t reducer, int enable);
 /** The last measured synced step (timing->step == 0 when none was measured yet). */
 GCOMM_API gcommStatus_t gcommReducerGetStepTiming(gcommReducer_t reducer, gcommReducerStepTiming_t* timing);
@@ -263,6 +263,60 @@ GCOMM_API gcommStatus_t gcommReducerSavePowerSgdState(gcommReducer_t reducer, vo
                                                       size_t* required);
 /** Restores a state saved by a reducer with the same gradients, rows and rank. */
 GCOMM_API gcommStatus_t gcommReducerLoadPowerSgdState(gcommReducer_t reducer, const void* data, size_t bytes);
+
+/* ---- Quantized wire (blockwise int8 with error feedback; docs/reducer.md) ---- */
+
+/** The quantized wire's number format. The values are part of the ABI. */
+typedef enum gcommQuantFormat {
+  gcommQuantInt8 = 0 /**< symmetric int8 codes, one f32 scale (max |v| / 127) per block */
+} gcommQuantFormat_t;
+
+/** Quantized wire configuration (versioned config struct, version 1). */
+typedef struct gcommQuantConfig {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  int format;          /**< gcommQuantInt8 */
+  int block_size;      /**< 256: values per scale, a power of two in 32..4096 */
+  int error_feedback;  /**< 1: add what the last step's codes lost (E) before quantizing */
+  int reserved_v1;     /**< leave 0 */
+  uint64_t start_iter; /**< 0: synced steps all-reduced in f32 before quantization starts */
+} gcommQuantConfig_t;
+
+#define GCOMM_QUANT_CONFIG_INITIALIZER \
+  { GCOMM_CONFIG_HEADER(gcommQuantConfig_t), gcommQuantInt8, 256, 1, 0, 0 }
+
+/** Statistics of the quantized wire (versioned output struct: set it with
+ *  GCOMM_QUANT_STATS_INITIALIZER before asking). */
+typedef struct gcommQuantStats {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  uint64_t quantized_steps;      /**< synced steps that were quantized */
+  uint64_t quantized_buckets;    /**< buckets of the plan that are (f32 wire) */
+  uint64_t bytes_last_step;      /**< bytes this rank sent for them in the last quantized step */
+  uint64_t f32_allreduce_bytes;  /**< what an f32 ring all-reduce of the same buckets sends per rank */
+  uint64_t error_feedback_bytes; /**< memory held by the error feedback */
+} gcommQuantStats_t;
+
+#define GCOMM_QUANT_STATS_INITIALIZER { GCOMM_CONFIG_HEADER(gcommQuantStats_t), 0, 0, 0, 0, 0 }
+
+/** Turns the quantized wire on, between steps: every bucket whose wire is f32 is
+ *  quantized to int8 blocks, exchanged with an all-to-all, summed in f32 by the rank
+ *  that owns each chunk, quantized again and all-gathered; about 0.26x the bytes of
+ *  an f32 all-reduce with 256-value blocks. Other buckets are all-reduced as before.
+ *  Every rank must make the same call. Refused with grad_as_bucket_view, in sharded
+ *  mode, and with PowerSGD (one compression strategy per reducer). The plan is not
+ *  rebuilt afterwards. The error feedback (4 bytes per value of the quantized
+ *  buckets) is allocated here. */
+GCOMM_API gcommStatus_t gcommReducerEnableQuantization(gcommReducer_t reducer, const gcommQuantConfig_t* config);
+GCOMM_API gcommStatus_t gcommReducerGetQuantStats(gcommReducer_t reducer, gcommQuantStats_t* stats);
+/** The quantized wire's state (step counter, error feedback) as device-independent
+ *  bytes, between steps (the size convention of gcommReducerSavePowerSgdState). */
+GCOMM_API gcommStatus_t gcommReducerSaveQuantState(gcommReducer_t reducer, void* buffer, size_t size,
+                                                   size_t* required);
+/** Restores a state saved by a reducer with the same plan and configuration. */
+GCOMM_API gcommStatus_t gcommReducerLoadQuantState(gcommReducer_t reducer, const void* data, size_t bytes);
 
 /* ------------------------------------------------------------------------- */
 /* Sharded gradients (mode gcommReducerSharded)                               */

@@ -37,6 +37,14 @@ HandleRegistry<gcommReducer>& reducers() {
 
 Reducer& reducer_of(gcommReducer_t handle) { return *reducers().get(handle)->reducer; }
 
+// A saved strategy state into the caller's buffer (size 0: only *required).
+void copy_state_out(const std::vector<uint8_t>& state, void* buffer, size_t size, size_t* required) {
+  if (required != nullptr) *required = state.size();
+  if (size == 0) return;
+  require(size >= state.size(), "size ", size, " is below the state's ", state.size(), " bytes (ask with size 0)");
+  std::memcpy(buffer, state.data(), state.size());
+}
+
 }  // namespace
 
 extern "C" {
@@ -154,7 +162,7 @@ GCOMM_API gcommStatus_t gcommReducerSetTiming(gcommReducer_t reducer, int enable
 GCOMM_API gcommStatus_t gcommReducerGetStepTiming(gcommReducer_t reducer, gcommReducerStepTiming_t* timing) {
   return GCOMM_API_CALL({
     Reducer& r = reducer_of(reducer);
-    GCOMM_REQUIRE_NOT_NULL(timing);
+    check_versioned_out(timing, "gcommReducerStepTiming_t", "GCOMM_REDUCER_STEP_TIMING_INITIALIZER");
     gcommReducerStepTiming_t out = GCOMM_REDUCER_STEP_TIMING_INITIALIZER;
     const StepTiming t = r.step_timing(&out.measured_steps);
     out.step = t.step;
@@ -206,16 +214,48 @@ GCOMM_API gcommStatus_t gcommReducerSavePowerSgdState(gcommReducer_t reducer, vo
                                                       size_t* required) {
   return GCOMM_API_CALL({
     require(buffer != nullptr || size == 0, "buffer is NULL but size is ", size);
-    std::vector<uint8_t> state = reducer_of(reducer).save_powersgd();
-    if (required != nullptr) *required = state.size();
-    if (size == 0) return;
-    require(size >= state.size(), "size ", size, " is below the state's ", state.size(), " bytes (ask with size 0)");
-    std::memcpy(buffer, state.data(), state.size());
+    copy_state_out(reducer_of(reducer).save_powersgd(), buffer, size, required);
   });
 }
 
 GCOMM_API gcommStatus_t gcommReducerLoadPowerSgdState(gcommReducer_t reducer, const void* data, size_t bytes) {
   return GCOMM_API_CALL({ reducer_of(reducer).load_powersgd(static_cast<const uint8_t*>(data), bytes); });
+}
+
+GCOMM_API gcommStatus_t gcommReducerEnableQuantization(gcommReducer_t reducer, const gcommQuantConfig_t* config) {
+  return GCOMM_API_CALL({
+    Reducer& r = reducer_of(reducer);
+    const gcommQuantConfig_t defaults = GCOMM_QUANT_CONFIG_INITIALIZER;
+    gcommQuantConfig_t c = read_config(config, defaults, "gcommQuantConfig_t");
+    r.enable_quantization(quant_options_from(c));
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerGetQuantStats(gcommReducer_t reducer, gcommQuantStats_t* stats) {
+  return GCOMM_API_CALL({
+    Reducer& r = reducer_of(reducer);
+    check_versioned_out(stats, "gcommQuantStats_t", "GCOMM_QUANT_STATS_INITIALIZER");
+    const QuantStats s = r.quant_stats();
+    gcommQuantStats_t out = GCOMM_QUANT_STATS_INITIALIZER;
+    out.quantized_steps = s.quantized_steps;
+    out.quantized_buckets = s.quantized_buckets;
+    out.bytes_last_step = s.bytes_last_step;
+    out.f32_allreduce_bytes = s.f32_allreduce_bytes;
+    out.error_feedback_bytes = s.error_feedback_bytes;
+    write_versioned_out(out, stats, "gcommQuantStats_t", "GCOMM_QUANT_STATS_INITIALIZER");
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerSaveQuantState(gcommReducer_t reducer, void* buffer, size_t size,
+                                                   size_t* required) {
+  return GCOMM_API_CALL({
+    require(buffer != nullptr || size == 0, "buffer is NULL but size is ", size);
+    copy_state_out(reducer_of(reducer).save_quant(), buffer, size, required);
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerLoadQuantState(gcommReducer_t reducer, const void* data, size_t bytes) {
+  return GCOMM_API_CALL({ reducer_of(reducer).load_quant(static_cast<const uint8_t*>(data), bytes); });
 }
 
 }  // extern "C"

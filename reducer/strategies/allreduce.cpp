@@ -11,21 +11,8 @@ namespace gradcomm::reducer {
 void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContext& ctx) {
   const Bucket& bucket = ctx.plan.buckets[b];
   void* wire = ctx.bucket_wire[b];
-  const float world = static_cast<float>(ctx.comm.size());
   if (!ctx.views) {
-    std::vector<gcommTensor_t> src;
-    std::vector<size_t> offsets;
-    src.reserve(bucket.entries.size());
-    offsets.reserve(bucket.entries.size());
-    for (const BucketEntry& e : bucket.entries) {
-      if (ctx.outermost.takes(e.grad) || !ctx.marked[e.grad]) continue;
-      src.push_back(ctx.grads[e.grad]);
-      offsets.push_back(e.offset);
-    }
-    auto span = ctx.span("pack", SpanKind::kCompute, b);
-    if (!complete) zero_bytes(wire, bucket.wire_bytes(), ctx.device, ctx.side.stream());
-    kernels::pack(src.data(), src.size(), offsets.data(), wire, bucket.wire_dtype,
-                  ctx.average ? 1.0f / world : 1.0f, nullptr, ctx.target());
+    pack_bucket(b, complete, wire, ctx);
   } else if (!complete) {
     for (const BucketEntry& e : bucket.entries) {
       const gcommTensor_t& g = ctx.grads[e.grad];
@@ -56,10 +43,12 @@ void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContex
 // back, times 1/loss scale) or, with views, unscale in place; Inf/NaN into the step flag.
 void AllReduceStrategy::epilogue(size_t b, const StrategyContext& ctx) {
   const Bucket& bucket = ctx.plan.buckets[b];
+  if (!ctx.sharded && !ctx.views) {
+    unpack_bucket(b, ctx.bucket_wire[b], bucket.wire_dtype, ctx);
+    return;
+  }
   std::vector<gcommTensor_t> dst;
   std::vector<size_t> offsets;
-  dst.reserve(bucket.entries.size());
-  offsets.reserve(bucket.entries.size());
   if (ctx.sharded) {
     // This rank's shard only: the parts of the gradients in it.
     const size_t lo =
@@ -72,24 +61,55 @@ void AllReduceStrategy::epilogue(size_t b, const StrategyContext& ctx) {
       offsets.push_back(lo + p.shard_offset);
     }
   } else {
-    for (const BucketEntry& e : bucket.entries) {
-      if (ctx.outermost.takes(e.grad)) continue;
-      dst.push_back(ctx.grads[e.grad]);
-      offsets.push_back(e.offset);
-    }
+    for (const BucketEntry& e : bucket.entries)
+      if (!ctx.outermost.takes(e.grad)) dst.push_back(ctx.grads[e.grad]);
   }
   if (dst.empty()) return;
   auto span = ctx.span("epilogue", SpanKind::kCompute, b);
-  if (ctx.views) {
-    // Without a scaler there is nothing to multiply: a read-only check.
-    if (ctx.inv_scale != nullptr)
-      kernels::unscale_and_check(dst.data(), dst.size(), ctx.inv_scale, ctx.step_flag, ctx.target());
-    else
-      kernels::check_finite(dst.data(), dst.size(), ctx.step_flag, ctx.target());
-  } else {
+  if (!ctx.views) {
     kernels::unpack(ctx.bucket_wire[b], bucket.wire_dtype, offsets.data(), dst.data(), dst.size(), 1.0f,
                     ctx.inv_scale, false, ctx.step_flag, ctx.target());
+  } else if (ctx.inv_scale != nullptr) {
+    kernels::unscale_and_check(dst.data(), dst.size(), ctx.inv_scale, ctx.step_flag, ctx.target());
+  } else {
+    // Without a scaler there is nothing to multiply: a read-only check.
+    kernels::check_finite(dst.data(), dst.size(), ctx.step_flag, ctx.target());
   }
+}
+
+void pack_bucket(size_t b, bool complete, void* wire, const StrategyContext& ctx) {
+  const Bucket& bucket = ctx.plan.buckets[b];
+  std::vector<gcommTensor_t> src;
+  std::vector<size_t> offsets;
+  src.reserve(bucket.entries.size());
+  offsets.reserve(bucket.entries.size());
+  for (const BucketEntry& e : bucket.entries) {
+    if (ctx.outermost.takes(e.grad) || !ctx.marked[e.grad]) continue;
+    src.push_back(ctx.grads[e.grad]);
+    offsets.push_back(e.offset);
+  }
+  auto span = ctx.span("pack", SpanKind::kCompute, b);
+  if (!complete) zero_bytes(wire, bucket.wire_bytes(), ctx.device, ctx.side.stream());
+  const float world = static_cast<float>(ctx.comm.size());
+  kernels::pack(src.data(), src.size(), offsets.data(), wire, bucket.wire_dtype, ctx.average ? 1.0f / world : 1.0f,
+                nullptr, ctx.target());
+}
+
+void unpack_bucket(size_t b, const void* src, gcommDataType_t dtype, const StrategyContext& ctx) {
+  const Bucket& bucket = ctx.plan.buckets[b];
+  std::vector<gcommTensor_t> dst;
+  std::vector<size_t> offsets;
+  dst.reserve(bucket.entries.size());
+  offsets.reserve(bucket.entries.size());
+  for (const BucketEntry& e : bucket.entries) {
+    if (ctx.outermost.takes(e.grad)) continue;
+    dst.push_back(ctx.grads[e.grad]);
+    offsets.push_back(e.offset);
+  }
+  if (dst.empty()) return;
+  auto span = ctx.span("epilogue", SpanKind::kCompute, b);
+  kernels::unpack(src, dtype, offsets.data(), dst.data(), dst.size(), 1.0f, ctx.inv_scale, false, ctx.step_flag,
+                  ctx.target());
 }
 
 }  // namespace gradcomm::reducer

@@ -1,0 +1,74 @@
+// Blockwise symmetric int8 quantization for the quantized gradient wire
+// (reducer/strategies/quantized.*). Each operation has a host twin and a CUDA
+// path that give the same bits (quant_math.hpp holds the shared element math).
+//
+// A bucket of n f32 values is cut into `chunks` equal chunks (one per rank) of
+// chunk_elements = blocks_per_chunk * block values each; the last chunks are
+// padded with zeros past n. A block of `block` values is stored as `block` int8
+// codes and one f32 scale: value = code * scale, scale = max|v| / 127 over the
+// block, code = round-to-nearest-even(v * 127 / max|v|) in -127..127. A block of
+// zeros has scale 0 (codes 0, no NaN); a block holding Inf or NaN gets scale NaN
+// (codes 0), so every value decoded from it is NaN and the step's Inf/NaN check
+// sees it on every rank.
+//
+// A chunk in memory (chunk_bytes(...)): its codes, then its scales (4-byte aligned,
+// as chunk_elements is a multiple of 4). Chunks follow one another.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/element.hpp"
+#include "kernels/ops.hpp"
+
+namespace gradcomm::kernels::quant {
+
+constexpr size_t kMinBlock = 32;
+constexpr size_t kMaxBlock = 4096;
+constexpr int kMaxCode = 127;
+
+// The bucket's layout: n values, `chunks` chunks of blocks_per_chunk blocks.
+struct Layout {
+  size_t n = 0;
+  size_t chunks = 1;
+  size_t block = 256;
+  size_t blocks_per_chunk = 0;
+
+  GCOMM_HD size_t chunk_elements() const { return blocks_per_chunk * block; }
+  GCOMM_HD size_t chunk_bytes() const { return chunk_elements() + blocks_per_chunk * sizeof(float); }
+  GCOMM_HD size_t total_bytes() const { return chunks * chunk_bytes(); }
+  GCOMM_HD size_t padded() const { return chunks * chunk_elements(); }
+};
+// Throws gcommInvalidArgument unless block is a power of two in [kMinBlock,
+// kMaxBlock] and chunks >= 1; n may be 0 (blocks_per_chunk is then 0).
+Layout layout_for(size_t n, size_t chunks, size_t block);
+
+// Quantizes x (n values; the padding counts as 0) plus the error feedback e (n
+// values, or NULL) into `out` (layout.total_bytes()). With `residual` (n values,
+// may be x itself), also writes residual = (x + e) - decoded: what this rank's
+// contribution lost, the next error feedback.
+void quantize(const float* x, const float* e, const Layout& layout, void* out, float* residual, const Target& t);
+
+// The owner's reduction of one chunk: `in` holds `ranks` quantized chunks (each
+// layout.chunk_bytes(), in rank order); their decoded values are summed in rank
+// order (f32, one rounding per addition) and the sums quantized again into `out`
+// (one chunk, which may be a slot of the all-gather buffer).
+void sum_requantize(const void* in, size_t ranks, const Layout& layout, void* out, const Target& t);
+
+// Decodes the whole bucket (every chunk of layout, `in` as quantize writes it) into
+// out[0..n): the padding is not written.
+void dequantize(const void* in, const Layout& layout, float* out, const Target& t);
+
+namespace host {
+void quantize(const float* x, const float* e, const Layout& layout, void* out, float* residual);
+void sum_requantize(const void* in, size_t ranks, const Layout& layout, void* out);
+void dequantize(const void* in, const Layout& layout, float* out);
+}  // namespace host
+
+namespace cuda {
+void quantize(const float* x, const float* e, const Layout& layout, void* out, float* residual, gcommStream_t stream);
+void sum_requantize(const void* in, size_t ranks, const Layout& layout, void* out, gcommStream_t stream);
+void dequantize(const void* in, const Layout& layout, float* out, gcommStream_t stream);
+}  // namespace cuda
+
+}  // namespace gradcomm::kernels::quant

@@ -1,0 +1,67 @@
+// The element math of the int8 blocks (quant.hpp), shared by the host twins and the
+// CUDA kernels so both give the same bits: products and sums rounded one at a time
+// (no fused multiply-add on the device), round-to-nearest-even codes.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+
+#include "kernels/element.hpp"
+#include "kernels/quant/quant.hpp"
+
+namespace gradcomm::kernels::quant {
+
+GCOMM_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);  // never contracted into an FMA with a following add
+#else
+  return a * b;
+#endif
+}
+
+GCOMM_HD float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+// The running max of |v| over a block; NaN once any value is NaN (Inf stays Inf).
+GCOMM_HD float amax_merge(float a, float b) {
+  if (a != a || b != b) return a + b;  // NaN
+  return b > a ? b : a;
+}
+GCOMM_HD float amax_add(float a, float v) { return amax_merge(a, fabsf(v)); }
+
+// A block's scale: 0 for a block of zeros, NaN for one with Inf or NaN.
+GCOMM_HD float scale_of(float amax) {
+  if (!is_finite(amax)) return bits_to_float(0x7fc00000u);  // a quiet NaN
+  return amax / static_cast<float>(kMaxCode);
+}
+// The factor that maps the block onto -127..127 (0 when the block has no code to give).
+GCOMM_HD float inverse_of(float amax) {
+  if (!(amax > 0.0f) || !is_finite(amax)) return 0.0f;
+  return static_cast<float>(kMaxCode) / amax;
+}
+
+GCOMM_HD int8_t encode(float v, float inverse) {
+  if (inverse == 0.0f) return 0;
+  float r = rintf(mul_rn(v, inverse));
+  r = r > static_cast<float>(kMaxCode) ? static_cast<float>(kMaxCode) : r;
+  r = r < -static_cast<float>(kMaxCode) ? -static_cast<float>(kMaxCode) : r;
+  return static_cast<int8_t>(r);
+}
+
+GCOMM_HD float decode(int8_t code, float scale) { return mul_rn(static_cast<float>(code), scale); }
+
+// Where block k of the bucket lives: its chunk's bytes, its codes, its scale.
+GCOMM_HD const int8_t* codes_of(const void* base, const Layout& l, size_t chunk, size_t block_in_chunk) {
+  return static_cast<const int8_t*>(base) + chunk * l.chunk_bytes() + block_in_chunk * l.block;
+}
+GCOMM_HD const float* scales_of(const void* base, const Layout& l, size_t chunk) {
+  return reinterpret_cast<const float*>(static_cast<const char*>(base) + chunk * l.chunk_bytes() + l.chunk_elements());
+}
+
+}  // namespace gradcomm::kernels::quant

@@ -1,0 +1,209 @@
+#include "reducer/strategies/quantized.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "kernels/powersgd/low_rank.hpp"
+#include "reducer/device_bytes.hpp"
+#include "reducer/strategies/allreduce.hpp"
+
+namespace gradcomm::reducer {
+
+namespace kq = kernels::quant;
+
+namespace {
+
+constexpr char kStateMagic[8] = {'G', 'C', 'Q', 'I', 'N', 'T', '8', '\0'};
+constexpr uint32_t kStateVersion = 1;
+
+template <class T>
+void put(std::vector<uint8_t>& out, const T& v) {
+  const auto* b = reinterpret_cast<const uint8_t*>(&v);
+  out.insert(out.end(), b, b + sizeof(T));
+}
+
+template <class T>
+T take(const uint8_t*& p, const uint8_t* end, const char* what) {
+  require(static_cast<size_t>(end - p) >= sizeof(T), "quantized wire state: truncated at ", what);
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  p += sizeof(T);
+  return v;
+}
+
+}  // namespace
+
+QuantOptions quant_options_from(const gcommQuantConfig_t& c) {
+  require(c.format == gcommQuantInt8, "format ", c.format, " is not a gcommQuantFormat_t (gcommQuantInt8)");
+  const size_t block = c.block_size > 0 ? static_cast<size_t>(c.block_size) : 0;
+  require(block >= kq::kMinBlock && block <= kq::kMaxBlock && (block & (block - 1)) == 0, "block_size ",
+          c.block_size, " is not a power of two in ", kq::kMinBlock, "..", kq::kMaxBlock);
+  require(c.error_feedback == 0 || c.error_feedback == 1, "error_feedback must be 0 or 1, not ", c.error_feedback);
+  require(c.reserved_v1 == 0, "reserved_v1 must be 0");
+  QuantOptions o;
+  o.block = block;
+  o.error_feedback = c.error_feedback == 1;
+  o.start_iter = c.start_iter;
+  return o;
+}
+
+QuantizedWire::QuantizedWire(const QuantOptions& options, int world, int rank, memory::CachingAllocator& allocator,
+                             SideStream& side, gcommDevice_t device)
+    : options_(options), world_(world), rank_(rank), allocator_(allocator), side_(side), device_(device) {}
+
+QuantizedWire::~QuantizedWire() {
+  try {
+    side_.synchronize();
+    for (void* b : {static_cast<void*>(e_), send_, recv_, gather_, static_cast<void*>(decoded_)})
+      if (b != nullptr) allocator_.deallocate(b, side_.stream());
+  } catch (const std::exception& e) {
+    GCOMM_WARN("quantized wire teardown: ", e.what());
+  }
+}
+
+void* QuantizedWire::alloc(size_t bytes) { return bytes == 0 ? nullptr : allocator_.allocate(bytes, side_.stream()); }
+
+void QuantizedWire::set_layout(const BucketPlan& plan) {
+  const size_t buckets = plan.buckets.size();
+  quantized_.assign(buckets, 0);
+  layouts_.assign(buckets, kq::Layout{});
+  e_offset_.assign(buckets, 0);
+  size_t max_bytes = 0, max_n = 0;
+  stats_.quantized_buckets = 0;
+  stats_.f32_allreduce_bytes = 0;
+  const uint64_t w = static_cast<uint64_t>(world_);
+  for (size_t b = 0; b < buckets; ++b) {
+    const Bucket& bucket = plan.buckets[b];
+    if (bucket.wire_dtype != gcommFloat32 || bucket.elements == 0) continue;
+    quantized_[b] = 1;
+    layouts_[b] = kq::layout_for(bucket.elements, static_cast<size_t>(world_), options_.block);
+    e_offset_[b] = e_total_;
+    if (options_.error_feedback) e_total_ += bucket.elements;
+    max_bytes = std::max(max_bytes, layouts_[b].total_bytes());
+    max_n = std::max(max_n, bucket.elements);
+    ++stats_.quantized_buckets;
+    stats_.f32_allreduce_bytes += 2 * (w - 1) * bucket.elements * sizeof(float) / w;
+  }
+  e_ = static_cast<float*>(alloc(e_total_ * sizeof(float)));
+  send_ = alloc(max_bytes);
+  recv_ = alloc(max_bytes);
+  gather_ = alloc(max_bytes);
+  decoded_ = static_cast<float*>(alloc(max_n * sizeof(float)));
+  if (e_ != nullptr) zero_bytes(e_, e_total_ * sizeof(float), device_, side_.stream());
+  stats_.error_feedback_bytes = e_total_ * sizeof(float);
+}
+
+void QuantizedWire::begin_step(const StrategyContext& ctx) {
+  if (rest_ != nullptr) rest_->begin_step(ctx);
+  pending_.clear();  // a step that failed half-way left its buckets here
+  step_quantized_ = step_ >= options_.start_iter && stats_.quantized_buckets > 0;
+  if (step_quantized_) stats_.bytes_last_step = 0;
+}
+
+void QuantizedWire::run_bucket(size_t b, bool complete, const StrategyContext& ctx) {
+  if (!step_quantized_ || !quantized_[b]) {
+    rest_->run_bucket(b, complete, ctx);
+    return;
+  }
+  const kq::Layout& l = layouts_[b];
+  float* wire = static_cast<float*>(ctx.bucket_wire[b]);
+  pack_bucket(b, complete, wire, ctx);
+  {
+    auto span = ctx.span("int8 quantize", SpanKind::kCompute, b);
+    // The residual overwrites the packed values: they are not needed past this point.
+    kq::quantize(wire, options_.error_feedback ? e_ + e_offset_[b] : nullptr, l, send_,
+                 options_.error_feedback ? wire : nullptr, target());
+  }
+  const size_t words = l.chunk_bytes() / sizeof(float);  // chunks move as f32 words, bit for bit
+  {
+    auto span = ctx.span("all_to_all", SpanKind::kComm, b);
+    ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kAllToAll, send_, recv_, words, gcommFloat32,
+                                                 side_.stream()));
+  }
+  char* mine = static_cast<char*>(gather_) + static_cast<size_t>(rank_) * l.chunk_bytes();
+  {
+    auto span = ctx.span("int8 sum, requantize", SpanKind::kCompute, b);
+    kq::sum_requantize(recv_, static_cast<size_t>(world_), l, mine, target());
+  }
+  {
+    auto span = ctx.span("all_gather", SpanKind::kComm, b);
+    ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kAllGather, mine, gather_, words, gcommFloat32,
+                                                 side_.stream()));
+  }
+  {
+    auto span = ctx.span("int8 decode", SpanKind::kCompute, b);
+    kq::dequantize(gather_, l, decoded_, target());
+  }
+  unpack_bucket(b, decoded_, gcommFloat32, ctx);
+  stats_.bytes_last_step += 2 * static_cast<uint64_t>(world_ - 1) * l.chunk_bytes();
+  if (options_.error_feedback) pending_.push_back(b);
+}
+
+void QuantizedWire::end_step(const StrategyContext& ctx) {
+  if (rest_ != nullptr) rest_->end_step(ctx);
+  // E takes the residuals unless the step saw Inf/NaN anywhere (every bucket's
+  // epilogue has written the step flag by now, identically on every rank).
+  for (size_t b : pending_) {
+    auto span = ctx.span("int8 error feedback", SpanKind::kCompute, b);
+    kernels::powersgd::commit(e_ + e_offset_[b], static_cast<const float*>(ctx.bucket_wire[b]), layouts_[b].n,
+                              ctx.step_flag, target());
+  }
+  pending_.clear();
+  if (step_quantized_) ++stats_.quantized_steps;
+  ++step_;
+}
+
+std::vector<uint8_t> QuantizedWire::save() {
+  std::vector<float> e(e_total_);
+  if (e_total_ > 0) copy_bytes(e.data(), e_, e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
+  side_.synchronize();
+  std::vector<uint8_t> out(kStateMagic, kStateMagic + sizeof kStateMagic);
+  put(out, kStateVersion);
+  put(out, static_cast<uint32_t>(options_.block));
+  put(out, step_);
+  put(out, static_cast<uint8_t>(options_.error_feedback ? 1 : 0));
+  put(out, static_cast<uint64_t>(layouts_.size()));
+  for (size_t b = 0; b < layouts_.size(); ++b) put(out, static_cast<uint64_t>(quantized_[b] ? layouts_[b].n : 0));
+  const auto* eb = reinterpret_cast<const uint8_t*>(e.data());
+  out.insert(out.end(), eb, eb + e.size() * sizeof(float));
+  return out;
+}
+
+void QuantizedWire::load(const uint8_t* data, size_t bytes) {
+  require(data != nullptr || bytes == 0, "quantized wire state: data is NULL");
+  const uint8_t* p = data;
+  const uint8_t* end = data + bytes;
+  require(bytes >= sizeof kStateMagic && std::memcmp(p, kStateMagic, sizeof kStateMagic) == 0,
+          "not a quantized wire state (wrong magic)");
+  p += sizeof kStateMagic;
+  const auto version = take<uint32_t>(p, end, "the version");
+  require(version == kStateVersion, "quantized wire state version ", version, " is not supported (expected ",
+          kStateVersion, ")");
+  const auto block = take<uint32_t>(p, end, "the block size");
+  require(block == options_.block, "the state was saved with block_size ", block, ", this reducer uses ",
+          options_.block);
+  const auto step = take<uint64_t>(p, end, "the step");
+  const auto ef = take<uint8_t>(p, end, "the error feedback flag");
+  require((ef == 1) == options_.error_feedback, "the state was saved with error_feedback ", int{ef},
+          ", this reducer uses ", options_.error_feedback ? 1 : 0);
+  const auto buckets = take<uint64_t>(p, end, "the bucket count");
+  require(buckets == layouts_.size(), "the state has ", buckets, " buckets, this reducer's plan ", layouts_.size());
+  for (size_t b = 0; b < layouts_.size(); ++b) {
+    const auto n = take<uint64_t>(p, end, "a bucket size");
+    const size_t want = quantized_[b] ? layouts_[b].n : 0;
+    require(n == want, "bucket ", b, " has ", n, " quantized values in the state, ", want, " in this reducer's plan");
+  }
+  require(static_cast<size_t>(end - p) == e_total_ * sizeof(float), "quantized wire state: ",
+          static_cast<size_t>(end - p), " bytes of error feedback, expected ", e_total_ * sizeof(float));
+  std::vector<float> e(e_total_);
+  if (e_total_ > 0) {
+    std::memcpy(e.data(), p, e_total_ * sizeof(float));
+    copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+    side_.synchronize();  // e is about to go
+  }
+  step_ = step;
+}
+
+}  // namespace gradcomm::reducer
