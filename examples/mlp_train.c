@@ -18,7 +18,10 @@
  * all-reduce at the end, and rank 0 checks the curve.
  *
  * With --powersgd R the reducer compresses W1 with PowerSGD at rank R (after 10
- * plain steps); the curve must then stay within 5% of the exact one.
+ * plain steps); the curve must then stay within 5% of the exact one. With --int8
+ * the gradients cross the wire as int8 blocks (gcommReducerEnableQuantization, f32
+ * buckets, error feedback); the curve must stay within 1%. --int8-no-ef turns the
+ * error feedback off, to see what it buys.
  *
  * With --sharded the reducer reduce-scatters instead (ZeRO-1): each rank updates
  * only the parameter elements of its shard (gcommReducerGetShard), keeps optimizer
@@ -27,7 +30,8 @@
  * two loss curves must agree to 1e-6 relative. --adam uses Adam instead of SGD;
  * --clip M clips the gradients' global norm to M (over shards in sharded mode).
  *
- *   gradcomm_example_mlp [--ranks R] [--steps N] [--gpu] [--powersgd R | --sharded] [--adam] [--clip M]
+ *   gradcomm_example_mlp [--ranks R] [--steps N] [--gpu] [--powersgd R | --sharded | --int8 | --int8-no-ef]
+ *                        [--adam] [--clip M]
  *   torchrun --nproc-per-node 4 --no-python gradcomm_example_mlp [--steps N] [--gpu] [--powersgd R | --sharded]
  */
 #define _POSIX_C_SOURCE 200809L
@@ -126,6 +130,9 @@ static double forward_backward(const Tensors* w, int t, int first, int n, float 
 
 /* --- one rank ------------------------------------------------------------------------ */
 
+/* What the gradients cross the wire as. */
+enum Wire { WIRE_F32 = 0, WIRE_F16 = 1, WIRE_INT8 = 2, WIRE_INT8_NO_EF = 3 };
+
 /* The optimizer: SGD, or Adam with its moments for the elements this rank updates. */
 typedef struct {
   int adam;
@@ -140,7 +147,7 @@ typedef struct {
 } Span;
 
 typedef struct {
-  int rank, ranks, steps, gpu, f16_wire, powersgd; /* powersgd: PowerSGD's rank r, 0 = off */
+  int rank, ranks, steps, gpu, wire, powersgd; /* wire: a Wire; powersgd: PowerSGD's rank r, 0 = off */
   int sharded;
   Optimizer opt;
   gcommComm_t comm;
@@ -281,7 +288,7 @@ static void* run_rank(void* arg) {
     sc.init_scale = 1024.0f;
     CHECK(gcommGradScalerCreate(device, &sc, &scaler));
     rc.scaler = scaler;
-    rc.wire_dtype = job->f16_wire ? (int)gcommFloat16 : GCOMM_WIRE_SAME_AS_GRAD;
+    rc.wire_dtype = job->wire == WIRE_F16 ? (int)gcommFloat16 : GCOMM_WIRE_SAME_AS_GRAD;
     rc.mode = job->sharded ? gcommReducerSharded : gcommReducerAllReduce;
     CHECK(gcommReducerCreate(job->comm, grads, NPARAM, &rc, &reducer));
   }
@@ -293,6 +300,12 @@ static void* run_rank(void* arg) {
   if (num_spans < 0) goto done;
   m = calloc(state_size + 1, sizeof(float));
   v = calloc(state_size + 1, sizeof(float));
+  if (job->wire == WIRE_INT8 || job->wire == WIRE_INT8_NO_EF) {
+    /* Optional: the int8 wire, for the f32 buckets (here: all of them). */
+    gcommQuantConfig_t qc = GCOMM_QUANT_CONFIG_INITIALIZER;
+    qc.error_feedback = job->wire == WIRE_INT8;
+    CHECK(gcommReducerEnableQuantization(reducer, &qc));
+  }
   if (job->powersgd > 0) {
     /* Optional: PowerSGD, each weight matrix viewed as rows x cols (0: a bias, sent
      * whole). W1 (32 x 16) is worth compressing at small ranks; W2 (4 x 32) is not. */
@@ -350,7 +363,7 @@ done:
 }
 
 /* Trains on `ranks` ranks; fills loss[t] (mean squared error of step t's global batch). */
-static int train(int ranks, int steps, int gpu, int f16_wire, int powersgd, int sharded, const Optimizer* opt,
+static int train(int ranks, int steps, int gpu, int wire, int powersgd, int sharded, const Optimizer* opt,
                  double* loss) {
   gcommComm_t comms[8];
   RankJob jobs[8];
@@ -366,7 +379,7 @@ static int train(int ranks, int steps, int gpu, int f16_wire, int powersgd, int 
   for (t = 0; t < steps; ++t) loss[t] = 0;
   for (r = 0; r < ranks; ++r) {
     memset(&jobs[r], 0, sizeof jobs[r]);
-    jobs[r].rank = r, jobs[r].ranks = ranks, jobs[r].steps = steps, jobs[r].gpu = gpu, jobs[r].f16_wire = f16_wire;
+    jobs[r].rank = r, jobs[r].ranks = ranks, jobs[r].steps = steps, jobs[r].gpu = gpu, jobs[r].wire = wire;
     jobs[r].powersgd = powersgd, jobs[r].sharded = sharded, jobs[r].opt = *opt;
     jobs[r].comm = comms[r], jobs[r].sse = loss, jobs[r].lock = &lock;
     pthread_create(&threads[r], NULL, run_rank, &jobs[r]);
@@ -399,7 +412,7 @@ static int launcher_world_size(void) {
 /* This process is one rank of `world`: trains its share; on rank 0, *is_rank0 = 1 and
  * loss[t] is the global batch's loss (summed over the ranks with one all-reduce).
  * Sharded: it trains twice, in the all-reduce mode (into reference) then sharded. */
-static int train_as_process(int world, int steps, int gpu, int powersgd, int sharded, const Optimizer* opt,
+static int train_as_process(int world, int steps, int gpu, int wire_kind, int powersgd, int sharded, const Optimizer* opt,
                             double* loss, double* reference, int* is_rank0) {
   gcommCommConfig_t cc = GCOMM_COMM_CONFIG_INITIALIZER;
   gcommComm_t comm = NULL;
@@ -427,7 +440,7 @@ static int train_as_process(int world, int steps, int gpu, int powersgd, int sha
     double* curve = run + 1 < runs ? reference : loss; /* sharded: all-reduce first */
     for (t = 0; t < steps; ++t) curve[t] = 0;
     memset(&job, 0, sizeof job);
-    job.rank = rank, job.ranks = world, job.steps = steps, job.gpu = gpu, job.f16_wire = 1, job.powersgd = powersgd;
+    job.rank = rank, job.ranks = world, job.steps = steps, job.gpu = gpu, job.wire = wire_kind, job.powersgd = powersgd;
     job.sharded = run + 1 == runs && sharded, job.opt = *opt;
     job.comm = comm, job.sse = curve, job.lock = &lock;
     run_rank(&job);
@@ -458,7 +471,7 @@ static int train_as_process(int world, int steps, int gpu, int powersgd, int sha
 
 int main(int argc, char** argv) {
   int ranks = 4, steps = 200, gpu = 0, powersgd = 0, sharded = 0, i, t, bad = 0, world = launcher_world_size(),
-      is_rank0 = 1;
+      is_rank0 = 1, wire = WIRE_F16;
   Optimizer opt = {0, 0.0f};
   static double single[MAX_STEPS], multi[MAX_STEPS], reference[MAX_STEPS];
   double worst = 0, worst_modes = 0, tolerance;
@@ -468,12 +481,14 @@ int main(int argc, char** argv) {
     else if (strcmp(argv[i], "--gpu") == 0) gpu = 1;
     else if (strcmp(argv[i], "--powersgd") == 0 && i + 1 < argc) powersgd = atoi(argv[++i]);
     else if (strcmp(argv[i], "--sharded") == 0) sharded = 1;
+    else if (strcmp(argv[i], "--int8") == 0) wire = WIRE_INT8;
+    else if (strcmp(argv[i], "--int8-no-ef") == 0) wire = WIRE_INT8_NO_EF;
     else if (strcmp(argv[i], "--adam") == 0) opt.adam = 1;
     else if (strcmp(argv[i], "--clip") == 0 && i + 1 < argc) opt.clip = (float)atof(argv[++i]);
     else {
       fprintf(stderr,
-              "usage: %s [--ranks 1|2|4|8] [--steps N<=%d] [--gpu] [--powersgd RANK | --sharded] [--adam] "
-              "[--clip MAX_NORM]\n",
+              "usage: %s [--ranks 1|2|4|8] [--steps N<=%d] [--gpu] [--powersgd RANK | --sharded | --int8 | "
+              "--int8-no-ef] [--adam] [--clip MAX_NORM]\n",
               argv[0], MAX_STEPS);
       return 2;
     }
@@ -481,6 +496,11 @@ int main(int argc, char** argv) {
   if (world < 0) return 2;
   if (powersgd < 0 || powersgd > 32) {
     fprintf(stderr, "--powersgd takes PowerSGD's rank, 1..32\n");
+    return 2;
+  }
+  if (wire != WIRE_F16 && (powersgd > 0 || sharded)) {
+    fprintf(stderr, "--int8 combines with neither --powersgd nor --sharded (one compression strategy; no sharded "
+            "int8 wire)\n");
     return 2;
   }
   if (powersgd > 0 && sharded) {
@@ -505,16 +525,17 @@ int main(int argc, char** argv) {
   make_data(steps);
   if (world > 1) {
     /* One rank per process: train, sum the losses, and let rank 0 check them. */
-    if (train_as_process(world, steps, gpu, powersgd, sharded, &opt, multi, reference, &is_rank0)) return 1;
+    if (train_as_process(world, steps, gpu, wire, powersgd, sharded, &opt, multi, reference, &is_rank0)) return 1;
     if (!is_rank0) return 0;
     ranks = world;
     if (train(1, steps, 0, 0, 0, 0, &opt, single)) return 1;
   } else if (train(1, steps, 0, 0, 0, 0, &opt, single) ||
-             (sharded && train(ranks, steps, gpu, 1, 0, 0, &opt, reference)) ||
-             train(ranks, steps, gpu, 1, powersgd, sharded, &opt, multi)) {
+             (sharded && train(ranks, steps, gpu, WIRE_F16, 0, 0, &opt, reference)) ||
+             train(ranks, steps, gpu, wire, powersgd, sharded, &opt, multi)) {
     return 1;
   }
-  printf("step   1 rank, f32, host   %d ranks%s, f16 wire%s%s%s%s, %s\n", ranks, world > 1 ? " (processes)" : "",
+  printf("step   1 rank, f32, host   %d ranks%s, %s wire%s%s%s%s, %s\n", ranks, world > 1 ? " (processes)" : "",
+         wire == WIRE_F16 ? "f16" : wire == WIRE_INT8 ? "int8" : "int8 (no error feedback)",
          powersgd > 0 ? ", PowerSGD" : "", sharded ? ", sharded" : "", opt.adam ? ", Adam" : ", SGD",
          opt.clip > 0 ? ", clipped" : "", gpu ? (world > 1 ? "GPUs" : "GPU 0") : "host");
   for (t = 0; t < steps; ++t) {

@@ -48,7 +48,9 @@ void commit(float*, const float*, size_t, const float*, gcommStream_t) { no_cuda
 
 namespace quant::cuda {
 void quantize(const float*, const float*, const Layout&, void*, float*, gcommStream_t) { no_cuda("int8 quantization"); }
-void sum_requantize(const void*, size_t, const Layout&, void*, gcommStream_t) { no_cuda("int8 quantization"); }
+void sum_requantize(const void*, size_t, const Layout&, const float*, void*, float*, gcommStream_t) {
+  no_cuda("int8 quantization");
+}
 void dequantize(const void*, const Layout&, float*, gcommStream_t) { no_cuda("int8 quantization"); }
 }  // namespace quant::cuda
 

@@ -51,13 +51,14 @@ void quantize(const float* x, const float* e, const Layout& layout, void* out, f
            [&] { cuda::quantize(x, e, layout, out, residual, t.stream); });
 }
 
-void sum_requantize(const void* in, size_t ranks, const Layout& layout, void* out, const Target& t) {
+void sum_requantize(const void* in, size_t ranks, const Layout& layout, const float* e, void* out, float* residual,
+                    const Target& t) {
   require_layout(layout);
   require(ranks >= 1, "sum_requantize needs at least one rank's chunk");
   if (layout.chunk_elements() == 0) return;
   require(in != nullptr && out != nullptr, "sum_requantize: NULL buffer");
-  dispatch(t, [&] { host::sum_requantize(in, ranks, layout, out); },
-           [&] { cuda::sum_requantize(in, ranks, layout, out, t.stream); });
+  dispatch(t, [&] { host::sum_requantize(in, ranks, layout, e, out, residual); },
+           [&] { cuda::sum_requantize(in, ranks, layout, e, out, residual, t.stream); });
 }
 
 void dequantize(const void* in, const Layout& layout, float* out, const Target& t) {
@@ -92,20 +93,24 @@ void quantize(const float* x, const float* e, const Layout& l, void* out, float*
   }
 }
 
-void sum_requantize(const void* in, size_t ranks, const Layout& l, void* out) {
+void sum_requantize(const void* in, size_t ranks, const Layout& l, const float* e, void* out, float* residual) {
   std::vector<float> sums(l.block);
   for (size_t b = 0; b < l.blocks_per_chunk; ++b) {
     float amax = 0.0f;
     for (size_t j = 0; j < l.block; ++j) {
       float s = 0.0f;
       for (size_t r = 0; r < ranks; ++r) s = add_rn(s, decode(codes_of(in, l, r, b)[j], scales_of(in, l, r)[b]));
+      if (e != nullptr) s = add_rn(s, e[b * l.block + j]);
       sums[j] = s;
       amax = amax_add(amax, s);
     }
     const float scale = scale_of(amax), inverse = inverse_of(amax);
     int8_t* codes = const_cast<int8_t*>(codes_of(out, l, 0, b));
     const_cast<float*>(scales_of(out, l, 0))[b] = scale;
-    for (size_t j = 0; j < l.block; ++j) codes[j] = encode(sums[j], inverse);
+    for (size_t j = 0; j < l.block; ++j) {
+      codes[j] = encode(sums[j], inverse);
+      if (residual != nullptr) residual[b * l.block + j] = add_rn(sums[j], -decode(codes[j], scale));
+    }
   }
 }
 

@@ -51,9 +51,12 @@ void quantize(const float* x, const float* e, const Layout& layout, void* out, f
 
 // The owner's reduction of one chunk: `in` holds `ranks` quantized chunks (each
 // layout.chunk_bytes(), in rank order); their decoded values are summed in rank
-// order (f32, one rounding per addition) and the sums quantized again into `out`
-// (one chunk, which may be a slot of the all-gather buffer).
-void sum_requantize(const void* in, size_t ranks, const Layout& layout, void* out, const Target& t);
+// order (f32, one rounding per addition), plus the owner's error feedback e
+// (layout.chunk_elements() values, or NULL) last, and the sums quantized again into
+// `out` (one chunk, which may be a slot of the all-gather buffer). With `residual`
+// (chunk_elements values), also writes residual = sum - decoded.
+void sum_requantize(const void* in, size_t ranks, const Layout& layout, const float* e, void* out, float* residual,
+                    const Target& t);
 
 // Decodes the whole bucket (every chunk of layout, `in` as quantize writes it) into
 // out[0..n): the padding is not written.
@@ -61,13 +64,14 @@ void dequantize(const void* in, const Layout& layout, float* out, const Target& 
 
 namespace host {
 void quantize(const float* x, const float* e, const Layout& layout, void* out, float* residual);
-void sum_requantize(const void* in, size_t ranks, const Layout& layout, void* out);
+void sum_requantize(const void* in, size_t ranks, const Layout& layout, const float* e, void* out, float* residual);
 void dequantize(const void* in, const Layout& layout, float* out);
 }  // namespace host
 
 namespace cuda {
 void quantize(const float* x, const float* e, const Layout& layout, void* out, float* residual, gcommStream_t stream);
-void sum_requantize(const void* in, size_t ranks, const Layout& layout, void* out, gcommStream_t stream);
+void sum_requantize(const void* in, size_t ranks, const Layout& layout, const float* e, void* out, float* residual,
+                    gcommStream_t stream);
 void dequantize(const void* in, const Layout& layout, float* out, gcommStream_t stream);
 }  // namespace cuda
 

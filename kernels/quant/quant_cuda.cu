@@ -57,7 +57,8 @@ __global__ void quantize_kernel(const float* x, const float* e, Layout l, void* 
 }
 
 // sums: l.block floats of dynamic shared memory, after the reduction's kThreads.
-__global__ void sum_requantize_kernel(const void* in, size_t ranks, Layout l, void* out) {
+__global__ void sum_requantize_kernel(const void* in, size_t ranks, Layout l, const float* e, void* out,
+                                      float* residual) {
   extern __shared__ float dynamic[];
   float* shared = dynamic;
   float* sums = dynamic + kThreads;
@@ -66,6 +67,7 @@ __global__ void sum_requantize_kernel(const void* in, size_t ranks, Layout l, vo
   for (size_t j = threadIdx.x; j < l.block; j += blockDim.x) {
     float s = 0.0f;
     for (size_t r = 0; r < ranks; ++r) s = add_rn(s, decode(codes_of(in, l, r, b)[j], scales_of(in, l, r)[b]));
+    if (e != nullptr) s = add_rn(s, e[b * l.block + j]);
     sums[j] = s;
     amax = amax_add(amax, s);
   }
@@ -73,7 +75,11 @@ __global__ void sum_requantize_kernel(const void* in, size_t ranks, Layout l, vo
   const float scale = scale_of(amax), inverse = inverse_of(amax);
   int8_t* codes = const_cast<int8_t*>(codes_of(out, l, 0, b));
   if (threadIdx.x == 0) const_cast<float*>(scales_of(out, l, 0))[b] = scale;
-  for (size_t j = threadIdx.x; j < l.block; j += blockDim.x) codes[j] = encode(sums[j], inverse);
+  for (size_t j = threadIdx.x; j < l.block; j += blockDim.x) {
+    const int8_t code = encode(sums[j], inverse);
+    codes[j] = code;
+    if (residual != nullptr) residual[b * l.block + j] = add_rn(sums[j], -decode(code, scale));
+  }
 }
 
 __global__ void dequantize_kernel(const void* in, Layout l, float* out) {
@@ -97,12 +103,13 @@ void quantize(const float* x, const float* e, const Layout& l, void* out, float*
   GCOMM_CUDA_CHECK(cudaGetLastError());
 }
 
-void sum_requantize(const void* in, size_t ranks, const Layout& l, void* out, gcommStream_t stream) {
+void sum_requantize(const void* in, size_t ranks, const Layout& l, const float* e, void* out, float* residual,
+                    gcommStream_t stream) {
   if (l.blocks_per_chunk == 0) return;
   require(l.blocks_per_chunk <= 0x7fffffffu, "sum_requantize: ", l.blocks_per_chunk, " blocks exceed one grid");
   const size_t shared = (kThreads + l.block) * sizeof(float);  // at most (256 + 4096) * 4 bytes
   sum_requantize_kernel<<<static_cast<unsigned>(l.blocks_per_chunk), threads_for(l), shared, as_stream(stream)>>>(
-      in, ranks, l, out);
+      in, ranks, l, e, out, residual);
   GCOMM_CUDA_CHECK(cudaGetLastError());
 }
 

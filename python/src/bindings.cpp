@@ -275,6 +275,21 @@ void bind_structs(nb::module_& m) {
       .field("rebuilt", &gcommReducerStats_t::rebuilt)
       .field("reserved", &gcommReducerStats_t::reserved);
 
+  gcommQuantConfig_t qc = GCOMM_QUANT_CONFIG_INITIALIZER;
+  StructBinding<gcommQuantConfig_t>(m, "QuantConfig", qc)
+      .field("format", &gcommQuantConfig_t::format)
+      .field("block_size", &gcommQuantConfig_t::block_size)
+      .field("error_feedback", &gcommQuantConfig_t::error_feedback)
+      .field("reserved_v1", &gcommQuantConfig_t::reserved_v1)
+      .field("start_iter", &gcommQuantConfig_t::start_iter);
+  gcommQuantStats_t qs = GCOMM_QUANT_STATS_INITIALIZER;
+  StructBinding<gcommQuantStats_t>(m, "QuantStats", qs)
+      .field("quantized_steps", &gcommQuantStats_t::quantized_steps)
+      .field("quantized_buckets", &gcommQuantStats_t::quantized_buckets)
+      .field("bytes_last_step", &gcommQuantStats_t::bytes_last_step)
+      .field("f32_allreduce_bytes", &gcommQuantStats_t::f32_allreduce_bytes)
+      .field("error_feedback_bytes", &gcommQuantStats_t::error_feedback_bytes);
+
   gcommReducerStepTiming_t st = GCOMM_REDUCER_STEP_TIMING_INITIALIZER;
   StructBinding<gcommReducerStepTiming_t>(m, "ReducerStepTiming", st)
       .field("step", &gcommReducerStepTiming_t::step)
@@ -623,6 +638,20 @@ void bind_reducer(nb::module_& m) {
   });
   m.def("reducer_load_powersgd_state", [](Ptr h, nb::bytes data) {
     check(gcommReducerLoadPowerSgdState(R(h), data.c_str(), data.size()));
+  });
+  m.def(
+      "reducer_enable_quantization",
+      [](Ptr h, const gcommQuantConfig_t& c) { check(gcommReducerEnableQuantization(R(h), &c)); }, Release());
+  m.def("reducer_quant_stats", [](Ptr h) {
+    gcommQuantStats_t s = GCOMM_QUANT_STATS_INITIALIZER;
+    check(gcommReducerGetQuantStats(R(h), &s));
+    return s;
+  });
+  m.def("reducer_save_quant_state", [](Ptr h) {
+    return read_bytes([h](char* b, size_t n, size_t* r) { return gcommReducerSaveQuantState(R(h), b, n, r); });
+  });
+  m.def("reducer_load_quant_state", [](Ptr h, nb::bytes data) {
+    check(gcommReducerLoadQuantState(R(h), data.c_str(), data.size()));
   });
   m.def("reducer_get_shard", [](Ptr h, size_t bucket) {
     gcommTensor_t shard{};

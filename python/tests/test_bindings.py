@@ -19,6 +19,7 @@ BOUND = {
     "gcommReducerConfig": "ReducerConfig", "gcommReducerStats": "ReducerStats",
     "gcommReducerStepTiming": "ReducerStepTiming",
     "gcommPowerSgdConfig": "PowerSgdConfig", "gcommPowerSgdStats": "PowerSgdStats",
+    "gcommQuantConfig": "QuantConfig", "gcommQuantStats": "QuantStats",
     "gcommShardPiece": "ShardPiece", "gcommGradScalerConfig": "GradScalerConfig",
     "gcommGradScalerState": "GradScalerState", "gcommAllocatorConfig": "AllocatorConfig",
     "gcommAllocatorStat": "AllocatorStat", "gcommAllocatorStats": "AllocatorStats",

@@ -14,7 +14,8 @@ SOURCE = os.environ.get("GRADCOMM_SOURCE_DIR", os.path.join(os.path.dirname(__fi
 EXAMPLE = os.path.join(SOURCE, "examples", "torch_train.py")
 
 
-@pytest.mark.parametrize("flags", [[], ["--amp", "--powersgd", "--no-sync-every", "2"]], ids=["f32", "amp-powersgd"])
+@pytest.mark.parametrize("flags", [[], ["--amp", "--powersgd", "--no-sync-every", "2"], ["--int8", "--amp"]],
+                         ids=["f32", "amp-powersgd", "int8-amp"])
 def test_torch_train_example_under_torchrun(flags):
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     env["OMP_NUM_THREADS"] = "1"

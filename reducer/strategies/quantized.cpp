@@ -56,7 +56,8 @@ QuantizedWire::QuantizedWire(const QuantOptions& options, int world, int rank, m
 QuantizedWire::~QuantizedWire() {
   try {
     side_.synchronize();
-    for (void* b : {static_cast<void*>(e_), send_, recv_, gather_, static_cast<void*>(decoded_)})
+    for (void* b : {static_cast<void*>(e_), static_cast<void*>(e2_), static_cast<void*>(r2_), send_, recv_, gather_,
+                    static_cast<void*>(decoded_)})
       if (b != nullptr) allocator_.deallocate(b, side_.stream());
   } catch (const std::exception& e) {
     GCOMM_WARN("quantized wire teardown: ", e.what());
@@ -70,6 +71,7 @@ void QuantizedWire::set_layout(const BucketPlan& plan) {
   quantized_.assign(buckets, 0);
   layouts_.assign(buckets, kq::Layout{});
   e_offset_.assign(buckets, 0);
+  e2_offset_.assign(buckets, 0);
   size_t max_bytes = 0, max_n = 0;
   stats_.quantized_buckets = 0;
   stats_.f32_allreduce_bytes = 0;
@@ -80,19 +82,26 @@ void QuantizedWire::set_layout(const BucketPlan& plan) {
     quantized_[b] = 1;
     layouts_[b] = kq::layout_for(bucket.elements, static_cast<size_t>(world_), options_.block);
     e_offset_[b] = e_total_;
-    if (options_.error_feedback) e_total_ += bucket.elements;
+    e2_offset_[b] = e2_total_;
+    if (options_.error_feedback) {
+      e_total_ += bucket.elements;
+      e2_total_ += layouts_[b].chunk_elements();
+    }
     max_bytes = std::max(max_bytes, layouts_[b].total_bytes());
     max_n = std::max(max_n, bucket.elements);
     ++stats_.quantized_buckets;
     stats_.f32_allreduce_bytes += 2 * (w - 1) * bucket.elements * sizeof(float) / w;
   }
   e_ = static_cast<float*>(alloc(e_total_ * sizeof(float)));
+  e2_ = static_cast<float*>(alloc(e2_total_ * sizeof(float)));
+  r2_ = static_cast<float*>(alloc(e2_total_ * sizeof(float)));
   send_ = alloc(max_bytes);
   recv_ = alloc(max_bytes);
   gather_ = alloc(max_bytes);
   decoded_ = static_cast<float*>(alloc(max_n * sizeof(float)));
   if (e_ != nullptr) zero_bytes(e_, e_total_ * sizeof(float), device_, side_.stream());
-  stats_.error_feedback_bytes = e_total_ * sizeof(float);
+  if (e2_ != nullptr) zero_bytes(e2_, e2_total_ * sizeof(float), device_, side_.stream());
+  stats_.error_feedback_bytes = (e_total_ + 2 * e2_total_) * sizeof(float);
 }
 
 void QuantizedWire::begin_step(const StrategyContext& ctx) {
@@ -125,7 +134,9 @@ void QuantizedWire::run_bucket(size_t b, bool complete, const StrategyContext& c
   char* mine = static_cast<char*>(gather_) + static_cast<size_t>(rank_) * l.chunk_bytes();
   {
     auto span = ctx.span("int8 sum, requantize", SpanKind::kCompute, b);
-    kq::sum_requantize(recv_, static_cast<size_t>(world_), l, mine, target());
+    const bool ef = options_.error_feedback;
+    kq::sum_requantize(recv_, static_cast<size_t>(world_), l, ef ? e2_ + e2_offset_[b] : nullptr, mine,
+                       ef ? r2_ + e2_offset_[b] : nullptr, target());
   }
   {
     auto span = ctx.span("all_gather", SpanKind::kComm, b);
@@ -149,6 +160,8 @@ void QuantizedWire::end_step(const StrategyContext& ctx) {
     auto span = ctx.span("int8 error feedback", SpanKind::kCompute, b);
     kernels::powersgd::commit(e_ + e_offset_[b], static_cast<const float*>(ctx.bucket_wire[b]), layouts_[b].n,
                               ctx.step_flag, target());
+    kernels::powersgd::commit(e2_ + e2_offset_[b], r2_ + e2_offset_[b], layouts_[b].chunk_elements(), ctx.step_flag,
+                              target());
   }
   pending_.clear();
   if (step_quantized_) ++stats_.quantized_steps;
@@ -156,8 +169,10 @@ void QuantizedWire::end_step(const StrategyContext& ctx) {
 }
 
 std::vector<uint8_t> QuantizedWire::save() {
-  std::vector<float> e(e_total_);
+  std::vector<float> e(e_total_ + e2_total_);
   if (e_total_ > 0) copy_bytes(e.data(), e_, e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
+  if (e2_total_ > 0)
+    copy_bytes(e.data() + e_total_, e2_, e2_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
   side_.synchronize();
   std::vector<uint8_t> out(kStateMagic, kStateMagic + sizeof kStateMagic);
   put(out, kStateVersion);
@@ -195,12 +210,15 @@ void QuantizedWire::load(const uint8_t* data, size_t bytes) {
     const size_t want = quantized_[b] ? layouts_[b].n : 0;
     require(n == want, "bucket ", b, " has ", n, " quantized values in the state, ", want, " in this reducer's plan");
   }
-  require(static_cast<size_t>(end - p) == e_total_ * sizeof(float), "quantized wire state: ",
-          static_cast<size_t>(end - p), " bytes of error feedback, expected ", e_total_ * sizeof(float));
-  std::vector<float> e(e_total_);
-  if (e_total_ > 0) {
-    std::memcpy(e.data(), p, e_total_ * sizeof(float));
-    copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  const size_t floats = e_total_ + e2_total_;
+  require(static_cast<size_t>(end - p) == floats * sizeof(float), "quantized wire state: ",
+          static_cast<size_t>(end - p), " bytes of error feedback, expected ", floats * sizeof(float));
+  std::vector<float> e(floats);
+  if (floats > 0) {
+    std::memcpy(e.data(), p, floats * sizeof(float));
+    if (e_total_ > 0) copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+    if (e2_total_ > 0)
+      copy_bytes(e2_, e.data() + e_total_, e2_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
     side_.synchronize();  // e is about to go
   }
   step_ = step;

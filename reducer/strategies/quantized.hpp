@@ -5,13 +5,16 @@
 //      int8 blocks with one f32 scale each (kernels/quant/); the residual (what
 //      the codes lost) stays in the bucket's wire buffer;
 //   2. all-to-all: rank i receives everyone's chunk i;
-//   3. rank i decodes and sums them in rank order and quantizes the sum again,
-//      straight into its slot of the all-gather buffer;
+//   3. rank i decodes and sums them in rank order, adds its own error feedback
+//      E2 for chunk i, and quantizes the sum again straight into its slot of the
+//      all-gather buffer (the residual kept for E2);
 //   4. all-gather the reduced chunks;
 //   5. decode the whole bucket and run the usual epilogue (times 1/loss scale,
 //      Inf/NaN flagged, cast back) from it.
-// At end_step, E = residual for every quantized bucket unless the step saw
-// Inf/NaN (then E is left as it was). Each rank sends 2 (W-1) chunks: about
+// At end_step, E and E2 take the residuals for every quantized bucket unless the
+// step saw Inf/NaN (then both are left as they were). With both, what the wire
+// loses telescopes: over T steps, the sum of the results differs from the sum of
+// the true averages by the last E and E2 only (docs/reducer.md). Each rank sends 2 (W-1) chunks: about
 // 2 (W-1)/W (1 + 4/block) bytes per value against an f32 ring all-reduce's
 // 2 (W-1)/W 4 bytes.
 //
@@ -84,8 +87,11 @@ class QuantizedWire final : public CompressionStrategy {
   std::vector<uint8_t> quantized_;        // per bucket: 1 when it goes through this strategy
   std::vector<kernels::quant::Layout> layouts_;
   std::vector<size_t> e_offset_;          // per bucket: its E in e_ (floats)
-  float* e_ = nullptr;
-  size_t e_total_ = 0;
+  std::vector<size_t> e2_offset_;         // per bucket: its E2 in e2_ and r2_ (floats)
+  float* e_ = nullptr;   // this rank's contribution: what its codes lost
+  float* e2_ = nullptr;  // this rank's chunks as their owner: what the requantization lost
+  float* r2_ = nullptr;  // this step's owner residuals, committed to e2_ at end_step
+  size_t e_total_ = 0, e2_total_ = 0;
   void* send_ = nullptr;     // this rank's quantized bucket, W chunks
   void* recv_ = nullptr;     // everyone's chunk `rank_`
   void* gather_ = nullptr;   // the reduced chunks, all ranks'

@@ -160,7 +160,7 @@ TEST(QuantHost, OwnersSumIsTheRequantizedSumOfTheDecodedChunksInRankOrder) {
       std::memcpy(in.data() + r * l.chunk_bytes(), q.data(), l.chunk_bytes());
     }
     std::vector<uint8_t> out(l.chunk_bytes());
-    sum_requantize(in.data(), ranks, l, out.data(), kHost);
+    sum_requantize(in.data(), ranks, l, nullptr, out.data(), nullptr, kHost);
     // The reference: decode each rank's chunk, sum in rank order, quantize the sums.
     const Layout one = layout_for(l.chunk_elements(), 1, 128);
     std::vector<float> sums(l.chunk_elements(), 0.0f);
@@ -170,6 +170,13 @@ TEST(QuantHost, OwnersSumIsTheRequantizedSumOfTheDecodedChunksInRankOrder) {
       for (size_t i = 0; i < d.size(); ++i) sums[i] += d[i];
     }
     EXPECT_EQ(out, quantized(sums, one)) << ranks << " ranks";
+    // With the owner's error feedback: added after the ranks' sum; the residual is exact.
+    const std::vector<float> e = random_values(l.chunk_elements(), 77);
+    std::vector<float> residual(l.chunk_elements()), with_e(l.chunk_elements()), want_residual;
+    sum_requantize(in.data(), ranks, l, e.data(), out.data(), residual.data(), kHost);
+    for (size_t i = 0; i < sums.size(); ++i) with_e[i] = sums[i] + e[i];
+    EXPECT_EQ(out, quantized(with_e, one, nullptr, &want_residual)) << ranks << " ranks, with e";
+    EXPECT_EQ(residual, want_residual);
   }
 }
 
@@ -179,8 +186,8 @@ TEST(QuantHost, NullBuffersAreRefused) {
   float x[10] = {};
   EXPECT_THROW(quantize(nullptr, nullptr, l, q.data(), nullptr, kHost), Error);
   EXPECT_THROW(quantize(x, nullptr, l, nullptr, nullptr, kHost), Error);
-  EXPECT_THROW(sum_requantize(nullptr, 1, l, q.data(), kHost), Error);
-  EXPECT_THROW(sum_requantize(q.data(), 0, l, q.data(), kHost), Error);
+  EXPECT_THROW(sum_requantize(nullptr, 1, l, nullptr, q.data(), nullptr, kHost), Error);
+  EXPECT_THROW(sum_requantize(q.data(), 0, l, nullptr, q.data(), nullptr, kHost), Error);
   EXPECT_THROW(dequantize(q.data(), l, nullptr, kHost), Error);
 }
 
@@ -245,10 +252,15 @@ TEST_F(QuantGpu, EveryOperationMatchesTheHostTwinBitForBit) {
 
       std::vector<uint8_t> host_sum(l.chunk_bytes());
       if (l.chunk_elements() > 0) {
-        sum_requantize(host_q.data(), ranks, l, host_sum.data(), kHost);
+        const std::vector<float> e2 = random_values(l.chunk_elements(), 43, block);
+        std::vector<float> host_r2(l.chunk_elements());
+        sum_requantize(host_q.data(), ranks, l, e2.data(), host_sum.data(), host_r2.data(), kHost);
         uint8_t* dsum = upload(std::vector<uint8_t>(l.chunk_bytes()));
-        sum_requantize(dq, ranks, l, dsum, gpu());
+        float* dr2 = upload(std::vector<float>(l.chunk_elements()));
+        sum_requantize(dq, ranks, l, upload(e2), dsum, dr2, gpu());
         ASSERT_EQ(download(dsum, l.chunk_bytes()), host_sum) << "sum_requantize, block " << block << ", n " << n;
+        const std::vector<float> r2 = download(dr2, l.chunk_elements());
+        ASSERT_EQ(0, std::memcmp(r2.data(), host_r2.data(), r2.size() * sizeof(float))) << "owner residual";
       }
       const std::vector<float> host_back = decoded(host_q, l);
       float* dback = upload(std::vector<float>(n));

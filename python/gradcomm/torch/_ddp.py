@@ -71,12 +71,15 @@ class DistributedDataParallel(torch.nn.Module):
         goes on the wire (DDP's fp16_compress_hook / bf16_compress_hook).
       powersgd (None | dict): PowerSGD with keys rank, start_iter, warm_start,
         error_feedback, min_compression_rate, orthogonalization_eps, seed.
+      quantize (None | dict): the int8 wire with keys block_size (256),
+        error_feedback (True), start_iter (0); not with powersgd or
+        gradient_as_bucket_view.
       broadcast_buffers (True): rank 0's buffers are broadcast at every forward.
     """
 
     def __init__(self, module, comm=None, *, bucket_cap_mb=25.0, first_bucket_mb=1.0, gradient_as_bucket_view=False,
                  unused_parameters=None, find_unused_parameters=False, wire_dtype=None, powersgd=None,
-                 broadcast_buffers=True, timeout=None):
+                 broadcast_buffers=True, timeout=None, quantize=None):
         super().__init__()
         self.module = module
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
@@ -126,6 +129,7 @@ class DistributedDataParallel(torch.nn.Module):
                              first_bucket_bytes=int(first_bucket_mb * (1 << 20)), wire_dtype=wire_dtype,
                              grad_as_bucket_view=gradient_as_bucket_view, unused=unused_parameters)
         self._powersgd = dict(powersgd) if powersgd is not None else None
+        self._quantize = dict(quantize) if quantize is not None else None
         self._grad_scaler = None
         self.broadcast_buffers = broadcast_buffers
         self.require_backward_grad_sync = True
@@ -162,6 +166,8 @@ class DistributedDataParallel(torch.nn.Module):
             self._reducer.enable_powersgd(rows, **self._powersgd)
             if self._options["grad_as_bucket_view"]:  # enabling moves the gradients
                 self._slots = [self._bucket_view(i) for i in range(len(self._params))]
+        if self._quantize is not None:
+            self._reducer.enable_quantization(**self._quantize)
         for p, slot in zip(self._params, self._slots):
             if p.grad is not None:  # a gradient from before wrapping is kept, in its slot
                 slot.copy_(p.grad)
@@ -306,6 +312,8 @@ class DistributedDataParallel(torch.nn.Module):
         state = {"synced_steps": self._steps}
         if self._powersgd is not None:
             state["powersgd"] = self._reducer.powersgd_state()
+        if self._quantize is not None:
+            state["quantize"] = self._reducer.quant_state()
         return state
 
     def load_comm_state_dict(self, state):
@@ -315,13 +323,20 @@ class DistributedDataParallel(torch.nn.Module):
             raise InvalidArgumentError("gcommInvalidArgument", "the state was saved with PowerSGD "
                                        f"{'on' if 'powersgd' in state else 'off'}, this model has it "
                                        f"{'on' if self._powersgd is not None else 'off'}")
+        if ("quantize" in state) != (self._quantize is not None):
+            raise InvalidArgumentError("gcommInvalidArgument", "the state was saved with the int8 wire "
+                                       f"{'on' if 'quantize' in state else 'off'}, this model has it "
+                                       f"{'on' if self._quantize is not None else 'off'}")
         if "powersgd" in state:
             self._reducer.load_powersgd_state(state["powersgd"])
+        if "quantize" in state:
+            self._reducer.load_quant_state(state["quantize"])
         self._steps = int(state.get("synced_steps", self._steps))
 
     @property
     def reducer(self):
-        """The low-level gradcomm.Reducer (stats(), describe(), powersgd_stats())."""
+        """The low-level gradcomm.Reducer (stats(), describe(), powersgd_stats(), quant_stats(),
+        step_timing())."""
         return self._reducer
 
     def grad_norm(self):

@@ -1,0 +1,487 @@
+// The quantized wire (gcommReducerEnableQuantization): every rank's result equals
+// a single-process model of the algorithm bit for bit (local and socket transports,
+// GPU 0 where one is present), exactly representable gradients round-trip, the
+// error stays within the documented bound and the error feedback telescopes, an
+// Inf/NaN step is skipped everywhere with the error state untouched, the bytes on
+// the wire, the state's save and load, and the refusals.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "comm/socket/socket_ranks.hpp"
+#include "kernels/quant/quant.hpp"
+#include "reducer/reducer_rig.hpp"
+
+namespace gradcomm::test {
+namespace {
+
+namespace kq = kernels::quant;
+const kernels::Target kHostTarget{gcommHostDevice(), nullptr};
+
+enum class Where { kLocalHost, kSocketHost, kLocalGpu };
+
+std::string where_name(const ::testing::TestParamInfo<Where>& info) {
+  return info.param == Where::kLocalHost    ? "LocalHost"
+         : info.param == Where::kSocketHost ? "SocketHost"
+                                            : "LocalGpu";
+}
+
+// The algorithm in one process for a bucket holding one f32 gradient: W ranks'
+// gradients in, the result every rank must get out; E and E2 kept as the strategy does.
+struct Model {
+  size_t world, n, block;
+  bool error_feedback;
+  std::vector<std::vector<float>> e;   // per rank, n
+  std::vector<std::vector<float>> e2;  // per owner, chunk_elements
+
+  Model(size_t w, size_t count, size_t b, bool ef) : world(w), n(count), block(b), error_feedback(ef) {
+    const kq::Layout l = kq::layout_for(n, w, b);
+    e.assign(w, std::vector<float>(n, 0.0f));
+    e2.assign(w, std::vector<float>(l.chunk_elements(), 0.0f));
+  }
+
+  // Returns the averaged result; *skipped when it holds Inf/NaN (E, E2 kept then).
+  std::vector<float> step(const std::vector<std::vector<float>>& g, bool* skipped) {
+    const kq::Layout l = kq::layout_for(n, world, block);
+    const float inv_world = 1.0f / static_cast<float>(world);
+    std::vector<std::vector<uint8_t>> q(world, std::vector<uint8_t>(l.total_bytes()));
+    std::vector<std::vector<float>> residual(world, std::vector<float>(n));
+    for (size_t r = 0; r < world; ++r) {
+      std::vector<float> x(n);
+      for (size_t i = 0; i < n; ++i) x[i] = g[r][i] * inv_world;  // the pack's average
+      kq::quantize(x.data(), error_feedback ? e[r].data() : nullptr, l, q[r].data(),
+                   error_feedback ? residual[r].data() : nullptr, kHostTarget);
+    }
+    std::vector<uint8_t> gathered(l.total_bytes());
+    std::vector<std::vector<float>> r2(world, std::vector<float>(l.chunk_elements()));
+    for (size_t owner = 0; owner < world; ++owner) {
+      std::vector<uint8_t> in(world * l.chunk_bytes());
+      for (size_t r = 0; r < world; ++r)
+        std::memcpy(in.data() + r * l.chunk_bytes(), q[r].data() + owner * l.chunk_bytes(), l.chunk_bytes());
+      kq::sum_requantize(in.data(), world, l, error_feedback ? e2[owner].data() : nullptr,
+                         gathered.data() + owner * l.chunk_bytes(), error_feedback ? r2[owner].data() : nullptr,
+                         kHostTarget);
+    }
+    std::vector<float> out(n);
+    kq::dequantize(gathered.data(), l, out.data(), kHostTarget);
+    *skipped = false;
+    for (float v : out) *skipped = *skipped || !std::isfinite(v);
+    if (!*skipped && error_feedback) {
+      e = residual;
+      e2 = r2;
+    }
+    return out;
+  }
+};
+
+class Quantized : public ::testing::TestWithParam<Where> {
+ public:
+  void SetUp() override {
+    if (gpu()) {
+      GCOMM_SKIP_WITHOUT_GPU();
+      ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    }
+  }
+  bool gpu() const { return GetParam() == Where::kLocalGpu; }
+
+  std::vector<gcommComm_t> make(int n) {
+    if (GetParam() == Where::kSocketHost) return make_socket(n, 60.0, "quantized-test");
+    std::vector<gcommComm_t> comms(n, nullptr);
+    gcommCommConfig_t cfg = GCOMM_COMM_CONFIG_INITIALIZER;
+    cfg.timeout_s = 60.0;
+    EXPECT_EQ(gcommCommInitLocal(n, gpu() ? gcommCudaDevice(0) : gcommHostDevice(), &cfg, comms.data()),
+              gcommSuccess)
+        << gcommGetLastError();
+    return comms;
+  }
+  void run(int n, const std::function<std::string(int, gcommComm_t, cudaStream_t)>& body) {
+    auto comms = make(n);
+    auto errors = run_rank_bodies(comms, gpu(), body);
+    for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+    if (GetParam() == Where::kSocketHost)
+      destroy_together(comms);
+    else
+      destroy(comms);
+  }
+};
+
+// One gradient per bucket (the model's unit), f32, no rebuild.
+gcommReducerConfig_t one_grad_per_bucket() {
+  gcommReducerConfig_t c = GCOMM_REDUCER_CONFIG_INITIALIZER;
+  c.bucket_cap_bytes = 4;
+  c.first_bucket_bytes = 4;
+  c.rebuild_buckets = 0;
+  return c;
+}
+
+// A rank's reducer over f32 gradients of `sizes`.
+struct RankReducer {
+  std::vector<GradMem> mem;
+  gcommReducer_t r = nullptr;
+  bool gpu;
+
+  RankReducer(gcommComm_t comm, const std::vector<size_t>& sizes, bool on_gpu, const gcommReducerConfig_t& c,
+              std::string* error)
+      : gpu(on_gpu) {
+    std::vector<gcommTensor_t> tensors;
+    for (size_t n : sizes) {
+      mem.emplace_back(gcommFloat32, n, gpu);
+      tensors.push_back(mem.back().tensor());
+    }
+    *error = check(gcommReducerCreate(comm, tensors.data(), tensors.size(), &c, &r), "gcommReducerCreate");
+  }
+  ~RankReducer() {
+    if (r != nullptr) gcommReducerDestroy(r);
+  }
+  // One synced step with these gradients (marked in backward order); *out: them after.
+  std::string step(const std::vector<std::vector<float>>& grads, cudaStream_t stream,
+                   std::vector<std::vector<float>>* out, int* skip = nullptr) {
+    RIG_CHECK(gcommReducerBeginStep(r, 1));
+    for (size_t k = grads.size(); k-- > 0;) {
+      TypedBuffer b{gcommFloat32, grads[k].size(), 0, std::vector<unsigned char>((grads[k].size() + 8) * 4)};
+      std::memcpy(b.bytes.data(), grads[k].data(), grads[k].size() * 4);
+      mem[k].upload(b, stream);
+      RIG_CHECK(gcommReducerMarkReady(r, k, stream));
+    }
+    int s = 0;
+    RIG_CHECK(gcommReducerFinalize(r, stream, &s));
+    if (skip != nullptr) *skip = s;
+    out->clear();
+    for (size_t k = 0; k < grads.size(); ++k) {
+      TypedBuffer b = mem[k].download(stream);
+      out->emplace_back(grads[k].size());
+      std::memcpy(out->back().data(), b.bytes.data(), grads[k].size() * 4);
+    }
+    return "";
+  }
+};
+
+std::string enable(gcommReducer_t r, int block, int error_feedback, uint64_t start_iter = 0) {
+  gcommQuantConfig_t q = GCOMM_QUANT_CONFIG_INITIALIZER;
+  q.block_size = block;
+  q.error_feedback = error_feedback;
+  q.start_iter = start_iter;
+  RIG_CHECK(gcommReducerEnableQuantization(r, &q));
+  return "";
+}
+
+std::vector<float> randoms(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng) * (1.0f + static_cast<float>(seed % 7));
+  return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST_P(Quantized, EveryRankGetsTheSingleProcessModelsResultBitForBit) {
+  const std::vector<size_t> sizes = {1000, 37, 5000, 256};
+  for (int world : {1, 2, 3, 4}) {
+    const int steps = 4, start = world == 3 ? 2 : 0;  // world 3: two f32 warm-up steps first
+    // inputs[step][rank][grad]
+    std::vector<std::vector<std::vector<std::vector<float>>>> inputs(steps);
+    for (int t = 0; t < steps; ++t)
+      for (int r = 0; r < world; ++r) {
+        inputs[t].emplace_back();
+        for (size_t k = 0; k < sizes.size(); ++k)
+          inputs[t][r].push_back(randoms(sizes[k], static_cast<unsigned>(1000 * t + 100 * r + k)));
+      }
+    // The model, per gradient (= bucket), from the first quantized step on.
+    std::vector<std::vector<std::vector<float>>> expected(steps);  // [step][grad]
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      Model m(static_cast<size_t>(world), sizes[k], 128, true);
+      for (int t = start; t < steps; ++t) {
+        std::vector<std::vector<float>> g;
+        for (int r = 0; r < world; ++r) g.push_back(inputs[t][r][k]);
+        bool skipped = false;
+        expected[t].push_back(m.step(g, &skipped));
+        ASSERT_FALSE(skipped);
+      }
+    }
+    run(world, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+      std::string e;
+      RankReducer rr(comm, sizes, gpu(), one_grad_per_bucket(), &e);
+      if (!e.empty()) return e;
+      if (!(e = enable(rr.r, 128, 1, static_cast<uint64_t>(start))).empty()) return e;
+      for (int t = 0; t < steps; ++t) {
+        std::vector<std::vector<float>> out;
+        if (!(e = rr.step(inputs[t][rank], stream, &out)).empty()) return e;
+        for (size_t k = 0; k < sizes.size(); ++k) {
+          const std::string where = "world " + std::to_string(world) + " step " + std::to_string(t) + " grad " +
+                                    std::to_string(k);
+          if (t >= start) {
+            if (!same_bits(out[k], expected[t][k])) return where + ": differs from the model";
+          } else {
+            for (size_t i = 0; i < sizes[k]; ++i) {  // the f32 all-reduce of the warm-up
+              double avg = 0;
+              for (int r = 0; r < world; ++r) avg += inputs[t][r][k][i];
+              avg /= world;
+              if (std::fabs(out[k][i] - avg) > 1e-5 * (1 + std::fabs(avg))) return where + ": warm-up not f32";
+            }
+          }
+        }
+      }
+      gcommQuantStats_t st = GCOMM_QUANT_STATS_INITIALIZER;
+      RIG_CHECK(gcommReducerGetQuantStats(rr.r, &st));
+      if (st.quantized_steps != static_cast<uint64_t>(steps - start) || st.quantized_buckets != sizes.size())
+        return "stats: " + std::to_string(st.quantized_steps) + " quantized steps, " +
+               std::to_string(st.quantized_buckets) + " buckets";
+      return "";
+    });
+  }
+}
+
+TEST_P(Quantized, RepresentableGradientsRoundTripBitForBit) {
+  // Codes in -127..127 times 2^-3, one of them 127 in every 32 values (the block),
+  // the same on every rank: every block's scale is exactly 2^-3 at each stage.
+  const std::vector<size_t> sizes = {64, 320, 4096};
+  std::vector<std::vector<float>> g;
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<int> code(-127, 127);
+  for (size_t n : sizes) {
+    g.emplace_back(n);
+    for (size_t i = 0; i < n; ++i) g.back()[i] = static_cast<float>(i % 32 == 0 ? 127 : code(rng)) * 0.125f;
+  }
+  for (int world : {1, 2, 4})
+    run(world, [&](int, gcommComm_t comm, cudaStream_t stream) -> std::string {
+      std::string e;
+      RankReducer rr(comm, sizes, gpu(), one_grad_per_bucket(), &e);
+      if (!e.empty()) return e;
+      if (!(e = enable(rr.r, 32, 1)).empty()) return e;
+      for (int t = 0; t < 2; ++t) {
+        std::vector<std::vector<float>> out;
+        if (!(e = rr.step(g, stream, &out)).empty()) return e;
+        for (size_t k = 0; k < sizes.size(); ++k)
+          if (!same_bits(out[k], g[k]))
+            return "world " + std::to_string(world) + " grad " + std::to_string(k) + " did not round-trip";
+      }
+      return "";
+    });
+}
+
+TEST_P(Quantized, ErrorStaysWithinTheBoundAndTheErrorFeedbackTelescopes) {
+  const int world = 4, steps = 40;
+  const size_t n = 2000, block = 64;
+  std::vector<std::vector<float>> g;  // the same gradient every step, different per rank
+  for (int r = 0; r < world; ++r) g.push_back(randoms(n, 50 + static_cast<unsigned>(r)));
+  std::vector<double> avg(n, 0.0);
+  for (int r = 0; r < world; ++r)
+    for (size_t i = 0; i < n; ++i) avg[i] += g[r][i] / world;
+  // One step's bound per block: half a step of each rank's contribution and of the sum.
+  std::vector<double> bound(n);
+  for (size_t b0 = 0; b0 < n; b0 += block) {
+    double sum_amax = 0, avg_amax = 0;
+    for (int r = 0; r < world; ++r) {
+      double a = 0;
+      for (size_t i = b0; i < std::min(n, b0 + block); ++i) a = std::max(a, std::fabs(static_cast<double>(g[r][i]) / world));
+      sum_amax += a;
+    }
+    for (size_t i = b0; i < std::min(n, b0 + block); ++i) avg_amax = std::max(avg_amax, std::fabs(avg[i]));
+    for (size_t i = b0; i < std::min(n, b0 + block); ++i) bound[i] = (sum_amax + avg_amax) / 254.0;
+  }
+  std::vector<double> worst_sum_error(2, 0.0);  // [error feedback off, on]
+  for (int ef : {0, 1})
+    run(world, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+      std::string e;
+      RankReducer rr(comm, {n}, gpu(), one_grad_per_bucket(), &e);
+      if (!e.empty()) return e;
+      if (!(e = enable(rr.r, static_cast<int>(block), ef)).empty()) return e;
+      std::vector<double> sum(n, 0.0);
+      for (int t = 0; t < steps; ++t) {
+        std::vector<std::vector<float>> out;
+        if (!(e = rr.step({g[rank]}, stream, &out)).empty()) return e;
+        for (size_t i = 0; i < n; ++i) {
+          // Error feedback can carry up to a step's worth into v: twice the bound, plus rounding.
+          if (std::fabs(out[0][i] - avg[i]) > 2.0 * bound[i] * (1 + 1e-3) + 1e-6)
+            return "step " + std::to_string(t) + " element " + std::to_string(i) + " off by " +
+                   std::to_string(out[0][i] - avg[i]) + ", bound " + std::to_string(2 * bound[i]);
+          sum[i] += out[0][i];
+        }
+      }
+      double worst = 0, worst_ratio = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const double err = std::fabs(sum[i] - steps * avg[i]);
+        worst = std::max(worst, err);
+        worst_ratio = std::max(worst_ratio, err / bound[i]);
+      }
+      if (rank == 0) worst_sum_error[ef] = worst;
+      // Telescoping: the sum over the steps is off by the last E and E2 only (each
+      // within a bound's worth), not by `steps` bounds.
+      if (ef == 1 && worst_ratio > 3.0)
+        return "error feedback does not telescope: the sum over " + std::to_string(steps) + " steps is off by " +
+               std::to_string(worst_ratio) + " one-step bounds";
+      return "";
+    });
+  // Without it, round-to-nearest's bias adds up step after step.
+  EXPECT_GT(worst_sum_error[0], 5.0 * worst_sum_error[1])
+      << "sum error without error feedback " << worst_sum_error[0] << ", with " << worst_sum_error[1];
+}
+
+TEST_P(Quantized, AnInfOrNanStepIsSkippedEverywhereAndLeavesTheErrorUntouched) {
+  const std::vector<size_t> sizes = {300, 1000};
+  run(2, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    std::string e;
+    RankReducer rr(comm, sizes, gpu(), one_grad_per_bucket(), &e);
+    if (!e.empty()) return e;
+    if (!(e = enable(rr.r, 128, 1)).empty()) return e;
+    auto state = [&](std::vector<uint8_t>* s) -> std::string {
+      size_t need = 0;
+      RIG_CHECK(gcommReducerSaveQuantState(rr.r, nullptr, 0, &need));
+      s->resize(need);
+      RIG_CHECK(gcommReducerSaveQuantState(rr.r, s->data(), s->size(), &need));
+      return "";
+    };
+    std::vector<std::vector<float>> in = {randoms(300, 1 + rank), randoms(1000, 3 + rank)}, out;
+    if (!(e = rr.step(in, stream, &out)).empty()) return e;
+    std::vector<uint8_t> before, after;
+    if (!(e = state(&before)).empty()) return e;
+    if (rank == 1) in[1][500] = std::numeric_limits<float>::quiet_NaN();
+    int skip = 0;
+    if (!(e = rr.step(in, stream, &out, &skip)).empty()) return e;
+    if (skip != 1) return "the NaN step was not skipped on rank " + std::to_string(rank);
+    if (!(e = state(&after)).empty()) return e;
+    // The header's step counter moved; the error feedback after it did not.
+    const size_t header = 8 + 4 + 4 + 8 + 1 + 8 + 8 * sizes.size();
+    if (before.size() != after.size() || before.size() <= header ||
+        std::memcmp(before.data() + header, after.data() + header, before.size() - header) != 0)
+      return "the skipped step changed the error feedback";
+    return "";
+  });
+}
+
+TEST_P(Quantized, BytesOnTheWireAreAboutAQuarterOfAnF32AllReduce) {
+  const size_t n = 1 << 20;
+  run(4, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    std::string e;
+    gcommReducerConfig_t c = GCOMM_REDUCER_CONFIG_INITIALIZER;
+    c.rebuild_buckets = 0;
+    RankReducer rr(comm, {n}, gpu(), c, &e);
+    if (!e.empty()) return e;
+    if (!(e = enable(rr.r, 256, 1)).empty()) return e;
+    uint64_t sent_before = 0, sent_after = 0;
+    const bool counts = GetParam() == Where::kSocketHost;
+    if (counts) RIG_CHECK(gcommCommBytesSent(comm, &sent_before));
+    std::vector<std::vector<float>> out;
+    if (!(e = rr.step({randoms(n, 9 + rank)}, stream, &out)).empty()) return e;
+    if (counts) RIG_CHECK(gcommCommBytesSent(comm, &sent_after));
+    gcommQuantStats_t st = GCOMM_QUANT_STATS_INITIALIZER;
+    RIG_CHECK(gcommReducerGetQuantStats(rr.r, &st));
+    const double ratio = static_cast<double>(st.bytes_last_step) / static_cast<double>(st.f32_allreduce_bytes);
+    if (!(ratio <= 0.27 && ratio > 0.24)) return "bytes ratio " + std::to_string(ratio);
+    // f32 ring all-reduce: 2 (W-1)/W 4 bytes a value.
+    if (st.f32_allreduce_bytes != 2 * 3 * n * 4 / 4) return "f32 equivalent " + std::to_string(st.f32_allreduce_bytes);
+    if (counts && sent_after - sent_before != st.bytes_last_step)
+      return "the socket transport sent " + std::to_string(sent_after - sent_before) + " bytes, the stats say " +
+             std::to_string(st.bytes_last_step);
+    return "";
+  });
+}
+
+TEST_P(Quantized, StateSavedOnOneReducerContinuesOnAnother) {
+  const std::vector<size_t> sizes = {500, 129};
+  run(2, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    std::string e;
+    std::vector<std::vector<float>> a = {randoms(500, 21 + rank), randoms(129, 23 + rank)};
+    std::vector<std::vector<float>> b = {randoms(500, 25 + rank), randoms(129, 27 + rank)};
+    std::vector<uint8_t> saved;
+    std::vector<std::vector<float>> want, got;
+    {
+      RankReducer first(comm, sizes, gpu(), one_grad_per_bucket(), &e);
+      if (!e.empty()) return e;
+      if (!(e = enable(first.r, 64, 1)).empty()) return e;
+      if (!(e = first.step(a, stream, &got)).empty()) return e;
+      size_t need = 0;
+      RIG_CHECK(gcommReducerSaveQuantState(first.r, nullptr, 0, &need));
+      saved.resize(need);
+      RIG_CHECK(gcommReducerSaveQuantState(first.r, saved.data(), saved.size(), nullptr));
+      if (!(e = first.step(b, stream, &want)).empty()) return e;
+    }
+    RankReducer second(comm, sizes, gpu(), one_grad_per_bucket(), &e);
+    if (!e.empty()) return e;
+    if (!(e = enable(second.r, 64, 1)).empty()) return e;
+    RIG_CHECK(gcommReducerLoadQuantState(second.r, saved.data(), saved.size()));
+    if (!(e = second.step(b, stream, &got)).empty()) return e;
+    for (size_t k = 0; k < sizes.size(); ++k)
+      if (!same_bits(got[k], want[k])) return "the restored reducer's step differs, gradient " + std::to_string(k);
+    // A state of another configuration, or garbage, is refused with the reason.
+    RankReducer other(comm, sizes, gpu(), one_grad_per_bucket(), &e);
+    if (!e.empty()) return e;
+    if (!(e = enable(other.r, 128, 1)).empty()) return e;
+    if (gcommReducerLoadQuantState(other.r, saved.data(), saved.size()) != gcommInvalidArgument ||
+        std::string(gcommGetLastError()).find("block_size 64") == std::string::npos)
+      return std::string("a state of another block size: ") + gcommGetLastError();
+    const uint8_t junk[16] = {1, 2, 3};
+    if (gcommReducerLoadQuantState(other.r, junk, sizeof junk) != gcommInvalidArgument)
+      return "garbage was loaded";
+    return "";
+  });
+}
+
+TEST_P(Quantized, BadConfigurationsAndCombinationsAreRefusedWithTheReason) {
+  run(1, [&](int, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    std::string e;
+    auto expect = [](gcommStatus_t got, gcommStatus_t want, const char* needle, const char* what) -> std::string {
+      if (got == want && std::string(gcommGetLastError()).find(needle) != std::string::npos) return "";
+      return std::string(what) + ": " + gcommGetStatusString(got) + ": " + gcommGetLastError();
+    };
+    RankReducer rr(comm, {256, 64}, gpu(), one_grad_per_bucket(), &e);
+    if (!e.empty()) return e;
+    gcommQuantStats_t st = GCOMM_QUANT_STATS_INITIALIZER;
+    if (!(e = expect(gcommReducerGetQuantStats(rr.r, &st), gcommInvalidState, "not enabled", "stats first")).empty())
+      return e;
+    for (int bad_block : {0, 16, 100, 8192}) {
+      gcommQuantConfig_t q = GCOMM_QUANT_CONFIG_INITIALIZER;
+      q.block_size = bad_block;
+      if (!(e = expect(gcommReducerEnableQuantization(rr.r, &q), gcommInvalidArgument, "block_size", "block")).empty())
+        return e;
+    }
+    gcommQuantConfig_t q = GCOMM_QUANT_CONFIG_INITIALIZER;
+    q.format = 1;
+    if (!(e = expect(gcommReducerEnableQuantization(rr.r, &q), gcommInvalidArgument, "format", "format")).empty())
+      return e;
+    q = GCOMM_QUANT_CONFIG_INITIALIZER;
+    q.reserved_v1 = 1;
+    if (!(e = expect(gcommReducerEnableQuantization(rr.r, &q), gcommInvalidArgument, "reserved", "reserved")).empty())
+      return e;
+    RIG_CHECK(gcommReducerBeginStep(rr.r, 1));
+    if (!(e = expect(gcommReducerEnableQuantization(rr.r, nullptr), gcommInvalidState, "between steps", "mid-step"))
+             .empty())
+      return e;
+    for (size_t k = 0; k < 2; ++k) RIG_CHECK(gcommReducerMarkReady(rr.r, k, stream));
+    RIG_CHECK(gcommReducerFinalize(rr.r, stream, nullptr));
+    RIG_CHECK(gcommReducerEnableQuantization(rr.r, nullptr));  // defaults
+    if (!(e = expect(gcommReducerEnableQuantization(rr.r, nullptr), gcommInvalidState, "int8", "twice")).empty())
+      return e;
+    const size_t rows[2] = {16, 8};
+    if (!(e = expect(gcommReducerEnablePowerSgd(rr.r, rows, nullptr), gcommInvalidState, "one compression strategy",
+                     "PowerSGD after int8"))
+             .empty())
+      return e;
+    gcommQuantStats_t raw{};
+    if (!(e = expect(gcommReducerGetQuantStats(rr.r, &raw), gcommInvalidArgument, "INITIALIZER", "raw stats")).empty())
+      return e;
+    // The other way round, views and sharded mode.
+    RankReducer psgd(comm, {256, 64}, gpu(), one_grad_per_bucket(), &e);
+    if (!e.empty()) return e;
+    RIG_CHECK(gcommReducerEnablePowerSgd(psgd.r, rows, nullptr));
+    if (!(e = expect(gcommReducerEnableQuantization(psgd.r, nullptr), gcommInvalidState, "powersgd", "int8 after PowerSGD"))
+             .empty())
+      return e;
+    gcommReducerConfig_t sharded = one_grad_per_bucket();
+    sharded.mode = gcommReducerSharded;
+    RankReducer sh(comm, {256}, gpu(), sharded, &e);
+    if (!e.empty()) return e;
+    if (!(e = expect(gcommReducerEnableQuantization(sh.r, nullptr), gcommNotSupported, "sharded", "sharded")).empty())
+      return e;
+    return "";
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(, Quantized, ::testing::Values(Where::kLocalHost, Where::kSocketHost, Where::kLocalGpu),
+                         where_name);
+
+}  // namespace
+}  // namespace gradcomm::test
