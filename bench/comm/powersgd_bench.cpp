@@ -13,6 +13,9 @@
 //       gradients (warm start: Q converges to the gradients' top subspace, so the
 //       error stops depending on the random first Q; compare with
 //       torch_powersgd_peer.py --error-steps 10), and no timing
+//   gradcomm-powersgd-bench --set resnet50 --error-steps 10 --compressor int8|f16
+//       the same per-step errors with the int8 wire (blocks of 256, error feedback
+//       unless --no-error-feedback) or the f16 wire instead of PowerSGD
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -49,6 +52,7 @@ struct Config {
   bool gpu = false;
   int iters = 10;
   int error_steps = 0;  // > 0: only the per-step errors of that many compressed steps
+  std::string compressor = "powersgd";  // --error-steps: powersgd, int8 or f16
   bool error_feedback = true;
   bool seed_given = false;  // --seed S: the initial Q's seed, else the config's default
   uint64_t seed = 0;
@@ -145,8 +149,14 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Res
   if (c.seed_given) pc.seed = c.seed;
   if (c.error_steps > 0) {
     gcommReducer_t r = nullptr;
+    if (c.compressor == "f16") rc.wire_dtype = gcommFloat16;
     check(gcommReducerCreate(comm, grads.data(), grads.size(), &rc, &r), "create");
-    check(gcommReducerEnablePowerSgd(r, rows.data(), &pc), "enable PowerSGD");
+    if (c.compressor == "powersgd") check(gcommReducerEnablePowerSgd(r, rows.data(), &pc), "enable PowerSGD");
+    if (c.compressor == "int8") {
+      gcommQuantConfig_t qc = GCOMM_QUANT_CONFIG_INITIALIZER;
+      qc.error_feedback = c.error_feedback ? 1 : 0;
+      check(gcommReducerEnableQuantization(r, &qc), "enable the int8 wire");
+    }
     for (int s = 0; s < c.error_steps; ++s) {
       time_steps(r, 1);
       double e = relative_error();
@@ -199,13 +209,15 @@ Result run(const Config& c) {
 }
 
 void report_errors(const Config& c, const Result& r) {
-  std::printf("%-12s ranks %d r %d %s error feedback %s: relative error per compressed step:", c.set.c_str(), c.ranks,
-              c.rank, c.gpu ? "gpu" : "host", c.error_feedback ? "on" : "off");
+  std::printf("%-12s ranks %d %s %s error feedback %s: relative error per step:", c.set.c_str(), c.ranks,
+              c.compressor == "powersgd" ? ("PowerSGD r " + std::to_string(c.rank)).c_str() : c.compressor.c_str(),
+              c.gpu ? "gpu" : "host", c.error_feedback ? "on" : "off");
   for (double e : r.step_errors) std::printf(" %.5f", e);
   std::printf("\n");
   if (c.json != nullptr) {
-    std::fprintf(c.json, "{\"bench\": \"powersgd_error_steps\", \"set\": \"%s\", \"ranks\": %d, \"rank\": %d, "
-                 "\"device\": \"%s\", \"error_feedback\": %d, \"seed\": %llu, \"errors\": [", c.set.c_str(), c.ranks,
+    std::fprintf(c.json, "{\"bench\": \"powersgd_error_steps\", \"compressor\": \"%s\", \"set\": \"%s\", "
+                 "\"ranks\": %d, \"rank\": %d, "
+                 "\"device\": \"%s\", \"error_feedback\": %d, \"seed\": %llu, \"errors\": [", c.compressor.c_str(), c.set.c_str(), c.ranks,
                  c.rank, c.gpu ? "gpu" : "host", c.error_feedback ? 1 : 0, static_cast<unsigned long long>(c.seed_given ? c.seed : gcommPowerSgdConfig_t(GCOMM_POWERSGD_CONFIG_INITIALIZER).seed));
     for (size_t i = 0; i < r.step_errors.size(); ++i) std::fprintf(c.json, "%s%.6f", i ? ", " : "", r.step_errors[i]);
     std::fprintf(c.json, "]}\n");
@@ -259,6 +271,11 @@ int main(int argc, char** argv) {
       else if (a == "--device") base.gpu = next() == "gpu";
       else if (a == "--iters") base.iters = std::stoi(next());
       else if (a == "--error-steps") base.error_steps = std::stoi(next());
+      else if (a == "--compressor") {
+        base.compressor = next();
+        if (base.compressor != "powersgd" && base.compressor != "int8" && base.compressor != "f16")
+          throw std::invalid_argument("--compressor takes powersgd, int8 or f16");
+      }
       else if (a == "--no-error-feedback") base.error_feedback = false;
       else if (a == "--seed") base.seed = std::stoull(next()), base.seed_given = true;
       else if (a == "-J") base.json = std::fopen(next().c_str(), "w");
@@ -266,7 +283,8 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       std::fprintf(stderr,
                    "%s\nusage: gradcomm-powersgd-bench [--set resnet50|gpt2_medium] [--ranks N] [--rank R] "
-                   "[--device host|gpu] [--iters N] [--error-steps K [--no-error-feedback]] [--seed S] [-J FILE]\n",
+                   "[--device host|gpu] [--iters N] [--error-steps K [--no-error-feedback] [--compressor powersgd|int8|f16]] "
+                   "[--seed S] [-J FILE]\n",
                    e.what());
       return 2;
     }

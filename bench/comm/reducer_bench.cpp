@@ -53,6 +53,7 @@ struct Config {
   int ordinal = 0;  // the GPU
   int ranks = 2;
   int wire = GCOMM_WIRE_SAME_AS_GRAD;
+  bool int8 = false;  // --wire int8: f32 buckets through the quantized wire (blocks of 256, error feedback)
   bool view = false;
   bool sharded = false;  // --mode sharded
   int iters = 20;
@@ -113,6 +114,7 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, const WaitAll& barrie
   cfg.mode = c.sharded ? gcommReducerSharded : gcommReducerAllReduce;
   gcommReducer_t reducer = nullptr;
   check(gcommReducerCreate(comm, grads.data(), grads.size(), &cfg, &reducer), "gcommReducerCreate");
+  if (c.int8) check(gcommReducerEnableQuantization(reducer, nullptr), "gcommReducerEnableQuantization");
   void* params = nullptr;  // sharded: the parameters the all-gather fills, laid out as the gradients
   if (c.sharded) {
     params = alloc_filled(slab_bytes, c.gpu);
@@ -262,7 +264,8 @@ void report(const Config& c, const Result& r, bool header) {
   double overhead = r.bucketed_us > 0 ? (r.step_us / r.bucketed_us - 1.0) * 100.0 : 0.0;
   double mib = r.stats.wire_bytes_per_step / 1048576.0;
   std::printf("%-12s %-9s %5d %-4s %-4s %5d %-8s %9.1f %9.1f %11.1f %11.1f %11.1f %11.1f %11.1f %8.1f%%\n",
-              c.set.c_str(), c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", wire_name(c.wire), c.view ? 1 : 0,
+              c.set.c_str(), c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", c.int8 ? "int8" : wire_name(c.wire),
+              c.view ? 1 : 0,
               c.sharded ? "sharded" : "allreduce", mib, r.sent_grad_bytes_per_step / 1048576.0, r.step_us, r.host_us,
               r.gather_us, r.flat_us, r.bucketed_us, overhead);
   std::fflush(stdout);
@@ -273,7 +276,7 @@ void report(const Config& c, const Result& r, bool header) {
                  "\"grad_bytes\": %zu, \"sent_bytes_per_step\": %.0f, \"sent_grad_bytes_per_step\": %.0f, \"step_us\": %.2f, \"host_us\": %.2f, "
                  "\"gather_us\": %.2f, \"flat_allreduce_us\": %.2f, \"bucketed_allreduce_us\": %.2f, "
                  "\"overhead_vs_bucketed_pct\": %.2f, \"iters\": %d}\n",
-                 c.set.c_str(), c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", wire_name(c.wire),
+                 c.set.c_str(), c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", c.int8 ? "int8" : wire_name(c.wire),
                  c.view ? 1 : 0, c.sharded ? "sharded" : "allreduce", r.stats.num_buckets, r.stats.wire_bytes_per_step,
                  r.stats.grad_bytes, r.sent_bytes_per_step, r.sent_grad_bytes_per_step, r.step_us, r.host_us, r.gather_us, r.flat_us,
                  r.bucketed_us, overhead, c.iters);
@@ -284,7 +287,7 @@ void report(const Config& c, const Result& r, bool header) {
 int usage(const char* msg) {
   std::fprintf(stderr,
                "%s\nusage: gradcomm-reducer-bench [--set resnet50|gpt2_medium|tiny] [--transport local|nccl]\n"
-               "       [--device host|gpu] [--ranks N] [--wire same|f16|bf16] [--view] [--mode allreduce|sharded]\n"
+               "       [--device host|gpu] [--ranks N] [--wire same|f16|bf16|int8] [--view] [--mode allreduce|sharded]\n"
                "       [--iters N] [--warmup N]\n"
                "       [-J FILE]   (no arguments: a matrix for this machine)\n",
                msg);
@@ -313,6 +316,9 @@ int main(int argc, char** argv) {
       else if (a == "--ranks") base.ranks = std::stoi(next()), matrix = false;
       else if (a == "--wire") {
         std::string w = next();
+        if (w != "same" && w != "f16" && w != "bf16" && w != "f32" && w != "int8")
+          return usage("--wire takes same, f16, bf16, f32 or int8");
+        base.int8 = w == "int8";
         base.wire = w == "f16" ? gcommFloat16 : w == "bf16" ? gcommBfloat16 : w == "f32" ? gcommFloat32
                                                                                           : GCOMM_WIRE_SAME_AS_GRAD;
         matrix = false;
@@ -371,6 +377,11 @@ int main(int argc, char** argv) {
           c.sharded = true;  // the same step reduce-scattered, plus the parameter all-gather
           configs.push_back(c);
         }
+    for (const char* set : sets) {  // the three wires side by side: f32, f16 (above), int8
+      Config c = base;
+      c.set = set, c.int8 = true;
+      configs.push_back(c);
+    }
   } else if (have_gpu) {
     // One GPU: NCCL with one rank (the engine's own cost), and the local
     // transport with 4 ranks on it (a real reduction to compare against).
@@ -383,10 +394,16 @@ int main(int argc, char** argv) {
             c.set = set, c.transport = transport, c.ranks = ranks, c.gpu = true, c.wire = wire, c.view = view;
             configs.push_back(c);
           }
-  } else {
-    for (int wire : {GCOMM_WIRE_SAME_AS_GRAD, static_cast<int>(gcommFloat16)}) {
+    for (const char* set : {"resnet50", "gpt2_medium"}) {  // int8 where there is a reduction
       Config c = base;
-      c.set = "resnet50", c.transport = "local", c.ranks = 2, c.wire = wire;
+      c.set = set, c.transport = "local", c.ranks = 4, c.gpu = true, c.int8 = true;
+      configs.push_back(c);
+    }
+  } else {
+    for (int wire : {GCOMM_WIRE_SAME_AS_GRAD, static_cast<int>(gcommFloat16), -2}) {  // -2: int8
+      Config c = base;
+      c.set = "resnet50", c.transport = "local", c.ranks = 2, c.wire = wire == -2 ? GCOMM_WIRE_SAME_AS_GRAD : wire;
+      c.int8 = wire == -2;
       c.iters = std::min(c.iters, 5);
       configs.push_back(c);
     }

@@ -46,9 +46,19 @@ GCOMM_HD float inverse_of(float amax) {
   return static_cast<float>(kMaxCode) / amax;
 }
 
+// Round to nearest even for |x| < 2^22 by adding and taking away 1.5 * 2^23 (the
+// add rounds in the default mode): the same bits on both sides, and unlike
+// rintf() it needs no library call on a host without SSE4.1, so loops vectorize.
+GCOMM_HD float round_even(float x) {
+  constexpr float kMagic = 12582912.0f;
+  return add_rn(add_rn(x, kMagic), -kMagic);
+}
+
+// inverse == 0 (a block of zeros, or one with Inf/NaN) gives 0: v * 0 is 0 for a
+// finite v, and a non-finite v only occurs in such a block, where it is masked.
 GCOMM_HD int8_t encode(float v, float inverse) {
-  if (inverse == 0.0f) return 0;
-  float r = rintf(mul_rn(v, inverse));
+  float x = inverse == 0.0f ? 0.0f : mul_rn(v, inverse);
+  float r = round_even(x);
   r = r > static_cast<float>(kMaxCode) ? static_cast<float>(kMaxCode) : r;
   r = r < -static_cast<float>(kMaxCode) ? -static_cast<float>(kMaxCode) : r;
   return static_cast<int8_t>(r);
