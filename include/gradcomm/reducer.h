@@ -280,7 +280,8 @@ typedef struct gcommQuantConfig {
   int block_size;      /**< 256: values per scale, a power of two in 32..4096 */
   int error_feedback;  /**< 1: add what the last step's codes lost (E) before quantizing */
   int reserved_v1;     /**< leave 0 */
-  uint64_t start_iter; /**< 0: synced steps all-reduced in f32 before quantization starts */
+  uint64_t start_iter; /**< 0: synced steps after enabling that are all-reduced in f32 before quantization
+                            starts (the count is part of the saved state) */
 } gcommQuantConfig_t;
 
 #define GCOMM_QUANT_CONFIG_INITIALIZER \
@@ -304,11 +305,16 @@ typedef struct gcommQuantStats {
 /** Turns the quantized wire on, between steps: every bucket whose wire is f32 is
  *  quantized to int8 blocks, exchanged with an all-to-all, summed in f32 by the rank
  *  that owns each chunk, quantized again and all-gathered; about 0.26x the bytes of
- *  an f32 all-reduce with 256-value blocks. Other buckets are all-reduced as before.
- *  Every rank must make the same call. Refused with grad_as_bucket_view, in sharded
- *  mode, and with PowerSGD (one compression strategy per reducer). The plan is not
- *  rebuilt afterwards. The error feedback (4 bytes per value of the quantized
- *  buckets) is allocated here. */
+ *  an f32 all-reduce with 256-value blocks. Other buckets (f16/bf16 wire, or too small
+ *  for W chunks of whole blocks to save bytes) are all-reduced as before. Every rank
+ *  must make the same call. Refused with grad_as_bucket_view, in sharded mode, and
+ *  with PowerSGD (one compression strategy per reducer). The plan is not rebuilt
+ *  afterwards. Allocated here: the error feedback (4 bytes per quantized value, plus
+ *  8/W for the owner's), three int8 staging buffers and one f32 buffer the size of the
+ *  largest bucket. A failure here (out of memory) leaves the reducer failed, as any
+ *  failure after which ranks could disagree. A step that finalize completes but
+ *  refuses (unmarked gradients with gcommUnusedError) still updates the error
+ *  feedback, as on the ranks that cannot know. */
 GCOMM_API gcommStatus_t gcommReducerEnableQuantization(gcommReducer_t reducer, const gcommQuantConfig_t* config);
 GCOMM_API gcommStatus_t gcommReducerGetQuantStats(gcommReducer_t reducer, gcommQuantStats_t* stats);
 /** The quantized wire's state (step counter, error feedback) as device-independent

@@ -7,6 +7,7 @@
 
 #include "common/device.hpp"
 #include "common/error.hpp"
+#include "kernels/dispatch.hpp"
 
 namespace gradcomm::kernels::powersgd {
 
@@ -22,16 +23,6 @@ uint64_t mix(uint64_t x) {
 
 // (0, 1], from the top 53 bits.
 double unit(uint64_t bits) { return (static_cast<double>(bits >> 11) + 1.0) * (1.0 / 9007199254740992.0); }
-
-template <class Host, class Cuda>
-void dispatch(const Target& t, Host&& host_op, Cuda&& cuda_op) {
-  if (t.cuda()) {
-    DeviceGuard guard(t.device);
-    cuda_op();
-  } else {
-    host_op();
-  }
-}
 
 }  // namespace
 

@@ -6,21 +6,12 @@
 
 #include "common/device.hpp"
 #include "common/error.hpp"
+#include "kernels/dispatch.hpp"
 #include "kernels/quant/quant_math.hpp"
 
 namespace gradcomm::kernels::quant {
 
 namespace {
-
-template <class Host, class Cuda>
-void dispatch(const Target& t, Host&& host_op, Cuda&& cuda_op) {
-  if (t.cuda()) {
-    DeviceGuard guard(t.device);
-    cuda_op();
-  } else {
-    host_op();
-  }
-}
 
 void require_layout(const Layout& l) {
   require(l.block >= kMinBlock && l.block <= kMaxBlock && (l.block & (l.block - 1)) == 0, "block size ", l.block,
@@ -71,6 +62,7 @@ void dequantize(const void* in, const Layout& layout, float* out, const Target& 
 
 namespace host {
 
+namespace {
 // max |v| over a block, NaN if any v is NaN: the bits of |v| compared as unsigned
 // integers order non-negative floats, and every NaN's bits lie above Inf's. An
 // integer max vectorizes where a float one (without -ffast-math) does not.
@@ -82,6 +74,7 @@ float block_amax(const float* v, size_t n) {
   }
   return bits_to_float(top);
 }
+}  // namespace
 
 // The element loops below are written so that -O3 vectorizes them (no calls, no
 // early exits, NaN tracked with a flag beside a plain max).
@@ -95,11 +88,12 @@ void quantize(const float* x, const float* e, const Layout& l, void* out, float*
     for (size_t j = 0; j < live; ++j) v[j] = e != nullptr ? add_rn(x[first + j], e[first + j]) : x[first + j];
     for (size_t j = live; j < block; ++j) v[j] = 0.0f;
     const float amax = block_amax(v.data(), block);
-    const float scale = scale_of(amax), inverse = inverse_of(amax);
+    const float scale = scale_of(amax);
+    const Encoder enc = encoder_for(amax);
     int8_t* codes = const_cast<int8_t*>(codes_of(out, l, chunk, b));
     const_cast<float*>(scales_of(out, l, chunk))[b] = scale;
     const float* vv = v.data();
-    for (size_t j = 0; j < block; ++j) codes[j] = encode(vv[j], inverse);
+    for (size_t j = 0; j < block; ++j) codes[j] = encode(vv[j], enc);
     if (residual != nullptr)
       for (size_t j = 0; j < live; ++j) residual[first + j] = add_rn(vv[j], -decode(codes[j], scale));
   }
@@ -122,10 +116,11 @@ void sum_requantize(const void* in, size_t ranks, const Layout& l, const float* 
       for (size_t j = 0; j < block; ++j) s[j] = add_rn(s[j], eb[j]);
     }
     const float amax = block_amax(s, block);
-    const float scale = scale_of(amax), inverse = inverse_of(amax);
+    const float scale = scale_of(amax);
+    const Encoder enc = encoder_for(amax);
     int8_t* codes = const_cast<int8_t*>(codes_of(out, l, 0, b));
     const_cast<float*>(scales_of(out, l, 0))[b] = scale;
-    for (size_t j = 0; j < block; ++j) codes[j] = encode(s[j], inverse);
+    for (size_t j = 0; j < block; ++j) codes[j] = encode(s[j], enc);
     if (residual != nullptr) {
       float* rb = residual + b * block;
       for (size_t j = 0; j < block; ++j) rb[j] = add_rn(s[j], -decode(codes[j], scale));

@@ -6,10 +6,12 @@
 // chunk_elements = blocks_per_chunk * block values each; the last chunks are
 // padded with zeros past n. A block of `block` values is stored as `block` int8
 // codes and one f32 scale: value = code * scale, scale = max|v| / 127 over the
-// block, code = round-to-nearest-even(v * 127 / max|v|) in -127..127. A block of
+// block, code = round-to-nearest-even(v * (127 / max|v|)) in -127..127 (two
+// roundings; blocks whose max is below 2^-64 are scaled by 2^64 first). A block of
 // zeros has scale 0 (codes 0, no NaN); a block holding Inf or NaN gets scale NaN
 // (codes 0), so every value decoded from it is NaN and the step's Inf/NaN check
-// sees it on every rank.
+// sees it on every rank. A block whose max is below 127 * 2^-149 (~1.8e-43) has a
+// scale that underflows to 0: it decodes as zeros (its error is its own size).
 //
 // A chunk in memory (chunk_bytes(...)): its codes, then its scales (4-byte aligned,
 // as chunk_elements is a multiple of 4). Chunks follow one another.

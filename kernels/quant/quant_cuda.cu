@@ -45,12 +45,13 @@ __global__ void quantize_kernel(const float* x, const float* e, Layout l, void* 
   float amax = 0.0f;
   for (size_t j = threadIdx.x; j < l.block; j += blockDim.x) amax = amax_add(amax, value_at(x, e, l.n, first + j));
   amax = block_amax(amax, shared);
-  const float scale = scale_of(amax), inverse = inverse_of(amax);
+  const float scale = scale_of(amax);
+  const Encoder enc = encoder_for(amax);
   int8_t* codes = const_cast<int8_t*>(codes_of(out, l, chunk, b));
   if (threadIdx.x == 0) const_cast<float*>(scales_of(out, l, chunk))[b] = scale;
   for (size_t j = threadIdx.x; j < l.block; j += blockDim.x) {
     const float v = value_at(x, e, l.n, first + j);
-    const int8_t code = encode(v, inverse);
+    const int8_t code = encode(v, enc);
     codes[j] = code;
     if (residual != nullptr && first + j < l.n) residual[first + j] = add_rn(v, -decode(code, scale));
   }
@@ -72,11 +73,12 @@ __global__ void sum_requantize_kernel(const void* in, size_t ranks, Layout l, co
     amax = amax_add(amax, s);
   }
   amax = block_amax(amax, shared);
-  const float scale = scale_of(amax), inverse = inverse_of(amax);
+  const float scale = scale_of(amax);
+  const Encoder enc = encoder_for(amax);
   int8_t* codes = const_cast<int8_t*>(codes_of(out, l, 0, b));
   if (threadIdx.x == 0) const_cast<float*>(scales_of(out, l, 0))[b] = scale;
   for (size_t j = threadIdx.x; j < l.block; j += blockDim.x) {
-    const int8_t code = encode(sums[j], inverse);
+    const int8_t code = encode(sums[j], enc);
     codes[j] = code;
     if (residual != nullptr) residual[b * l.block + j] = add_rn(sums[j], -decode(code, scale));
   }

@@ -40,10 +40,18 @@ GCOMM_HD float scale_of(float amax) {
   if (!is_finite(amax)) return bits_to_float(0x7fc00000u);  // a quiet NaN
   return amax / static_cast<float>(kMaxCode);
 }
-// The factor that maps the block onto -127..127 (0 when the block has no code to give).
-GCOMM_HD float inverse_of(float amax) {
-  if (!(amax > 0.0f) || !is_finite(amax)) return 0.0f;
-  return static_cast<float>(kMaxCode) / amax;
+// How a block's values become codes: v * pre * inverse. For a block whose max is
+// below 2^-64 (127 / max would overflow from ~3.7e-37 down, subnormals included)
+// both are first multiplied by 2^64, which is exact. inverse 0: a block of zeros,
+// or one with Inf/NaN (every code 0).
+struct Encoder {
+  float pre;
+  float inverse;
+};
+GCOMM_HD Encoder encoder_for(float amax) {
+  if (!(amax > 0.0f) || !is_finite(amax)) return Encoder{1.0f, 0.0f};
+  const float pre = amax < 5.421010862427522e-20f ? 1.8446744073709552e19f : 1.0f;  // 2^-64, 2^64
+  return Encoder{pre, static_cast<float>(kMaxCode) / mul_rn(amax, pre)};
 }
 
 // Round to nearest even for |x| < 2^22 by adding and taking away 1.5 * 2^23 (the
@@ -54,11 +62,12 @@ GCOMM_HD float round_even(float x) {
   return add_rn(add_rn(x, kMagic), -kMagic);
 }
 
-// inverse == 0 (a block of zeros, or one with Inf/NaN) gives 0: v * 0 is 0 for a
-// finite v, and a non-finite v only occurs in such a block, where it is masked.
-GCOMM_HD int8_t encode(float v, float inverse) {
-  float x = inverse == 0.0f ? 0.0f : mul_rn(v, inverse);
+// The code of v in -127..127. A block without codes (inverse 0) gives 0, and so
+// does anything that is not a number, so the conversion below is always defined.
+GCOMM_HD int8_t encode(float v, Encoder enc) {
+  float x = enc.inverse == 0.0f ? 0.0f : mul_rn(mul_rn(v, enc.pre), enc.inverse);
   float r = round_even(x);
+  r = r == r ? r : 0.0f;
   r = r > static_cast<float>(kMaxCode) ? static_cast<float>(kMaxCode) : r;
   r = r < -static_cast<float>(kMaxCode) ? -static_cast<float>(kMaxCode) : r;
   return static_cast<int8_t>(r);

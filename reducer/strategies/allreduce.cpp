@@ -77,7 +77,7 @@ void AllReduceStrategy::epilogue(size_t b, const StrategyContext& ctx) {
   }
 }
 
-void pack_bucket(size_t b, bool complete, void* wire, const StrategyContext& ctx) {
+void pack_bucket(size_t b, bool complete, void* wire, const StrategyContext& ctx, bool unscale) {
   const Bucket& bucket = ctx.plan.buckets[b];
   std::vector<gcommTensor_t> src;
   std::vector<size_t> offsets;
@@ -92,10 +92,10 @@ void pack_bucket(size_t b, bool complete, void* wire, const StrategyContext& ctx
   if (!complete) zero_bytes(wire, bucket.wire_bytes(), ctx.device, ctx.side.stream());
   const float world = static_cast<float>(ctx.comm.size());
   kernels::pack(src.data(), src.size(), offsets.data(), wire, bucket.wire_dtype, ctx.average ? 1.0f / world : 1.0f,
-                nullptr, ctx.target());
+                unscale ? ctx.inv_scale : nullptr, ctx.target());
 }
 
-void unpack_bucket(size_t b, const void* src, gcommDataType_t dtype, const StrategyContext& ctx) {
+void unpack_bucket(size_t b, const void* src, gcommDataType_t dtype, const StrategyContext& ctx, bool unscale) {
   const Bucket& bucket = ctx.plan.buckets[b];
   std::vector<gcommTensor_t> dst;
   std::vector<size_t> offsets;
@@ -108,8 +108,8 @@ void unpack_bucket(size_t b, const void* src, gcommDataType_t dtype, const Strat
   }
   if (dst.empty()) return;
   auto span = ctx.span("epilogue", SpanKind::kCompute, b);
-  kernels::unpack(src, dtype, offsets.data(), dst.data(), dst.size(), 1.0f, ctx.inv_scale, false, ctx.step_flag,
-                  ctx.target());
+  kernels::unpack(src, dtype, offsets.data(), dst.data(), dst.size(), 1.0f, unscale ? ctx.inv_scale : nullptr, false,
+                  ctx.step_flag, ctx.target());
 }
 
 }  // namespace gradcomm::reducer

@@ -26,9 +26,10 @@ class AllReduceStrategy final : public CompressionStrategy {
 // The copying path's two halves, shared with strategies that send the packed
 // bucket another way (quantized.*). pack_bucket: the bucket's marked gradients
 // into `wire` (zeros first when the bucket is incomplete), divided by the world
-// size when averaging. unpack_bucket: `src` (laid out like the bucket, in `dtype`)
-// into the gradients, times 1/loss scale, Inf/NaN into the step flag.
-void pack_bucket(size_t b, bool complete, void* wire, const StrategyContext& ctx);
-void unpack_bucket(size_t b, const void* src, gcommDataType_t dtype, const StrategyContext& ctx);
+// size when averaging, and times 1/loss scale when `unscale` (then the wire holds
+// true gradient units). unpack_bucket: `src` (laid out like the bucket, in `dtype`)
+// into the gradients, times 1/loss scale when `unscale`, Inf/NaN into the step flag.
+void pack_bucket(size_t b, bool complete, void* wire, const StrategyContext& ctx, bool unscale = false);
+void unpack_bucket(size_t b, const void* src, gcommDataType_t dtype, const StrategyContext& ctx, bool unscale = true);
 
 }  // namespace gradcomm::reducer

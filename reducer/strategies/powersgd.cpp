@@ -11,6 +11,7 @@
 #include "common/log.hpp"
 #include "kernels/ops.hpp"
 #include "reducer/device_bytes.hpp"
+#include "reducer/strategies/state_bytes.hpp"
 
 namespace gradcomm::reducer {
 
@@ -20,21 +21,7 @@ namespace {
 
 constexpr char kStateMagic[8] = {'G', 'C', 'P', 'S', 'G', 'D', '\0', '\0'};
 constexpr uint32_t kStateVersion = 1;
-
-template <class T>
-void put(std::vector<uint8_t>& out, const T& v) {
-  const auto* b = reinterpret_cast<const uint8_t*>(&v);
-  out.insert(out.end(), b, b + sizeof(T));
-}
-
-template <class T>
-T take(const uint8_t*& p, const uint8_t* end, const char* what) {
-  require(static_cast<size_t>(end - p) >= sizeof(T), "PowerSGD state: truncated at ", what);
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  p += sizeof(T);
-  return v;
-}
+constexpr char kStateName[] = "PowerSGD state";
 
 }  // namespace
 
@@ -300,22 +287,22 @@ void PowerSgd::load(const uint8_t* data, size_t bytes) {
   require(bytes >= sizeof kStateMagic && std::memcmp(p, kStateMagic, sizeof kStateMagic) == 0,
           "PowerSGD state: not a gradcomm PowerSGD state (bad magic)");
   p += sizeof kStateMagic;
-  uint32_t version = take<uint32_t>(p, end, "version");
+  uint32_t version = take<uint32_t>(p, end, kStateName, "version");
   require(version == kStateVersion, "PowerSGD state: version ", version, ", this gradcomm reads ", kStateVersion);
-  uint32_t rank = take<uint32_t>(p, end, "rank");
+  uint32_t rank = take<uint32_t>(p, end, kStateName, "rank");
   require(rank == static_cast<uint32_t>(options_.rank), "PowerSGD state: rank ", rank, ", this reducer uses ",
           options_.rank);
-  uint64_t step = take<uint64_t>(p, end, "step");
-  uint64_t count = take<uint64_t>(p, end, "count");
+  uint64_t step = take<uint64_t>(p, end, kStateName, "step");
+  uint64_t count = take<uint64_t>(p, end, kStateName, "count");
   require(count == slots_.size(), "PowerSGD state: ", count, " matrices, this reducer compresses ", slots_.size());
-  uint8_t ef = take<uint8_t>(p, end, "error_feedback");
+  uint8_t ef = take<uint8_t>(p, end, kStateName, "error_feedback");
   require((ef == 1) == options_.error_feedback, "PowerSGD state: error feedback ", ef ? "on" : "off",
           ", this reducer has it ", options_.error_feedback ? "on" : "off");
   // Parse everything before touching the state.
   std::vector<float> q(q_total_), e(e_total_);
   for (const Slot& s : slots_) {
-    uint64_t grad = take<uint64_t>(p, end, "grad"), rows = take<uint64_t>(p, end, "rows"),
-             cols = take<uint64_t>(p, end, "cols");
+    uint64_t grad = take<uint64_t>(p, end, kStateName, "grad"), rows = take<uint64_t>(p, end, kStateName, "rows"),
+             cols = take<uint64_t>(p, end, kStateName, "cols");
     require(grad == s.grad && rows == s.rows && cols == s.cols, "PowerSGD state: matrix for gradient ", grad, " (",
             rows, " x ", cols, ") does not match this reducer's gradient ", s.grad, " (", s.rows, " x ", s.cols, ")");
     size_t qb = s.cols * options_.rank * sizeof(float), eb = ef ? s.rows * s.cols * sizeof(float) : 0;

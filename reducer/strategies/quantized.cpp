@@ -7,6 +7,7 @@
 #include "common/log.hpp"
 #include "kernels/powersgd/low_rank.hpp"
 #include "reducer/device_bytes.hpp"
+#include "reducer/strategies/state_bytes.hpp"
 #include "reducer/strategies/allreduce.hpp"
 
 namespace gradcomm::reducer {
@@ -17,21 +18,7 @@ namespace {
 
 constexpr char kStateMagic[8] = {'G', 'C', 'Q', 'I', 'N', 'T', '8', '\0'};
 constexpr uint32_t kStateVersion = 1;
-
-template <class T>
-void put(std::vector<uint8_t>& out, const T& v) {
-  const auto* b = reinterpret_cast<const uint8_t*>(&v);
-  out.insert(out.end(), b, b + sizeof(T));
-}
-
-template <class T>
-T take(const uint8_t*& p, const uint8_t* end, const char* what) {
-  require(static_cast<size_t>(end - p) >= sizeof(T), "quantized wire state: truncated at ", what);
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  p += sizeof(T);
-  return v;
-}
+constexpr char kStateName[] = "quantized wire state";
 
 }  // namespace
 
@@ -55,10 +42,7 @@ QuantizedWire::QuantizedWire(const QuantOptions& options, int world, int rank, m
 
 QuantizedWire::~QuantizedWire() {
   try {
-    side_.synchronize();
-    for (void* b : {static_cast<void*>(e_), static_cast<void*>(e2_), static_cast<void*>(r2_), send_, recv_, gather_,
-                    static_cast<void*>(decoded_)})
-      if (b != nullptr) allocator_.deallocate(b, side_.stream());
+    release();
   } catch (const std::exception& e) {
     GCOMM_WARN("quantized wire teardown: ", e.what());
   }
@@ -66,7 +50,18 @@ QuantizedWire::~QuantizedWire() {
 
 void* QuantizedWire::alloc(size_t bytes) { return bytes == 0 ? nullptr : allocator_.allocate(bytes, side_.stream()); }
 
+void QuantizedWire::release() {
+  side_.synchronize();
+  for (void** b : {reinterpret_cast<void**>(&e_), reinterpret_cast<void**>(&e2_), reinterpret_cast<void**>(&r2_),
+                   &send_, &recv_, &gather_, reinterpret_cast<void**>(&decoded_)}) {
+    if (*b != nullptr) allocator_.deallocate(*b, side_.stream());
+    *b = nullptr;
+  }
+  e_total_ = e2_total_ = 0;
+}
+
 void QuantizedWire::set_layout(const BucketPlan& plan) {
+  release();
   const size_t buckets = plan.buckets.size();
   quantized_.assign(buckets, 0);
   layouts_.assign(buckets, kq::Layout{});
@@ -79,8 +74,12 @@ void QuantizedWire::set_layout(const BucketPlan& plan) {
   for (size_t b = 0; b < buckets; ++b) {
     const Bucket& bucket = plan.buckets[b];
     if (bucket.wire_dtype != gcommFloat32 || bucket.elements == 0) continue;
+    const kq::Layout l = kq::layout_for(bucket.elements, static_cast<size_t>(world_), options_.block);
+    // Quantized only where it sends fewer bytes than f32: W chunks of at least a
+    // block each against 4 bytes a value (a bucket smaller than W blocks may not).
+    if (w * l.chunk_bytes() >= 4 * static_cast<uint64_t>(bucket.elements)) continue;
     quantized_[b] = 1;
-    layouts_[b] = kq::layout_for(bucket.elements, static_cast<size_t>(world_), options_.block);
+    layouts_[b] = l;
     e_offset_[b] = e_total_;
     e2_offset_[b] = e2_total_;
     if (options_.error_feedback) {
@@ -118,7 +117,9 @@ void QuantizedWire::run_bucket(size_t b, bool complete, const StrategyContext& c
   }
   const kq::Layout& l = layouts_[b];
   float* wire = static_cast<float*>(ctx.bucket_wire[b]);
-  pack_bucket(b, complete, wire, ctx);
+  // Unscaled before quantizing: E and E2 hold true gradient units, so a loss scale
+  // that changes between steps does not reweigh them.
+  pack_bucket(b, complete, wire, ctx, /*unscale=*/true);
   {
     auto span = ctx.span("int8 quantize", SpanKind::kCompute, b);
     // The residual overwrites the packed values: they are not needed past this point.
@@ -147,7 +148,7 @@ void QuantizedWire::run_bucket(size_t b, bool complete, const StrategyContext& c
     auto span = ctx.span("int8 decode", SpanKind::kCompute, b);
     kq::dequantize(gather_, l, decoded_, target());
   }
-  unpack_bucket(b, decoded_, gcommFloat32, ctx);
+  unpack_bucket(b, decoded_, gcommFloat32, ctx, /*unscale=*/false);
   stats_.bytes_last_step += 2 * static_cast<uint64_t>(world_ - 1) * l.chunk_bytes();
   if (options_.error_feedback) pending_.push_back(b);
 }
@@ -177,6 +178,8 @@ std::vector<uint8_t> QuantizedWire::save() {
   std::vector<uint8_t> out(kStateMagic, kStateMagic + sizeof kStateMagic);
   put(out, kStateVersion);
   put(out, static_cast<uint32_t>(options_.block));
+  put(out, static_cast<uint32_t>(world_));
+  put(out, static_cast<uint32_t>(rank_));
   put(out, step_);
   put(out, static_cast<uint8_t>(options_.error_feedback ? 1 : 0));
   put(out, static_cast<uint64_t>(layouts_.size()));
@@ -193,20 +196,24 @@ void QuantizedWire::load(const uint8_t* data, size_t bytes) {
   require(bytes >= sizeof kStateMagic && std::memcmp(p, kStateMagic, sizeof kStateMagic) == 0,
           "not a quantized wire state (wrong magic)");
   p += sizeof kStateMagic;
-  const auto version = take<uint32_t>(p, end, "the version");
+  const auto version = take<uint32_t>(p, end, kStateName, "the version");
   require(version == kStateVersion, "quantized wire state version ", version, " is not supported (expected ",
           kStateVersion, ")");
-  const auto block = take<uint32_t>(p, end, "the block size");
+  const auto block = take<uint32_t>(p, end, kStateName, "the block size");
   require(block == options_.block, "the state was saved with block_size ", block, ", this reducer uses ",
           options_.block);
-  const auto step = take<uint64_t>(p, end, "the step");
-  const auto ef = take<uint8_t>(p, end, "the error feedback flag");
+  const auto world = take<uint32_t>(p, end, kStateName, "the world size");
+  const auto rank = take<uint32_t>(p, end, kStateName, "the rank");
+  require(world == static_cast<uint32_t>(world_) && rank == static_cast<uint32_t>(rank_), "the state was saved by rank ",
+          rank, " of ", world, ", this is rank ", rank_, " of ", world_, " (each rank loads its own state)");
+  const auto step = take<uint64_t>(p, end, kStateName, "the step");
+  const auto ef = take<uint8_t>(p, end, kStateName, "the error feedback flag");
   require((ef == 1) == options_.error_feedback, "the state was saved with error_feedback ", int{ef},
           ", this reducer uses ", options_.error_feedback ? 1 : 0);
-  const auto buckets = take<uint64_t>(p, end, "the bucket count");
+  const auto buckets = take<uint64_t>(p, end, kStateName, "the bucket count");
   require(buckets == layouts_.size(), "the state has ", buckets, " buckets, this reducer's plan ", layouts_.size());
   for (size_t b = 0; b < layouts_.size(); ++b) {
-    const auto n = take<uint64_t>(p, end, "a bucket size");
+    const auto n = take<uint64_t>(p, end, kStateName, "a bucket size");
     const size_t want = quantized_[b] ? layouts_[b].n : 0;
     require(n == want, "bucket ", b, " has ", n, " quantized values in the state, ", want, " in this reducer's plan");
   }

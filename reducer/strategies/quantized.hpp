@@ -18,8 +18,10 @@
 // 2 (W-1)/W (1 + 4/block) bytes per value against an f32 ring all-reduce's
 // 2 (W-1)/W 4 bytes.
 //
-// Buckets whose wire is not f32 and steps before start_iter go through the
-// wrapped all-reduce strategy. Bucket views and sharded mode are refused at
+// The values are unscaled (times 1/loss scale) in the pack, so E and E2 hold
+// true gradient units whatever the loss scale does. Buckets whose wire is not f32,
+// buckets too small to save bytes (W chunks of whole blocks >= 4 bytes a value),
+// and steps before start_iter go through the wrapped all-reduce strategy. Bucket views and sharded mode are refused at
 // enable (the views are the wire, which holds the residual; a sharded quantized
 // reduce-scatter is not built).
 #pragma once
@@ -77,6 +79,7 @@ class QuantizedWire final : public CompressionStrategy {
  private:
   kernels::Target target() const { return kernels::Target{device_, side_.stream(), true}; }
   void* alloc(size_t bytes);
+  void release();  // frees every buffer (after the side stream's work)
 
   std::unique_ptr<CompressionStrategy> rest_;
   QuantOptions options_;

@@ -129,6 +129,30 @@ TEST(QuantHost, ZeroBlocksHaveScaleZeroAndOneHugeValueFlushesTheRestToZero) {
     }
 }
 
+TEST(QuantHost, BlocksWithATinyMaxStayWithinTheirBound) {
+  // 127 / max overflows for max below ~3.7e-37: such blocks are scaled by 2^64 first.
+  const Layout l = layout_for(96, 1, 32);
+  std::vector<float> x(96);
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (size_t i = 0; i < 96; ++i) x[i] = u(rng) * (i < 32 ? 1e-38f : i < 64 ? 1e-44f : 2e-37f);
+  x[10] = 0.0f;
+  const std::vector<float> back = decoded(quantized(x, l), l);
+  for (size_t b = 0; b < 3; ++b) {
+    float amax = 0.0f;
+    for (size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+    for (size_t j = 0; j < 32; ++j) {
+      const size_t i = b * 32 + j;
+      ASSERT_TRUE(std::isfinite(back[i])) << i;
+      // Subnormal scales lose bits: allow their spacing (2^-149) on top of half a
+      // step; below 127 * 2^-149 the scale underflows to 0 and the block decodes as 0.
+      const float bound = amax < 1.8e-43f ? amax : amax / 254.0f * 1.001f + 2.0f * 1.4e-45f;
+      ASSERT_LE(std::fabs(back[i] - x[i]), bound) << i << ": " << back[i] << " vs " << x[i];
+    }
+  }
+  EXPECT_EQ(back[10], 0.0f);
+}
+
 TEST(QuantHost, InfOrNanPoisonsItsBlockOnlyAndNeverSilently) {
   const Layout l = layout_for(300, 2, 32);
   for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
@@ -243,11 +267,13 @@ TEST_F(QuantGpu, EveryOperationMatchesTheHostTwinBitForBit) {
       const size_t ranks = 3;
       const Layout l = layout_for(n, ranks, block);
       std::vector<float> x = random_values(n, 40 + static_cast<unsigned>(n + block), block);
-      const std::vector<float> e = random_values(n, 41 + static_cast<unsigned>(n), block);
-      if (n > 500) {
+      std::vector<float> e = random_values(n, 41 + static_cast<unsigned>(n), block);
+      if (n >= 3 * block) {
         x[7] = std::numeric_limits<float>::quiet_NaN();
         x[n - 1] = std::numeric_limits<float>::infinity();
-        for (size_t i = 0; i < std::min(n, block); ++i) x[block + i < n ? block + i : 0] = 0.0f;  // a zero block
+        for (size_t i = block; i < 2 * block; ++i) x[i] = e[i] = 0.0f;  // a block of zeros (scale 0)
+        x[2 * block] = 1e-38f;  // a block with a tiny max
+        for (size_t i = 2 * block + 1; i < 3 * block; ++i) x[i] = e[i] = 0.0f;
       }
       std::vector<float> host_residual;
       const std::vector<uint8_t> host_q = quantized(x, l, e.data(), &host_residual);

@@ -10,19 +10,10 @@
 #include <limits>
 #include <mutex>
 
-#include "comm/socket/socket_ranks.hpp"
-#include "reducer/reducer_rig.hpp"
+#include "reducer/where_rig.hpp"
 
 namespace gradcomm::test {
 namespace {
-
-enum class Where { kLocalHost, kSocketHost, kLocalGpu };
-
-std::string where_name(const ::testing::TestParamInfo<Where>& info) {
-  return info.param == Where::kLocalHost    ? "LocalHost"
-         : info.param == Where::kSocketHost ? "SocketHost"
-                                            : "LocalGpu";
-}
 
 using Grads = std::vector<std::pair<size_t, gcommDataType_t>>;
 
@@ -32,37 +23,7 @@ Grads odd_grads() {
           {17, gcommBfloat16},  {1, gcommFloat32}, {777, gcommFloat16}, {2048, gcommFloat32}};
 }
 
-class Sharded : public ::testing::TestWithParam<Where> {
- public:
-  void SetUp() override {
-    if (gpu()) {
-      GCOMM_SKIP_WITHOUT_GPU();
-      ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-    }
-  }
-  bool gpu() const { return GetParam() == Where::kLocalGpu; }
-
-  std::vector<gcommComm_t> make(int n) {
-    if (GetParam() == Where::kSocketHost) return make_socket(n, 60.0, "sharded-test");
-    std::vector<gcommComm_t> comms(n, nullptr);
-    gcommCommConfig_t cfg = GCOMM_COMM_CONFIG_INITIALIZER;
-    cfg.timeout_s = 60.0;
-    EXPECT_EQ(gcommCommInitLocal(n, gpu() ? gcommCudaDevice(0) : gcommHostDevice(), &cfg, comms.data()),
-              gcommSuccess)
-        << gcommGetLastError();
-    return comms;
-  }
-  // body(rank, comm, stream) on one thread per rank; the communicators are destroyed after.
-  void run(int n, const std::function<std::string(int, gcommComm_t, cudaStream_t)>& body) {
-    auto comms = make(n);
-    auto errors = run_rank_bodies(comms, gpu(), body);
-    for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-    if (GetParam() == Where::kSocketHost)
-      destroy_together(comms);
-    else
-      destroy(comms);
-  }
-};
+using Sharded = WhereRig;
 
 // One synced step of `config` over the rank's `inputs`; returns the gradients after it.
 std::string one_step(gcommComm_t comm, const Grads& grads, const std::vector<TypedBuffer>& inputs,
