@@ -8,6 +8,21 @@
 
 namespace gradcomm::reducer {
 
+namespace {
+// The bucket's gradients this strategy carries (not those another one takes), and
+// their element offsets in the bucket; with marked_only, only those marked this step.
+void bucket_grads(const Bucket& bucket, const StrategyContext& ctx, bool marked_only,
+                  std::vector<gcommTensor_t>& grads, std::vector<size_t>& offsets) {
+  grads.reserve(bucket.entries.size());
+  offsets.reserve(bucket.entries.size());
+  for (const BucketEntry& e : bucket.entries) {
+    if (ctx.outermost.takes(e.grad) || (marked_only && !ctx.marked[e.grad])) continue;
+    grads.push_back(ctx.grads[e.grad]);
+    offsets.push_back(e.offset);
+  }
+}
+}  // namespace
+
 void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContext& ctx) {
   const Bucket& bucket = ctx.plan.buckets[b];
   void* wire = ctx.bucket_wire[b];
@@ -81,13 +96,7 @@ void pack_bucket(size_t b, bool complete, void* wire, const StrategyContext& ctx
   const Bucket& bucket = ctx.plan.buckets[b];
   std::vector<gcommTensor_t> src;
   std::vector<size_t> offsets;
-  src.reserve(bucket.entries.size());
-  offsets.reserve(bucket.entries.size());
-  for (const BucketEntry& e : bucket.entries) {
-    if (ctx.outermost.takes(e.grad) || !ctx.marked[e.grad]) continue;
-    src.push_back(ctx.grads[e.grad]);
-    offsets.push_back(e.offset);
-  }
+  bucket_grads(bucket, ctx, /*marked_only=*/true, src, offsets);
   auto span = ctx.span("pack", SpanKind::kCompute, b);
   if (!complete) zero_bytes(wire, bucket.wire_bytes(), ctx.device, ctx.side.stream());
   const float world = static_cast<float>(ctx.comm.size());
@@ -99,13 +108,7 @@ void unpack_bucket(size_t b, const void* src, gcommDataType_t dtype, const Strat
   const Bucket& bucket = ctx.plan.buckets[b];
   std::vector<gcommTensor_t> dst;
   std::vector<size_t> offsets;
-  dst.reserve(bucket.entries.size());
-  offsets.reserve(bucket.entries.size());
-  for (const BucketEntry& e : bucket.entries) {
-    if (ctx.outermost.takes(e.grad)) continue;
-    dst.push_back(ctx.grads[e.grad]);
-    offsets.push_back(e.offset);
-  }
+  bucket_grads(bucket, ctx, /*marked_only=*/false, dst, offsets);
   if (dst.empty()) return;
   auto span = ctx.span("epilogue", SpanKind::kCompute, b);
   kernels::unpack(src, dtype, offsets.data(), dst.data(), dst.size(), 1.0f, unscale ? ctx.inv_scale : nullptr, false,
