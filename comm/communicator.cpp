@@ -66,6 +66,10 @@ void Communicator::validate(const CollectiveArgs& a) const {
           static_cast<int>(a.redop), " is not a gcommRedOp_t (gcommSum, gcommAvg, gcommMax, gcommMin)");
   if (a.op == Collective::kBarrier) return;
   checked_dtype(a.dtype, "dtype");
+  if (is_p2p(a.op)) {
+    validate_p2p(a);
+    return;
+  }
   if (a.op == Collective::kBroadcast || a.op == Collective::kReduce)
     require(a.root >= 0 && a.root < size(), "root ", a.root, " is not a rank (0..", size() - 1, ")");
   // All-gather's receive, reduce-scatter's send and both of all-to-all's buffers hold size() blocks.
@@ -103,6 +107,21 @@ void Communicator::validate(const CollectiveArgs& a) const {
     require(s + span <= r || r + span <= s, "sendbuf and recvbuf overlap (all-to-all has no in-place variant: "
             "give it two buffers of ", blocks, " elements)");
   }
+}
+
+void Communicator::validate_p2p(const CollectiveArgs& a) const {
+  const bool send = a.op == Collective::kSend;
+  require(a.root >= 0 && a.root < size(), "peer ", a.root, " is not a rank (0..", size() - 1, ")");
+  // Outside a group a send returns once received: to itself, it never would.
+  require(a.root != rank() || in_group(), send ? "a send to this rank itself" : "a receive from this rank itself",
+          " completes only with its ", send ? "receive" : "send", " in the same group (gcommGroupStart/End)");
+  checked_bytes(a.count, a.dtype, "count");
+  if (a.count == 0) return;
+  const void* buffer = send ? a.send : a.recv;
+  const char* name = send ? "sendbuf" : "recvbuf";
+  require(buffer != nullptr, name, " is NULL but count is ", a.count);
+  checked_span(buffer, a.count, a.dtype, name);
+  if (!a.buffers_known) check_buffer(buffer, device(), name);
 }
 
 void Communicator::record_failure(gcommStatus_t status, const std::string& message) noexcept {
@@ -175,10 +194,9 @@ void Communicator::collective(CollectiveArgs a) {
   // Log lines of this thread carry this rank (local ranks are threads of one process).
   set_thread_log_rank(rank());
   validate(a);
-  a.seq = next_seq_++;
+  a.seq = is_p2p(a.op) ? next_p2p_seq_++ : next_seq_++;
   const auto started = std::chrono::steady_clock::now();
   const size_t slot = recorder_.enqueued(a, started);
-  const size_t bytes = a.count * dtype_size(a.dtype);
   std::optional<DeviceGuard> guard;
   if (is_cuda(device())) guard.emplace(device());
   if (in_group()) transport_->join_group();  // a transport's own group opens before its call
@@ -190,13 +208,16 @@ void Communicator::collective(CollectiveArgs a) {
     // else (timeout, abort, a peer's failure, CUDA/NCCL errors) fails it.
     if (e.status() != gcommInvalidArgument) {
       // The host transports name the call themselves: say it once.
-      std::string name = call_name(a.op, a.seq, bytes);
+      std::string name = cat(call_id(a));
       const std::string& m = e.message();
       record_failure(e.status(), m.compare(0, name.size(), name) == 0 ? m : cat(name, ": ", m));
     }
     throw;
   }
-  if (!is_cuda(device())) recorder_.done(slot, a.seq, true);  // CUDA: when the watchdog sees its event
+  // Host: completed, except a send or receive kept for the group's end (it
+  // completes there: complete_grouped). CUDA: when the watchdog sees its event.
+  const bool kept_for_group_end = in_group() && is_p2p(a.op);
+  if (!is_cuda(device()) && !kept_for_group_end) recorder_.done(slot, a.seq, true);
   // One line per call: host transports have completed it, CUDA ones enqueued it.
   GCOMM_TRACE(COLL, call_id(a),
               a.op == Collective::kBarrier ? std::string()
@@ -229,18 +250,22 @@ void Communicator::watch(const CollectiveArgs& a) {
   // timeout is noticed, and waking it per call cost tight loops of small
   // collectives tens of microseconds.
   std::lock_guard<std::mutex> lock(mutex_);
-  pending_.push_back(Pending{event, deadline, a.op, a.seq, a.count * dtype_size(a.dtype)});
+  pending_.push_back(Pending{event, deadline, call_id(a)});
 }
 
 void Communicator::complete_grouped(const CollectiveArgs& a) {
+  if (!is_cuda(device())) {
+    if (is_p2p(a.op)) recorder_.completed(a.seq, true);  // run at the group's end (comm/p2p_group.hpp)
+    return;
+  }
   DeviceGuard guard(device());
   watch(a);
 }
 
 void Communicator::fail_grouped(const CollectiveArgs& a, gcommStatus_t status, const std::string& message) noexcept {
-  recorder_.failed(a.seq);
+  recorder_.failed(a.seq, is_p2p(a.op));
   try {
-    record_failure(status, cat(call_name(a.op, a.seq, a.count * dtype_size(a.dtype)), " (in a group): ", message));
+    record_failure(status, cat(call_id(a), " (in a group): ", message));
   } catch (...) {
     record_failure(status, message);
   }
@@ -271,7 +296,7 @@ void Communicator::watchdog_loop() {
         transport_->abort();
         lock.lock();
       }
-      if (q == cudaSuccess) recorder_.completed(pending_.front().seq);
+      if (q == cudaSuccess) recorder_.completed(pending_.front().id.seq, is_p2p(pending_.front().id.op));
       spare_events_.push_back(pending_.front().event);
       pending_.pop_front();
     }

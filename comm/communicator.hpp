@@ -67,12 +67,11 @@ class Communicator {
   struct Pending {
     void* event;  // cudaEvent_t
     std::chrono::steady_clock::time_point deadline;
-    Collective op;  // with seq and bytes: the call's name, formatted only for a message
-    uint64_t seq;
-    size_t bytes;
-    std::string what() const { return call_name(op, seq, bytes); }
+    CallId id;  // the call's name, formatted only for a message
+    std::string what() const { return cat(id); }
   };
   void validate(const CollectiveArgs& a) const;
+  void validate_p2p(const CollectiveArgs& a) const;
   void record_failure(gcommStatus_t status, const std::string& message) noexcept;
   [[noreturn]] void throw_failure() const;
   void watchdog_loop();
@@ -83,7 +82,8 @@ class Communicator {
   std::unique_ptr<Transport> transport_;
   const double timeout_s_;
   FlightRecorder recorder_{FlightRecorder::capacity_from_env()};
-  uint64_t next_seq_ = 1;
+  uint64_t next_seq_ = 1;      // collectives
+  uint64_t next_p2p_seq_ = 1;  // sends and receives (comm/transport.hpp: CollectiveArgs::seq)
   std::atomic<int> grouped_{0};
 
   mutable std::mutex mutex_;

@@ -2,6 +2,7 @@ list(APPEND GRADCOMM_COMM_SOURCES
   communicator.cpp
   flight_recorder.cpp
   group.cpp
+  p2p_group.cpp
   api/comm_api.cpp
   api/comm_init_api.cpp
   api/library_info.cpp)

@@ -83,31 +83,32 @@ void FlightRecorder::done(size_t slot, uint64_t seq, bool ok) noexcept {
   e.state.store(ok ? FlightEntry::State::kCompleted : FlightEntry::State::kFailed, std::memory_order_release);
 }
 
-// The entry of `seq` if it is still in the ring. Calls complete in order, so the
-// newest entries are searched first.
-FlightEntry* FlightRecorder::find(uint64_t seq) noexcept {
+// The entry of `seq` (of its numbering) if it is still in the ring. Calls
+// complete in order, so the newest entries are searched first.
+FlightEntry* FlightRecorder::find(uint64_t seq, bool p2p) noexcept {
   const size_t n = capacity_, held = recorded_ < n ? recorded_ : n;
   for (size_t k = 1; k <= held; ++k) {
     FlightEntry& e = ring_[(next_ + n - k) % n];
+    if (is_p2p(e.sig.op) != p2p) continue;
     if (e.seq == seq) return &e;
     if (e.seq < seq) return nullptr;
   }
   return nullptr;
 }
 
-void FlightRecorder::completed(uint64_t seq) noexcept {
+void FlightRecorder::completed(uint64_t seq, bool p2p) noexcept {
   if (capacity_ == 0) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (FlightEntry* e = find(seq)) {
+  if (FlightEntry* e = find(seq, p2p)) {
     e->completed_us.store(now_us(), std::memory_order_relaxed);
     e->state.store(FlightEntry::State::kCompleted, std::memory_order_release);
   }
 }
 
-void FlightRecorder::failed(uint64_t seq) noexcept {
+void FlightRecorder::failed(uint64_t seq, bool p2p) noexcept {
   if (capacity_ == 0) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (FlightEntry* e = find(seq)) e->state.store(FlightEntry::State::kFailed, std::memory_order_release);
+  if (FlightEntry* e = find(seq, p2p)) e->state.store(FlightEntry::State::kFailed, std::memory_order_release);
 }
 
 std::string FlightRecorder::to_json(const FlightIdentity& who, const std::string& reason,
@@ -135,7 +136,16 @@ std::string FlightRecorder::to_json(const FlightIdentity& who, const std::string
       if (is_reduction(e.sig.op)) j["redop"] = gcommRedOpName(e.sig.redop);
       if (e.sig.op == Collective::kBroadcast || e.sig.op == Collective::kReduce) j["root"] = e.sig.root;
       if (e.bucket >= 0) j["bucket"] = e.bucket;
+      const bool p2p = is_p2p(e.sig.op);
+      // Sends and receives have numbers of their own ("p2p_seq"): only the two
+      // ranks take part, so ranks differ in how many they made.
+      if (p2p) {
+        j["peer"] = e.sig.root;
+        j["p2p_seq"] = e.seq;
+        j.erase("seq");
+      }
       entries.push_back(std::move(j));
+      if (p2p) continue;
       last_enqueued = e.seq;
       if (state == FlightEntry::State::kCompleted) last_completed = e.seq;
     }

@@ -72,17 +72,19 @@ class FlightRecorder {
   size_t enqueued(const CollectiveArgs& a, std::chrono::steady_clock::time_point when) noexcept;
   // The call in `slot` (seq `seq`) returned: completed (host transports) or failed.
   void done(size_t slot, uint64_t seq, bool ok) noexcept;
-  // A CUDA call seen complete by the watchdog (any thread; searched by seq).
-  void completed(uint64_t seq) noexcept;
-  // A grouped call whose launch failed at the group's end (searched by seq).
-  void failed(uint64_t seq) noexcept;
+  // A CUDA call seen complete by the watchdog, or a host send/receive run at its
+  // group's end (any thread; searched by seq among collectives, or among sends
+  // and receives when `p2p`: the two are numbered apart).
+  void completed(uint64_t seq, bool p2p) noexcept;
+  // A grouped call whose launch failed at the group's end (searched likewise).
+  void failed(uint64_t seq, bool p2p) noexcept;
 
   // The record as JSON text: identity, why it was written, the failure (if any)
   // and the entries oldest first.
   std::string to_json(const FlightIdentity& who, const std::string& reason, const std::string& failure) const;
 
  private:
-  FlightEntry* find(uint64_t seq) noexcept;  // under mutex_
+  FlightEntry* find(uint64_t seq, bool p2p) noexcept;  // under mutex_
   double now_us() const noexcept;
 
   mutable std::mutex mutex_;

@@ -16,6 +16,8 @@ const char* collective_name(Collective op) noexcept {
     case Collective::kReduceScatter: return "reduce-scatter";
     case Collective::kAllToAll: return "all-to-all";
     case Collective::kBarrier: return "barrier";
+    case Collective::kSend: return "send";
+    case Collective::kRecv: return "recv";
   }
   return "?";
 }
@@ -42,6 +44,12 @@ CollectiveArgs collective_call(Collective op, const void* send, void* recv, size
   return a;
 }
 
+CollectiveArgs p2p_call(Collective op, const void* buffer, size_t count, gcommDataType_t dtype, int peer,
+                        gcommStream_t stream) {
+  void* recv = op == Collective::kRecv ? const_cast<void*>(buffer) : nullptr;
+  return collective_call(op, op == Collective::kSend ? buffer : nullptr, recv, count, dtype, stream, gcommSum, peer);
+}
+
 CollectiveArgs owned_buffers_call(Collective op, const void* send, void* recv, size_t count, gcommDataType_t dtype,
                                   gcommStream_t stream, gcommRedOp_t redop, int root) {
   CollectiveArgs a = collective_call(op, send, recv, count, dtype, stream, redop, root);
@@ -49,10 +57,14 @@ CollectiveArgs owned_buffers_call(Collective op, const void* send, void* recv, s
   return a;
 }
 
-CallId call_id(const CollectiveArgs& a) noexcept { return CallId{a.op, a.seq, a.count * dtype_size(a.dtype)}; }
+CallId call_id(const CollectiveArgs& a) noexcept {
+  return CallId{a.op, a.seq, a.count * dtype_size(a.dtype), is_p2p(a.op) ? a.root : -1};
+}
 
 std::ostream& operator<<(std::ostream& os, const CallId& id) {
-  return os << collective_name(id.op) << " #" << id.seq << " of " << id.bytes << " bytes";
+  os << collective_name(id.op) << " #" << id.seq << " of " << id.bytes << " bytes";
+  if (id.peer >= 0) os << (id.op == Collective::kSend ? " to rank " : " from rank ") << id.peer;
+  return os;
 }
 
 std::string describe(const CallSignature& s) {
@@ -62,6 +74,8 @@ std::string describe(const CallSignature& s) {
     os << "(count " << s.count << ", " << dtype_name(s.dtype);
     if (is_reduction(s.op)) os << ", " << gcommRedOpName(s.redop);
     if (s.op == Collective::kBroadcast || s.op == Collective::kReduce) os << ", root " << s.root;
+    if (s.op == Collective::kSend) os << ", to rank " << s.root;
+    if (s.op == Collective::kRecv) os << ", from rank " << s.root;
     os << ")";
   }
   return os.str();

@@ -17,10 +17,17 @@
 
 namespace gradcomm::comm {
 
-enum class Collective { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kBarrier };
+// Every call a communicator makes. kSend and kRecv are point-to-point
+// (gcommSend/gcommRecv): only the two ranks take part, and they are numbered
+// apart from the collectives (see CollectiveArgs::seq). The values are on the
+// socket transport's wire: new ones go at the end.
+enum class Collective { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kBarrier, kSend, kRecv };
+constexpr Collective kLastCall = Collective::kRecv;
 const char* collective_name(Collective op) noexcept;
 // All-reduce, reduce and reduce-scatter: the calls whose reduction op matters.
 bool is_reduction(Collective op) noexcept;
+// Send and receive.
+inline bool is_p2p(Collective op) noexcept { return op == Collective::kSend || op == Collective::kRecv; }
 
 // One collective call, already validated by the Communicator.
 struct CollectiveArgs {
@@ -31,9 +38,12 @@ struct CollectiveArgs {
                     // all-to-all: elements per peer block
   gcommDataType_t dtype = gcommFloat32;
   gcommRedOp_t redop = gcommSum;
-  int root = 0;
+  int root = 0;  // broadcast and reduce: the root; send and receive: the peer
   gcommStream_t stream = nullptr;
-  uint64_t seq = 0;  // per-communicator sequence number, for error messages
+  // Per-communicator number, for messages and the flight record: collectives
+  // count collectives (every rank agrees on it), send and receive count this
+  // rank's point-to-point calls (ranks differ: only pairs take part).
+  uint64_t seq = 0;
   // The caller owns both buffers and checked where they live (the reducer's
   // buckets): the communicator does not ask the driver again. NULL checks stay.
   bool buffers_known = false;
@@ -42,6 +52,9 @@ struct CollectiveArgs {
 // One call's arguments (`count` as above); the communicator validates them.
 CollectiveArgs collective_call(Collective op, const void* send, void* recv, size_t count, gcommDataType_t dtype,
                                gcommStream_t stream, gcommRedOp_t redop = gcommSum, int root = 0);
+// A send (buffer in `send`) or receive (in `recv`) of `count` elements with `peer`.
+CollectiveArgs p2p_call(Collective op, const void* buffer, size_t count, gcommDataType_t dtype, int peer,
+                        gcommStream_t stream);
 // A call on buffers the caller owns and has already checked (the reducer's
 // buckets and registered gradients): buffers_known is set.
 CollectiveArgs owned_buffers_call(Collective op, const void* send, void* recv, size_t count, gcommDataType_t dtype,
@@ -70,6 +83,7 @@ struct CallId {
   Collective op = Collective::kBarrier;
   uint64_t seq = 0;
   size_t bytes = 0;
+  int peer = -1;  // send and receive: "to rank 1" / "from rank 1"
 };
 CallId call_id(const CollectiveArgs& a) noexcept;
 std::ostream& operator<<(std::ostream& os, const CallId& id);
@@ -87,6 +101,10 @@ class Transport {
   // Host transports run the collective to completion (bounded by the timeout;
   // throw gcommTimeout naming the ranks that did not arrive). CUDA transports
   // enqueue it on args.stream and return.
+  // Send and receive: the k-th send from rank r to rank q matches q's k-th
+  // receive from r. Inside a group they progress together (a ring of
+  // send-then-receive completes), as NCCL's do: host transports keep them for
+  // the group's end (comm/p2p_group.hpp), NCCL's group launches them there.
   virtual void run(const CollectiveArgs& args) = 0;
 
   // After this thread's group ended (comm/group.hpp): returns once the calls

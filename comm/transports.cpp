@@ -1,9 +1,12 @@
 #include "comm/transports.hpp"
 
 #include <iterator>
+#include <optional>
+#include <string>
 
 #include "comm/nccl/store_init.hpp"
 #include "comm/socket/socket_transport.hpp"
+#include "common/env.hpp"
 #include "common/error.hpp"
 
 namespace gradcomm::comm {
@@ -18,6 +21,8 @@ const TransportEntry kTransports[] = {
      make_socket_transport_from_store, nullptr},
     {gcommTransportLocal, "local", "gcommTransportLocal", gcommDeviceHost, nullptr,
      "local ranks are threads of one process; create them with gcommCommInitLocal"},
+    {gcommTransportMpi, "mpi", "gcommTransportMpi", gcommDeviceHost, nullptr,
+     "the MPI transport is made from an MPI communicator: gcommCommInitMpi, or gcommCommInitFromEnv under mpirun"},
 };
 
 }  // namespace
@@ -35,8 +40,8 @@ const TransportEntry& transport_for_job(gcommTransport_t requested, const gcommD
     fail(gcommInvalidArgument, "no transport moves memory of device kind ", static_cast<int>(device.kind));
   }
   const TransportEntry* t = find_transport(requested);
-  require(t != nullptr,
-          "config.transport must be gcommTransportAuto, gcommTransportNccl or gcommTransportSocket");
+  require(t != nullptr, "config.transport must be gcommTransportAuto, gcommTransportNccl, gcommTransportSocket or "
+          "gcommTransportMpi");
   require(t->from_store != nullptr, "config.transport is ", t->enumerator, ": ", t->not_from_store);
   // NCCL on the host is refused later, with the reason, after the ranks meet
   // (comm/nccl/store_init.cpp): every rank then fails alike.
@@ -45,6 +50,15 @@ const TransportEntry& transport_for_job(gcommTransport_t requested, const gcommD
           ", which moves host memory: set config.device to gcommHostDevice() (or use gcommTransportNccl for "
           "a GPU)");
   return *t;
+}
+
+gcommTransport_t transport_or_env(gcommTransport_t configured) {
+  if (configured != gcommTransportAuto) return configured;
+  const std::optional<std::string> name = env_string("GRADCOMM_TRANSPORT");
+  if (!name || name->empty() || *name == "auto") return configured;
+  for (const TransportEntry& t : kTransports)
+    if (*name == t.name) return t.kind;
+  fail(gcommInvalidArgument, "GRADCOMM_TRANSPORT='", *name, "' is not auto, nccl, socket, local or mpi");
 }
 
 }  // namespace gradcomm::comm

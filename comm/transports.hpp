@@ -35,4 +35,8 @@ const TransportEntry* find_transport(gcommTransport_t kind) noexcept;
 // or one that cannot move that device's memory.
 const TransportEntry& transport_for_job(gcommTransport_t requested, const gcommDevice_t& device);
 
+// `configured`, or with gcommTransportAuto the GRADCOMM_TRANSPORT variable's
+// choice (a table name: "socket", "mpi", ...); a bad name is gcommInvalidArgument.
+gcommTransport_t transport_or_env(gcommTransport_t configured);
+
 }  // namespace gradcomm::comm

@@ -1,8 +1,11 @@
 // libgradcomm_mpi.so.0: the MPI calls of gradcomm's MPI bootstrap (rank, size,
-// local rank, one broadcast), behind the C ABI of comm/mpi/mpi_plugin_abi.h.
-// Built against the MPI found at build time; libgradcomm loads it on demand.
+// local rank, one broadcast) and of its MPI transport (a duplicate communicator,
+// non-blocking sends and receives of bytes, test, cancel), behind the C ABI of
+// comm/mpi/mpi_plugin_abi.h. Built against the MPI found at build time;
+// libgradcomm loads it on demand.
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -74,3 +77,78 @@ __attribute__((visibility("default"))) int gradcomm_mpi_bcast(int comm_f, void* 
 }
 
 }  // extern "C"
+
+#define GRADCOMM_MPI_EXPORT extern "C" __attribute__((visibility("default")))
+
+GRADCOMM_MPI_EXPORT int gradcomm_mpi_comm_dup(int comm_f, int* dup_f, int* thread_level_ok, char* err,
+                                              size_t err_bytes) {
+  MPI_Comm dup = MPI_COMM_NULL;
+  int code = MPI_Comm_dup(communicator(comm_f), &dup);
+  if (code != MPI_SUCCESS) return failed("MPI_Comm_dup", code, err, err_bytes);
+  if ((code = MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN)) != MPI_SUCCESS) {
+    MPI_Comm_free(&dup);
+    return failed("MPI_Comm_set_errhandler", code, err, err_bytes);
+  }
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  // gradcomm calls MPI from the thread that calls it, and a watchdog never does:
+  // serialized calls suffice, as long as the program does not call MPI meanwhile.
+  *thread_level_ok = provided >= MPI_THREAD_SERIALIZED ? 1 : 0;
+  *dup_f = MPI_Comm_c2f(dup);
+  return 0;
+}
+
+GRADCOMM_MPI_EXPORT int gradcomm_mpi_comm_free(int comm_f, char* err, size_t err_bytes) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return 0;  // nothing left to free
+  MPI_Comm comm = MPI_Comm_f2c(comm_f);
+  int code = MPI_Comm_free(&comm);
+  return code == MPI_SUCCESS ? 0 : failed("MPI_Comm_free", code, err, err_bytes);
+}
+
+GRADCOMM_MPI_EXPORT int gradcomm_mpi_isend(int comm_f, const void* buffer, int bytes, int peer, int tag,
+                                           int* request_f, char* err, size_t err_bytes) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  int code = MPI_Isend(buffer, bytes, MPI_BYTE, peer, tag, MPI_Comm_f2c(comm_f), &r);
+  if (code != MPI_SUCCESS) return failed("MPI_Isend", code, err, err_bytes);
+  *request_f = MPI_Request_c2f(r);
+  return 0;
+}
+
+GRADCOMM_MPI_EXPORT int gradcomm_mpi_irecv(int comm_f, void* buffer, int bytes, int peer, int tag, int* request_f,
+                                           char* err, size_t err_bytes) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  int code = MPI_Irecv(buffer, bytes, MPI_BYTE, peer, tag, MPI_Comm_f2c(comm_f), &r);
+  if (code != MPI_SUCCESS) return failed("MPI_Irecv", code, err, err_bytes);
+  *request_f = MPI_Request_c2f(r);
+  return 0;
+}
+
+GRADCOMM_MPI_EXPORT int gradcomm_mpi_test(int* request_f, int* done, int* bytes, char* err, size_t err_bytes) {
+  MPI_Request r = MPI_Request_f2c(*request_f);
+  MPI_Status status;
+  int code = MPI_Test(&r, done, &status);
+  *request_f = MPI_Request_c2f(r);
+  // A request that failed (a truncated receive, a lost peer) fails its MPI_Test.
+  if (code != MPI_SUCCESS) return failed("MPI_Test", code, err, err_bytes);
+  if (*done) {
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    *bytes = count;
+  }
+  return 0;
+}
+
+GRADCOMM_MPI_EXPORT int gradcomm_mpi_cancel(int* request_f, char* err, size_t err_bytes) {
+  MPI_Request r = MPI_Request_f2c(*request_f);
+  if (r == MPI_REQUEST_NULL) return 0;
+  int code = MPI_Cancel(&r);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  int done = 0;
+  MPI_Status status;
+  while (code == MPI_SUCCESS && !done && std::chrono::steady_clock::now() < until) code = MPI_Test(&r, &done, &status);
+  if (!done && r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+  *request_f = MPI_Request_c2f(MPI_REQUEST_NULL);
+  return code == MPI_SUCCESS ? 0 : failed("MPI_Cancel", code, err, err_bytes);
+}

@@ -36,8 +36,16 @@ def load(paths):
     return records
 
 
+def is_p2p(e):
+    """Sends and receives are numbered apart (p2p_seq): only two ranks take part."""
+    return "p2p_seq" in e
+
+
 def describe(e):
     """'all-reduce #5 (1024 f32, sum)' — what the ranks must agree on."""
+    if is_p2p(e):
+        way = "to" if e["op"] == "send" else "from"
+        return f"{e['op']} #{e['p2p_seq']} ({e['count']} {e['dtype']} {way} rank {e['peer']})"
     parts = [f"{e['count']} {e['dtype']}"]
     if "redop" in e:
         parts.append(e["redop"])
@@ -57,6 +65,22 @@ def ranks_text(ranks):
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 
+def p2p_partner(records, rank, e):
+    """' (rank 1 entered 2 receives from rank 0; this is send 3 to it)': whether
+    the peer ever posted the other half of a send or receive that did not complete."""
+    peer = e["peer"]
+    other = "recv" if e["op"] == "send" else "send"
+    mine = [x for x in records[rank]["entries"] if is_p2p(x) and x["op"] == e["op"] and x["peer"] == peer]
+    index = next(i for i, x in enumerate(mine, 1) if x["p2p_seq"] == e["p2p_seq"])
+    if peer not in records:
+        return f" (no record from rank {peer})"
+    theirs = sum(1 for x in records[peer]["entries"] if is_p2p(x) and x["op"] == other and x["peer"] == rank)
+    noun = "receive(s)" if other == "recv" else "send(s)"
+    way = "to" if e["op"] == "send" else "from"
+    return (f" (rank {peer} entered {theirs} {noun} {'from' if other == 'recv' else 'to'} rank {rank}; this is "
+            f"{e['op']} {index} {way} it in this rank's record)")
+
+
 def report(records):
     """The report's lines and whether anything is wrong."""
     lines, wrong = [], False
@@ -72,12 +96,13 @@ def report(records):
     if missing:
         wrong = True
 
-    by_seq = {}  # seq -> {rank: entry}
-    for rank, rec in records.items():
-        for e in rec["entries"]:
+    by_seq = {}  # seq -> {rank: entry}, collectives only
+    collectives = {rank: [e for e in rec["entries"] if not is_p2p(e)] for rank, rec in records.items()}
+    for rank, entries in collectives.items():
+        for e in entries:
             by_seq.setdefault(e["seq"], {})[rank] = e
     last_entered = {rank: rec["last_enqueued_seq"] for rank, rec in records.items()}
-    oldest = {rank: (rec["entries"][0]["seq"] if rec["entries"] else rec["last_enqueued_seq"] + 1)
+    oldest = {rank: (collectives[rank][0]["seq"] if collectives[rank] else rec["last_enqueued_seq"] + 1)
               for rank, rec in records.items()}
 
     # Calls that differ at one sequence number: the first is what went wrong.
@@ -120,7 +145,8 @@ def report(records):
         for e in pending:
             faulty = failed or e["state"] == "failed"
             lines.append(f"rank {r}: {describe(e)} {e['state'] if faulty else 'still in flight'}"
-                         + (f" (reducer bucket {e['bucket']})" if "bucket" in e else ""))
+                         + (f" (reducer bucket {e['bucket']})" if "bucket" in e else "")
+                         + (p2p_partner(records, r, e) if is_p2p(e) else ""))
             wrong = wrong or faulty
     if not wrong:
         in_flight = sum(e["state"] == "enqueued" for rec in records.values() for e in rec["entries"])

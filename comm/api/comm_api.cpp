@@ -164,6 +164,16 @@ GCOMM_API gcommStatus_t gcommAllToAll(gcommComm_t comm, const void* sendbuf, voi
   return GCOMM_API_CALL({ run(comm, Collective::kAllToAll, sendbuf, recvbuf, count, dtype, gcommSum, 0, stream); });
 }
 
+GCOMM_API gcommStatus_t gcommSend(gcommComm_t comm, const void* sendbuf, size_t count, gcommDataType_t dtype, int peer,
+                                  gcommStream_t stream) {
+  return GCOMM_API_CALL({ comms().get(comm)->comm.collective(p2p_call(Collective::kSend, sendbuf, count, dtype, peer, stream)); });
+}
+
+GCOMM_API gcommStatus_t gcommRecv(gcommComm_t comm, void* recvbuf, size_t count, gcommDataType_t dtype, int peer,
+                                  gcommStream_t stream) {
+  return GCOMM_API_CALL({ comms().get(comm)->comm.collective(p2p_call(Collective::kRecv, recvbuf, count, dtype, peer, stream)); });
+}
+
 GCOMM_API gcommStatus_t gcommBarrier(gcommComm_t comm, gcommStream_t stream) {
   return GCOMM_API_CALL({ run(comm, Collective::kBarrier, nullptr, nullptr, 0, gcommFloat32, gcommSum, 0, stream); });
 }

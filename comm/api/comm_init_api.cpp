@@ -3,6 +3,7 @@
 #include "comm/api/publish.hpp"
 #include "comm/bootstrap/launch_env.hpp"
 #include "comm/mpi/mpi_bootstrap.hpp"
+#include "comm/mpi/mpi_transport.hpp"
 #include "comm/transports.hpp"
 #include "common/api_guard.hpp"
 #include "common/config.hpp"
@@ -12,6 +13,11 @@ using namespace gradcomm;
 using namespace gradcomm::comm;
 
 namespace {
+
+// The MPI transport: no store to meet, MPI is the wire (comm/mpi/mpi_transport.hpp).
+gcommComm_t create_mpi(const gcommCommConfig_t& c, int mpi_comm_f) {
+  return publish_communicator(make_mpi_transport(c, mpi_comm_f, timeout_from(c)), timeout_from(c));
+}
 
 gcommComm_t create(const bootstrap::LaunchConfig& launch) {
   const TransportEntry& transport = transport_for_job(launch.transport, launch.device);
@@ -28,6 +34,11 @@ GCOMM_API gcommStatus_t gcommCommInitFromEnv(const gcommCommConfig_t* config, gc
     GCOMM_REQUIRE_NOT_NULL(comm);
     const gcommCommConfig_t defaults = GCOMM_COMM_CONFIG_INITIALIZER;
     gcommCommConfig_t c = read_config(config, defaults, "gcommCommConfig_t");
+    c.transport = transport_or_env(c.transport);
+    if (c.transport == gcommTransportMpi) {
+      *comm = create_mpi(c, GCOMM_MPI_COMM_WORLD);
+      return;
+    }
     const bootstrap::EnvLookup env = bootstrap::process_environment();
     const BootstrapChoice choice = bootstrap_choice(c, env);
     if (choice == BootstrapChoice::kMpi || (choice == BootstrapChoice::kMpiIfFound && mpi_plugin_found(nullptr))) {
@@ -45,6 +56,11 @@ GCOMM_API gcommStatus_t gcommCommInitMpi(const gcommCommConfig_t* config, int mp
     GCOMM_REQUIRE_NOT_NULL(comm);
     const gcommCommConfig_t defaults = GCOMM_COMM_CONFIG_INITIALIZER;
     gcommCommConfig_t c = read_config(config, defaults, "gcommCommConfig_t");
+    c.transport = transport_or_env(c.transport);
+    if (c.transport == gcommTransportMpi) {
+      *comm = create_mpi(c, mpi_comm_fortran);
+      return;
+    }
     const bootstrap::EnvLookup env = bootstrap::process_environment();
     MpiBootstrap met;
     mpi_bootstrap(c, mpi_comm_fortran, env, met);

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "kernels/reduce/reduce.hpp"
+#include "comm/local/mailbox.hpp"
 #include "comm/local/rendezvous.hpp"
+#include "comm/p2p_group.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
 #include "common/dtype.hpp"
@@ -17,7 +19,7 @@ namespace {
 
 // State shared by the ranks of one local group.
 struct LocalGroup {
-  LocalGroup(int n, gcommDevice_t dev, double timeout_s) : rv(n, timeout_s), device(dev) {}
+  LocalGroup(int n, gcommDevice_t dev, double timeout_s) : rv(n, timeout_s), mailbox(rv, dev), device(dev) {}
   ~LocalGroup() {
     if (device.kind != gcommDeviceCuda) return;
     DeviceGuard guard(device);
@@ -26,6 +28,7 @@ struct LocalGroup {
     if (dev_scratch != nullptr) GCOMM_CUDA_WARN(cudaFree(dev_scratch));
   }
   Rendezvous rv;
+  Mailbox mailbox;  // sends and receives
   gcommDevice_t device;
   // Reduction scratch (float), grown by rank 0 at the start of an op, when every
   // rank has finished the previous one (each op ends with a barrier).
@@ -42,7 +45,7 @@ void slice(size_t count, int nranks, int r, size_t& lo, size_t& hi) {
   hi = count * (r + 1) / nranks;
 }
 
-class LocalTransport final : public Transport {
+class LocalTransport final : public Transport, public P2PBatchRunner {
  public:
   LocalTransport(std::shared_ptr<LocalGroup> group, int rank) : group_(std::move(group)), rank_(rank) {}
 
@@ -52,6 +55,10 @@ class LocalTransport final : public Transport {
   gcommTransport_t kind() const noexcept override { return gcommTransportLocal; }
 
   void run(const CollectiveArgs& a) override {
+    if (is_p2p(a.op)) {
+      if (!defer_p2p_to_group_end(this, a)) run_p2p_batch({a});
+      return;
+    }
     const CallId what = call_id(a);
     CallSignature sig{a.op, a.count, a.dtype, a.redop, a.root};
     if (a.op == Collective::kBarrier) sig.count = 0;
@@ -61,6 +68,8 @@ class LocalTransport final : public Transport {
       run_host(a, sig, what);
     }
   }
+
+  void run_p2p_batch(const std::vector<CollectiveArgs>& calls) override { group_->mailbox.run_batch(rank_, calls); }
 
   gcommStatus_t poll_async_error(std::string& message) noexcept override {
     (void)message;
@@ -123,6 +132,8 @@ class LocalTransport final : public Transport {
             std::memcpy(recv_at(rank_, q * a.count, a), send_at(q, rank_ * a.count, a), a.count * es(a));
         break;
       case Collective::kBarrier: break;
+      case Collective::kSend:
+      case Collective::kRecv: break;  // run_p2p_batch
     }
     // Nobody returns (and reuses its buffers) before every rank has read them.
     rv.arrive_and_wait(rank_, what);
@@ -187,6 +198,8 @@ class LocalTransport final : public Transport {
                                              a.count * es(a), cudaMemcpyDeviceToDevice, stream));
         break;
       case Collective::kBarrier: break;
+      case Collective::kSend:
+      case Collective::kRecv: break;  // run_p2p_batch
     }
     GCOMM_CUDA_CHECK(cudaEventRecord(g.computed[rank_], stream));
     rv.arrive_and_wait(rank_, what);

@@ -53,7 +53,7 @@ void Rendezvous::fail(int rank, gcommStatus_t status, const std::string& message
     }
   } catch (...) {
   }
-  cv_.notify_all();
+  notify_all();
 }
 
 void Rendezvous::throw_failure(int rank) {

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "comm/transport.hpp"
+#include "common/cpu_relax.hpp"
+#include "common/deadline.hpp"
 
 namespace gradcomm::comm {
 
@@ -22,6 +24,7 @@ class Rendezvous {
   Rendezvous(int nranks, double timeout_s);
 
   int size() const { return nranks_; }
+  double timeout_s() const { return timeout_.count(); }
 
   // Waits until every rank arrived at this barrier (each rank calls it the same
   // number of times). Throws gcommTimeout naming the ranks that never arrived,
@@ -43,6 +46,29 @@ class Rendezvous {
   void fail(int rank, gcommStatus_t status, const std::string& message) noexcept;
   bool failed() const;
 
+  // For the point-to-point mailbox (comm/local/mailbox.hpp), which shares this
+  // group's lock, wake-ups and failure state. The *_locked calls need lock() held.
+  std::unique_lock<std::mutex> lock() const { return std::unique_lock<std::mutex>(mutex_); }
+  // Spins like arrive_and_wait (until the next notify_all) before it sleeps.
+  template <class Pred>
+  bool wait_until(std::unique_lock<std::mutex>& held, Deadline deadline, Pred pred) {
+    if (pred()) return true;
+    if (spin_.count() > 0) {
+      const uint64_t seen = notified_.load(std::memory_order_acquire);
+      held.unlock();
+      const auto spin_end = Clock::now() + spin_;
+      while (notified_.load(std::memory_order_acquire) == seen && Clock::now() < spin_end) cpu_relax();
+      held.lock();
+    }
+    return cv_.wait_until(held, deadline, pred);
+  }
+  bool failed_locked() const { return failed_; }
+  [[noreturn]] void throw_failure_locked(int rank) { throw_failure(rank); }
+  void notify_all() {
+    notified_.fetch_add(1, std::memory_order_release);
+    cv_.notify_all();
+  }
+
  private:
   [[noreturn]] void throw_failure(int rank);
 
@@ -55,7 +81,8 @@ class Rendezvous {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   uint64_t generation_ = 0;
-  std::atomic<uint64_t> published_generation_{0};  // generation_, for waiters that spin without the lock
+  std::atomic<uint64_t> published_generation_{0};
+  std::atomic<uint64_t> notified_{0};  // notify_all calls, for wait_until's spin  // generation_, for waiters that spin without the lock
   int arrived_ = 0;
   std::vector<uint64_t> arrived_gen_;  // per rank: the last generation it arrived at
   bool failed_ = false;

@@ -1,6 +1,5 @@
 #include "comm/mpi/mpi_bootstrap.hpp"
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,69 +8,15 @@
 
 #include "comm/bootstrap/launchers.hpp"
 #include "comm/bootstrap/wire.hpp"
-#include "comm/mpi/mpi_plugin_abi.h"
+#include "comm/mpi/mpi_plugin.hpp"
 #include "comm/net/tcp_socket.hpp"
 #include "common/env.hpp"
 #include "common/error.hpp"
-#include "common/library_folder.hpp"
 #include "common/log.hpp"
 
 namespace gradcomm::comm {
 
 namespace {
-
-constexpr const char* kPlugin = "libgradcomm_mpi.so.0";
-
-struct Plugin {
-  gradcomm_mpi_world_fn world = nullptr;
-  gradcomm_mpi_bcast_fn bcast = nullptr;
-  std::string error;  // "" when loaded
-};
-
-// GRADCOMM_MPI_PLUGIN (a file: that one only), else beside libgradcomm, else the
-// loader's search.
-Plugin load_plugin() {
-  Plugin p;
-  std::vector<std::string> candidates;
-  if (auto file = env_string("GRADCOMM_MPI_PLUGIN")) {
-    candidates.push_back(*file);
-  } else {
-    const std::string here = library_folder();
-    if (!here.empty()) candidates.push_back(here + "/" + kPlugin);
-    candidates.push_back(kPlugin);
-  }
-  std::string tried;
-  for (const std::string& file : candidates) {
-    dlerror();
-    // Global: Open MPI's own components, which it opens later, resolve against libmpi.
-    void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (handle == nullptr) {
-      const char* e = dlerror();
-      tried += cat(tried.empty() ? "" : "; ", e != nullptr ? e : file.c_str());
-      continue;
-    }
-    auto version = reinterpret_cast<gradcomm_mpi_plugin_version_fn>(dlsym(handle, "gradcomm_mpi_plugin_version"));
-    p.world = reinterpret_cast<gradcomm_mpi_world_fn>(dlsym(handle, "gradcomm_mpi_world"));
-    p.bcast = reinterpret_cast<gradcomm_mpi_bcast_fn>(dlsym(handle, "gradcomm_mpi_bcast"));
-    if (version != nullptr && version() == GRADCOMM_MPI_PLUGIN_VERSION && p.world != nullptr && p.bcast != nullptr)
-      return p;
-    tried += cat(tried.empty() ? "" : "; ", file, ": not gradcomm's MPI plugin of version ",
-                 GRADCOMM_MPI_PLUGIN_VERSION);
-    dlclose(handle);
-  }
-  p.world = nullptr;
-  p.bcast = nullptr;
-  p.error = cat("gradcomm's MPI bootstrap (", kPlugin, ", built where MPI is found at build time) could not be "
-                "loaded: ", tried, ". Build gradcomm with MPI (apt-get install libopenmpi-dev), set "
-                "GRADCOMM_MPI_PLUGIN to the file, or set MASTER_ADDR and MASTER_PORT instead");
-  return p;
-}
-
-const Plugin& plugin() {
-  static const Plugin p = load_plugin();
-  if (!p.error.empty()) fail(gcommNotSupported, p.error);
-  return p;
-}
 
 // What rank 0 broadcasts: a fixed-size record, the same layout on every rank
 // (the same libgradcomm everywhere).
@@ -124,17 +69,6 @@ Rendezvous choose_rendezvous(const gcommCommConfig_t& c, const bootstrap::EnvLoo
 
 }  // namespace
 
-bool mpi_plugin_found(std::string* why) noexcept {
-  try {
-    plugin();
-    return true;
-  } catch (const Error& e) {
-    if (why != nullptr) *why = e.message();
-  } catch (...) {
-  }
-  return false;
-}
-
 BootstrapChoice bootstrap_choice(const gcommCommConfig_t& config, const bootstrap::EnvLookup& env) {
   const std::string mode = env("GRADCOMM_BOOTSTRAP").value_or("auto");
   require(mode == "auto" || mode == "mpi" || mode == "tcp", "GRADCOMM_BOOTSTRAP='", mode,
@@ -148,17 +82,25 @@ BootstrapChoice bootstrap_choice(const gcommCommConfig_t& config, const bootstra
   return spans_hosts ? BootstrapChoice::kMpiIfFound : BootstrapChoice::kTcp;
 }
 
+MpiPlace mpi_place(const gcommCommConfig_t& config, int mpi_comm_f) {
+  const MpiPlugin& mpi = mpi_plugin();
+  char err[512] = {};
+  MpiPlace p;
+  if (mpi.world(mpi_comm_f, &p.rank, &p.size, &p.local_rank, err, sizeof(err)) != 0)
+    fail(gcommInvalidArgument, "MPI: ", err);
+  require(config.rank == -1 || config.rank == p.rank, "config.rank is ", config.rank, " but this process is rank ",
+          p.rank, " of the MPI communicator");
+  require(config.world_size == -1 || config.world_size == p.size, "config.world_size is ", config.world_size,
+          " but the MPI communicator has ", p.size, " ranks");
+  return p;
+}
+
 void mpi_bootstrap(const gcommCommConfig_t& config, int mpi_comm_f, const bootstrap::EnvLookup& env,
                    MpiBootstrap& out) {
-  const Plugin& mpi = plugin();
+  const MpiPlugin& mpi = mpi_plugin();
   char err[512] = {};
-  int rank = -1, size = 0, local_rank = -1;
-  if (mpi.world(mpi_comm_f, &rank, &size, &local_rank, err, sizeof(err)) != 0)
-    fail(gcommInvalidArgument, "MPI bootstrap: ", err);
-  require(config.rank == -1 || config.rank == rank, "config.rank is ", config.rank, " but this process is rank ",
-          rank, " of the MPI communicator");
-  require(config.world_size == -1 || config.world_size == size, "config.world_size is ", config.world_size,
-          " but the MPI communicator has ", size, " ranks");
+  const MpiPlace place = mpi_place(config, mpi_comm_f);
+  const int rank = place.rank, size = place.size, local_rank = place.local_rank;
   Rendezvous r;
   if (rank == 0) r = choose_rendezvous(config, env);
   if (mpi.bcast(mpi_comm_f, &r, static_cast<int>(sizeof(r)), err, sizeof(err)) != 0)

@@ -14,9 +14,18 @@
 #include <string>
 
 #include "comm/bootstrap/launch_env.hpp"
+#include "comm/mpi/mpi_plugin.hpp"
 #include "gradcomm/comm.h"
 
 namespace gradcomm::comm {
+
+// This process in the MPI communicator (its Fortran handle, or
+// GCOMM_MPI_COMM_WORLD; MPI initialized if it was not), checked against the
+// config's rank and world size when they are set.
+struct MpiPlace {
+  int rank = -1, size = 0, local_rank = -1;
+};
+MpiPlace mpi_place(const gcommCommConfig_t& config, int mpi_comm_f);
 
 // The config with rank, world size, local rank (unless set), master address, port
 // and job key filled in from the MPI communicator (its Fortran handle, or
@@ -37,7 +46,5 @@ void mpi_bootstrap(const gcommCommConfig_t& config, int mpi_comm_f, const bootst
 enum class BootstrapChoice { kTcp, kMpi, kMpiIfFound };
 BootstrapChoice bootstrap_choice(const gcommCommConfig_t& config, const bootstrap::EnvLookup& env);
 
-// libgradcomm_mpi.so.0 could be loaded (why not, otherwise).
-bool mpi_plugin_found(std::string* why) noexcept;
 
 }  // namespace gradcomm::comm

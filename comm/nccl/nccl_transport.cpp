@@ -140,6 +140,13 @@ void NcclTransport::enqueue(const CollectiveArgs& a, ncclDataType_t t, cudaStrea
       check_call(comm_, nccl().AllReduce(barrier_buffer_, barrier_buffer_, 1, ncclFloat32, ncclSum, comm_, stream),
                  "ncclAllReduce (barrier)", a);
       break;
+    // Inside a group, NCCL's own group (join_group) launches them together at its end.
+    case Collective::kSend:
+      check_call(comm_, nccl().Send(a.send, a.count, t, a.root, comm_, stream), "ncclSend", a);
+      break;
+    case Collective::kRecv:
+      check_call(comm_, nccl().Recv(a.recv, a.count, t, a.root, comm_, stream), "ncclRecv", a);
+      break;
   }
 }
 

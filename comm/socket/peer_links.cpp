@@ -9,7 +9,8 @@
 #include <cstring>
 
 #include "comm/bootstrap/store_state.hpp"
-#include "comm/socket/little_endian.hpp"
+#include "comm/exchange/phase_header.hpp"
+#include "common/dtype.hpp"
 #include "common/error.hpp"
 
 namespace gradcomm::comm::sock {
@@ -19,73 +20,8 @@ using namespace net;
 
 namespace {
 
-constexpr uint32_t kPhaseMagic = 0x50534347;   // "GCSP"
-constexpr uint32_t kFailureMagic = 0x46534347;  // "GCSF": a failure notice; the payload is the reason
 constexpr size_t kHeaderBytes = PeerLinks::kHeaderBytes;
-constexpr size_t kMaxReasonBytes = 2048;
-constexpr std::chrono::microseconds kSpin(50);  // run_phase's non-sleeping wait
-
-}  // namespace
-
-void encode_phase_header(const PhaseTag& t, uint64_t payload, uint8_t* h) {
-  put_u32(h, kPhaseMagic);
-  put_u32(h + 4, t.phase);
-  put_u64(h + 8, t.seq);
-  h[16] = static_cast<uint8_t>(t.sig.op);
-  h[17] = static_cast<uint8_t>(t.sig.dtype);
-  h[18] = static_cast<uint8_t>(t.sig.redop);
-  h[19] = 0;
-  put_u32(h + 20, static_cast<uint32_t>(t.sig.root));
-  put_u64(h + 24, t.sig.count);
-  put_u64(h + 32, payload);
-}
-
-std::vector<uint8_t> encode_failure_notice(const std::string& reason) {
-  const std::string text = reason.substr(0, kMaxReasonBytes);
-  std::vector<uint8_t> notice(kHeaderBytes + text.size(), 0);
-  put_u32(notice.data(), kFailureMagic);
-  put_u64(notice.data() + 32, text.size());
-  std::memcpy(notice.data() + kHeaderBytes, text.data(), text.size());
-  return notice;
-}
-
-namespace {
-
-// gcommSuccess when the peer's header belongs to the same phase of the same
-// collective; else gcommInvalidArgument (ranks called different collectives: the
-// caller's mistake) or gcommRemoteError (bytes that are not this protocol, or a
-// peer out of step), with `why` set.
-gcommStatus_t check_header(const uint8_t* h, const PhaseTag& mine, uint64_t expected_payload, int peer, int me,
-                           std::string& why) {
-  if (get_u32(h) != kPhaseMagic) {
-    why = cat("rank ", peer, " sent bytes that are not a socket-transport message (a foreign or corrupted stream)");
-    return gcommRemoteError;
-  }
-  // The enum fields are compared as bytes and turned into enums only when valid.
-  if (h[16] > static_cast<uint8_t>(Collective::kBarrier) || h[17] >= gcommNumDataTypes || h[18] >= gcommNumRedOps) {
-    why = cat("rank ", peer, " sent a header with an unknown collective, dtype or operator (a corrupted stream?)");
-    return gcommRemoteError;
-  }
-  PhaseTag theirs;
-  theirs.phase = get_u32(h + 4);
-  theirs.seq = get_u64(h + 8);
-  theirs.sig.op = static_cast<Collective>(h[16]);
-  theirs.sig.dtype = static_cast<gcommDataType_t>(h[17]);
-  theirs.sig.redop = static_cast<gcommRedOp_t>(h[18]);
-  theirs.sig.root = static_cast<int>(get_u32(h + 20));
-  theirs.sig.count = get_u64(h + 24);
-  if (!(theirs.sig == mine.sig) || theirs.seq != mine.seq) {
-    why = cat("ranks called different collectives: rank ", me, " called ", describe(mine.sig), " as collective #",
-              mine.seq, ", rank ", peer, " called ", describe(theirs.sig), " as collective #", theirs.seq);
-    return gcommInvalidArgument;
-  }
-  if (theirs.phase != mine.phase || get_u64(h + 32) != expected_payload) {
-    why = cat("rank ", peer, " is out of step (phase ", theirs.phase, " with ", get_u64(h + 32),
-              " bytes; expected phase ", mine.phase, " with ", expected_payload, ")");
-    return gcommRemoteError;
-  }
-  return gcommSuccess;
-}
+constexpr std::chrono::microseconds kSpin(50);  // run_flows' non-sleeping wait
 
 // Fills up to two iovecs with what is left of [header | payload] from `done` on.
 int remaining(uint8_t* header, void* payload, size_t payload_bytes, size_t done, iovec* v) {
@@ -99,7 +35,7 @@ int remaining(uint8_t* header, void* payload, size_t payload_bytes, size_t done,
 // The reason of a failure notice whose header is at `h`: the part of its payload
 // already read (`have` bytes at `early`), then the rest, read with a short deadline.
 std::string read_reason(const Socket& s, const uint8_t* h, const void* early, size_t have) {
-  size_t n = std::min<size_t>(get_u64(h + 32), kMaxReasonBytes);
+  size_t n = failure_reason_bytes(h);
   std::string reason = have > 0 ? std::string(static_cast<const char*>(early), std::min(have, n)) : std::string();
   if (reason.size() < n) {
     std::string rest(n - reason.size(), '\0');
@@ -158,7 +94,7 @@ void PeerLinks::peer_gone(int q, const std::string& how, const std::string& what
   if (f.in_done == 0 || f.in_done >= f.in_total) {
     uint8_t h[kHeaderBytes];
     ssize_t got = ::recv(peers_[q].fd(), h, sizeof(h), MSG_DONTWAIT | MSG_PEEK);
-    if (got == static_cast<ssize_t>(sizeof(h)) && get_u32(h) == kFailureMagic) {
+    if (got == static_cast<ssize_t>(sizeof(h)) && is_failure_notice(h)) {
       (void)::recv(peers_[q].fd(), h, sizeof(h), MSG_DONTWAIT);
       fail(gcommRemoteError, what, ": rank ", q, " failed: ", read_reason(peers_[q], h, nullptr, 0));
     }
@@ -183,22 +119,67 @@ void PeerLinks::close_all() noexcept {
     if (s.valid()) (void)::shutdown(s.fd(), SHUT_RDWR);
 }
 
+bool PeerLinks::Flow::start_next_out() {
+  if (next_out >= n_out) return false;
+  const OutMessage& m = outs[next_out++];
+  encode_phase_header(m.tag, m.bytes, out_header);
+  out = m.data;
+  out_done = 0;
+  out_total = kHeaderBytes + m.bytes;
+  return true;
+}
+
+bool PeerLinks::Flow::start_next_in() {
+  if (next_in >= n_in) return false;
+  in_done = 0;
+  in_total = kHeaderBytes + ins[next_in++].bytes;
+  return true;
+}
+
 void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& tag, Deadline deadline,
                           const std::string& what, const std::function<void()>& progress) {
   const int n = size();
-  std::vector<Flow>& flows = flows_;
+  phase_out_.resize(n);
+  phase_in_.resize(n);
   for (int q = 0; q < n; ++q) {
-    flows[q] = Flow{};
+    flows_[q] = Flow{};
     if (q == rank_) continue;
     const PeerTransfer& t = transfers[q];
-    Flow& f = flows[q];
+    Flow& f = flows_[q];
+    phase_out_[q] = OutMessage{t.out, t.out_bytes, tag};
+    phase_in_[q] = InMessage{t.in, t.in_bytes, tag};
     if (t.sends) {
-      encode_phase_header(tag, t.out_bytes, f.out_header);
-      f.out_total = kHeaderBytes + t.out_bytes;
-      f.out = t.out;
+      f.outs = &phase_out_[q];
+      f.n_out = 1;
+      f.start_next_out();
     }
-    if (t.receives) f.in_total = kHeaderBytes + t.in_bytes;
+    if (t.receives) {
+      f.ins = &phase_in_[q];
+      f.n_in = 1;
+      f.start_next_in();
+    }
   }
+  run_flows(deadline, what, progress);
+}
+
+void PeerLinks::run_messages(const std::vector<PeerQueue>& queues, Deadline deadline, const std::string& what) {
+  for (int q = 0; q < size(); ++q) {
+    flows_[q] = Flow{};
+    if (q == rank_) continue;
+    Flow& f = flows_[q];
+    f.outs = queues[q].out.data();
+    f.n_out = queues[q].out.size();
+    f.ins = queues[q].in.data();
+    f.n_in = queues[q].in.size();
+    f.start_next_out();
+    f.start_next_in();
+  }
+  run_flows(deadline, what, {});
+}
+
+void PeerLinks::run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress) {
+  const int n = size();
+  std::vector<Flow>& flows = flows_;
   std::vector<pollfd> fds;
   std::vector<int> who;
   // Small messages usually arrive within microseconds: poll without sleeping for
@@ -221,7 +202,7 @@ void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& 
     if (fds.empty()) {
       uint64_t payload = 0;
       for (int q = 0; q < n; ++q)
-        if (q != rank_ && transfers[q].sends) payload += transfers[q].out_bytes;
+        for (size_t i = 0; i < flows[q].n_out; ++i) payload += flows[q].outs[i].bytes;
       sent_.fetch_add(payload, std::memory_order_relaxed);
       return;
     }
@@ -250,15 +231,15 @@ void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& 
       if (fds[i].revents == 0) continue;
       const int q = who[i];
       Flow& f = flows[q];
-      const PeerTransfer& t = transfers[q];
       const int fd = fds[i].fd;
       while (f.in_done < f.in_total) {
+        const InMessage& m = f.in();
         iovec v[2];
-        int nv = remaining(f.in_header, t.in, t.in_bytes, f.in_done, v);
-        msghdr m{};
-        m.msg_iov = v;
-        m.msg_iovlen = static_cast<size_t>(nv);
-        ssize_t got = ::recvmsg(fd, &m, 0);
+        int nv = remaining(f.in_header, m.data, m.bytes, f.in_done, v);
+        msghdr msg{};
+        msg.msg_iov = v;
+        msg.msg_iovlen = static_cast<size_t>(nv);
+        ssize_t got = ::recvmsg(fd, &msg, 0);
         if (got == 0) peer_gone(q, "closed its connection", what);
         if (got < 0) {
           if (errno == EINTR) continue;
@@ -268,17 +249,21 @@ void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& 
         const size_t before = f.in_done;
         f.in_done += static_cast<size_t>(got);
         if (before < kHeaderBytes && f.in_done >= kHeaderBytes) {  // the header is complete: check it once
-          if (get_u32(f.in_header) == kFailureMagic)
+          if (is_failure_notice(f.in_header))
             fail(gcommRemoteError, what, ": rank ", q, " failed: ",
-                 read_reason(peers_[q], f.in_header, t.in, f.in_done - kHeaderBytes));
+                 read_reason(peers_[q], f.in_header, m.data, f.in_done - kHeaderBytes));
           std::string why;
-          gcommStatus_t st = check_header(f.in_header, tag, t.in_bytes, q, rank_, why);
+          gcommStatus_t st = check_phase_header(f.in_header, m.tag, m.bytes, q, rank_, why);
           if (st != gcommSuccess) fail(st, what, ": ", why);
         }
+        if (f.in_done == f.in_total) f.start_next_in();
       }
       while (f.out_done < f.out_total) {
         ssize_t sent = send_more(q, 0);
-        if (sent >= 0) continue;
+        if (sent >= 0) {
+          if (f.out_done == f.out_total) f.start_next_out();
+          continue;
+        }
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
         peer_gone(q, cat("broke its connection (", errno_text(errno), ")"), what);

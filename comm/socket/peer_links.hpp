@@ -16,38 +16,29 @@
 #include <string>
 #include <vector>
 
+#include "comm/exchange/peer_exchange.hpp"
+#include "comm/exchange/phase_header.hpp"
 #include "comm/net/tcp_socket.hpp"
 #include "comm/transport.hpp"
 
 namespace gradcomm::comm::sock {
 
-struct PeerTransfer {
-  const void* out = nullptr;  // sent to the peer (header first)
-  size_t out_bytes = 0;
-  bool sends = false;
-  void* in = nullptr;  // received from the peer (after its header)
-  size_t in_bytes = 0;
-  bool receives = false;
-};
+// The phase types and the header are comm/exchange/'s; named here too for the
+// tests and fuzzers that play a peer.
+using comm::encode_failure_notice;
+using comm::encode_phase_header;
+using comm::InMessage;
+using comm::OutMessage;
+using comm::PeerQueue;
+using comm::PeerTransfer;
+using comm::PhaseTag;
 
-// What every message of one phase says about the collective it belongs to.
-struct PhaseTag {
-  CallSignature sig;
-  uint64_t seq = 0;
-  uint32_t phase = 0;
-};
-
-// The wire format, for tests and fuzzers that play a peer: the 40-byte header of
-// a phase message, and a failure notice (header + reason).
-void encode_phase_header(const PhaseTag& tag, uint64_t payload_bytes, uint8_t* out);
-std::vector<uint8_t> encode_failure_notice(const std::string& reason);
-
-class PeerLinks {
+class PeerLinks final : public PeerExchange {
  public:
   PeerLinks(std::vector<net::Socket> peers, int rank);
 
-  int rank() const { return rank_; }
-  int size() const { return static_cast<int>(peers_.size()); }
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(peers_.size()); }
 
   // Runs one phase (transfers indexed by peer rank; this rank's entry is
   // ignored). Throws gcommInvalidArgument when a peer's header shows another
@@ -57,38 +48,52 @@ class PeerLinks {
   // called whenever the phase would otherwise wait for the network: work on what
   // has arrived so far (received_bytes) fills the time the peers take.
   void run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& tag, Deadline deadline,
-                 const std::string& what, const std::function<void()>& progress = {});
+                 const std::string& what, const std::function<void()>& progress = {}) override;
+  // Any number of messages to and from each peer (queues indexed by peer rank;
+  // this rank's entry is ignored), each peer's in order, every peer at once:
+  // the sends and receives of a group (comm/p2p_group.hpp). Throws as run_phase.
+  void run_messages(const std::vector<PeerQueue>& queues, Deadline deadline, const std::string& what) override;
   // Payload bytes received so far from rank q in the phase being run.
-  size_t received_bytes(int q) const {
+  size_t received_bytes(int q) const override {
     const Flow& f = flows_[q];
     return f.in_done > kHeaderBytes ? f.in_done - kHeaderBytes : 0;
   }
 
   // Shuts every connection down: peers blocked on this rank fail at once, and
   // so does a phase in progress here. Safe from any thread.
-  void abort() noexcept;
+  void abort() noexcept override;
   // After a failure of this rank's own (from the thread that runs the phases):
   // finishes the messages it was in the middle of sending (for at most a
   // second in all), tells every peer why (a failure notice, best effort), then
   // shuts every connection down. A peer then fails naming the root cause ("rank 0 failed: ... rank 1
   // closed its connection") instead of only "rank 0 closed its connection".
-  void fail_all(const std::string& reason) noexcept;
+  void fail_all(const std::string& reason) noexcept override;
   bool aborted() const { return aborted_.load(); }
   // Payload bytes of the phases completed so far (headers excluded).
-  uint64_t payload_bytes_sent() const noexcept { return sent_.load(std::memory_order_relaxed); }
+  uint64_t payload_bytes_sent() const noexcept override { return sent_.load(std::memory_order_relaxed); }
 
-  static constexpr size_t kHeaderBytes = 40;
+  static constexpr size_t kHeaderBytes = kPhaseHeaderBytes;
 
  private:
-  // Progress of one peer's two messages in the current phase.
+  // Progress of one peer's messages: the current one each way.
   struct Flow {
     uint8_t out_header[kHeaderBytes];
     uint8_t in_header[kHeaderBytes];
     size_t out_done = 0, out_total = 0;  // header + payload
     const void* out = nullptr;            // the payload
     size_t in_done = 0, in_total = 0;
+    const OutMessage* outs = nullptr;  // the queue, and the next message of it
+    size_t n_out = 0, next_out = 0;
+    const InMessage* ins = nullptr;
+    size_t n_in = 0, next_in = 0;
     bool mid_send() const { return out_done > 0 && out_done < out_total; }
+    // Moves to the next message each way once the current one is done; false when none is left.
+    bool start_next_out();
+    bool start_next_in();
+    const InMessage& in() const { return ins[next_in - 1]; }
   };
+  // The loop under run_phase and run_messages: flows_ are set up.
+  void run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress);
   // One sendmsg of what is left of flow q's outgoing message; its result.
   ssize_t send_more(int q, int flags);
   [[noreturn]] void peer_gone(int q, const std::string& how, const std::string& what);
@@ -96,6 +101,8 @@ class PeerLinks {
 
   std::vector<net::Socket> peers_;
   std::vector<Flow> flows_;
+  std::vector<OutMessage> phase_out_;  // run_phase's one message each way per peer
+  std::vector<InMessage> phase_in_;
   int rank_;
   std::atomic<bool> aborted_{false};
   std::atomic<uint64_t> sent_{0};  // read from any thread (gcommCommBytesSent)

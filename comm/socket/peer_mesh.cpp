@@ -8,7 +8,7 @@
 
 #include "comm/bootstrap/store_state.hpp"
 #include "comm/bootstrap/wire.hpp"
-#include "comm/socket/little_endian.hpp"
+#include "comm/exchange/little_endian.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 

@@ -1,24 +1,8 @@
 // The socket transport: host ranks in separate processes (one per rank, under
 // torchrun, mpirun, srun or by hand), over a TCP connection between every pair
-// of ranks. gcommCommInit / gcommCommInitFromEnv pick it for a host device.
-//
-// Every reduction combines the ranks in rank order in float and rounds once, the
-// local transport's math (kernels/reduce/reduce_math.hpp): every rank gets the same
-// bits, the same bits as the local transport, run after run. Algorithms (n
-// ranks, each moving about (n-1)/n of the data per phase, like a ring, with no
-// rank a hot spot):
-//   all-reduce      reduce-scatter: rank q receives slice q from every rank and
-//                   reduces it; then all-gather of the reduced slices
-//   reduce-scatter  the first phase of all-reduce, into recvbuf
-//   reduce          the first phase, then the slices gathered at the root
-//   broadcast       the root scatters the slices; then the others all-gather
-//   all-gather      every rank sends its block to every other
-//   barrier         a header from every rank to every other
-// Messages larger than 8 MiB go in 8 MiB pieces, which bounds the scratch memory.
-// A collective runs to completion before the call returns (the stream is
-// ignored), bounded by the timeout. Ranks that call different collectives get
-// gcommInvalidArgument (the rank that noticed) or gcommRemoteError (the others),
-// and the communicator cannot be used after it: its byte streams are out of step.
+// of ranks (comm/socket/peer_links.*), running the collectives of
+// comm/exchange/exchange_transport.hpp. gcommCommInit / gcommCommInitFromEnv pick
+// it for a host device.
 #pragma once
 
 #include <memory>

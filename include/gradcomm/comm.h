@@ -38,8 +38,10 @@ typedef enum gcommTransport {
   gcommTransportAuto = 0,  /**< NCCL for CUDA devices; for the host: local (InitLocal) or socket (Init/InitFromEnv) */
   gcommTransportNccl = 1,  /**< NCCL (CUDA devices only) */
   gcommTransportLocal = 2, /**< ranks as threads of one process (gcommCommInitLocal) */
-  gcommTransportSocket = 3 /**< host ranks in separate processes, over TCP (gcommCommInit/InitFromEnv
+  gcommTransportSocket = 3, /**< host ranks in separate processes, over TCP (gcommCommInit/InitFromEnv
                                 with a host device) */
+  gcommTransportMpi = 4     /**< host ranks in separate processes, over MPI's point-to-point calls
+                                (gcommCommInitMpi, or InitFromEnv under mpirun, with a host device) */
 } gcommTransport_t;
 
 /** Communicator configuration (versioned config struct, version 1).
@@ -121,7 +123,16 @@ GCOMM_API gcommStatus_t gcommCommInitFromEnv(const gcommCommConfig_t* config, gc
  *  found and loaded on first use: without it, gcommNotSupported naming where it was
  *  looked for. @p config may be NULL; rank and world_size, if set, must match MPI's.
  *  gcommCommInitFromEnv takes this path by itself under mpirun across hosts without
- *  MASTER_ADDR, or whenever GRADCOMM_BOOTSTRAP=mpi. */
+ *  MASTER_ADDR, or whenever GRADCOMM_BOOTSTRAP=mpi.
+ *
+ *  With config->transport = gcommTransportMpi (or, with gcommTransportAuto,
+ *  GRADCOMM_TRANSPORT=mpi) and a host device, no store is met: the communicator is
+ *  the MPI transport over a duplicate of the MPI communicator (MPI's own wire, e.g.
+ *  InfiniBand, for host ranks on many machines), running the socket transport's
+ *  algorithms over MPI's non-blocking sends and receives, so it gives the same
+ *  bits; every wait is bounded by the timeout. gcommCommInitFromEnv builds it over
+ *  MPI_COMM_WORLD the same way. MPI must allow the calling thread to call it (MPI
+ *  initialized by gradcomm is MPI_THREAD_MULTIPLE). */
 GCOMM_API gcommStatus_t gcommCommInitMpi(const gcommCommConfig_t* config, int mpi_comm_fortran, gcommComm_t* comm);
 
 /** The rank and world size a launcher set for this process, read and checked as
@@ -178,7 +189,7 @@ GCOMM_API gcommStatus_t gcommCommAbort(gcommComm_t comm);
 GCOMM_API gcommStatus_t gcommCommRank(gcommComm_t comm, int* rank);
 GCOMM_API gcommStatus_t gcommCommSize(gcommComm_t comm, int* size);
 GCOMM_API gcommStatus_t gcommCommDevice(gcommComm_t comm, gcommDevice_t* device);
-/** gcommTransportNccl, gcommTransportLocal or gcommTransportSocket. */
+/** gcommTransportNccl, gcommTransportLocal, gcommTransportSocket or gcommTransportMpi. */
 GCOMM_API gcommStatus_t gcommCommTransport(gcommComm_t comm, gcommTransport_t* transport);
 /** Payload bytes this rank has sent to the other ranks since the communicator was
  *  created (the socket transport's protocol headers, 40 bytes a message, not
@@ -225,13 +236,31 @@ GCOMM_API gcommStatus_t gcommReduceScatter(gcommComm_t comm, const void* sendbuf
  *  NCCL 2.28. */
 GCOMM_API gcommStatus_t gcommAllToAll(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                       gcommDataType_t dtype, gcommStream_t stream);
+/** Point-to-point (ncclSend/ncclRecv): `count` elements from this rank to `peer`,
+ *  or from `peer` into recvbuf. The k-th send from rank r to rank q meets q's k-th
+ *  receive from r; their counts and dtypes must agree (gcommInvalidArgument on
+ *  both ranks otherwise). Only the two ranks take part: these calls have their
+ *  own numbering in messages and the flight record ("send #3 ... to rank 1").
+ *  Outside a group a send completes when the peer receives it (host transports:
+ *  the call returns then), so two ranks that both send first wait for each other
+ *  until the timeout; inside a group (gcommGroupStart/End) a rank's sends and
+ *  receives progress together, as NCCL's do (a ring of send-to-the-right and
+ *  receive-from-the-left completes), and a rank may send to itself. Host
+ *  transports run a group's sends and receives at gcommGroupEnd; its buffers must
+ *  stay untouched until then, and a buffer sent must not also be received into in
+ *  the same group. */
+GCOMM_API gcommStatus_t gcommSend(gcommComm_t comm, const void* sendbuf, size_t count, gcommDataType_t dtype, int peer,
+                                  gcommStream_t stream);
+GCOMM_API gcommStatus_t gcommRecv(gcommComm_t comm, void* recvbuf, size_t count, gcommDataType_t dtype, int peer,
+                                  gcommStream_t stream);
 /** Completes when every rank reached it (stream-ordered on a CUDA communicator). */
 GCOMM_API gcommStatus_t gcommBarrier(gcommComm_t comm, gcommStream_t stream);
 
 /** Group calls (ncclGroupStart/End): collectives of several communicators driven
  *  from one thread, launched together at the outermost gcommGroupEnd (NCCL
- *  communicators; the local and socket transports run each call at once, so
- *  their ranks still need a thread each). Per thread; groups nest. End fails with
+ *  communicators; the local and socket transports run each collective at once,
+ *  so their ranks still need a thread each, and run the group's sends and
+ *  receives together at its end). Per thread; groups nest. End fails with
  *  gcommInvalidState without a matching start; if the launch fails, every
  *  communicator with a call in the group is aborted and End returns the error.
  *  Inside a group: only the collective calls; reducer calls are refused

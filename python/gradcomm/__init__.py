@@ -16,7 +16,7 @@ from . import errors as _errors
 _C._set_error_factory(_errors.from_status)
 
 from .allocator import Allocator  # noqa: E402
-from .comm import Communicator, init, init_from_env, init_local, launcher_rank  # noqa: E402
+from .comm import Communicator, group, init, init_from_env, init_local, launcher_rank  # noqa: E402
 from .reducer import Reducer  # noqa: E402
 from .scaler import GradScaler  # noqa: E402
 
@@ -49,4 +49,4 @@ def nccl_version():
 __all__ = ["AbortedError", "Allocator", "Communicator", "CudaError", "DataType", "Error", "GradScaler",
            "InternalError", "InvalidArgumentError", "InvalidStateError", "NcclError", "NotSupportedError",
            "OutOfMemoryError", "Reducer", "RemoteError", "TimeoutError", "cuda_device_count",
-           "environment", "environment_report", "init", "init_from_env", "init_local", "launcher_rank", "nccl_version"]
+           "environment", "environment_report", "group", "init", "init_from_env", "init_local", "launcher_rank", "nccl_version"]

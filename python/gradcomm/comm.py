@@ -1,5 +1,8 @@
 """Communicators: one rank of a multi-process job (torchrun, mpirun, srun), or N
 ranks as threads of this process (the local transport)."""
+import contextlib
+import threading
+
 from . import _gradcomm as _C
 from ._buffers import describe, device_name, parse_device, same_device
 from ._handle import Handle
@@ -108,6 +111,22 @@ class Communicator(Handle):
         _C.all_to_all(self.handle, src[0], dst[0], src[1] // self.world_size, src[2], self._stream(stream))
         return out
 
+    def send(self, tensor, peer, stream=None):
+        """Sends ``tensor`` to rank ``peer`` (its k-th send to ``peer`` meets the
+        peer's k-th ``recv`` from this rank, of the same size and dtype). Outside
+        ``gradcomm.group()`` it may wait for that receive: two ranks that send to
+        each other first need a group."""
+        ptr, count, dtype = self._buf(tensor, "tensor")
+        _keep_until_group_end(tensor)
+        _C.send(self.handle, ptr, count, dtype, peer, self._stream(stream))
+
+    def recv(self, tensor, peer, stream=None):
+        """Receives into ``tensor`` what rank ``peer`` sends (see send)."""
+        ptr, count, dtype = self._buf(tensor, "tensor")
+        _keep_until_group_end(tensor)
+        _C.recv(self.handle, ptr, count, dtype, peer, self._stream(stream))
+        return tensor
+
     def barrier(self, stream=None):
         _C.barrier(self.handle, self._stream(stream))
 
@@ -176,3 +195,47 @@ def init_local(nranks, device="cpu", timeout=None):
 def launcher_rank():
     """(rank, world_size) a launcher set for this process; (-1, 0) if none."""
     return _C.launcher_rank()
+
+
+# This thread's open groups: the tensors their sends and receives use are kept
+# alive until the outermost group ends, since that is when the host transports
+# (and NCCL's launch) read and write them: `c.send(torch.ones(4), 1)` inside a
+# group would otherwise hand over memory that is freed, and reused, before then.
+_groups = threading.local()
+
+
+def _keep_until_group_end(tensor):
+    if getattr(_groups, "depth", 0) > 0:
+        _groups.kept.append(tensor)
+
+
+@contextlib.contextmanager
+def group():
+    """gcommGroupStart/End around the block, on this thread: its sends and
+    receives progress together (a ring of send-right, receive-left completes),
+    and NCCL launches its collectives together. The host transports run its
+    sends and receives when the block ends (the tensors given to them are kept
+    alive until then; do not change them inside the block). An error inside the
+    block still ends the group, and wins."""
+    if getattr(_groups, "depth", 0) == 0:
+        _groups.kept = []
+    _C.group_start()
+    _groups.depth = getattr(_groups, "depth", 0) + 1
+    try:
+        yield
+    except BaseException:
+        try:
+            _end_group()
+        except Exception:  # the block's own error is the one to see
+            pass
+        raise
+    _end_group()
+
+
+def _end_group():
+    try:
+        _C.group_end()
+    finally:
+        _groups.depth -= 1
+        if _groups.depth == 0:
+            _groups.kept = []

@@ -348,7 +348,8 @@ void bind_enums(nb::module_& m) {
       .value("Auto", gcommTransportAuto)
       .value("Nccl", gcommTransportNccl)
       .value("Local", gcommTransportLocal)
-      .value("Socket", gcommTransportSocket);
+      .value("Socket", gcommTransportSocket)
+      .value("Mpi", gcommTransportMpi);
   nb::enum_<gcommMemoryKind_t>(m, "MemoryKind", nb::is_arithmetic())
       .value("Default", gcommMemoryDefault)
       .value("Device", gcommMemoryDevice)
@@ -532,6 +533,22 @@ void bind_comm(nb::module_& m) {
       },
       Release());
   bind_blockwise(m, "all_to_all", gcommAllToAll);
+  m.def(
+      "send",
+      [](Ptr h, Ptr buf, size_t count, int dt, int peer, Ptr stream) {
+        check(gcommSend(reinterpret_cast<gcommComm_t>(h), to_ptr(buf), count, static_cast<gcommDataType_t>(dt), peer,
+                        to_stream(stream)));
+      },
+      Release());
+  m.def(
+      "recv",
+      [](Ptr h, Ptr buf, size_t count, int dt, int peer, Ptr stream) {
+        check(gcommRecv(reinterpret_cast<gcommComm_t>(h), to_ptr(buf), count, static_cast<gcommDataType_t>(dt), peer,
+                        to_stream(stream)));
+      },
+      Release());
+  m.def("group_start", [] { check(gcommGroupStart()); });
+  m.def("group_end", [] { check(gcommGroupEnd()); }, Release());
   m.def(
       "barrier", [](Ptr h, Ptr stream) { check(gcommBarrier(reinterpret_cast<gcommComm_t>(h), to_stream(stream))); },
       Release());

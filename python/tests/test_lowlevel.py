@@ -63,6 +63,40 @@ def test_all_to_all_moves_block_q_to_rank_q(comms):
     on_ranks(comms, in_place)
 
 
+def test_send_and_recv_in_a_ring_and_in_pairs(comms):
+    n = len(comms)
+
+    def step(r, c):
+        right, left = (r + 1) % n, (r - 1) % n
+        got = np.full(5, -1, dtype=np.float32)
+        with gradcomm.group():  # every rank sends first: only a group lets that complete
+            c.send(np.full(5, r, dtype=np.float32), right)
+            c.recv(got, left)
+        pair = np.zeros(2, dtype=np.float32)
+        if r == 0:
+            c.send(np.array([7, 8], dtype=np.float32), 1)
+        elif r == 1:
+            c.recv(pair, 0)
+        return got, pair
+
+    outs = on_ranks(comms, step)
+    for r, (got, pair) in enumerate(outs):
+        assert (got == (r - 1) % n).all(), (r, got)
+    assert list(outs[1][1]) == [7, 8]
+
+    def bad(r, c):
+        if r != 0:
+            return
+        with pytest.raises(gradcomm.InvalidArgumentError, match="peer 3 is not a rank"):
+            c.send(np.zeros(2, dtype=np.float32), 3)
+        with pytest.raises(gradcomm.InvalidArgumentError, match="same group"):
+            c.recv(np.zeros(2, dtype=np.float32), 0)
+        with pytest.raises(ValueError, match="inside"):  # the block's error wins over the group's
+            with gradcomm.group():
+                raise ValueError("inside")
+    on_ranks(comms, bad)
+
+
 def test_bad_buffers_raise_before_any_collective(comms):
     c = comms[0]
     with pytest.raises(gradcomm.InvalidArgumentError, match="dtype float64"):

@@ -26,7 +26,7 @@ gradcomm_add_test(gradcomm_comm_init_api_tests
 # with a host device, over real loopback connections; the local transport is
 # the reference.
 gradcomm_add_test(gradcomm_comm_socket_tests
-  SOURCES socket/collectives_test.cpp socket/failure_test.cpp socket/signals_test.cpp
+  SOURCES socket/collectives_test.cpp socket/failure_test.cpp socket/signals_test.cpp socket/p2p_test.cpp
   LIBS gradcomm::gradcomm
   LABELS comm)
 # The socket transport's phase engine alone, over socketpairs (internal API).

@@ -24,5 +24,5 @@ if out=$("${clean[@]}" GRADCOMM_BOOTSTRAP=mpi GRADCOMM_MPI_PLUGIN=/nonexistent/l
          "${mpi[@]}" -np 2 timeout 60 "$perf" -b 8 -e 8 2>&1); then
   echo "$out"; echo "ran without the plugin"; exit 1
 fi
-grep -q "MPI bootstrap (libgradcomm_mpi.so.0" <<< "$out" || { echo "$out"; echo "no reason given"; exit 1; }
+grep -q "MPI plugin (libgradcomm_mpi.so.0" <<< "$out" || { echo "$out"; echo "no reason given"; exit 1; }
 echo "without the plugin: refused with the reason"

@@ -2,7 +2,8 @@
 // reason): NCCL of size 1 through gcommCommInitAll, group calls (one GPU, and one
 // thread driving every GPU where there are several), wrapping a caller's
 // ncclComm_t (never destroyed by gradcomm), abort then destroy, and the local
-// transport with several ranks on one GPU against the host reference.
+// transport with several ranks on one GPU against the host reference (with
+// send/receive: a ring in a group and pairs outside one).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -61,6 +62,15 @@ TEST(CommGpu, NcclCommunicatorOfSizeOneRunsEveryCollective) {
   ASSERT_EQ(gcommCommSynchronize(c), gcommSuccess) << gcommGetLastError();
   EXPECT_EQ(recv.get(), ramp(4099, 7.0f));
   EXPECT_EQ(gcommAllToAll(c, recv.p, recv.p, h.size(), gcommFloat32, nullptr), gcommInvalidArgument);
+  // A send to itself with its receive in one group (ncclSend/ncclRecv); alone, refused.
+  DeviceVec mine(ramp(4099, 3.0f));
+  ASSERT_EQ(gcommGroupStart(), gcommSuccess);
+  ASSERT_EQ(gcommSend(c, mine.p, h.size(), gcommFloat32, 0, nullptr), gcommSuccess) << gcommGetLastError();
+  ASSERT_EQ(gcommRecv(c, recv.p, h.size(), gcommFloat32, 0, nullptr), gcommSuccess) << gcommGetLastError();
+  ASSERT_EQ(gcommGroupEnd(), gcommSuccess) << gcommGetLastError();
+  ASSERT_EQ(gcommCommSynchronize(c), gcommSuccess) << gcommGetLastError();
+  EXPECT_EQ(recv.get(), ramp(4099, 3.0f));
+  EXPECT_EQ(gcommSend(c, mine.p, h.size(), gcommFloat32, 0, nullptr), gcommInvalidArgument);
   // Host memory is refused before NCCL sees it.
   EXPECT_EQ(gcommAllReduce(c, h.data(), h.data(), h.size(), gcommFloat32, gcommSum, nullptr), gcommInvalidArgument);
   EXPECT_EQ(gcommCommDestroy(c), gcommSuccess);
@@ -168,6 +178,12 @@ TEST(CommGpu, LocalRanksOnOneGpuMatchTheHostReference) {
     a2a_in.push_back(std::make_unique<DeviceVec>(in));
     a2a_out.push_back(std::make_unique<DeviceVec>(ramp(block * n, -1.0f)));
   }
+  // Send/receive: a ring in a group, then rank r sends its ring result on to r ^ 1 outside a group.
+  std::vector<std::unique_ptr<DeviceVec>> ring_out, pair_out;
+  for (int r = 0; r < n; ++r) {
+    ring_out.push_back(std::make_unique<DeviceVec>(ramp(block, -2.0f)));
+    pair_out.push_back(std::make_unique<DeviceVec>(ramp(block, -3.0f)));
+  }
   std::vector<gcommStatus_t> status(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
@@ -175,12 +191,20 @@ TEST(CommGpu, LocalRanksOnOneGpuMatchTheHostReference) {
       cudaSetDevice(0);
       cudaStream_t s;
       cudaStreamCreate(&s);
+      auto st = reinterpret_cast<gcommStream_t>(s);
       for (int it = 0; it < 3; ++it)
-        status[r] = gcommAllReduce(comms[r], bufs[r]->p, bufs[r]->p, count, gcommFloat32, gcommAvg,
-                                   reinterpret_cast<gcommStream_t>(s));
+        status[r] = gcommAllReduce(comms[r], bufs[r]->p, bufs[r]->p, count, gcommFloat32, gcommAvg, st);
       if (status[r] == gcommSuccess)
-        status[r] = gcommAllToAll(comms[r], a2a_in[r]->p, a2a_out[r]->p, block, gcommFloat32,
-                                  reinterpret_cast<gcommStream_t>(s));
+        status[r] = gcommAllToAll(comms[r], a2a_in[r]->p, a2a_out[r]->p, block, gcommFloat32, st);
+      if (status[r] == gcommSuccess) {
+        gcommGroupStart();
+        gcommSend(comms[r], a2a_in[r]->p, block, gcommFloat32, (r + 1) % n, st);
+        gcommRecv(comms[r], ring_out[r]->p, block, gcommFloat32, (r + n - 1) % n, st);
+        status[r] = gcommGroupEnd();
+      }
+      if (status[r] == gcommSuccess)
+        status[r] = r % 2 == 0 ? gcommSend(comms[r], ring_out[r]->p, block, gcommFloat32, r ^ 1, st)
+                               : gcommRecv(comms[r], pair_out[r]->p, block, gcommFloat32, r ^ 1, st);
       cudaStreamSynchronize(s);
       cudaStreamDestroy(s);
     });
@@ -194,6 +218,16 @@ TEST(CommGpu, LocalRanksOnOneGpuMatchTheHostReference) {
     for (int q = 0; q < n; ++q)
       for (size_t i = 0; i < block; ++i)
         ASSERT_EQ(got[q * block + i], 1000.0f * q + r + static_cast<float>(i % 13)) << "all-to-all " << r << " " << q;
+    // The ring brought block 0 of the left rank's all-to-all input; odd ranks then got the even neighbour's.
+    const int left = (r + n - 1) % n;
+    auto ring = ring_out[r]->get();
+    for (size_t i = 0; i < block; ++i) ASSERT_EQ(ring[i], 1000.0f * left + static_cast<float>(i % 13)) << "ring " << r;
+    if (r % 2 == 1) {
+      auto pair = pair_out[r]->get();
+      const int sender_left = (r - 1 + n - 1) % n;
+      for (size_t i = 0; i < block; ++i)
+        ASSERT_EQ(pair[i], 1000.0f * sender_left + static_cast<float>(i % 13)) << "pair " << r;
+    }
   }
   for (auto c : comms) EXPECT_EQ(gcommCommDestroy(c), gcommSuccess);
 }

@@ -4,7 +4,7 @@
 set -euo pipefail
 perf=$1 n=$2 json=$3
 here=$(dirname "$0")
-for c in all_reduce all_gather reduce_scatter broadcast reduce alltoall; do
+for c in all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
   for d in float half bfloat16; do
     rm -f "$json"
     out=$("$perf" --local "$n" --collective "$c" -d "$d" -b 8 -e 64K -f 4 -n 3 -w 1 -c 1 -J "$json")

@@ -30,7 +30,8 @@ for r in d["results"]:
     assert isinstance(r["root"], str) and len(r["root"]) == 6, r  # "%6i", as the table's column
     for p in ("out_of_place", "in_place"):
         half = r[p]
-        if half is None and p == "in_place" and r.get("gradcomm_note") == "all-to-all has no in-place variant":
+        if half is None and p == "in_place" and r.get("gradcomm_note") in (
+                "all-to-all has no in-place variant", "a buffer sent must not be received into in the same group"):
             continue
         assert {"alg_bw", "bus_bw", "nwrong"} <= set(half) and ("time" in half) != ("cpu_time" in half), half
         assert half["nwrong"] is None or half["nwrong"] == 0, (p, r)

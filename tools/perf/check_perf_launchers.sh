@@ -3,8 +3,9 @@
 # started by mpirun (Open MPI) and by srun (Slurm's variables, set as srun sets them),
 # with no MASTER_ADDR / MASTER_PORT: the launchers imply the rendezvous (issue 18).
 # A stale RANK / WORLD_SIZE loses to the launcher with a warning; sbatch without srun
-# is refused at once. mpirun is required under CI=true (tools/install_deps.sh
-# installs openmpi-bin), else its part is skipped with the reason.
+# is refused at once. Under mpirun also the MPI transport (GRADCOMM_TRANSPORT=mpi).
+# mpirun is required under CI=true (tools/install_deps.sh installs openmpi-bin),
+# else its part is skipped with the reason.
 set -euo pipefail
 perf=$1 mlp=$2
 dir=$(mktemp -d)
@@ -78,3 +79,19 @@ grep -q "using Open MPI's" "$dir/stale" || { cat "$dir/stale"; echo "no warning 
 grep -q "4 ranks (processes)" "$dir/mlp" && grep -q "limit [^)]*: ok" "$dir/mlp" ||
   { cat "$dir/mlp"; echo "the MLP example did not train as 4 processes"; exit 1; }
 echo "mpirun launch: ok"
+
+# The MPI transport (GRADCOMM_TRANSPORT=mpi): MPI is the wire, no store is met.
+for n in 2 3; do
+  for c in all_reduce reduce_scatter alltoall sendrecv; do
+    "${clean[@]}" GRADCOMM_TRANSPORT=mpi "${mpi[@]}" -np $n -x GRADCOMM_TRANSPORT timeout 120 "$perf" --collective $c \
+      -b 8 -e 4M -f 32 -n 2 -w 1 -c 1 > "$dir/mpi_t$n" 2>&1 ||
+      { cat "$dir/mpi_t$n"; echo "GRADCOMM_TRANSPORT=mpi mpirun -np $n gradcomm-perf --collective $c failed"; exit 1; }
+    grep -q "Transport: mpi ($n ranks, one per process)" "$dir/mpi_t$n" || { cat "$dir/mpi_t$n"; echo "not the MPI transport"; exit 1; }
+    grep -q "Out of bounds values : 0 OK" "$dir/mpi_t$n" || { cat "$dir/mpi_t$n"; echo "wrong values"; exit 1; }
+  done
+done
+"${clean[@]}" GRADCOMM_TRANSPORT=mpi GRADCOMM_DEBUG=INFO "${mpi[@]}" -np 4 -x GRADCOMM_TRANSPORT -x GRADCOMM_DEBUG \
+  timeout 120 "$mlp" --steps 100 > "$dir/mlp_mpi" 2>&1 || { cat "$dir/mlp_mpi"; echo "the MLP example on the MPI transport failed"; exit 1; }
+[ "$(grep -c "MPI transport: rank" "$dir/mlp_mpi")" -eq 4 ] || { cat "$dir/mlp_mpi"; echo "not 4 MPI-transport ranks"; exit 1; }
+grep -q "limit [^)]*: ok" "$dir/mlp_mpi" || { cat "$dir/mlp_mpi"; echo "the MLP example did not train on MPI"; exit 1; }
+echo "mpirun with the MPI transport: ok"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Usage: check_perf_processes.sh PERF NRANKS — gradcomm-perf as NRANKS processes
 # under torchrun's variables (one rank each; the socket transport without a GPU):
-# every process exits 0, rank 0 alone prints the table, every size validated, and
+# every process exits 0, rank 0 alone prints the table, every size validated (all-reduce
+# and sendrecv), and
 # a bad collective on one rank fails every rank with a message instead of a hang.
 set -euo pipefail
 perf=$1 n=$2
@@ -38,6 +39,14 @@ python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['gradcomm'
 python3 "$(dirname "$0")/check_perf_json.py" "$dir/perf.json" "$n"
 # Every process's times reached rank 0 (the default -a 1: their mean).
 python3 "$(dirname "$0")/check_perf_times.py" "$dir/perf.json" "$n"
+
+# Send/receive between processes (a ring in a group), every size validated.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+launch "" --collective sendrecv -b 8 -e 16M -f 16 -n 3 -w 1 -c 2
+for ((r = 0; r < n; r++)); do
+  [[ ${codes[$r]} == 0 ]] || { cat "$dir/out$r"; echo "sendrecv: rank $r exited ${codes[$r]}"; exit 1; }
+done
+grep -q "Out of bounds values : 0 OK" "$dir/out0" || { cat "$dir/out0"; echo "sendrecv: wrong values"; exit 1; }
 
 # Rank 1 asks for another maximum size: the ranks disagree on a collective.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

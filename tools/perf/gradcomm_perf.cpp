@@ -54,6 +54,7 @@ struct Setup {
   int nranks = 2;
   gcommDevice_t device = gcommHostDevice();  // kLocal: where the local ranks run
   bool nccl = false;
+  std::string transport;  // one process per rank: "nccl", "socket" or "mpi" (GRADCOMM_TRANSPORT)
   std::vector<gcommComm_t> comms;  // this process's ranks
   std::vector<int> ranks;          // their ranks in the world
   std::vector<std::string> device_lines;  // every rank's "Rank .. Group .. Pid .. on .." line
@@ -184,6 +185,9 @@ long long count_wrong(const Setup& s, const Case& c, int rank, const std::vector
       for (size_t i = 0; i < count; ++i) wrong += bad(got[q * count + i], value(q, rank * count + i, round));
   } else if (is(s, "reduce_scatter")) {
     for (size_t i = 0; i < count; ++i) wrong += bad(got[i], reduce_values(s, c, rank * count + i, round));
+  } else if (is(s, "sendrecv")) {
+    const int left = (rank + s.nranks - 1) % s.nranks;
+    for (size_t i = 0; i < count; ++i) wrong += bad(got[i], value(left, i, round));
   } else if (is(s, "broadcast")) {
     for (size_t i = 0; i < count; ++i) wrong += bad(got[i], value(s.o.root, i, round));
   } else if (is(s, "reduce") && rank != s.o.root) {
@@ -194,9 +198,21 @@ long long count_wrong(const Setup& s, const Case& c, int rank, const std::vector
   return wrong;
 }
 
-gcommStatus_t issue(const Setup& s, const Case& k, gcommComm_t c, const void* send, void* recv, size_t count,
-                    cudaStream_t st) {
+// sendrecv_perf's pattern: a send to the right and a receive from the left, in one group.
+gcommStatus_t send_right_receive_left(const Setup& s, const Case& k, gcommComm_t c, int rank, const void* send,
+                                      void* recv, size_t count, gcommStream_t stream) {
+  gcommStatus_t st = gcommGroupStart();
+  if (st != gcommSuccess) return st;
+  st = gcommSend(c, send, count, k.dtype, (rank + 1) % s.nranks, stream);
+  if (st == gcommSuccess) st = gcommRecv(c, recv, count, k.dtype, (rank + s.nranks - 1) % s.nranks, stream);
+  const gcommStatus_t ended = gcommGroupEnd();  // closes the group whatever happened
+  return st != gcommSuccess ? st : ended;
+}
+
+gcommStatus_t issue(const Setup& s, const Case& k, gcommComm_t c, int rank, const void* send, void* recv,
+                    size_t count, cudaStream_t st) {
   auto stream = reinterpret_cast<gcommStream_t>(st);
+  if (is(s, "sendrecv")) return send_right_receive_left(s, k, c, rank, send, recv, count, stream);
   if (is(s, "all_gather")) return gcommAllGather(c, send, recv, count, k.dtype, stream);
   if (is(s, "reduce_scatter")) return gcommReduceScatter(c, send, recv, count, k.dtype, k.op, stream);
   if (is(s, "alltoall")) return gcommAllToAll(c, send, recv, count, k.dtype, stream);
@@ -282,7 +298,8 @@ void print_half(Setup& s, const Case& c, size_t bytes, size_t count, bool in_pla
   const double algbw = static_cast<double>(bytes) / done_us / 1e3, busbw = algbw * bus_factor(s);
   if (!in_place) {
     const bool rooted = is(s, "broadcast") || is(s, "reduce");
-    const char* op = is(s, "all_gather") || is(s, "broadcast") || is(s, "alltoall") ? "none" : op_label(c.op);
+    const char* op = is(s, "all_gather") || is(s, "broadcast") || is(s, "alltoall") || is(s, "sendrecv")
+                         ? "none" : op_label(c.op);
     char root[16];
     std::snprintf(root, sizeof(root), "%6i", rooted ? s.o.root : -1);
     std::printf("%12zu  %12zu  %8s  %6s  %6s", bytes, count, dtype_label(c.dtype), op, root);
@@ -301,11 +318,18 @@ void print_half(Setup& s, const Case& c, size_t bytes, size_t count, bool in_pla
   if (in_place) finish_row(s, row);
 }
 
-// Rank 0: an in-place half that cannot run (all-to-all): nccl-tests' N/A in every column.
+// Why a collective has no in-place half here, or null.
+const char* no_in_place(const Setup& s) {
+  if (is(s, "alltoall")) return "all-to-all has no in-place variant";
+  if (is(s, "sendrecv")) return "a buffer sent must not be received into in the same group";
+  return nullptr;
+}
+
+// Rank 0: an in-place half that cannot run: nccl-tests' N/A in every column.
 void print_unavailable_half(Setup& s, nlohmann::json& row) {
   std::printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
   row["in_place"] = nullptr;
-  row["gradcomm_note"] = "all-to-all has no in-place variant";
+  row["gradcomm_note"] = no_in_place(s);
   finish_row(s, row);
 }
 
@@ -335,7 +359,7 @@ bool time_calls(Setup& s, const Case& k, RankState& r, const void* send, void* r
   for (int it = 0; it < s.o.iters; ++it) {
     const auto i0 = Clock::now();
     if (s.o.agg_iters > 1) PERF_CHECK(s, gcommGroupStart());
-    for (int a = 0; a < s.o.agg_iters; ++a) PERF_CHECK(s, issue(s, k, r.comm, send, recv, count, r.stream));
+    for (int a = 0; a < s.o.agg_iters; ++a) PERF_CHECK(s, issue(s, k, r.comm, r.rank, send, recv, count, r.stream));
     if (s.o.agg_iters > 1) PERF_CHECK(s, gcommGroupEnd());
     if (s.o.blocking != 0 && !sync()) return fail_with(s, "cudaStreamSynchronize failed"), false;
     if (s.o.blocking == 1 && !barrier(s, r)) return false;
@@ -362,7 +386,7 @@ bool run_size(Setup& s, const Case& k, RankState& r, size_t size, nlohmann::json
   const size_t total = size / es, count = blocks ? (total / s.nranks) & ~(16 / es - 1) : total;
   const size_t row_bytes = (blocks ? count * s.nranks : count) * es;
   for (int in_place = 0; in_place < 2; ++in_place) {
-    if (in_place && is(s, "alltoall")) {  // refused by gradcomm: no in-place variant (NCCL has none)
+    if (in_place && no_in_place(s) != nullptr) {  // all-to-all: refused by gradcomm (NCCL has none either)
       if (r.rank == 0) print_unavailable_half(s, row);
       continue;
     }
@@ -372,7 +396,7 @@ bool run_size(Setup& s, const Case& k, RankState& r, size_t size, nlohmann::json
     if (in_place && is(s, "reduce_scatter")) recv = send + r.rank * count * es;
     const size_t send_count = is(s, "reduce_scatter") || is(s, "alltoall") ? count * s.nranks : count;
     if (!fill(k, send, r.rank, send_count, 0, r.gpu)) return fail_with(s, "cannot fill the send buffer"), false;
-    for (int w = 0; w < s.o.warmup; ++w) PERF_CHECK(s, issue(s, k, r.comm, send, recv, count, r.stream));
+    for (int w = 0; w < s.o.warmup; ++w) PERF_CHECK(s, issue(s, k, r.comm, r.rank, send, recv, count, r.stream));
     if (!barrier(s, r)) return false;
     RankResult mine;
     if (!time_calls(s, k, r, send, recv, count, mine)) return false;
@@ -380,7 +404,7 @@ bool run_size(Setup& s, const Case& k, RankState& r, size_t size, nlohmann::json
     // -c N: N rounds on fresh data, every one checked (the same calls on every rank).
     for (int round = 1; round <= s.o.check; ++round) {
       if (!fill(k, send, r.rank, send_count, round, r.gpu)) return fail_with(s, "cannot fill the send buffer"), false;
-      PERF_CHECK(s, issue(s, k, r.comm, send, recv, count, r.stream));
+      PERF_CHECK(s, issue(s, k, r.comm, r.rank, send, recv, count, r.stream));
       if (r.gpu) cudaStreamSynchronize(r.stream);
       const size_t recv_count = is(s, "all_gather") || is(s, "alltoall") ? count * s.nranks : count;
       mine.wrong += count_wrong(s, k, r.rank, fetch(k, recv, recv_count, r.gpu), count, round);
@@ -454,7 +478,7 @@ void print_header(Setup& s, int nthreads, int ngpus) {
     std::printf("# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier \n");
   std::printf("#\n");
   if (s.launch == Launch::kProcessPerRank)
-    std::printf("# Transport: %s (%d ranks, one per process)\n", s.nccl ? "nccl" : "socket", s.nranks);
+    std::printf("# Transport: %s (%d ranks, one per process)\n", s.transport.c_str(), s.nranks);
   else if (s.nccl)
     std::printf("# Transport: nccl (%d rank(s), one per GPU, threads of one process)\n", s.nranks);
   else
@@ -462,7 +486,9 @@ void print_header(Setup& s, int nthreads, int ngpus) {
                 s.device.kind == gcommDeviceCuda ? ("cuda:" + std::to_string(s.device.ordinal)).c_str() : "the host");
   if (!s.nccl && s.device.kind != gcommDeviceCuda)
     std::printf("# (no GPU: the figures are host memory%s, not GPU bandwidth)\n",
-                s.launch == Launch::kProcessPerRank ? " and TCP loopback or network" : " copies");
+                s.launch != Launch::kProcessPerRank ? " copies"
+                : s.transport == "mpi"              ? " and MPI's wire"
+                                                    : " and TCP loopback or network");
   std::printf("# Time reported: %s over the ranks (-a %d)\n", average_label(o.average), o.average);
   std::printf("# Using devices\n");
   for (const std::string& line : s.device_lines) std::printf("%s\n", line.c_str());
@@ -503,7 +529,7 @@ void print_header(Setup& s, int nthreads, int ngpus) {
   }
   d["config"] = c;
   d["gradcomm"] = {{"collective", o.collective},
-                   {"transport", s.nccl ? "nccl" : s.launch == Launch::kProcessPerRank ? "socket" : "local"},
+                   {"transport", s.launch == Launch::kProcessPerRank ? s.transport : s.nccl ? "nccl" : "local"},
                    {"nranks", s.nranks},
                    {"device", s.device.kind == gcommDeviceCuda ? "cuda" : "host"},
                    {"blocking", o.blocking},
@@ -625,6 +651,7 @@ bool init(Setup& s, int gpus) {
     gcommCommDevice(c, &s.device);
     gcommCommTransport(c, &kind);
     s.nccl = kind == gcommTransportNccl;
+    s.transport = kind == gcommTransportNccl ? "nccl" : kind == gcommTransportMpi ? "mpi" : "socket";
     s.comms = {c};
     s.ranks = {rank};
     return true;

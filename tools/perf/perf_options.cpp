@@ -6,7 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-const char* const kCollectives[6] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall"};
+const char* const kCollectives[7] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall",
+                                     "sendrecv"};
 
 namespace {
 
@@ -145,7 +146,7 @@ bool parse_perf_options(int argc, char** argv, PerfOptions& o, int& exit_code) {
   };
   for (Refused& r : refused) app.add_option(r.flags, r.value, std::string("refused unless 0: ") + r.why);
   app.add_option("--collective", o.collective,
-                 "all_reduce, all_gather, reduce_scatter, broadcast, reduce or alltoall (nccl-tests' program names)")
+                 "all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall or sendrecv (nccl-tests' program names)")
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(kCollectives), std::end(kCollectives))));
   app.add_option("--local", o.local_ranks, "N ranks as threads on the local transport (GPU 0, or the host)")
       ->check(CLI::Range(1, 1024));

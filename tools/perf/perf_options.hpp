@@ -46,4 +46,4 @@ bool parse_perf_options(int argc, char** argv, PerfOptions& o, int& exit_code);
 const char* dtype_label(gcommDataType_t d);  // nccl-tests' names: "float", "half", "bfloat16"
 const char* op_label(gcommRedOp_t op);       // "sum", "avg", "max", "min"
 const char* average_label(int average);      // "rank0", "avg", "min", "max"
-extern const char* const kCollectives[6];    // all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall
+extern const char* const kCollectives[7];    // all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv

@@ -84,6 +84,31 @@ TEST(FlightRecord, AFrozenRankIsNamedInTheSurvivorsRecords) {
   destroy(comms);
 }
 
+// Rank 0 sends twice to rank 1, which receives once and goes on to an
+// all-reduce: rank 0's second send waits for a receive that never comes.
+TEST(FlightRecord, ASendWithoutItsReceiveIsNamed) {
+  const std::string dir = record_dir("p2p");
+  setenv("GRADCOMM_FLIGHT_RECORDER_FILE", (dir + "/rank%r.json").c_str(), 1);
+  auto comms = make_local(2, 1.0);
+  auto errors = run_ranks(comms, [&](int r, gcommComm_t c) -> std::string {
+    std::vector<float> x(16, 1.0f);
+    for (int k = 0; k < 2; ++k) {
+      gcommStatus_t s = r == 0 ? gcommSend(c, x.data(), 16, gcommFloat32, 1, nullptr)
+                               : k == 0 ? gcommRecv(c, x.data(), 16, gcommFloat32, 0, nullptr)
+                                        : gcommAllReduce(c, x.data(), x.data(), 16, gcommFloat32, gcommSum, nullptr);
+      if (s != gcommSuccess) return gcommGetLastError();
+    }
+    return "";
+  });
+  unsetenv("GRADCOMM_FLIGHT_RECORDER_FILE");
+  EXPECT_TRUE(contains(errors[0], "send #2 of 64 bytes to rank 1")) << errors[0];
+  const std::string rec = slurp(dir + "/rank0.json");
+  ASSERT_FALSE(rec.empty());
+  EXPECT_TRUE(contains(rec, "\"p2p_seq\": 2")) << rec;
+  EXPECT_TRUE(contains(rec, "\"last_enqueued_seq\": 0")) << "no collective on rank 0: " << rec;
+  destroy(comms);
+}
+
 TEST(FlightRecord, CallsThatDifferAreInEveryRanksRecord) {
   const std::string dir = record_dir("mismatch");
   auto comms = make_local(2, 5.0);

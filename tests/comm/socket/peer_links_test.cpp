@@ -162,7 +162,7 @@ TEST(PeerLinks, BytesThatAreNotTheProtocolAreARemoteError) {
   r.write(junk);
   auto [status, message] = receive(r, all_reduce_tag(4), 16);
   EXPECT_EQ(status, gcommRemoteError);
-  EXPECT_TRUE(contains(message, "rank 1 sent bytes that are not a socket-transport message")) << message;
+  EXPECT_TRUE(contains(message, "rank 1 sent bytes that are not a gradcomm message")) << message;
 }
 
 TEST(PeerLinks, UnknownEnumValuesAreARemoteError) {

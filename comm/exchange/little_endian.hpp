@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-namespace gradcomm::comm::sock {
+namespace gradcomm::comm {
 
 inline void put_u32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
@@ -22,4 +22,4 @@ inline uint64_t get_u64(const uint8_t* p) {
   return v;
 }
 
-}  // namespace gradcomm::comm::sock
+}  // namespace gradcomm::comm

@@ -1,0 +1,3 @@
+list(APPEND GRADCOMM_COMM_SOURCES
+  exchange/phase_header.cpp
+  exchange/exchange_transport.cpp)

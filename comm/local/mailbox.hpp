@@ -1,0 +1,58 @@
+// Sends and receives between the local transport's ranks (threads of one
+// process): a mailbox per ordered pair of ranks, first in, first out, so the
+// k-th send from rank r to rank q meets q's k-th receive from r.
+//
+// A send posts a letter (the sender's buffer, its count and dtype; on a GPU, an
+// event its stream records there) and the receiver copies straight out of the
+// sender's buffer: host, memcpy; GPU, a device-to-device copy on the receiver's
+// stream after the sender's event, whose own event the sender's stream then
+// waits for, so neither stream runs ahead of the copy. A batch (one call, or a
+// group's calls: comm/p2p_group.hpp) posts all its sends first, then takes its
+// receives in order, then waits until its letters were taken: posting never
+// waits, so the calls of a group cannot wait for each other.
+//
+// A receive whose count or dtype differs from the letter's refuses it: both
+// ranks get gcommInvalidArgument naming both calls, the rest of both batches
+// still runs, and the communicators stay usable. A send or receive not matched
+// within the timeout fails the group as a collective's timeout does.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "comm/local/rendezvous.hpp"
+#include "gradcomm/types.h"
+
+namespace gradcomm::comm {
+
+class Mailbox {
+ public:
+  Mailbox(Rendezvous& rv, gcommDevice_t device);
+  ~Mailbox();
+  Mailbox(const Mailbox&) = delete;
+  Mailbox& operator=(const Mailbox&) = delete;
+
+  // Rank `rank`'s sends and receives, in call order. Host: complete on return.
+  // GPU: the copies are enqueued on the calls' streams.
+  void run_batch(int rank, const std::vector<CollectiveArgs>& calls);
+
+ private:
+  struct Letter;
+  using Channel = std::vector<std::shared_ptr<Letter>>;  // oldest first
+  Channel& channel(int from, int to) { return channels_[static_cast<size_t>(from) * rv_.size() + to]; }
+  std::shared_ptr<Letter> post(int rank, const CollectiveArgs& send);
+  // Takes the next letter from `recv`'s peer; returns a refusal message ("" if copied).
+  std::string take(int rank, const CollectiveArgs& recv, Deadline deadline);
+  // Waits until `letter` was taken or refused; returns the refusal ("" if taken).
+  std::string wait_taken(int rank, const CollectiveArgs& send, Letter& letter, Deadline deadline);
+  // After a failure part way: letters not yet taken are withdrawn, and copies
+  // in progress out of this rank's buffers are waited for.
+  void withdraw(const std::vector<std::shared_ptr<Letter>>& posted) noexcept;
+  [[noreturn]] void time_out(int rank, const CollectiveArgs& call, const char* what_peer_did);
+
+  Rendezvous& rv_;
+  gcommDevice_t device_;
+  std::vector<Channel> channels_;  // [from * size + to], guarded by rv_.lock()
+};
+
+}  // namespace gradcomm::comm

@@ -1,0 +1,167 @@
+// Under mpirun -np N (2..4): the MPI transport (gcommCommInitMpi with
+// config.transport = gcommTransportMpi) against the local transport run in this
+// process on every rank's inputs: every collective, dtype and size (0, 1, 4099
+// and past the 8 MiB piece), and sends/receives in a ring, must give this rank
+// the same bits. Then the failures: ranks that call different collectives all
+// fail at once (none hangs), and a rank that skips a collective makes the others
+// time out naming it, and learns why at its next call (the failure notice).
+// Prints "mpi transport ok (rank r)".
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gradcomm/gradcomm.h"
+
+namespace {
+
+int g_rank = 0;
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "rank %d: %s (%s)\n", g_rank, what.c_str(), gcommGetLastError());
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+size_t esize(gcommDataType_t d) { return d == gcommFloat32 ? 4 : 2; }
+
+// Valid values of the dtype in [-8, 8) (no Inf/NaN: max/min compare them alike anyway).
+std::vector<unsigned char> inputs(gcommDataType_t d, size_t count, int rank, int salt) {
+  std::mt19937 rng(static_cast<uint32_t>(rank * 1000003 + salt * 7919 + static_cast<int>(count)));
+  std::uniform_real_distribution<float> u(-8.0f, 8.0f);
+  std::vector<float> f(count);
+  for (float& v : f) v = u(rng);
+  std::vector<unsigned char> out(count * esize(d) + 1);
+  if (gcommCast(f.data(), gcommFloat32, out.data(), d, count, gcommHostDevice(), nullptr) != gcommSuccess)
+    die("gcommCast");
+  return out;
+}
+
+enum class Op { kAllReduce, kReduceScatter, kReduce, kBroadcast, kAllGather, kAllToAll, kSendRecv };
+
+// One call of `op` on communicator c as rank r of n: send/recv buffers sized for it.
+gcommStatus_t issue(Op op, gcommComm_t c, int r, int n, const void* send, void* recv, size_t count, gcommDataType_t d,
+                    gcommRedOp_t redop) {
+  switch (op) {
+    case Op::kAllReduce: return gcommAllReduce(c, send, recv, count, d, redop, nullptr);
+    case Op::kReduceScatter: return gcommReduceScatter(c, send, recv, count, d, redop, nullptr);
+    case Op::kReduce: return gcommReduce(c, send, recv, count, d, redop, 1 % n, nullptr);
+    case Op::kBroadcast: return gcommBroadcast(c, send, recv, count, d, n - 1, nullptr);
+    case Op::kAllGather: return gcommAllGather(c, send, recv, count, d, nullptr);
+    case Op::kAllToAll: return gcommAllToAll(c, send, recv, count, d, nullptr);
+    case Op::kSendRecv: {
+      gcommGroupStart();
+      gcommSend(c, send, count, d, (r + 1) % n, nullptr);
+      gcommRecv(c, recv, count, d, (r + n - 1) % n, nullptr);
+      return gcommGroupEnd();
+    }
+  }
+  return gcommInternalError;
+}
+
+size_t send_elems(Op op, size_t count, int n) {
+  return op == Op::kReduceScatter || op == Op::kAllToAll ? count * n : count;
+}
+size_t recv_elems(Op op, size_t count, int n) { return op == Op::kAllGather || op == Op::kAllToAll ? count * n : count; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;  // gradcomm's calls come from this thread only: serialized suffices
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  int n = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  const int me = g_rank;
+
+  gcommCommConfig_t cfg = GCOMM_COMM_CONFIG_INITIALIZER;
+  cfg.device = gcommHostDevice();
+  cfg.transport = gcommTransportMpi;
+  cfg.timeout_s = 30;
+  gcommComm_t comm = nullptr;
+  if (gcommCommInitMpi(&cfg, GCOMM_MPI_COMM_WORLD, &comm) != gcommSuccess) die("gcommCommInitMpi");
+  gcommTransport_t kind = gcommTransportAuto;
+  int rank = -1, size = 0;
+  gcommCommTransport(comm, &kind);
+  gcommCommRank(comm, &rank);
+  gcommCommSize(comm, &size);
+  if (kind != gcommTransportMpi || rank != me || size != n) die("not an MPI transport communicator of MPI's ranks");
+
+  // The reference: the same calls on n local ranks (threads) of this process.
+  std::vector<gcommComm_t> local(n);
+  if (gcommCommInitLocal(n, gcommHostDevice(), nullptr, local.data()) != gcommSuccess) die("gcommCommInitLocal");
+
+  const Op ops[] = {Op::kAllReduce, Op::kReduceScatter, Op::kReduce,  Op::kBroadcast,
+                    Op::kAllGather, Op::kAllToAll,      Op::kSendRecv};
+  int salt = 0, checked = 0;
+  for (Op op : ops)
+    for (gcommDataType_t d : {gcommFloat32, gcommFloat16, gcommBfloat16})
+      for (gcommRedOp_t redop : {gcommSum, gcommAvg, gcommMax})
+        for (size_t count : {size_t{0}, size_t{1}, size_t{4099}, size_t{2500000}}) {
+          const bool reduces = op == Op::kAllReduce || op == Op::kReduceScatter || op == Op::kReduce;
+          if (!reduces && redop != gcommSum) continue;
+          if (count == 2500000 && (d != gcommFloat32 || redop != gcommSum)) continue;  // one big case per op
+          ++salt;
+          const size_t se = send_elems(op, count, n), re = recv_elems(op, count, n);
+          std::vector<std::vector<unsigned char>> in(n), want(n, std::vector<unsigned char>(re * esize(d) + 1, 0x5A));
+          for (int q = 0; q < n; ++q) in[q] = inputs(d, se, q, salt);
+          std::vector<std::thread> threads;
+          std::vector<gcommStatus_t> st(n);
+          for (int q = 0; q < n; ++q)
+            threads.emplace_back([&, q] { st[q] = issue(op, local[q], q, n, in[q].data(), want[q].data(), count, d, redop); });
+          for (auto& t : threads) t.join();
+          for (int q = 0; q < n; ++q)
+            if (st[q] != gcommSuccess) die("the local reference failed");
+          std::vector<unsigned char> got(re * esize(d) + 1, 0x5A);
+          if (issue(op, comm, me, n, in[me].data(), got.data(), count, d, redop) != gcommSuccess)
+            die("an MPI transport call failed, case " + std::to_string(salt));
+          if (std::memcmp(got.data(), want[me].data(), got.size()) != 0)
+            die("bits differ from the local transport's, case " + std::to_string(salt));
+          ++checked;
+        }
+  if (gcommBarrier(comm, nullptr) != gcommSuccess) die("gcommBarrier");
+  for (gcommComm_t c : local) gcommCommDestroy(c);
+
+  // A rank that skips a collective: the others time out naming it; it learns at its next call.
+  {
+    gcommCommConfig_t short_cfg = cfg;
+    short_cfg.timeout_s = 2;
+    gcommComm_t c = nullptr;
+    if (gcommCommInitMpi(&short_cfg, GCOMM_MPI_COMM_WORLD, &c) != gcommSuccess) die("second gcommCommInitMpi");
+    float x = 1;
+    const int late = n - 1;
+    if (me != late) {
+      const gcommStatus_t s = gcommAllReduce(c, &x, &x, 1, gcommFloat32, gcommSum, nullptr);
+      const std::string m = gcommGetLastError();
+      if (s != gcommTimeout && s != gcommRemoteError) die("a missing rank was not noticed");
+      if (m.find("rank " + std::to_string(late)) == std::string::npos) die("the message does not name the late rank");
+    } else {
+      std::this_thread::sleep_for(std::chrono::seconds(4));
+      const gcommStatus_t s = gcommAllReduce(c, &x, &x, 1, gcommFloat32, gcommSum, nullptr);
+      if (s != gcommRemoteError || std::string(gcommGetLastError()).find("failed") == std::string::npos)
+        die("the late rank did not learn why the others failed");
+    }
+    gcommCommDestroy(c);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  // Ranks that call different collectives all fail at once, none hangs.
+  {
+    float x[16] = {};
+    const gcommStatus_t s = gcommAllReduce(comm, x, x, me == 0 ? 8 : 16, gcommFloat32, gcommSum, nullptr);
+    if (s != gcommInvalidArgument && s != gcommRemoteError) die("a mismatch was not refused");
+    // Each rank names the collectives that differ, or the rank that failed on them.
+    const std::string m = gcommGetLastError();
+    if (m.find("different collectives") == std::string::npos && m.find("failed") == std::string::npos)
+      die("a mismatch without its reason: " + m);
+  }
+  gcommCommDestroy(comm);
+  MPI_Finalize();
+  std::printf("mpi transport ok (rank %d, %d cases)\n", me, checked);
+  return 0;
+}
