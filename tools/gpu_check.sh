@@ -201,6 +201,8 @@ if want perf && [ -x "$perf" ]; then
     echo "### gradcomm-perf (defaults)"; "$perf" -J "$benchdir/perf_default.json"
     echo "### gradcomm-perf -C 1 -z 3 -m 4 (CPU time, blocking per iteration, 4 calls per group)"
     "$perf" -C 1 -z 3 -m 4 -b 8 -e 1M -f 8
+    echo "### gradcomm-perf -I 1 -K 2 -M 1 (per-iteration CUDA event timing, memory report)"
+    "$perf" -I 1 -K 2 -M 1 -b 8 -e 64M -f 8
     echo "### gradcomm-perf --local 4 (one GPU, 4 local ranks)"; "$perf" --local 4 -b 1M -e 256M -f 2
     for c in all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
       echo "### gradcomm-perf --collective $c"; "$perf" --collective $c -b 8 -e 128M -f 4

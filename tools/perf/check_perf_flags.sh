@@ -49,6 +49,36 @@ for ok in "-y 1" "-T 30" "-p 0" "-G 0" "-R 0" "-a 0" "-t 2"; do
   # shellcheck disable=SC2086
   out=$(run -b 8 -e 8 $ok) || fail "$ok refused: $out"
 done
+# -I 1: every iteration timed; i_min, i_max, i_p99, i_cv% after each half's #wrong, and
+# per-iteration objects in the JSON (-K leading iterations left out of the summary).
+out=$(env -u RANK -u WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID "$perf" --local 3 -b 8 -e 64 -n 4 -w 0 -I 1 -K 1 \
+      -J "$dir/iter.json" 2>&1) || fail "-I 1: $out"
+has "$out" "# Per-Iteration Report: host clock timing; i_* uses max over process rows; summary skips first 1 iterations" "-I 1"
+has "$out" "i_p99" "-I 1"
+[ "$(grep -cE '^ +[0-9]+ +[0-9]+ ' <<< "$out")" -eq 4 ] || fail "-I 1: not 4 rows: $out"
+[ "$(grep -E '^ +8 +2 ' <<< "$out" | wc -w)" -eq 21 ] || fail "-I 1: a row without 8 more columns: $out"
+python3 "$here/check_perf_json.py" "$dir/iter.json" 3 4 > /dev/null || fail "-I 1 JSON layout"
+python3 - "$dir/iter.json" <<'PY' || fail "-I 1 JSON per-iteration objects"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["config"]["per_iter_timing"] == "true" and d["config"]["per_iter_skip"] == 1, d["config"]
+for r in d["results"]:
+    for half in ("out_of_place_per_iter", "in_place_per_iter"):
+        p = r[half]
+        assert p["skipped_iterations"] == 1 and len(p["times_us"]) == 4, p
+        assert len(p["per_process_max_times_us"]) == 3, p      # one row per rank
+        rows = p["per_process_max_times_us"]
+        assert all(abs(t - max(row[i] for row in rows)) < 1e-3 * max(1, t) for i, t in enumerate(p["times_us"])), p
+        kept = sorted(p["times_us"][1:])
+        assert abs(p["min_us"] - kept[0]) < 1e-6 * max(1, kept[0]) and abs(p["max_us"] - kept[-1]) < 1e-6 * max(1, kept[-1]), p
+        assert p["min_us"] <= p["p50_us"] <= p["p95_us"] <= p["p99_us"] <= p["max_us"], p
+PY
+# -M 1: the memory report after the footer, and in the JSON.
+out=$(run -b 8 -e 1M -M 1 -J "$dir/mem.json") || fail "-M 1: $out"
+grep -qE '^# Host memory usage    : Initialization .* \| User-Allocated .* \| Collective .* \| Total  ' <<< "$out" ||
+  fail "-M 1: no memory line: $out"
+python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['gradcomm']['memory']; assert m['device']=='host' and m['user_allocated_bytes'] >= 4*2**20, m" "$dir/mem.json" ||
+  fail "-M 1 JSON"
 # -d / -o: every type or op with "all"; what gradcomm does not reduce is refused with the reason.
 out=$(run -b 8 -e 8 -d all) || fail "-d all: $out"
 for t in float half bfloat16; do has "$out" " $t " "-d all"; done
@@ -67,8 +97,10 @@ expect_refused "does not register buffers" -R 1
 expect_refused "CTA policy" -x 1
 expect_refused "no device-side collectives" -D 1
 expect_refused "no device-side collectives" -V 16
-expect_refused "memory report is not implemented" -M 1
-expect_refused "per-iteration CUDA event timing is not implemented" -I 1
+expect_refused "--per_iter_timing: Value 2 not in range 0 to 1" -I 2
+expect_refused "--memory: Value 2 not in range 0 to 1" -M 2
+expect_refused "per-iteration skip needs -I 1" -K 1
+expect_refused "must be below the iterations (-n 1)" -I 1 -K 1
 expect_refused "-p 1" -p 1
 expect_refused "not expected: --bogus" --bogus
 expect_refused "--collective" --collective all_to_all

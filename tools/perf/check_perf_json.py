@@ -35,6 +35,11 @@ for r in d["results"]:
             continue
         assert {"alg_bw", "bus_bw", "nwrong"} <= set(half) and ("time" in half) != ("cpu_time" in half), half
         assert half["nwrong"] is None or half["nwrong"] == 0, (p, r)
+        if d["config"]["per_iter_timing"] == "true":  # -I: each half has its per-iteration object
+            it = r[p + "_per_iter"]
+            assert {"skipped_iterations", "min_us", "max_us", "avg_us", "p50_us", "p95_us", "p99_us", "stdev_us",
+                    "cv_pct", "times_us"} <= set(it), it
+            assert len(it["times_us"]) == d["config"]["iterations"], it
 assert d["out_of_bounds"] == {"count": 0, "okay": "true"}, d["out_of_bounds"]
 assert isinstance(d["average_bus_bandwidth"]["bandwidth"], (int, float))
 print(f"{path}: nccl-tests layout, {len(d['results'])} rows, {nranks} ranks")

@@ -25,7 +25,10 @@
 
 #include "common/launcher_env.hpp"
 #include "gradcomm/gradcomm.h"
+#include "perf_format.hpp"
+#include "perf_iterations.hpp"
 #include "perf_json.hpp"
+#include "perf_memory.hpp"
 #include "perf_options.hpp"
 
 namespace {
@@ -44,6 +47,7 @@ struct Case {
 struct RankResult {
   double us = 0, cpu_us = 0;  // per call: to completion, and to issue (-C)
   long long wrong = 0;
+  std::vector<double> iter_us;  // -I: each timed iteration (its -m calls), µs
 };
 constexpr int kResultFloats = 4;  // us, cpu_us, wrong / 4096, wrong % 4096 (exact in float)
 constexpr int kLineChars = 160;   // a rank's device line, one float per character
@@ -71,6 +75,9 @@ struct Setup {
   std::string start_error;  // a rank of this process could not start: its own reason
   std::atomic<int> exit_code{1};  // on failure: 2 when the ranks refused to start
   int bw_count = 0;
+  // -M: memory in use at the last mark (perf_memory.hpp), and the report so far.
+  int64_t memory_mark = 0;
+  MemoryReport memory;
 };
 
 bool is(const Setup& s, const char* c) { return s.o.collective == c; }
@@ -251,16 +258,6 @@ bool gather_floats(gcommComm_t c, const std::vector<float>& mine, int world, std
   return st == gcommSuccess;
 }
 
-// nccl-tests' getFloatStr: two decimals if they fit the width, then fewer, then
-// an exponent.
-std::string fit(double v, int width) {
-  char buf[64];
-  for (const char* f : {"%*.2f", "%*.1f", "%*.0f"})
-    if (std::snprintf(buf, sizeof(buf), f, width, v) <= width) return buf;
-  std::snprintf(buf, sizeof(buf), width >= 7 ? "%*.1e" : "%*.0e", width, v);
-  return buf;
-}
-
 // The reported time over the ranks (nccl-tests' -a).
 double aggregate(const std::vector<double>& t, int average) {
   if (average == 1) return std::accumulate(t.begin(), t.end(), 0.0) / t.size();
@@ -286,7 +283,8 @@ void finish_row(Setup& s, nlohmann::json& row) {
 
 // Rank 0: one half of a row (out of place, then in place) on stdout and in the JSON.
 void print_half(Setup& s, const Case& c, size_t bytes, size_t count, bool in_place,
-                const std::vector<RankResult>& all, nlohmann::json& row) {
+                const std::vector<RankResult>& all, nlohmann::json& row,
+                const std::vector<std::vector<double>>& iter_rows) {
   std::vector<double> times;
   for (const RankResult& r : all) times.push_back(r.us);
   long long wrong = 0;
@@ -311,6 +309,13 @@ void print_half(Setup& s, const Case& c, size_t bytes, size_t count, bool in_pla
   nlohmann::json half = {{s.o.report_cputime ? "cpu_time" : "time", us}, {"alg_bw", algbw}, {"bus_bw", busbw},
                          {"nwrong", s.o.check > 0 ? nlohmann::json(static_cast<double>(wrong)) : nlohmann::json()}};
   row[in_place ? "in_place" : "out_of_place"] = half;
+  if (s.o.per_iter) {  // the maximum over the ranks per iteration, as nccl-tests' process rows
+    const std::vector<double> worst = max_over_ranks(iter_rows);
+    const IterStats st = iteration_stats(worst, s.o.per_iter_skip);
+    std::printf("%s", iteration_columns(st).c_str());
+    row[in_place ? "in_place_per_iter" : "out_of_place_per_iter"] =
+        iteration_json(st, worst, s.o.per_iter_skip, iter_rows);
+  }
   row["gradcomm_rank_times_us"][in_place ? "in_place" : "out_of_place"] = times;
   s.wrong_total += wrong;
   s.bw_sum += busbw;
@@ -328,6 +333,7 @@ const char* no_in_place(const Setup& s) {
 // Rank 0: an in-place half that cannot run: nccl-tests' N/A in every column.
 void print_unavailable_half(Setup& s, nlohmann::json& row) {
   std::printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+  if (s.o.per_iter) std::printf("  %7s  %7s  %7s  %7s", "N/A", "N/A", "N/A", "N/A");
   row["in_place"] = nullptr;
   row["gradcomm_note"] = no_in_place(s);
   finish_row(s, row);
@@ -349,19 +355,71 @@ bool barrier(Setup& s, RankState& r) {
   return true;
 }
 
-// Times -n iterations of -m calls each, as -z asks; fills us and cpu_us.
+// -I: each iteration's time. Host: the steady clock around the iteration's calls
+// (which complete before they return). GPU: a CUDA event pair around them on the
+// rank's stream, read once the stream is synchronized, as nccl-tests does.
+class IterationClock {
+ public:
+  IterationClock(bool on, bool gpu, cudaStream_t stream, int iters)
+      : on_(on), gpu_(on && gpu), stream_(stream), host_(on && !gpu ? iters : 0), events_(gpu_ ? 2 * iters : 0) {
+    for (cudaEvent_t& e : events_)
+      if (cudaEventCreate(&e) != cudaSuccess) e = nullptr;
+  }
+  ~IterationClock() {
+    for (cudaEvent_t e : events_)
+      if (e != nullptr) cudaEventDestroy(e);
+  }
+  IterationClock(const IterationClock&) = delete;
+  IterationClock& operator=(const IterationClock&) = delete;
+  void start(int it) {
+    if (gpu_) cudaEventRecord(events_[2 * it], stream_);
+    else if (on_) started_ = Clock::now();
+  }
+  void stop(int it) {
+    if (gpu_) cudaEventRecord(events_[2 * it + 1], stream_);
+    else if (on_) host_[it] = std::chrono::duration<double, std::micro>(Clock::now() - started_).count();
+  }
+  // After the stream is synchronized: every iteration's µs.
+  bool read(std::vector<double>& out) const {
+    if (!gpu_) {
+      out = host_;
+      return true;
+    }
+    out.assign(events_.size() / 2, 0.0);
+    for (size_t it = 0; it < out.size(); ++it) {
+      float ms = 0;
+      if (events_[2 * it] == nullptr || events_[2 * it + 1] == nullptr ||
+          cudaEventElapsedTime(&ms, events_[2 * it], events_[2 * it + 1]) != cudaSuccess)
+        return false;
+      out[it] = ms * 1e3;
+    }
+    return true;
+  }
+
+ private:
+  bool on_, gpu_;
+  cudaStream_t stream_;
+  std::vector<double> host_;
+  std::vector<cudaEvent_t> events_;
+  Clock::time_point started_{};
+};
+
+// Times -n iterations of -m calls each, as -z asks; fills us and cpu_us (and -I's iter_us).
 bool time_calls(Setup& s, const Case& k, RankState& r, const void* send, void* recv, size_t count,
                 RankResult& out) {
   auto sync = [&] { return !r.gpu || cudaStreamSynchronize(r.stream) == cudaSuccess; };
   const double calls = static_cast<double>(s.o.iters) * s.o.agg_iters;
   double coll_only_s = 0;
+  IterationClock clock(s.o.per_iter, r.gpu, r.stream, s.o.iters);
   const auto t0 = Clock::now();
   for (int it = 0; it < s.o.iters; ++it) {
     const auto i0 = Clock::now();
+    clock.start(it);
     if (s.o.agg_iters > 1) PERF_CHECK(s, gcommGroupStart());
     for (int a = 0; a < s.o.agg_iters; ++a) PERF_CHECK(s, issue(s, k, r.comm, r.rank, send, recv, count, r.stream));
     if (s.o.agg_iters > 1) PERF_CHECK(s, gcommGroupEnd());
     if (s.o.blocking != 0 && !sync()) return fail_with(s, "cudaStreamSynchronize failed"), false;
+    clock.stop(it);
     if (s.o.blocking == 1 && !barrier(s, r)) return false;
     if (s.o.blocking == 3) {
       coll_only_s += std::chrono::duration<double>(Clock::now() - i0).count();
@@ -373,6 +431,7 @@ bool time_calls(Setup& s, const Case& k, RankState& r, const void* send, void* r
   const double done_s = std::chrono::duration<double>(Clock::now() - t0).count();
   out.cpu_us = (s.o.blocking == 3 ? coll_only_s : issued_s) * 1e6 / calls;
   out.us = (s.o.blocking == 3 ? coll_only_s : done_s) * 1e6 / calls;
+  if (s.o.per_iter && !clock.read(out.iter_us)) return fail_with(s, "reading the per-iteration CUDA events failed"), false;
   return true;
 }
 
@@ -418,11 +477,20 @@ bool run_size(Setup& s, const Case& k, RankState& r, size_t size, nlohmann::json
     std::vector<RankResult> all(s.nranks);
     for (int q = 0; q < s.nranks; ++q) {
       const float* g = gathered.data() + q * kResultFloats;
-      all[q] = RankResult{g[0], g[1], static_cast<long long>(g[2]) * 4096 + static_cast<long long>(g[3])};
+      all[q] = RankResult{g[0], g[1], static_cast<long long>(g[2]) * 4096 + static_cast<long long>(g[3]), {}};
     }
     if (r.rank == s.ranks[0])
       for (const RankResult& q : all) s.wrong_seen += q.wrong;
-    if (r.rank == 0) print_half(s, k, row_bytes, count, in_place == 1, all, row);
+    std::vector<std::vector<double>> iter_rows;  // -I: every rank's per-iteration times
+    if (s.o.per_iter) {
+      const std::vector<float> iters(mine.iter_us.begin(), mine.iter_us.end());
+      std::vector<float> every;
+      if (!gather_floats(r.comm, iters, s.nranks, every, error))
+        return fail_with(s, "gathering the ranks' per-iteration times: " + error), false;
+      for (int q = 0; q < s.nranks; ++q)
+        iter_rows.emplace_back(every.begin() + q * s.o.iters, every.begin() + (q + 1) * s.o.iters);
+    }
+    if (r.rank == 0) print_half(s, k, row_bytes, count, in_place == 1, all, row, iter_rows);
   }
   return true;
 }
@@ -452,6 +520,17 @@ void print_table_header(const Setup& s) {
   const char* ts = s.o.report_timestamps ? "timestamp" : "";
   const char* tsf = s.o.report_timestamps ? "%Y-%m-%d %H:%M:%S" : "";
   const int pad = s.o.report_timestamps ? 19 : 0;
+  if (s.o.per_iter) {  // nccl-tests' -I header: four more columns per half
+    std::printf("#\n# %10s  %12s  %8s  %6s  %6s              out-of-place (+ per-iteration)                                "
+                "in-place (+ per-iteration)\n", "", "", "", "", "");
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  "
+                "%7s %*s\n", "size", "count", "type", "redop", "root", t, "algbw", "busbw", "#wrong", "i_min", "i_max",
+                "i_p99", "i_cv%", t, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%", pad, ts);
+    std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  "
+                "%7s %*s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)",
+                "(%)", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)", pad, tsf);
+    return;
+  }
   std::printf("#\n# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "",
               "", "", "");
   std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "size", "count", "type",
@@ -476,6 +555,12 @@ void print_header(Setup& s, int nthreads, int ngpus) {
   if (o.blocking == 2) std::printf("# Blocking Enabled: wait after each inner iteration (-m), no barrier \n");
   if (o.blocking == 3)
     std::printf("# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier \n");
+  if (o.per_iter) {
+    std::printf("# Per-Iteration Report: %s timing; i_* uses max over process rows",
+                s.device.kind == gcommDeviceCuda ? "CUDA event" : "host clock");
+    if (o.per_iter_skip > 0) std::printf("; summary skips first %d iterations", o.per_iter_skip);
+    std::printf(" \n");
+  }
   std::printf("#\n");
   if (s.launch == Launch::kProcessPerRank)
     std::printf("# Transport: %s (%d ranks, one per process)\n", s.transport.c_str(), s.nranks);
@@ -513,8 +598,8 @@ void print_header(Setup& s, int nthreads, int ngpus) {
   c["validation"] = o.check;
   c["graph"] = 0;
   c["blocking_collectives"] = PerfJson::flag(o.blocking != 0);
-  c["per_iter_timing"] = PerfJson::flag(false);
-  c["per_iter_skip"] = 0;
+  c["per_iter_timing"] = PerfJson::flag(o.per_iter);
+  c["per_iter_skip"] = o.per_iter_skip;
   c["parallel_init"] = PerfJson::flag(false);
   c["devices"] = json::array();
   for (const std::string& line : s.device_lines) {
@@ -571,7 +656,7 @@ uint32_t sweep_hash(const PerfOptions& o, const std::vector<size_t>& sizes) {
   for (size_t b : sizes) text += "," + std::to_string(b);
   for (gcommDataType_t d : o.dtypes) text += "d" + std::to_string(static_cast<int>(d));
   for (gcommRedOp_t op : o.ops) text += "o" + std::to_string(static_cast<int>(op));
-  for (int v : {o.iters, o.agg_iters, o.warmup, o.cycles, o.check, o.blocking, o.root, o.unalign})
+  for (int v : {o.iters, o.agg_iters, o.warmup, o.cycles, o.check, o.blocking, o.root, o.unalign, o.per_iter ? 1 : 0})
     text += ";" + std::to_string(v);
   uint32_t h = 2166136261u;
   for (unsigned char c : text) h = (h ^ c) * 16777619u;
@@ -680,11 +765,23 @@ void rank_main(Setup& s, size_t index, const std::vector<size_t>& sizes, const s
   }
   const size_t bytes = s.o.max_bytes + (static_cast<size_t>(s.o.unalign) + 16) * 4;
   Buffers buf(r.gpu, bytes);
+  // -M on the host: touched now, so that they are resident when measured (calloc's pages are not).
+  if (s.o.memory_report && !r.gpu && buf.send != nullptr && buf.recv != nullptr) {
+    std::memset(buf.send, 0, bytes);
+    std::memset(buf.recv, 0, bytes);
+  }
   std::string why_not;
   if (buf.send == nullptr || buf.recv == nullptr)
     why_not = "cannot allocate two buffers of " + std::to_string(bytes) + " bytes" + (r.gpu ? " on the GPU" : "");
   if (r.rank == 0 && !s.json_error.empty()) why_not = s.json_error;
   if (!meet(s, r, hash, why_not)) return;
+  // -M: after the meeting every rank of this process has its buffers.
+  const int memory_device = r.gpu ? dev.ordinal : -1;
+  if (s.o.memory_report && index == 0) {
+    const int64_t now = memory_in_use(memory_device);
+    s.memory.buffers = std::max<int64_t>(0, now - s.memory_mark);
+    s.memory_mark = now;
+  }
   r.buf = &buf;
   const bool progress = r.rank == 0 && isatty(STDOUT_FILENO) == 0 && isatty(STDERR_FILENO) && sizes.size() > 8;
   for (int cycle = 0; (s.o.cycles == 0 || cycle < s.o.cycles) && !s.failed; ++cycle)
@@ -696,6 +793,8 @@ void rank_main(Setup& s, size_t index, const std::vector<size_t>& sizes, const s
         if (progress) std::fprintf(stderr, "\r  [%zu/%zu] %zu bytes done   ", i + 1, sizes.size(), sizes[i]);
       }
   if (progress) std::fprintf(stderr, "\r%40s\r", "");
+  if (s.o.memory_report && index == 0)
+    s.memory.collective = std::max<int64_t>(0, memory_in_use(memory_device) - s.memory_mark);
   if (r.gpu && r.stream != nullptr) cudaStreamDestroy(r.stream);
 }
 
@@ -735,7 +834,23 @@ int main(int argc, char** argv) {
     if (!s.o.iters_given) s.o.iters = 5;
     if (!s.o.warmup_given) s.o.warmup = std::min(s.o.warmup, 1);
   }
+  if (s.o.per_iter && s.o.per_iter_skip >= s.o.iters) {
+    std::fprintf(stderr, "gradcomm-perf: -K %d: the per-iteration skip must be below the iterations (-n %d)\n",
+                 s.o.per_iter_skip, s.o.iters);
+    return 2;
+  }
+  // -M: under a launcher the process's GPU is known only once its communicator exists.
+  const bool gpu_unknown_before_init = s.launch == Launch::kProcessPerRank && gpus > 0;
+  if (s.o.memory_report && !gpu_unknown_before_init) s.memory_mark = memory_in_use(gpus > 0 ? 0 : -1);
   if (!init(s, gpus)) return 1;
+  if (s.o.memory_report) {
+    gcommDevice_t first = gcommHostDevice();
+    gcommCommDevice(s.comms[0], &first);
+    s.memory.gpu = first.kind == gcommDeviceCuda;
+    const int64_t now = memory_in_use(s.memory.gpu ? first.ordinal : -1);
+    s.memory.init = std::max<int64_t>(0, now - s.memory_mark);
+    s.memory_mark = now;
+  }
   const bool printer = s.ranks[0] == 0;  // the process of rank 0 prints
   auto finish = [&](int code) {
     for (gcommComm_t c : s.comms) gcommCommDestroy(c);
@@ -772,12 +887,16 @@ int main(int argc, char** argv) {
   std::printf("# %-20s : %lld %s\n", "Out of bounds values", s.wrong_total, s.wrong_total ? "FAILED" : "OK");
   std::printf("# %-20s : %g \n#\n", "Avg bus bandwidth", avg);
   std::printf("# Collective test concluded: gradcomm-perf --collective %s\n", s.o.collective.c_str());
+  if (s.o.memory_report) std::printf("%s", memory_report_line(s.memory).c_str());
   if (s.json.active()) {
     nlohmann::json& d = s.json.doc();
     d["out_of_bounds"] = {{"count", s.wrong_total}, {"okay", PerfJson::flag(s.wrong_total == 0)}};
     d["average_bus_bandwidth"] = {{"bandwidth", avg}, {"okay", "unchecked"}};
     d["errors"] = nlohmann::json::array();
     d["end_time"] = PerfJson::now();
+    if (s.o.memory_report)
+      d["gradcomm"]["memory"] = {{"device", s.memory.gpu ? "gpu" : "host"}, {"initialization_bytes", s.memory.init},
+                                 {"user_allocated_bytes", s.memory.buffers}, {"collective_bytes", s.memory.collective}};
     s.json.flush();
   }
   return finish(s.wrong_total ? 1 : 0);

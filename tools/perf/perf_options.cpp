@@ -140,10 +140,15 @@ bool parse_perf_options(int argc, char** argv, PerfOptions& o, int& exit_code) {
       {"-x,--cta_policy", "gradcomm does not set NCCL's CTA policy"},
       {"-D,--device_implementation", "gradcomm has no device-side collectives"},
       {"-V,--device_cta_count", "gradcomm has no device-side collectives"},
-      {"-M,--memory", "the memory report is not implemented yet"},
-      {"-I,--per_iter_timing", "per-iteration CUDA event timing is not implemented yet"},
-      {"-K,--per_iter_skip", "per-iteration timing (-I) is not implemented yet"},
   };
+  int memory = 0, per_iter = 0;
+  app.add_option("-M,--memory", memory, "1: report the memory used by init, buffers and the sweep (default 0)")
+      ->check(CLI::Range(0, 1));
+  app.add_option("-I,--per_iter_timing", per_iter,
+                 "1: time every iteration; i_min, i_max, i_p99, i_cv% columns over the ranks' maximum (default 0)")
+      ->check(CLI::Range(0, 1));
+  app.add_option("-K,--per_iter_skip", o.per_iter_skip, "leading iterations left out of -I's summary (default 0)")
+      ->check(CLI::Range(0, 1000000000));
   for (Refused& r : refused) app.add_option(r.flags, r.value, std::string("refused unless 0: ") + r.why);
   app.add_option("--collective", o.collective,
                  "all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall or sendrecv (nccl-tests' program names)")
@@ -159,6 +164,10 @@ bool parse_perf_options(int argc, char** argv, PerfOptions& o, int& exit_code) {
       throw CLI::ValidationError("-p " + std::to_string(parallel_init) +
                                  ": gradcomm creates this process's ranks in one call (there is no "
                                  "per-thread init to run in parallel)");
+    o.memory_report = memory == 1;
+    o.per_iter = per_iter == 1;
+    if (o.per_iter_skip > 0 && !o.per_iter)
+      throw CLI::ValidationError("-K " + std::to_string(o.per_iter_skip) + ": per-iteration skip needs -I 1");
     if (!minb.empty()) o.min_bytes = parse_size("-b", minb);
     if (!maxb.empty()) o.max_bytes = parse_size("-e", maxb);
     if (!factor.empty()) {

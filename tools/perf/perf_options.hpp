@@ -1,8 +1,9 @@
 // Command-line options of gradcomm-perf: nccl-tests' letters and long names with
 // nccl-tests' meanings (2.19: -c a count of check rounds, -z 0..3, -C CPU time,
-// -J a JSON file), parsed with CLI11. What gradcomm cannot do (-G CUDA graphs,
-// -R registration, -p, -M, -I, -x, -D, -V) is refused with the reason, never
-// ignored. gradcomm's own: --collective, --local. docs/gradcomm-perf.md.
+// -J a JSON file, -I per-iteration timing, -M the memory report), parsed with
+// CLI11. What gradcomm cannot do (-G CUDA graphs, -R registration, -p, -x, -D,
+// -V) is refused with the reason, never ignored. gradcomm's own: --collective,
+// --local. docs/gradcomm-perf.md.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +32,9 @@ struct PerfOptions {
   bool report_timestamps = false;        // -S
   int average = 1;                       // -a: 0 rank 0's time, 1 the ranks' mean, 2 min, 3 max
   int unalign = 0;                       // -u: buffers start this many elements past alignment
+  bool memory_report = false;            // -M: memory used by init, buffers and the sweep
+  bool per_iter = false;                 // -I: every iteration timed, i_* columns
+  int per_iter_skip = 0;                 // -K: leading iterations left out of -I's summary
   int root = 0;                          // -r
   std::vector<gcommDataType_t> dtypes{gcommFloat32};  // -d (all: every type)
   std::vector<gcommRedOp_t> ops{gcommSum};            // -o (all: every op)
