@@ -203,7 +203,7 @@ void Communicator::collective(CollectiveArgs a) {
   try {
     transport_->run(a);
   } catch (const Error& e) {
-    recorder_.done(slot, a.seq, false);
+    recorder_.done(slot, a.seq, is_p2p(a.op), false);
     // Argument mismatches between ranks leave the communicator usable; anything
     // else (timeout, abort, a peer's failure, CUDA/NCCL errors) fails it.
     if (e.status() != gcommInvalidArgument) {
@@ -217,7 +217,7 @@ void Communicator::collective(CollectiveArgs a) {
   // Host: completed, except a send or receive kept for the group's end (it
   // completes there: complete_grouped). CUDA: when the watchdog sees its event.
   const bool kept_for_group_end = in_group() && is_p2p(a.op);
-  if (!is_cuda(device()) && !kept_for_group_end) recorder_.done(slot, a.seq, true);
+  if (!is_cuda(device()) && !kept_for_group_end) recorder_.done(slot, a.seq, is_p2p(a.op), true);
   // One line per call: host transports have completed it, CUDA ones enqueued it.
   GCOMM_TRACE(COLL, call_id(a),
               a.op == Collective::kBarrier ? std::string()

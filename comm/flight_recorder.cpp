@@ -75,10 +75,10 @@ size_t FlightRecorder::enqueued(const CollectiveArgs& a, std::chrono::steady_clo
   return slot;
 }
 
-void FlightRecorder::done(size_t slot, uint64_t seq, bool ok) noexcept {
+void FlightRecorder::done(size_t slot, uint64_t seq, bool p2p, bool ok) noexcept {
   if (capacity_ == 0) return;
   FlightEntry& e = ring_[slot];
-  if (e.seq != seq) return;  // overwritten meanwhile (only by this thread's later calls)
+  if (e.seq != seq || is_p2p(e.sig.op) != p2p) return;  // overwritten meanwhile
   if (ok) e.completed_us.store(now_us(), std::memory_order_relaxed);
   e.state.store(ok ? FlightEntry::State::kCompleted : FlightEntry::State::kFailed, std::memory_order_release);
 }

@@ -70,8 +70,8 @@ class FlightRecorder {
   bool enabled() const noexcept { return capacity_ > 0; }
   // Records a call made at `when`; returns its slot for done() (by the same thread).
   size_t enqueued(const CollectiveArgs& a, std::chrono::steady_clock::time_point when) noexcept;
-  // The call in `slot` (seq `seq`) returned: completed (host transports) or failed.
-  void done(size_t slot, uint64_t seq, bool ok) noexcept;
+  // The call in `slot` (seq `seq` of its numbering) returned: completed (host transports) or failed.
+  void done(size_t slot, uint64_t seq, bool p2p, bool ok) noexcept;
   // A CUDA call seen complete by the watchdog, or a host send/receive run at its
   // group's end (any thread; searched by seq among collectives, or among sends
   // and receives when `p2p`: the two are numbered apart).

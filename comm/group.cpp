@@ -24,10 +24,12 @@ thread_local GroupState t_group;
 struct Failure {
   gcommStatus_t status = gcommSuccess;
   std::string message;
-  void set(gcommStatus_t s, std::string m) {
+  bool local = false;  // a mismatch that leaves the communicators usable (mismatch_is_local)
+  void set(gcommStatus_t s, std::string m, bool mismatch_is_local = false) {
     if (status != gcommSuccess) return;
     status = s;
     message = std::move(m);
+    local = mismatch_is_local && s == gcommInvalidArgument;
   }
 };
 
@@ -59,9 +61,12 @@ void group_end() {
     try {
       hooks->close();
     } catch (const Error& e) {
-      failure.set(e.status(), e.message());
+      failure.set(e.status(), e.message(), hooks->mismatch_is_local);
     }
   }
+  // A mismatch of sends and receives: everything else ran; report it, abort nothing.
+  Failure mismatch;
+  if (failure.local) std::swap(mismatch, failure);
   // A non-blocking communicator may still be enqueueing (NCCL's ncclInProgress):
   // each one is waited for once, before any event goes on a stream behind it.
   std::vector<Communicator*> distinct;
@@ -96,6 +101,9 @@ void group_end() {
   if (failure.status != gcommSuccess)
     fail(failure.status, "the group of ", calls.size(), " collective(s) failed: ", failure.message,
          "; the communicators whose calls were not launched (or not watched) were aborted");
+  if (mismatch.status != gcommSuccess)
+    fail(mismatch.status, "the group's sends and receives do not match: ", mismatch.message,
+         " (the communicators stay usable)");
 }
 
 void add_to_group(Communicator* comm, const CollectiveArgs& args) { t_group.calls.emplace_back(comm, args); }

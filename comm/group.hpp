@@ -30,6 +30,10 @@ void group_start();
 struct TransportGroupHooks {
   void (*open)();
   void (*close)();
+  // gcommInvalidArgument from close is a mismatch between the ranks' calls that
+  // leaves every communicator usable (the host transports' sends and receives):
+  // the group's calls are completed, not failed, and the error is returned.
+  bool mismatch_is_local = false;
 };
 
 // Inside a group on this thread: opens `hooks`' group the first time (by

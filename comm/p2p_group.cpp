@@ -23,7 +23,7 @@ void run_batches() {
   t_batches.clear();
   for (auto& [transport, calls] : batches) {
     try {
-      transport->run_p2p_batch(calls);
+      transport->run_p2p_batch(calls, true);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -32,7 +32,7 @@ void run_batches() {
   }
 }
 
-const TransportGroupHooks kHostP2PGroup{open_batches, run_batches};
+const TransportGroupHooks kHostP2PGroup{open_batches, run_batches, true};
 
 }  // namespace
 

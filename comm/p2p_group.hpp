@@ -18,10 +18,15 @@ namespace gradcomm::comm {
 class P2PBatchRunner {
  public:
   virtual ~P2PBatchRunner() = default;
-  // The calls in call order; returns when all completed; throws the first failure.
-  virtual void run_p2p_batch(const std::vector<CollectiveArgs>& calls) = 0;
+  // The calls in call order (`grouped`: a group's, at its end; else one call);
+  // returns when all completed; throws the first failure.
+  virtual void run_p2p_batch(const std::vector<CollectiveArgs>& calls, bool grouped) = 0;
 };
 
+// A count or dtype mismatch between a send and its receive (gcommInvalidArgument
+// from a batch) leaves the communicators usable, as outside a group: the group's
+// end reports it without aborting them (TransportGroupHooks::mismatch_is_local).
+//
 // Inside a group on this thread: keeps `call` for the group's end and returns
 // true. Outside: returns false (the caller runs it now, as a batch of one).
 bool defer_p2p_to_group_end(P2PBatchRunner* transport, const CollectiveArgs& call);

@@ -5,7 +5,6 @@
 // libgradcomm loads it on demand.
 #include <mpi.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -80,7 +79,12 @@ __attribute__((visibility("default"))) int gradcomm_mpi_bcast(int comm_f, void* 
 
 #define GRADCOMM_MPI_EXPORT extern "C" __attribute__((visibility("default")))
 
-GRADCOMM_MPI_EXPORT int gradcomm_mpi_comm_dup(int comm_f, int* dup_f, int* thread_level_ok, char* err,
+GRADCOMM_MPI_EXPORT int gradcomm_mpi_all_ok(int comm_f, int ok, int* all_ok, char* err, size_t err_bytes) {
+  int code = MPI_Allreduce(&ok, all_ok, 1, MPI_INT, MPI_MIN, communicator(comm_f));
+  return code == MPI_SUCCESS ? 0 : failed("MPI_Allreduce", code, err, err_bytes);
+}
+
+GRADCOMM_MPI_EXPORT int gradcomm_mpi_comm_dup(int comm_f, int* dup_f, int* thread_level, char* err,
                                               size_t err_bytes) {
   MPI_Comm dup = MPI_COMM_NULL;
   int code = MPI_Comm_dup(communicator(comm_f), &dup);
@@ -91,9 +95,10 @@ GRADCOMM_MPI_EXPORT int gradcomm_mpi_comm_dup(int comm_f, int* dup_f, int* threa
   }
   int provided = MPI_THREAD_SINGLE;
   MPI_Query_thread(&provided);
-  // gradcomm calls MPI from the thread that calls it, and a watchdog never does:
-  // serialized calls suffice, as long as the program does not call MPI meanwhile.
-  *thread_level_ok = provided >= MPI_THREAD_SERIALIZED ? 1 : 0;
+  *thread_level = provided >= MPI_THREAD_MULTIPLE     ? 3
+                  : provided >= MPI_THREAD_SERIALIZED ? 2
+                  : provided >= MPI_THREAD_FUNNELED   ? 1
+                                                      : 0;
   *dup_f = MPI_Comm_c2f(dup);
   return 0;
 }
@@ -140,15 +145,16 @@ GRADCOMM_MPI_EXPORT int gradcomm_mpi_test(int* request_f, int* done, int* bytes,
   return 0;
 }
 
-GRADCOMM_MPI_EXPORT int gradcomm_mpi_cancel(int* request_f, char* err, size_t err_bytes) {
-  MPI_Request r = MPI_Request_f2c(*request_f);
+GRADCOMM_MPI_EXPORT int gradcomm_mpi_cancel(int request_f, char* err, size_t err_bytes) {
+  MPI_Request r = MPI_Request_f2c(request_f);
   if (r == MPI_REQUEST_NULL) return 0;
   int code = MPI_Cancel(&r);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  int done = 0;
-  MPI_Status status;
-  while (code == MPI_SUCCESS && !done && std::chrono::steady_clock::now() < until) code = MPI_Test(&r, &done, &status);
-  if (!done && r != MPI_REQUEST_NULL) MPI_Request_free(&r);
-  *request_f = MPI_Request_c2f(MPI_REQUEST_NULL);
   return code == MPI_SUCCESS ? 0 : failed("MPI_Cancel", code, err, err_bytes);
+}
+
+GRADCOMM_MPI_EXPORT int gradcomm_mpi_request_free(int* request_f, char* err, size_t err_bytes) {
+  MPI_Request r = MPI_Request_f2c(*request_f);
+  int code = r == MPI_REQUEST_NULL ? MPI_SUCCESS : MPI_Request_free(&r);
+  *request_f = MPI_Request_c2f(MPI_REQUEST_NULL);
+  return code == MPI_SUCCESS ? 0 : failed("MPI_Request_free", code, err, err_bytes);
 }

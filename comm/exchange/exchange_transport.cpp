@@ -46,7 +46,7 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
 
   void run(const CollectiveArgs& a) override {
     if (is_p2p(a.op)) {
-      if (!defer_p2p_to_group_end(this, a)) run_p2p_batch({a});
+      if (!defer_p2p_to_group_end(this, a)) run_p2p_batch({a}, false);
       return;
     }
     const std::string what = cat(call_id(a));
@@ -80,7 +80,7 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
 
   // Every peer's messages at once (PeerLinks::run_messages), each pair's in call
   // order; a send to this rank itself meets its receive here, in order.
-  void run_p2p_batch(const std::vector<CollectiveArgs>& calls) override {
+  void run_p2p_batch(const std::vector<CollectiveArgs>& calls, bool grouped) override {
     const std::string what = calls.size() == 1 ? cat(call_id(calls[0]))
                                                : cat("a group of ", calls.size(), " sends and receives, the first ",
                                                      call_id(calls[0]));
@@ -112,7 +112,7 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
       if (n() > 1) links_->run_messages(queues, deadline_after(timeout_s_), what);
     } catch (const Error& e) {
       break_links(e);
-      if (e.status() == gcommTimeout && !in_group())
+      if (e.status() == gcommTimeout && !grouped)
         fail(gcommTimeout, e.message(), "; outside a group a send larger than the connection's buffers waits for its "
              "receive: two ranks that send to each other first need a group (gcommGroupStart/End)");
       throw;

@@ -56,7 +56,7 @@ class LocalTransport final : public Transport, public P2PBatchRunner {
 
   void run(const CollectiveArgs& a) override {
     if (is_p2p(a.op)) {
-      if (!defer_p2p_to_group_end(this, a)) run_p2p_batch({a});
+      if (!defer_p2p_to_group_end(this, a)) run_p2p_batch({a}, false);
       return;
     }
     const CallId what = call_id(a);
@@ -69,7 +69,9 @@ class LocalTransport final : public Transport, public P2PBatchRunner {
     }
   }
 
-  void run_p2p_batch(const std::vector<CollectiveArgs>& calls) override { group_->mailbox.run_batch(rank_, calls); }
+  void run_p2p_batch(const std::vector<CollectiveArgs>& calls, bool grouped) override {
+    group_->mailbox.run_batch(rank_, calls, grouped);
+  }
 
   gcommStatus_t poll_async_error(std::string& message) noexcept override {
     (void)message;

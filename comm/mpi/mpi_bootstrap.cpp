@@ -82,24 +82,30 @@ BootstrapChoice bootstrap_choice(const gcommCommConfig_t& config, const bootstra
   return spans_hosts ? BootstrapChoice::kMpiIfFound : BootstrapChoice::kTcp;
 }
 
-MpiPlace mpi_place(const gcommCommConfig_t& config, int mpi_comm_f) {
+MpiPlace mpi_world(int mpi_comm_f) {
   const MpiPlugin& mpi = mpi_plugin();
   char err[512] = {};
   MpiPlace p;
   if (mpi.world(mpi_comm_f, &p.rank, &p.size, &p.local_rank, err, sizeof(err)) != 0)
     fail(gcommInvalidArgument, "MPI: ", err);
-  require(config.rank == -1 || config.rank == p.rank, "config.rank is ", config.rank, " but this process is rank ",
-          p.rank, " of the MPI communicator");
-  require(config.world_size == -1 || config.world_size == p.size, "config.world_size is ", config.world_size,
-          " but the MPI communicator has ", p.size, " ranks");
   return p;
+}
+
+std::string mpi_place_mismatch(const gcommCommConfig_t& config, const MpiPlace& p) {
+  if (config.rank != -1 && config.rank != p.rank)
+    return cat("config.rank is ", config.rank, " but this process is rank ", p.rank, " of the MPI communicator");
+  if (config.world_size != -1 && config.world_size != p.size)
+    return cat("config.world_size is ", config.world_size, " but the MPI communicator has ", p.size, " ranks");
+  return "";
 }
 
 void mpi_bootstrap(const gcommCommConfig_t& config, int mpi_comm_f, const bootstrap::EnvLookup& env,
                    MpiBootstrap& out) {
   const MpiPlugin& mpi = mpi_plugin();
   char err[512] = {};
-  const MpiPlace place = mpi_place(config, mpi_comm_f);
+  const MpiPlace place = mpi_world(mpi_comm_f);
+  const std::string mismatch = mpi_place_mismatch(config, place);
+  require(mismatch.empty(), mismatch);
   const int rank = place.rank, size = place.size, local_rank = place.local_rank;
   Rendezvous r;
   if (rank == 0) r = choose_rendezvous(config, env);

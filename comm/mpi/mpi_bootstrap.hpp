@@ -20,12 +20,13 @@
 namespace gradcomm::comm {
 
 // This process in the MPI communicator (its Fortran handle, or
-// GCOMM_MPI_COMM_WORLD; MPI initialized if it was not), checked against the
-// config's rank and world size when they are set.
+// GCOMM_MPI_COMM_WORLD; MPI initialized if it was not). Collective.
 struct MpiPlace {
   int rank = -1, size = 0, local_rank = -1;
 };
-MpiPlace mpi_place(const gcommCommConfig_t& config, int mpi_comm_f);
+MpiPlace mpi_world(int mpi_comm_f);
+// Why the config's rank or world size (when set) disagree with MPI's, or "".
+std::string mpi_place_mismatch(const gcommCommConfig_t& config, const MpiPlace& place);
 
 // The config with rank, world size, local rank (unless set), master address, port
 // and job key filled in from the MPI communicator (its Fortran handle, or

@@ -25,12 +25,13 @@ int piece_bytes(size_t bytes, size_t k) { return static_cast<int>(std::min(kPiec
 
 }  // namespace
 
-MpiLinks::MpiLinks(const MpiPlugin& mpi, int comm_f, int rank, int size)
-    : mpi_(mpi), comm_f_(comm_f), rank_(rank), size_(size), received_(size, 0) {}
+MpiLinks::MpiLinks(const MpiPlugin& mpi, int comm_f, int rank, int size, double timeout_s)
+    : mpi_(mpi), comm_f_(comm_f), timeout_s_(timeout_s), rank_(rank), size_(size), received_(size, 0) {}
 
 MpiLinks::~MpiLinks() {
   cancel_pending();
   char err[256] = {};
+  for (int& h : orphans_) (void)mpi_.request_free(&h, err, sizeof(err));
   if (mpi_.comm_free(comm_f_, err, sizeof(err)) != 0) GCOMM_WARN("MPI transport: ", err);
 }
 
@@ -207,11 +208,41 @@ void MpiLinks::time_out(const std::string& what) {
 
 void MpiLinks::cancel_pending() noexcept {
   char err[256] = {};
+  bool any = false;
   for (Request& r : requests_)
     if (!r.done) {
-      (void)mpi_.cancel(&r.handle, err, sizeof(err));
-      r.done = true;
+      (void)mpi_.cancel(r.handle, err, sizeof(err));
+      any = true;
     }
+  // All together, against one deadline each for receives and sends.
+  const Deadline receives_until = deadline_after(timeout_s_), sends_until = deadline_after(1.0);
+  while (any) {
+    any = false;
+    for (Request& r : requests_) {
+      if (r.done) continue;
+      int done = 0, bytes = 0;
+      if (mpi_.test(&r.handle, &done, &bytes, err, sizeof(err)) != 0) done = 1;  // failed: it is over
+      if (done) {
+        r.done = true;
+        continue;
+      }
+      if (Clock::now() < (r.receive ? receives_until : sends_until)) {
+        any = true;
+        continue;
+      }
+      r.done = true;
+      if (r.receive) {
+        // It may still write into the caller's buffer: never reuse these links.
+        failed_ = true;
+        orphans_.push_back(r.handle);
+        GCOMM_WARN("MPI transport: rank ", rank_, ": a receive from rank ", r.peer,
+                   " could be neither cancelled nor completed; the communicator cannot be used any more");
+      } else {
+        (void)mpi_.request_free(&r.handle, err, sizeof(err));
+      }
+    }
+    if (any) std::this_thread::sleep_for(kNap);
+  }
   requests_.clear();
 }
 
@@ -240,7 +271,7 @@ void MpiLinks::fail_all(const std::string& reason) noexcept {
       int done = 0, bytes = 0;
       while (!done && Clock::now() < until && mpi_.test(&h, &done, &bytes, err, sizeof(err)) == 0)
         if (!done) std::this_thread::sleep_for(kNap);
-      if (!done) (void)mpi_.cancel(&h, err, sizeof(err));
+      if (!done) (void)mpi_.request_free(&h, err, sizeof(err));  // notice_ lives as long as the links
     }
   } catch (...) {
   }

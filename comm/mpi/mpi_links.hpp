@@ -5,10 +5,14 @@
 // and into the caller's buffer (tag kDataTag, in pieces of at most 1 GiB: MPI
 // counts are ints); MPI keeps each pair's messages of one tag in order, which is
 // all the phases need. Every wait polls MPI_Test, so it is bounded by the
-// deadline and ends at an abort from another thread; pending receives are
-// cancelled before a failure returns, so nothing is written into the caller's
-// buffers afterwards. A rank that fails sends its peers a failure notice on the
-// header tag (its reason), as the socket transport does.
+// deadline and ends at an abort from another thread. Before a failed call
+// returns, its pending requests are cancelled and waited for together: receives
+// up to the timeout (a receive MPI can neither cancel nor complete by then stays
+// posted, and the links refuse every later call), sends up to a second (MPI
+// seldom cancels a send: one still posted may be read by a late peer, so after
+// a failure the caller's send buffers must outlive the communicator). A rank
+// that fails sends its peers a failure notice on the header tag (its reason),
+// as the socket transport does.
 #pragma once
 
 #include <atomic>
@@ -24,7 +28,7 @@ namespace gradcomm::comm {
 class MpiLinks final : public PeerExchange {
  public:
   // Takes ownership of `comm_f`, a duplicate communicator freed on destruction.
-  MpiLinks(const MpiPlugin& mpi, int comm_f, int rank, int size);
+  MpiLinks(const MpiPlugin& mpi, int comm_f, int rank, int size, double timeout_s);
   ~MpiLinks() override;
   MpiLinks(const MpiLinks&) = delete;
   MpiLinks& operator=(const MpiLinks&) = delete;
@@ -75,6 +79,8 @@ class MpiLinks final : public PeerExchange {
 
   const MpiPlugin& mpi_;
   int comm_f_;
+  double timeout_s_;
+  std::vector<int> orphans_;  // receives neither cancelled nor completed: never reused
   int rank_, size_;
   std::vector<Request> requests_;
   std::vector<std::vector<uint8_t>> out_headers_;  // kept until their sends complete

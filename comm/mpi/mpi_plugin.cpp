@@ -25,7 +25,8 @@ bool resolve(void* handle, MpiPlugin& p) {
   return find(handle, "gradcomm_mpi_world", p.world) && find(handle, "gradcomm_mpi_bcast", p.bcast) &&
          find(handle, "gradcomm_mpi_comm_dup", p.comm_dup) && find(handle, "gradcomm_mpi_comm_free", p.comm_free) &&
          find(handle, "gradcomm_mpi_isend", p.isend) && find(handle, "gradcomm_mpi_irecv", p.irecv) &&
-         find(handle, "gradcomm_mpi_test", p.test) && find(handle, "gradcomm_mpi_cancel", p.cancel);
+         find(handle, "gradcomm_mpi_test", p.test) && find(handle, "gradcomm_mpi_cancel", p.cancel) &&
+         find(handle, "gradcomm_mpi_all_ok", p.all_ok) && find(handle, "gradcomm_mpi_request_free", p.request_free);
 }
 
 MpiPlugin load_plugin() {

@@ -13,12 +13,14 @@ namespace gradcomm::comm {
 struct MpiPlugin {
   gradcomm_mpi_world_fn world = nullptr;
   gradcomm_mpi_bcast_fn bcast = nullptr;
+  gradcomm_mpi_all_ok_fn all_ok = nullptr;
   gradcomm_mpi_comm_dup_fn comm_dup = nullptr;
   gradcomm_mpi_comm_free_fn comm_free = nullptr;
   gradcomm_mpi_isend_fn isend = nullptr;
   gradcomm_mpi_irecv_fn irecv = nullptr;
   gradcomm_mpi_test_fn test = nullptr;
   gradcomm_mpi_cancel_fn cancel = nullptr;
+  gradcomm_mpi_request_free_fn request_free = nullptr;
   std::string error;  // "" when loaded
 };
 

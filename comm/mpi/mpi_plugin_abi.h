@@ -25,9 +25,14 @@ typedef int (*gradcomm_mpi_world_fn)(int comm_f, int* rank, int* size, int* loca
 /* MPI_Bcast of `bytes` bytes from rank 0 of the communicator. */
 typedef int (*gradcomm_mpi_bcast_fn)(int comm_f, void* buffer, int bytes, char* err, size_t err_bytes);
 
-/* The MPI transport (version 2). A duplicate of the communicator, whose errors
- * are returned rather than fatal (MPI_ERRORS_RETURN), and MPI's thread level. */
-typedef int (*gradcomm_mpi_comm_dup_fn)(int comm_f, int* dup_f, int* thread_level_ok, char* err, size_t err_bytes);
+/* The MPI transport (version 2). Whether every process of the communicator
+ * passes `ok` non-zero (MPI_Allreduce with MPI_MIN): the ranks agree before a
+ * blocking collective, so one rank's refusal cannot leave the others waiting. */
+typedef int (*gradcomm_mpi_all_ok_fn)(int comm_f, int ok, int* all_ok, char* err, size_t err_bytes);
+/* A duplicate of the communicator, whose errors are returned rather than fatal
+ * (MPI_ERRORS_RETURN), and MPI's thread level: 0 single, 1 funneled, 2
+ * serialized, 3 multiple. */
+typedef int (*gradcomm_mpi_comm_dup_fn)(int comm_f, int* dup_f, int* thread_level, char* err, size_t err_bytes);
 typedef int (*gradcomm_mpi_comm_free_fn)(int comm_f, char* err, size_t err_bytes);
 /* MPI_Isend / MPI_Irecv of `bytes` bytes (MPI_BYTE) with `peer` under `tag`. */
 typedef int (*gradcomm_mpi_isend_fn)(int comm_f, const void* buffer, int bytes, int peer, int tag, int* request_f,
@@ -37,10 +42,10 @@ typedef int (*gradcomm_mpi_irecv_fn)(int comm_f, void* buffer, int bytes, int pe
 /* MPI_Test: *done 1 when complete (the request is then freed and *request_f is
  * the null request), with the bytes received for a receive. */
 typedef int (*gradcomm_mpi_test_fn)(int* request_f, int* done, int* bytes, char* err, size_t err_bytes);
-/* MPI_Cancel, then up to a second of MPI_Test, then MPI_Request_free if still
- * pending: a cancelled receive never writes after it; a send that could not be
- * cancelled in that time may still complete in the background. */
-typedef int (*gradcomm_mpi_cancel_fn)(int* request_f, char* err, size_t err_bytes);
+/* MPI_Cancel (the request stays to be completed with test, or freed). */
+typedef int (*gradcomm_mpi_cancel_fn)(int request_f, char* err, size_t err_bytes);
+/* MPI_Request_free: the operation may still complete in the background. */
+typedef int (*gradcomm_mpi_request_free_fn)(int* request_f, char* err, size_t err_bytes);
 
 #ifdef __cplusplus
 }

@@ -238,11 +238,14 @@ GCOMM_API gcommStatus_t gcommAllToAll(gcommComm_t comm, const void* sendbuf, voi
                                       gcommDataType_t dtype, gcommStream_t stream);
 /** Point-to-point (ncclSend/ncclRecv): `count` elements from this rank to `peer`,
  *  or from `peer` into recvbuf. The k-th send from rank r to rank q meets q's k-th
- *  receive from r; their counts and dtypes must agree (gcommInvalidArgument on
- *  both ranks otherwise). Only the two ranks take part: these calls have their
- *  own numbering in messages and the flight record ("send #3 ... to rank 1").
- *  Outside a group a send completes when the peer receives it (host transports:
- *  the call returns then), so two ranks that both send first wait for each other
+ *  receive from r; their counts and dtypes must agree: otherwise the receiver gets
+ *  gcommInvalidArgument naming both, and the sender gcommInvalidArgument (local
+ *  transport) or gcommRemoteError (socket and MPI transports, at once or at its
+ *  next call). Only the two ranks take part: these calls have their own numbering
+ *  in messages and the flight record ("send #3 ... to rank 1"). Outside a group a
+ *  send may wait for its receive (the local transport's always does; the socket
+ *  and MPI transports' return once the data is handed over, at once when it fits
+ *  the wire's buffers), so two ranks that both send first can wait for each other
  *  until the timeout; inside a group (gcommGroupStart/End) a rank's sends and
  *  receives progress together, as NCCL's do (a ring of send-to-the-right and
  *  receive-from-the-left completes), and a rank may send to itself. Host

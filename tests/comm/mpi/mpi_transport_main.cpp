@@ -72,8 +72,8 @@ size_t recv_elems(Op op, size_t count, int n) { return op == Op::kAllGather || o
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;  // gradcomm's calls come from this thread only: serialized suffices
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int n = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -127,6 +127,53 @@ int main(int argc, char** argv) {
   if (gcommBarrier(comm, nullptr) != gcommSuccess) die("gcommBarrier");
   for (gcommComm_t c : local) gcommCommDestroy(c);
 
+  // Sends and receives outside a group, several per pair, in order: even ranks send first.
+  if (n % 2 == 0) {
+    const int peer = me ^ 1;
+    const size_t sizes[] = {3, 0, 70001};
+    auto expect = [&](int from, int k, size_t i) { return static_cast<float>(from * 1000 + k * 10) + i % 7; };
+    for (int turn = 0; turn < 2; ++turn) {
+      const bool sending = (me % 2 == 0) == (turn == 0);
+      for (int k = 0; k < 3; ++k) {
+        std::vector<float> buf(sizes[k] + 1, -1);
+        if (sending) {
+          for (size_t i = 0; i < sizes[k]; ++i) buf[i] = expect(me, k, i);
+          if (gcommSend(comm, buf.data(), sizes[k], gcommFloat32, peer, nullptr) != gcommSuccess) die("gcommSend");
+        } else {
+          if (gcommRecv(comm, buf.data(), sizes[k], gcommFloat32, peer, nullptr) != gcommSuccess) die("gcommRecv");
+          for (size_t i = 0; i < sizes[k]; ++i)
+            if (buf[i] != expect(peer, k, i)) die("a message outside a group arrived wrong");
+          if (buf[sizes[k]] != -1) die("a receive wrote past its count");
+        }
+      }
+    }
+  }
+  // Past MPI's int counts: one message of 1.25 GiB goes in two pieces (two ranks only, for memory).
+  if (n == 2) {
+    const size_t count = (size_t{5} << 30) / 16;  // floats: 1.25 GiB
+    std::vector<float> out(count), in(count, -1);
+    for (size_t i = 0; i < count; i += 4099) out[i] = static_cast<float>(me * 7 + i % 1013);
+    gcommGroupStart();
+    gcommSend(comm, out.data(), count, gcommFloat32, 1 - me, nullptr);
+    gcommRecv(comm, in.data(), count, gcommFloat32, 1 - me, nullptr);
+    if (gcommGroupEnd() != gcommSuccess) die("a 1.25 GiB exchange");
+    for (size_t i = 0; i < count; i += 4099)
+      if (in[i] != static_cast<float>((1 - me) * 7 + i % 1013)) die("the 1.25 GiB message arrived wrong");
+    if (in[count - 1] != 0) die("the end of the 1.25 GiB message");
+  }
+
+  // One rank refuses its configuration: every rank fails at once (none waits in MPI).
+  {
+    gcommCommConfig_t bad = cfg;
+    if (me == n - 1) bad.rank = (me + 1) % n;
+    gcommComm_t c = nullptr;
+    const gcommStatus_t s = gcommCommInitMpi(&bad, GCOMM_MPI_COMM_WORLD, &c);
+    if (s == gcommSuccess) die("a rank's wrong config.rank was not refused everywhere");
+    const std::string m = gcommGetLastError();
+    if (me == n - 1 ? m.find("of the MPI communicator") == std::string::npos : m.find("another rank") == std::string::npos)
+      die("the refusal does not say why: " + m);
+  }
+
   // A rank that skips a collective: the others time out naming it; it learns at its next call.
   {
     gcommCommConfig_t short_cfg = cfg;
@@ -149,6 +196,22 @@ int main(int argc, char** argv) {
     gcommCommDestroy(c);
   }
   MPI_Barrier(MPI_COMM_WORLD);
+
+  // A receive whose count differs from its send: the receiver names both counts.
+  {
+    gcommComm_t c = nullptr;
+    if (gcommCommInitMpi(&cfg, GCOMM_MPI_COMM_WORLD, &c) != gcommSuccess) die("third gcommCommInitMpi");
+    std::vector<float> buf(64, 1.0f);
+    if (me == 1) {
+      if (gcommRecv(c, buf.data(), 32, gcommFloat32, 0, nullptr) != gcommInvalidArgument) die("a p2p mismatch accepted");
+      const std::string m = gcommGetLastError();
+      if (m.find("64") == std::string::npos || m.find("32") == std::string::npos) die("the mismatch without counts: " + m);
+    } else if (me == 0) {
+      (void)gcommSend(c, buf.data(), 64, gcommFloat32, 1, nullptr);  // done once sent; the receiver refuses it
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    gcommCommDestroy(c);
+  }
 
   // Ranks that call different collectives all fail at once, none hangs.
   {

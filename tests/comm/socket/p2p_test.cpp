@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -222,6 +223,65 @@ TEST_P(P2P, MismatchedCountsAreReportedOnBothRanks) {
   }
 }
 
+// Rank 0 receives from 1 then 2 in one group; rank 2 sends to 0, then (another
+// group) to 1; rank 1 receives from 2, then sends to 0. A group's receives must
+// not wait for each other: taking them strictly in call order waits forever.
+TEST_P(P2P, ReceivesOfAGroupDoNotWaitForEachOther) {
+  auto comms = make(GetParam(), 3, 10.0);
+  auto errors = run_ranks(comms, [&](int r, gcommComm_t c) -> std::string {
+    std::vector<float> a(33, static_cast<float>(r)), b(33, -1), d(33, -1);
+    auto group = [&](const std::function<void()>& calls) {
+      gcommGroupStart();
+      calls();
+      return ok(gcommGroupEnd());
+    };
+    std::string e;
+    if (r == 0) {
+      e = group([&] {
+        gcommRecv(c, b.data(), 33, gcommFloat32, 1, nullptr);
+        gcommRecv(c, d.data(), 33, gcommFloat32, 2, nullptr);
+      });
+      if (e.empty() && (b[32] != 1 || d[0] != 2)) e = "wrong payloads";
+    } else if (r == 2) {
+      e = group([&] { gcommSend(c, a.data(), 33, gcommFloat32, 0, nullptr); });
+      if (e.empty()) e = group([&] { gcommSend(c, a.data(), 33, gcommFloat32, 1, nullptr); });
+    } else {
+      e = group([&] { gcommRecv(c, b.data(), 33, gcommFloat32, 2, nullptr); });
+      if (e.empty()) e = group([&] { gcommSend(c, a.data(), 33, gcommFloat32, 0, nullptr); });
+      if (e.empty() && b[5] != 2) e = "wrong payload";
+    }
+    return e;
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  finish(GetParam(), comms);
+}
+
+// A mismatch inside a group is reported on both ranks; on the local transport the
+// communicators stay usable, as outside a group (nothing is aborted).
+TEST_P(P2P, AMismatchInAGroupIsReportedAndAbortsNothing) {
+  auto comms = make(GetParam(), 2, 5.0);
+  auto errors = run_ranks(comms, [&](int r, gcommComm_t c) -> std::string {
+    std::vector<float> buf(8, 1.0f);
+    gcommGroupStart();
+    if (r == 0) gcommSend(c, buf.data(), 8, gcommFloat32, 1, nullptr);
+    else gcommRecv(c, buf.data(), 4, gcommFloat32, 0, nullptr);
+    gcommStatus_t s = gcommGroupEnd();
+    if (s == gcommSuccess && r == 0 && GetParam() == Kind::kSocket) s = gcommBarrier(c, nullptr);
+    const std::string m = gcommGetLastError();
+    if (s == gcommSuccess) return "accepted";
+    if (GetParam() == Kind::kLocal) {
+      if (s != gcommInvalidArgument || m.find("stay usable") == std::string::npos) return "status " + std::to_string(s) + ": " + m;
+      float x = 1;  // still usable
+      return ok(gcommAllReduce(c, &x, &x, 1, gcommFloat32, gcommSum, nullptr));
+    }
+    return m.find("8") != std::string::npos && m.find("4") != std::string::npos ? "" : "no counts named: " + m;
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  if (GetParam() == Kind::kLocal) destroy(comms);
+  else for (gcommComm_t c : comms) gcommCommDestroy(c);
+}
+
 // Bad arguments are refused before anything moves, each with its reason, and
 // the communicator goes on.
 TEST_P(P2P, BadArgumentsRefused) {
@@ -268,6 +328,12 @@ TEST_P(P2P, FlightRecordNumbersSendsApart) {
     if (r == 0) gcommSend(c, x, 8, gcommFloat32, 1, nullptr);
     else gcommRecv(c, x, 8, gcommFloat32, 0, nullptr);
     if (auto e = ok(gcommAllReduce(c, x, x, 8, gcommFloat32, gcommSum, nullptr)); !e.empty()) return e;
+    // A group's sends and receives complete at its end: recorded as completed then.
+    float y[8] = {};
+    gcommGroupStart();
+    gcommSend(c, x, 8, gcommFloat32, 1 - r, nullptr);
+    gcommRecv(c, y, 8, gcommFloat32, 1 - r, nullptr);
+    if (auto e = ok(gcommGroupEnd()); !e.empty()) return e;
     size_t need = 0;
     gcommCommGetFlightRecord(c, nullptr, 0, &need);
     records[r].resize(need);
@@ -283,6 +349,8 @@ TEST_P(P2P, FlightRecordNumbersSendsApart) {
   for (const auto& rec : records) {
     EXPECT_NE(rec.find("\"last_enqueued_seq\": 1"), std::string::npos) << rec;  // the all-reduce is collective #1
     EXPECT_NE(rec.find("\"last_completed_seq\": 1"), std::string::npos) << rec;
+    EXPECT_NE(rec.find("\"p2p_seq\": 3"), std::string::npos) << rec;  // the group's recv
+    EXPECT_EQ(rec.find("\"enqueued\""), std::string::npos) << "a call left enqueued: " << rec;
   }
   finish(GetParam(), comms);
 }
