@@ -120,6 +120,14 @@ out=$(run -b 8 -e 64 -J "$dir/no/such/dir/x.json"); rc=$?
 [ $rc -eq 2 ] || fail "unwritable -J exited $rc: $out"
 has "$out" "No such file or directory" "unwritable -J"
 [ "$(rows "$out")" -eq 0 ] || fail "unwritable -J: the sweep ran first: $out"
+# -r: the root of broadcast and reduce, in the root column; a root that is not a rank is refused.
+for c in broadcast reduce; do
+  out=$(run -b 8 -e 64 -r 1 -c 2 --collective $c) || fail "-r 1 --collective $c: $out"
+  grep -qE '^ +8 +2 +float +(none|sum) +1 ' <<< "$out" || fail "-r 1 --collective $c: no root 1 in the row: $out"
+  has "$out" "Out of bounds values : 0 OK" "-r 1 --collective $c"
+done
+out=$(run -b 8 -e 8 -r 2 --collective broadcast); [ $? -ne 0 ] || fail "-r 2 with 2 ranks accepted: $out"
+has "$out" "root 2 is not a rank (0..1)" "-r 2"
 # -h: the usage, exit 0.
 out=$("$perf" -h) || fail "-h exited non-zero"
 has "$out" "--report_cputime" "-h"
