@@ -40,6 +40,11 @@ if python3 -c "import json,sys; sys.exit(0 if json.load(sys.stdin)['gpus'] == []
   reason=$(python3 -c "import json,sys; print(json.load(sys.stdin)['no_gpu_reason'])" <<< "$json")
   has "$text" "GPUs: none, $reason" "no GPU"
   grep -q "^CUDA driver version is insufficient" <<< "$reason" && fail "the raw CUDA error instead of 'no GPU': $reason"
-  [ -n "$(command -v nvidia-smi)" ] || has "$reason" "no NVIDIA driver is installed" "no driver"
+  built=$(python3 -c "import json,sys; print(json.load(sys.stdin)['cuda_built'])" <<< "$json")
+  if [ "$built" = False ]; then
+    has "$reason" "gradcomm was built without CUDA (GRADCOMM_CUDA=OFF)" "a host-only build"
+  elif [ -z "$(command -v nvidia-smi)" ]; then
+    has "$reason" "no NVIDIA driver is installed" "no driver"
+  fi
 fi
 echo "gradcomm-info options: ok"
