@@ -206,13 +206,15 @@ void Communicator::collective(CollectiveArgs a) {
     recorder_.done(slot, a.seq, is_p2p(a.op), false);
     // Argument mismatches between ranks leave the communicator usable; anything
     // else (timeout, abort, a peer's failure, CUDA/NCCL errors) fails it.
-    if (e.status() != gcommInvalidArgument) {
-      // The host transports name the call themselves: say it once.
-      std::string name = cat(call_id(a));
-      const std::string& m = e.message();
-      record_failure(e.status(), m.compare(0, name.size(), name) == 0 ? m : cat(name, ": ", m));
-    }
-    throw;
+    if (e.status() == gcommInvalidArgument) throw;
+    // The host transports name the call themselves when it timed out here: say it
+    // once. When a peer failed first, the message is the peer's: this rank's call is
+    // named in front, in the failure record and in what the caller reads.
+    std::string name = cat(call_id(a));
+    const std::string& m = e.message();
+    std::string named = m.compare(0, name.size(), name) == 0 ? m : cat(name, ": ", m);
+    record_failure(e.status(), named);
+    throw Error(e.status(), std::move(named));
   }
   // Host: completed, except a send or receive kept for the group's end (it
   // completes there: complete_grouped). CUDA: when the watchdog sees its event.

@@ -94,7 +94,30 @@ TEST(LocalFailures, AbortFromAnotherThreadWakesTheWaiter) {
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 10.0);
   EXPECT_EQ(status, gcommRemoteError) << message;
   EXPECT_TRUE(contains(message, "rank 1 aborted")) << message;
+  // The waiter's message names its own call too, not only the peer's failure.
+  EXPECT_TRUE(contains(message, "all-reduce #1 of 16 bytes: ")) << message;
   EXPECT_EQ(gcommAllReduce(comms[1], buf.data(), buf.data(), 4, gcommFloat32, gcommSum, nullptr), gcommAborted);
+  destroy(comms);
+}
+
+// The same for a send whose peer fails while it waits for the receive: the sender's
+// message names the send (it used to carry only the peer's failure, so which call
+// of the sender's failed depended on which rank timed out first).
+TEST(LocalFailures, ASendWhosePeerAbortsNamesTheSend) {
+  auto comms = make_local(2, 60.0);
+  std::vector<float> buf(4, 1.0f);
+  gcommStatus_t status = gcommSuccess;
+  std::string message;
+  std::thread sender([&] {
+    status = gcommSend(comms[0], buf.data(), 4, gcommFloat32, 1, nullptr);
+    message = gcommGetLastError();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(gcommCommAbort(comms[1]), gcommSuccess);
+  sender.join();
+  EXPECT_EQ(status, gcommRemoteError) << message;
+  EXPECT_TRUE(contains(message, "gcommSend: send #1 of 16 bytes to rank 1: ")) << message;
+  EXPECT_TRUE(contains(message, "rank 1 aborted")) << message;
   destroy(comms);
 }
 
