@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -127,11 +128,18 @@ TEST(PeerLinks, ProgressSeesThePayloadArriveInOrder) {
   const size_t bytes = 4096 * 4;
   std::vector<uint8_t> payload(bytes);
   for (size_t i = 0; i < bytes; ++i) payload[i] = static_cast<uint8_t>(i * 7 + 3);
+  // Each piece is written once the hook has run since the last one (at most 5 s
+  // later): a fixed sleep let a reader that started late find the whole message
+  // already buffered and see it in one call.
+  std::atomic<size_t> hook_calls{0};
   std::thread peer([&] {
     r.write(header(tag, bytes));
     for (size_t off = 0; off < bytes; off += 1000) {
+      const size_t seen = hook_calls.load();
       r.write(payload.data() + off, std::min<size_t>(1000, bytes - off));
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (hook_calls.load() == seen && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   });
   std::vector<uint8_t> in(bytes);
@@ -142,7 +150,7 @@ TEST(PeerLinks, ProgressSeesThePayloadArriveInOrder) {
   size_t calls = 0, last = 0;
   bool in_order = true, in_place = true;
   r.links->run_phase(t, tag, deadline_after(10), "all-reduce #7 (test)", [&] {
-    ++calls;
+    hook_calls.store(++calls);
     const size_t got = r.links->received_bytes(1);
     in_order = in_order && got >= last && got <= bytes;
     in_place = in_place && std::memcmp(in.data(), payload.data(), got) == 0;
