@@ -67,6 +67,17 @@ bool timing_by_default(const gcommDevice_t& device) {
   return env_int("GRADCOMM_REDUCER_TIMING", device.kind == gcommDeviceHost ? 1 : 0, 0, 1) == 1;
 }
 
+// GRADCOMM_REDUCER_EPILOGUE: "bucket" (default) runs each plain bucket's epilogue
+// right after its collective, overlapping the later buckets' communication;
+// "finalize" runs them all at finalize in one fused pass (one launch per wire
+// dtype): fewer launches, nothing overlapped. Anything else is refused.
+bool epilogue_at_finalize() {
+  const std::optional<std::string> v = env_string("GRADCOMM_REDUCER_EPILOGUE");
+  if (!v || *v == "bucket") return false;
+  if (*v == "finalize") return true;
+  fail(gcommInvalidArgument, "GRADCOMM_REDUCER_EPILOGUE is '", *v, "': use 'bucket' (the default) or 'finalize'");
+}
+
 void refuse_in_group(const char* call) {
   if (comm::in_group())
     fail(gcommInvalidState, call, " inside gcommGroupStart/End: the reducer issues its own collectives and kernels in "
@@ -109,6 +120,7 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
       device_(comm.device()),
       side_(comm.device()),
       timeline_(comm.device(), timing_by_default(comm.device())),
+      epilogue_at_finalize_(epilogue_at_finalize()),
       // Views and shards keep their first plan: the caller holds addresses into it,
       // or an optimizer's shard layout.
       rebuild_pending_(options.rebuild_buckets && !options.grad_as_bucket_view && !options.sharded) {
@@ -212,6 +224,7 @@ StrategyContext Reducer::context() {
                          options_.average,
                          options_.grad_as_bucket_view,
                          options_.sharded,
+                         epilogue_at_finalize_,
                          my_pieces_.data(),
                          inv_scale(),
                          step_flag(),

@@ -154,6 +154,7 @@ class Reducer {
 
   SideStream side_;  // declared before the allocator: it must outlive it
   StepTimeline timeline_;
+  const bool epilogue_at_finalize_;  // GRADCOMM_REDUCER_EPILOGUE=finalize
   std::unique_ptr<memory::CachingAllocator> allocator_;
   BucketPlan plan_;
   std::vector<void*> bucket_wire_;  // each bucket's place in wire_

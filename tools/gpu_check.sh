@@ -106,6 +106,17 @@ if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
     echo "=== exit $rc" >>"$out/tests.log"
     if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
   done
+  # The reducer's cases again with the epilogues fused at finalize (ctest's
+  # reducer.epilogue_at_finalize): the GPU cases on the side stream, one launch per dtype.
+  rtests=$build/tests/reducer/gradcomm_reducer_tests
+  if [ -x "$rtests" ]; then
+    echo "=== gradcomm_reducer_tests with GRADCOMM_REDUCER_EPILOGUE=finalize" >>"$out/tests.log"
+    GRADCOMM_REDUCER_EPILOGUE=finalize timeout 600 "$rtests" --gtest_filter='*Gpu*' 2>&1 |
+      grep -vE '^\[ +(RUN|OK) +\]' >>"$out/tests.log"
+    rc=${PIPESTATUS[0]}
+    echo "=== exit $rc" >>"$out/tests.log"
+    if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  fi
   # The C tutorial on the GPU (the examples are not GoogleTest programs).
   mlp=$build/examples/gradcomm_example_mlp
   if [ -x "$mlp" ]; then
@@ -237,6 +248,17 @@ if want reducer && [ -x "$rbench" ]; then
   { for timing in 0 1; do
       echo "### gradcomm-reducer-bench gpt2_medium, GRADCOMM_REDUCER_TIMING=$timing"
       GRADCOMM_REDUCER_TIMING=$timing timeout 120 "$rbench" --set gpt2_medium --device gpu --ranks 1 --iters 20
+    done
+    # The per-bucket epilogue against one fused epilogue at finalize, alternating, on
+    # the copying configurations that got slower between 55b4189 and ec15685 (docs/gpu.md).
+    for round in 1 2; do
+      for epilogue in bucket finalize; do
+        for set in gpt2_medium resnet50; do
+          echo "### gradcomm-reducer-bench $set, GRADCOMM_REDUCER_EPILOGUE=$epilogue (round $round)"
+          GRADCOMM_REDUCER_EPILOGUE=$epilogue timeout 120 "$rbench" --set $set --device gpu --ranks 1 --iters 20 |
+            tail -1
+        done
+      done
     done
     echo "### step timing and trace (TRACE lines of the last steps)"
     GRADCOMM_REDUCER_TIMING=1 GRADCOMM_TRACE_FILE="$benchdir/reducer_trace.json" GRADCOMM_TRACE_START=5 \

@@ -50,7 +50,58 @@ void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContex
     ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kAllReduce, wire, wire, bucket.elements,
                                                  bucket.wire_dtype, ctx.side.stream(), op));
   }
-  epilogue(b, ctx);
+  if (ctx.epilogue_at_finalize)
+    deferred_.push_back(b);
+  else
+    epilogue(b, ctx);
+}
+
+void AllReduceStrategy::end_step(const StrategyContext& ctx) {
+  if (deferred_.empty()) return;
+  if (ctx.sharded) {
+    for (size_t b : deferred_) epilogue(b, ctx);  // shard pieces: one launch each, as per bucket
+  } else {
+    fused_epilogue(ctx);
+  }
+  deferred_.clear();
+}
+
+// Every deferred bucket's gradients in one list: with views, unscaled and checked
+// in place; otherwise unpacked from the wire buffer, whose buckets are one
+// allocation (bucket_wire[0] its start, each bucket's offset a multiple of 256
+// bytes), so one launch per wire dtype serves them all.
+void AllReduceStrategy::fused_epilogue(const StrategyContext& ctx) {
+  TimedSpan span(ctx.timeline, "epilogue", SpanKind::kCompute, -1, ctx.side.stream());
+  const char* base = static_cast<const char*>(ctx.bucket_wire[0]);
+  for (size_t first = 0; first < deferred_.size(); ++first) {
+    const gcommDataType_t dtype = ctx.plan.buckets[deferred_[first]].wire_dtype;
+    bool seen = false;  // this dtype was handled with an earlier bucket's
+    for (size_t k = 0; k < first && !seen; ++k) seen = ctx.plan.buckets[deferred_[k]].wire_dtype == dtype;
+    if (seen) continue;
+    fused_grads_.clear();
+    fused_offsets_.clear();
+    for (size_t k = first; k < deferred_.size(); ++k) {
+      const Bucket& bucket = ctx.plan.buckets[deferred_[k]];
+      if (bucket.wire_dtype != dtype) continue;
+      const size_t at = static_cast<size_t>(static_cast<const char*>(ctx.bucket_wire[deferred_[k]]) - base) /
+                        dtype_size(dtype);
+      for (const BucketEntry& e : bucket.entries) {
+        if (ctx.outermost.takes(e.grad)) continue;
+        fused_grads_.push_back(ctx.grads[e.grad]);
+        fused_offsets_.push_back(at + e.offset);
+      }
+    }
+    if (fused_grads_.empty()) continue;
+    if (!ctx.views) {
+      kernels::unpack(base, dtype, fused_offsets_.data(), fused_grads_.data(), fused_grads_.size(), 1.0f,
+                      ctx.inv_scale, false, ctx.step_flag, ctx.target());
+    } else if (ctx.inv_scale != nullptr) {
+      kernels::unscale_and_check(fused_grads_.data(), fused_grads_.size(), ctx.inv_scale, ctx.step_flag,
+                                 ctx.target());
+    } else {
+      kernels::check_finite(fused_grads_.data(), fused_grads_.size(), ctx.step_flag, ctx.target());
+    }
+  }
 }
 
 // Right after the bucket's collective, so that it overlaps the later buckets'

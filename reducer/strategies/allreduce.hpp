@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "reducer/strategy.hpp"
 
@@ -18,9 +19,16 @@ class AllReduceStrategy final : public CompressionStrategy {
  public:
   const char* name() const noexcept override { return "allreduce"; }
   void run_bucket(size_t b, bool complete, const StrategyContext& ctx) override;
+  // With ctx.epilogue_at_finalize: the epilogues run_bucket left, fused.
+  void end_step(const StrategyContext& ctx) override;
 
  private:
   void epilogue(size_t b, const StrategyContext& ctx);
+  void fused_epilogue(const StrategyContext& ctx);
+  std::vector<size_t> deferred_;  // this step's buckets whose epilogue waits for end_step
+  // fused_epilogue's lists, kept across steps (no allocation once they have grown)
+  std::vector<gcommTensor_t> fused_grads_;
+  std::vector<size_t> fused_offsets_;
 };
 
 // The copying path's two halves, shared with strategies that send the packed

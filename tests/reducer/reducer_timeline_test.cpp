@@ -232,6 +232,62 @@ TEST_P(ReducerTimeline, TraceHoldsEachBucketsEventsInOrderForTheRequestedSteps) 
   });
 }
 
+// GRADCOMM_REDUCER_EPILOGUE=finalize: no bucket has an epilogue of its own; one
+// fused epilogue (bucket -1, all gradients are f32: one wire dtype) follows the
+// last collective. (The results equal the per-bucket epilogue's: ctest
+// reducer.epilogue_at_finalize runs the reducer tests in this mode.)
+TEST_P(ReducerTimeline, EpilogueAtFinalizeIsOneFusedPassAfterTheLastCollective) {
+  const std::string pattern = temp_pattern("fused") + "_%r.json";
+  ASSERT_EQ(setenv("GRADCOMM_REDUCER_EPILOGUE", "finalize", 1), 0);
+  with_reducers([&](int rank, gcommReducer_t r, std::vector<GradMem>& mem, cudaStream_t stream) -> std::string {
+    std::mt19937 rng(9 + rank);
+    std::string e = step(r, mem, stream, false, rng);
+    if (!e.empty()) return e;
+    RIG_CHECK(gcommReducerStartTrace(r, pattern.c_str(), 1));
+    if (!(e = step(r, mem, stream, false, rng)).empty()) return e;
+    RIG_CHECK(gcommReducerStopTrace(r));
+    std::string file = pattern;
+    file.replace(file.find("%r"), 2, std::to_string(rank));
+    const nlohmann::json doc = read_trace(file);
+    std::remove(file.c_str());
+    if (doc.is_null()) return "cannot read the trace " + file;
+    double last_collective_end = -1, fused_begin = -1;
+    int fused = 0;
+    for (const auto& ev : doc["traceEvents"]) {
+      if (ev.value("ph", "") == "M" || ev.value("cat", "") == "step") continue;
+      const std::string name = ev["name"].get<std::string>();
+      const int bucket = ev["args"]["bucket"].get<int>();
+      const double ts = ev["ts"].get<double>();
+      if (name == "all_reduce") last_collective_end = std::max(last_collective_end, ts + ev.value("dur", 0.0));
+      if (name != "epilogue") continue;
+      if (bucket >= 0) return "bucket " + std::to_string(bucket) + " has an epilogue of its own";
+      ++fused;
+      fused_begin = ts;
+    }
+    if (fused != 1) return "expected one fused epilogue, found " + std::to_string(fused);
+    if (last_collective_end < 0 || fused_begin < last_collective_end)
+      return "the fused epilogue began before the last all-reduce ended";
+    return "";
+  });
+  unsetenv("GRADCOMM_REDUCER_EPILOGUE");
+}
+
+TEST_P(ReducerTimeline, AnUnknownEpilogueModeIsRefusedAtCreation) {
+  ASSERT_EQ(setenv("GRADCOMM_REDUCER_EPILOGUE", "later", 1), 0);
+  auto comms = make_comms(1);
+  GradMem mem(gcommFloat32, 8, gpu());
+  gcommTensor_t tensor = mem.tensor();
+  gcommReducerConfig_t c = config();
+  gcommReducer_t r = nullptr;
+  EXPECT_EQ(gcommReducerCreate(comms[0], &tensor, 1, &c, &r), gcommInvalidArgument);
+  EXPECT_NE(std::string(gcommGetLastError()).find("GRADCOMM_REDUCER_EPILOGUE is 'later': use 'bucket'"),
+            std::string::npos)
+      << gcommGetLastError();
+  EXPECT_EQ(r, nullptr);
+  unsetenv("GRADCOMM_REDUCER_EPILOGUE");
+  destroy(comms);
+}
+
 TEST_P(ReducerTimeline, EnvironmentTracesWithoutACodeChangeOneFilePerRank) {
   const std::string base = temp_pattern("envtrace");
   ASSERT_EQ(setenv("GRADCOMM_TRACE_FILE", (base + ".json").c_str(), 1), 0);
