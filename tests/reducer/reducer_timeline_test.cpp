@@ -157,6 +157,15 @@ nlohmann::json read_trace(const std::string& path) {
   return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
 }
 
+// A rank's trace written from `pattern` ("%r": the rank), read and removed; null if unreadable.
+nlohmann::json take_rank_trace(const std::string& pattern, int rank) {
+  std::string file = pattern;
+  file.replace(file.find("%r"), 2, std::to_string(rank));
+  nlohmann::json doc = read_trace(file);
+  std::remove(file.c_str());
+  return doc;
+}
+
 std::string temp_pattern(const char* name) {
   const char* dir = std::getenv("TMPDIR");
   return std::string(dir != nullptr ? dir : "/tmp") + "/gradcomm_" + name + "_" + std::to_string(getpid());
@@ -223,11 +232,8 @@ TEST_P(ReducerTimeline, TraceHoldsEachBucketsEventsInOrderForTheRequestedSteps) 
     for (int k = 0; k < 3 && e.empty(); ++k) e = step(r, mem, stream, k % 2 == 0, rng);
     if (!e.empty()) return e;
     RIG_CHECK(gcommReducerStopTrace(r));  // written already (host) or now (GPU): succeeds either way
-    std::string file = pattern;
-    file.replace(file.find("%r"), 2, std::to_string(rank));
-    const nlohmann::json doc = read_trace(file);
-    std::remove(file.c_str());
-    if (doc.is_null()) return "cannot read the trace " + file;
+    const nlohmann::json doc = take_rank_trace(pattern, rank);
+    if (doc.is_null()) return "cannot read the trace of rank " + std::to_string(rank);
     return check_trace(doc, rank, 2, 3, !gpu(), kGrads);
   });
 }
@@ -246,11 +252,8 @@ TEST_P(ReducerTimeline, EpilogueAtFinalizeIsOneFusedPassAfterTheLastCollective) 
     RIG_CHECK(gcommReducerStartTrace(r, pattern.c_str(), 1));
     if (!(e = step(r, mem, stream, false, rng)).empty()) return e;
     RIG_CHECK(gcommReducerStopTrace(r));
-    std::string file = pattern;
-    file.replace(file.find("%r"), 2, std::to_string(rank));
-    const nlohmann::json doc = read_trace(file);
-    std::remove(file.c_str());
-    if (doc.is_null()) return "cannot read the trace " + file;
+    const nlohmann::json doc = take_rank_trace(pattern, rank);
+    if (doc.is_null()) return "cannot read the trace of rank " + std::to_string(rank);
     double last_collective_end = -1, fused_begin = -1;
     int fused = 0;
     for (const auto& ev : doc["traceEvents"]) {
@@ -376,11 +379,8 @@ TEST_P(ReducerTimeline, PowerSgdPhasesAreTraced) {
         std::string e = step(r, mem, stream, false, rng);
         if (!e.empty()) return e;
         RIG_CHECK(gcommReducerStopTrace(r));
-        std::string file = pattern;
-        file.replace(file.find("%r"), 2, std::to_string(rank));
-        const nlohmann::json doc = read_trace(file);
-        std::remove(file.c_str());
-        if (doc.is_null()) return "cannot read " + file;
+        const nlohmann::json doc = take_rank_trace(pattern, rank);
+        if (doc.is_null()) return "cannot read the trace of rank " + std::to_string(rank);
         std::map<std::string, int> names;
         for (const auto& ev : doc["traceEvents"]) names[ev.value("name", "")]++;
         for (const char* want : {"PowerSGD P = MQ", "all_reduce P", "PowerSGD orthogonalize, Q = MtP", "all_reduce Q",
