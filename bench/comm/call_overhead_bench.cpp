@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/bench_cli.hpp"
 #include "common/device.hpp"
 #include "gradcomm/gradcomm.h"
 
@@ -111,15 +112,18 @@ void measure_gpu(std::vector<Row>& rows, int calls, size_t count) {
 int main(int argc, char** argv) {
   int calls = 2000;
   size_t bytes = 8;
+  std::string json_path;
+  const char* program = "gradcomm-call-overhead-bench";
+  CLI::App app{"Where a small collective's host time goes: pointer checks, the watchdog's event, the whole C API "
+               "call against raw NCCL on the same communicator (without a GPU: the host part only)."};
+  app.add_option("--calls", calls, "calls per timed run")->capture_default_str()->check(CLI::Range(1, 100000000));
+  app.add_option("--bytes", bytes, "bytes per call (f32, at least 4)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{4}, size_t{1} << 32));
+  app.add_option("-J", json_path, "JSON lines file");
+  if (auto code = gradcomm::bench::parse_command_line(app, argc, argv, program)) return *code;
   FILE* json = nullptr;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (i + 1 >= argc) die("usage: gradcomm-call-overhead-bench [--calls N] [--bytes B] [-J FILE]");
-    if (a == "--calls") calls = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--bytes") bytes = std::max<size_t>(4, std::strtoull(argv[++i], nullptr, 10));
-    else if (a == "-J") json = std::fopen(argv[++i], "w");
-    else die("unknown argument " + a);
-  }
+  if (!gradcomm::bench::open_json(json_path, program, json)) return 2;
   const size_t count = bytes / sizeof(float);
   std::vector<Row> rows;
   // The host part of a call, no GPU involved: the C API, the handle lookup,

@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/bench_cli.hpp"
 #include "common/bench_util.hpp"
 #include "common/grad_sets.hpp"
 #include "gradcomm/gradcomm.h"
@@ -256,43 +257,31 @@ int main(int argc, char** argv) {
   bool have_gpu = cudaGetDeviceCount(&gpus) == cudaSuccess && gpus > 0;
   (void)cudaGetLastError();
   Config base;
-  base.gpu = have_gpu;
-  bool matrix = true;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (a == "--set") base.set = next(), matrix = false;
-      else if (a == "--ranks") base.ranks = std::stoi(next()), matrix = false;
-      else if (a == "--rank") base.rank = std::stoi(next());
-      else if (a == "--device") base.gpu = next() == "gpu";
-      else if (a == "--iters") base.iters = std::stoi(next());
-      else if (a == "--error-steps") base.error_steps = std::stoi(next());
-      else if (a == "--compressor") {
-        base.compressor = next();
-        if (base.compressor != "powersgd" && base.compressor != "int8" && base.compressor != "f16")
-          throw std::invalid_argument("--compressor takes powersgd, int8 or f16");
-      }
-      else if (a == "--no-error-feedback") base.error_feedback = false;
-      else if (a == "--seed") base.seed = std::stoull(next()), base.seed_given = true;
-      else if (a == "-J") base.json = std::fopen(next().c_str(), "w");
-      else throw std::invalid_argument("unknown argument " + a);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr,
-                   "%s\nusage: gradcomm-powersgd-bench [--set resnet50|gpt2_medium] [--ranks N] [--rank R] "
-                   "[--device host|gpu] [--iters N] [--error-steps K [--no-error-feedback] [--compressor powersgd|int8|f16]] "
-                   "[--seed S] [-J FILE]\n",
-                   e.what());
-      return 2;
-    }
-  }
-  if (base.gpu && !have_gpu) {
-    std::fprintf(stderr, "--device gpu, but no usable GPU is present\n");
-    return 2;
-  }
+  std::string device = have_gpu ? "gpu" : "host", json_path;
+  const char* program = "gradcomm-powersgd-bench";
+  CLI::App app{"A step with PowerSGD against the plain step, and the bytes each sends; with --error-steps, the "
+               "per-step error of a compressor instead. Without --set or --ranks: a matrix for this machine."};
+  CLI::Option* set_option =
+      app.add_option("--set", base.set, "gradient set")->check(CLI::IsMember({"resnet50", "gpt2_medium"}));
+  CLI::Option* ranks_option = app.add_option("--ranks", base.ranks, "local ranks")->check(CLI::Range(1, 1024));
+  app.add_option("--rank", base.rank, "PowerSGD's rank")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("--device", device, "host, or local ranks on GPU 0 (default: gpu where present)")
+      ->check(CLI::IsMember({"host", "gpu"}));
+  app.add_option("--iters", base.iters, "timed steps")->capture_default_str()->check(CLI::Range(1, 1000000));
+  app.add_option("--error-steps", base.error_steps, "> 0: only the per-step errors of that many compressed steps")
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("--compressor", base.compressor, "with --error-steps")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"powersgd", "int8", "f16"}));
+  app.add_flag("!--no-error-feedback", base.error_feedback, "with --error-steps: no error feedback");
+  CLI::Option* seed_option = app.add_option("--seed", base.seed, "the initial Q's seed (default: the config's)");
+  app.add_option("-J", json_path, "JSON lines file");
+  if (auto code = gradcomm::bench::parse_command_line(app, argc, argv, program)) return *code;
+  const bool matrix = set_option->count() == 0 && ranks_option->count() == 0;
+  base.gpu = device == "gpu";
+  base.seed_given = seed_option->count() > 0;
+  if (base.gpu && !have_gpu) return gradcomm::bench::refuse(program, "--device gpu, but no usable GPU is present");
+  if (!gradcomm::bench::open_json(json_path, program, base.json)) return 2;
   std::vector<Config> configs;
   if (!matrix) {
     configs.push_back(base);

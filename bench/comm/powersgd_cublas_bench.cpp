@@ -19,7 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "common/bench_cli.hpp"
 #include "common/bench_util.hpp"
+#include "common/device.hpp"
 #include "common/grad_sets.hpp"
 #include "kernels/powersgd/low_rank.hpp"
 
@@ -219,27 +221,23 @@ void run_set(const std::string& name, int r, int iters, cublasHandle_t handle, c
 
 int main(int argc, char** argv) {
   int r = 4, iters = 20;
-  FILE* json = nullptr;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--rank" && i + 1 < argc) r = std::atoi(argv[++i]);
-    else if (a == "--iters" && i + 1 < argc) iters = std::atoi(argv[++i]);
-    else if (a == "-J" && i + 1 < argc) json = std::fopen(argv[++i], "w");
-    else {
-      std::fprintf(stderr, "usage: gradcomm-powersgd-cublas-bench [--rank R] [--iters N] [-J FILE]\n");
-      return 2;
-    }
-  }
+  std::string json_path;
+  const char* program = "gradcomm-powersgd-cublas-bench";
+  CLI::App app{"PowerSGD's two products (P = M Q, Q = Mt P) on both gradient sets: gradcomm's grouped kernels "
+               "against one cublasSgemm per matrix and one grouped cuBLAS call (a GPU is needed)."};
+  app.add_option("--rank", r, "PowerSGD's rank")->capture_default_str()->check(CLI::Range(1, psgd::kMaxRank));
+  app.add_option("--iters", iters, "timed repetitions (median)")->capture_default_str()->check(CLI::Range(1, 100000));
+  app.add_option("-J", json_path, "JSON lines file");
+  if (auto code = gradcomm::bench::parse_command_line(app, argc, argv, program)) return *code;
   int gpus = 0;
   if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
-    std::printf("gradcomm-powersgd-cublas-bench: no usable GPU here (%s); nothing to measure\n",
-                cudaGetErrorString(cudaGetLastError()));
+    (void)cudaGetLastError();
+    std::printf("gradcomm-powersgd-cublas-bench: no GPU here (%s); nothing to measure\n",
+                gradcomm::no_gpu_reason().c_str());
     return 0;
   }
-  if (r < 1 || r > psgd::kMaxRank || iters < 1) {
-    std::fprintf(stderr, "--rank must be 1..%d and --iters >= 1\n", psgd::kMaxRank);
-    return 2;
-  }
+  FILE* json = nullptr;
+  if (!gradcomm::bench::open_json(json_path, program, json)) return 2;
   try {
     cudaStream_t stream = nullptr;
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");

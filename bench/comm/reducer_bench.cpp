@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/bench_cli.hpp"
 #include "common/bench_util.hpp"
 #include "common/grad_sets.hpp"
 #include "common/launcher_env.hpp"
@@ -284,16 +285,6 @@ void report(const Config& c, const Result& r, bool header) {
   }
 }
 
-int usage(const char* msg) {
-  std::fprintf(stderr,
-               "%s\nusage: gradcomm-reducer-bench [--set resnet50|gpt2_medium|tiny] [--transport local|nccl]\n"
-               "       [--device host|gpu] [--ranks N] [--wire same|f16|bf16|int8] [--view] [--mode allreduce|sharded]\n"
-               "       [--iters N] [--warmup N]\n"
-               "       [-J FILE]   (no arguments: a matrix for this machine)\n",
-               msg);
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -301,43 +292,33 @@ int main(int argc, char** argv) {
   bool have_gpu = cudaGetDeviceCount(&gpus) == cudaSuccess && gpus > 0;
   (void)cudaGetLastError();
   Config base;
+  std::string json_path, device = "host", wire_name = "same", mode = "allreduce";
+  const char* program = "gradcomm-reducer-bench";
+  CLI::App app{"The reducer's step time against a flat all-reduce of the same bytes. With no option that picks "
+               "a configuration (--set, --transport, --device, --ranks, --wire, --view, --mode): a matrix for "
+               "this machine."};
+  std::vector<CLI::Option*> picks = {
+      app.add_option("--set", base.set, "gradient set")->check(CLI::IsMember({"resnet50", "gpt2_medium", "tiny"})),
+      app.add_option("--transport", base.transport, "ranks as threads on")->check(CLI::IsMember({"local", "nccl"})),
+      app.add_option("--device", device, "where the gradients live")->check(CLI::IsMember({"host", "gpu"})),
+      app.add_option("--ranks", base.ranks, "ranks (threads)")->check(CLI::Range(1, 1024)),
+      app.add_option("--wire", wire_name, "wire dtype")->check(CLI::IsMember({"same", "f32", "f16", "bf16", "int8"})),
+      app.add_flag("--view", base.view, "gradients as bucket views"),
+      app.add_option("--mode", mode, "reducer mode")->check(CLI::IsMember({"allreduce", "sharded"}))};
+  app.add_option("--iters", base.iters, "timed steps")->capture_default_str()->check(CLI::Range(1, 1000000));
+  app.add_option("--warmup", base.warmup, "untimed steps first")->capture_default_str()->check(CLI::Range(0, 1000000));
+  app.add_option("-J", json_path, "JSON lines file");
+  if (auto code = gradcomm::bench::parse_command_line(app, argc, argv, program)) return *code;
   bool matrix = true;
-  std::string json_path;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (a == "--set") base.set = next(), matrix = false;
-      else if (a == "--transport") base.transport = next(), matrix = false;
-      else if (a == "--device") base.gpu = next() == "gpu", matrix = false;
-      else if (a == "--ranks") base.ranks = std::stoi(next()), matrix = false;
-      else if (a == "--wire") {
-        std::string w = next();
-        if (w != "same" && w != "f16" && w != "bf16" && w != "f32" && w != "int8")
-          return usage("--wire takes same, f16, bf16, f32 or int8");
-        base.int8 = w == "int8";
-        base.wire = w == "f16" ? gcommFloat16 : w == "bf16" ? gcommBfloat16 : w == "f32" ? gcommFloat32
-                                                                                          : GCOMM_WIRE_SAME_AS_GRAD;
-        matrix = false;
-      } else if (a == "--view") base.view = true, matrix = false;
-      else if (a == "--mode") {
-        std::string m = next();
-        if (m != "sharded" && m != "allreduce") return usage("--mode takes allreduce or sharded");
-        base.sharded = m == "sharded", matrix = false;
-      }
-      else if (a == "--iters") base.iters = std::stoi(next());
-      else if (a == "--warmup") base.warmup = std::stoi(next());
-      else if (a == "-J") json_path = next();
-      else return usage(("unknown argument " + a).c_str());
-    } catch (const std::exception& e) {
-      return usage(e.what());
-    }
-  }
-  if (base.ranks < 1 || base.iters < 1 || base.warmup < 0) return usage("ranks and iters must be >= 1");
-  if (base.gpu && !have_gpu) return usage("--device gpu, but no usable GPU is present");
+  for (CLI::Option* o : picks) matrix = matrix && o->count() == 0;
+  base.gpu = device == "gpu";
+  base.int8 = wire_name == "int8";
+  base.wire = wire_name == "f16"    ? gcommFloat16
+              : wire_name == "bf16" ? gcommBfloat16
+              : wire_name == "f32"  ? gcommFloat32
+                                    : GCOMM_WIRE_SAME_AS_GRAD;
+  base.sharded = mode == "sharded";
+  if (base.gpu && !have_gpu) return gradcomm::bench::refuse(program, "--device gpu, but no usable GPU is present");
   gcommComm_t job = nullptr;
   int job_rank = 0;
   int world = 0;
@@ -351,12 +332,9 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (!json_path.empty() && job_rank == 0) {  // rank 0 reports for the job
-    base.json = std::fopen(json_path.c_str(), "w");
-    if (base.json == nullptr) {
-      if (job != nullptr) gcommCommDestroy(job);
-      return usage("cannot open the JSON file");
-    }
+  if (job_rank == 0 && !gradcomm::bench::open_json(json_path, program, base.json)) {  // rank 0 reports for the job
+    if (job != nullptr) gcommCommDestroy(job);
+    return 2;
   }
   std::vector<Config> configs;
   if (!matrix) {
@@ -415,7 +393,7 @@ int main(int argc, char** argv) {
   bool header = true;
   int status = 0;
   for (const Config& c : configs) {
-    if (job == nullptr && c.transport == "nccl" && c.ranks > gpus) return usage("--transport nccl needs one GPU per rank");
+    if (job == nullptr && c.transport == "nccl" && c.ranks > gpus) return gradcomm::bench::refuse(program, "--transport nccl needs one GPU per rank");
     try {
       if (job != nullptr) {
         Result r = run_process_rank(c, job, job_rank);
