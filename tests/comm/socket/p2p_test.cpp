@@ -8,6 +8,7 @@
 // for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -60,7 +61,7 @@ TEST_P(P2P, RingInAGroupEveryDtypeAndSize) {
           if (auto e = ok(gcommRecv(c, in.data(), count, d, left, nullptr)); !e.empty()) return e;
           if (auto e = ok(gcommGroupEnd()); !e.empty()) return e;
           auto want = payload(left, r, 0, count * esize(d));
-          if (std::memcmp(in.data(), want.data(), want.size()) != 0) return "wrong payload";
+          if (!std::equal(want.begin(), want.end(), in.begin())) return "wrong payload";
           if (in.back() != 0xAB) return "wrote past the receive buffer";
           return "";
         });
@@ -90,7 +91,7 @@ TEST_P(P2P, PairsOutsideAGroupInOrder) {
         std::vector<unsigned char> in(sizes[k] * 4 + 1);
         if (auto e = ok(gcommRecv(c, in.data(), sizes[k], gcommFloat32, peer, nullptr)); !e.empty()) return e;
         auto want = payload(peer, r, k, sizes[k] * 4);
-        if (std::memcmp(in.data(), want.data(), want.size()) != 0) return "wrong payload, message " + std::to_string(k);
+        if (!std::equal(want.begin(), want.end(), in.begin())) return "wrong payload, message " + std::to_string(k);
       }
       return "";
     };
