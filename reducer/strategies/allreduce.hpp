@@ -18,6 +18,8 @@ namespace gradcomm::reducer {
 class AllReduceStrategy final : public CompressionStrategy {
  public:
   const char* name() const noexcept override { return "allreduce"; }
+  // A step that failed part way leaves no deferred epilogue to the next one.
+  void begin_step(const StrategyContext& /*ctx*/) override { deferred_.clear(); }
   void run_bucket(size_t b, bool complete, const StrategyContext& ctx) override;
   // With ctx.epilogue_at_finalize: the epilogues run_bucket left, fused.
   void end_step(const StrategyContext& ctx) override;
