@@ -20,6 +20,10 @@ struct GpuProbe {
 // Said plainly: "CUDA driver version is insufficient" on a machine with no driver
 // at all reads like a fault to fix, when it only means "no GPU here".
 std::string plain_no_gpu_reason(cudaError_t err) {
+#ifdef GRADCOMM_CUDA_ABSENT
+  (void)err;  // the stand-in runtime's "no device" is no driver's answer
+  return "gradcomm was built without CUDA (GRADCOMM_CUDA=OFF)";
+#else
   const std::string code = cudaGetErrorName(err);
   int driver = 0;
   if (err == cudaErrorInsufficientDriver) {
@@ -36,6 +40,7 @@ std::string plain_no_gpu_reason(cudaError_t err) {
   if (err == cudaErrorNoDevice)
     return cat("the driver sees no CUDA device (", code, "; check CUDA_VISIBLE_DEVICES)");
   return cat(code, ": ", cudaGetErrorString(err));
+#endif
 }
 
 const GpuProbe& probe() {
