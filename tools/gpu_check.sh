@@ -14,8 +14,8 @@
 #
 # Usage (on the GPU machine, repository root):
 #   source build there:  carry .deps/ (tools/prepare_gpu_deps.sh); tools/gpu_check.sh OUT_DIR
-#   built here:          carry .gpu-carry/ (tools/pack_gpu_build.sh);
-#                        GPU_CHECK_PREBUILT=.gpu-carry tools/gpu_check.sh OUT_DIR
+#   built here:          carry .gpu-carry.tar.gz (tools/pack_gpu_build.sh; or the folder .gpu-carry/);
+#                        GPU_CHECK_PREBUILT=.gpu-carry.tar.gz tools/gpu_check.sh OUT_DIR
 # Env: GRADCOMM_COMMIT (when .git is absent), GPU_CHECK_SKIP_SANITIZER=1, GPU_CHECK_JOBS,
 #      GPU_CHECK_STAGES (default "build tests sanitizer bench perf reducer powersgd nccltests peers python": a subset
 #      to fit one device call's 10 minutes), GPU_CHECK_PREBUILT=1 (build-gpu/ was built
@@ -65,6 +65,15 @@ if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
   # GPU_CHECK_PREBUILT=1: build-gpu/ itself was carried; =DIR: the programs packed
   # into DIR by tools/pack_gpu_build.sh. RUNPATHs hold the development machine's
   # absolute build path: make it resolve here.
+  if [[ "$GPU_CHECK_PREBUILT" == *.tar.gz ]]; then
+    # The packed archive (tools/pack_gpu_build.sh): unpacked beside itself first.
+    unpacked=${GPU_CHECK_PREBUILT%.tar.gz}
+    if ! { mkdir -p "$root/$unpacked" && tar -xzf "$root/$GPU_CHECK_PREBUILT" -C "$root/$unpacked"; }; then
+      note "BUILD: cannot unpack $GPU_CHECK_PREBUILT"
+      exit 1
+    fi
+    GPU_CHECK_PREBUILT=$unpacked
+  fi
   if [ "$GPU_CHECK_PREBUILT" != 1 ]; then
     carried=$root/$GPU_CHECK_PREBUILT
     [ -e "$build" ] || ln -s "$carried/build-gpu" "$build"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Run HERE (the development machine) before a GPU session, after building
 # build-gpu/ (Release, sm_90, GoogleTest/Benchmark from .deps/): copies only what
-# runs on the GPU machine into .gpu-carry/ (git-ignored, a few MiB instead of the
-# build tree's ~50), to be named in the device tool's `carry`:
+# runs on the GPU machine into .gpu-carry/ (git-ignored) and packs it into
+# .gpu-carry.tar.gz, the one file to name in the device tool's `carry`:
 #   .gpu-carry/build-gpu/...   libgradcomm, test, bench and tool programs, same layout
 #   .gpu-carry/lib/            libbenchmark.so.1debian
 #   .gpu-carry/*_perf          nccl-tests' all_reduce/all_gather/reduce_scatter_perf, if .nccl-tests/build has them
-# Then on the GPU machine: GPU_CHECK_PREBUILT=.gpu-carry tools/gpu_check.sh $OUT
+# Then on the GPU machine: GPU_CHECK_PREBUILT=.gpu-carry.tar.gz tools/gpu_check.sh $OUT
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=build-gpu
@@ -27,4 +27,9 @@ find .gpu-carry/build-gpu -type f -perm -u+x ! -name '*.so*' -exec strip {} +
 for t in all_reduce all_gather reduce_scatter; do
   [ -x ".nccl-tests/build/${t}_perf" ] && cp ".nccl-tests/build/${t}_perf" .gpu-carry/ && strip ".gpu-carry/${t}_perf"
 done
-du -sh .gpu-carry
+# One gzip archive to carry: the programs shrink ~3x (56 MiB -> 17 MiB on 2026-11-27),
+# which leaves room under the tool's 64 MiB for nccl-tests and the wheel.
+rm -f .gpu-carry.tar.gz
+tar -C .gpu-carry -czf .gpu-carry.tar.gz .
+du -sh .gpu-carry .gpu-carry.tar.gz
+echo "carry .gpu-carry.tar.gz; on the GPU machine: GPU_CHECK_PREBUILT=.gpu-carry.tar.gz tools/gpu_check.sh \$OUT"
