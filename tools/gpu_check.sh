@@ -108,34 +108,30 @@ if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
   # carried build may not match: run the test programs themselves.
   : >"$out/tests.log"
   failed=0 passed=0
-  for t in $(find "$build/tests" -maxdepth 3 -type f -executable -name 'gradcomm_*tests' | sort); do
-    echo "=== $(basename "$t")" >>"$out/tests.log"
-    timeout 600 "$t" 2>&1 | grep -vE '^\[ +(RUN|OK) +\]' >>"$out/tests.log"
-    rc=${PIPESTATUS[0]}
+  # run_logged LABEL LIMIT_S CMD...: one program into tests.log (without gtest's RUN/OK
+  # lines), counted as passed or failed by its exit status.
+  run_logged() {
+    local label=$1 limit=$2; shift 2
+    echo "=== $label" >>"$out/tests.log"
+    timeout "$limit" "$@" 2>&1 | grep -vE '^\[ +(RUN|OK) +\]' >>"$out/tests.log"
+    local rc=${PIPESTATUS[0]}
     echo "=== exit $rc" >>"$out/tests.log"
     if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  }
+  for t in $(find "$build/tests" -maxdepth 3 -type f -executable -name 'gradcomm_*tests' | sort); do
+    run_logged "$(basename "$t")" 600 "$t"
   done
   # The reducer's cases again with the epilogues fused at finalize (ctest's
   # reducer.epilogue_at_finalize): the GPU cases on the side stream, one launch per dtype.
   rtests=$build/tests/reducer/gradcomm_reducer_tests
-  if [ -x "$rtests" ]; then
-    echo "=== gradcomm_reducer_tests with GRADCOMM_REDUCER_EPILOGUE=finalize" >>"$out/tests.log"
-    GRADCOMM_REDUCER_EPILOGUE=finalize timeout 600 "$rtests" --gtest_filter='*Gpu*' 2>&1 |
-      grep -vE '^\[ +(RUN|OK) +\]' >>"$out/tests.log"
-    rc=${PIPESTATUS[0]}
-    echo "=== exit $rc" >>"$out/tests.log"
-    if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
-  fi
+  [ -x "$rtests" ] && run_logged "gradcomm_reducer_tests with GRADCOMM_REDUCER_EPILOGUE=finalize" 600 \
+    env GRADCOMM_REDUCER_EPILOGUE=finalize "$rtests" --gtest_filter='*Gpu*'
   # The C tutorial on the GPU (the examples are not GoogleTest programs).
   mlp=$build/examples/gradcomm_example_mlp
   if [ -x "$mlp" ]; then
     for extra in "" "--powersgd 2" "--sharded --adam --clip 0.05"; do
-      echo "=== gradcomm_example_mlp --ranks 4 --steps 200 --gpu $extra" >>"$out/tests.log"
       # shellcheck disable=SC2086  # $extra is empty or several words
-      timeout 300 "$mlp" --ranks 4 --steps 200 --gpu $extra >>"$out/tests.log" 2>&1
-      rc=$?
-      echo "=== exit $rc" >>"$out/tests.log"
-      if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+      run_logged "gradcomm_example_mlp --ranks 4 --steps 200 --gpu $extra" 300 "$mlp" --ranks 4 --steps 200 --gpu $extra
     done
   fi
   note "tests: $passed test programs passed, $failed failed ($(grep -h '^\[  PASSED  \]' "$out/tests.log" | awk '{s += $4} END {print s}') cases passed)"

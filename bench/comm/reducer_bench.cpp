@@ -393,7 +393,8 @@ int main(int argc, char** argv) {
   bool header = true;
   int status = 0;
   for (const Config& c : configs) {
-    if (job == nullptr && c.transport == "nccl" && c.ranks > gpus) return gradcomm::bench::refuse(program, "--transport nccl needs one GPU per rank");
+    if (job == nullptr && c.transport == "nccl" && c.ranks > gpus)
+      return gradcomm::bench::refuse(program, "--transport nccl needs one GPU per rank");
     try {
       if (job != nullptr) {
         Result r = run_process_rank(c, job, job_rank);

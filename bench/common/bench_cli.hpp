@@ -14,6 +14,12 @@
 
 namespace gradcomm::bench {
 
+// Says why the command line is refused and returns the exit code, 2.
+inline int refuse(const char* program, const std::string& why) {
+  std::fprintf(stderr, "%s: %s\nRun %s --help for the options.\n", program, why.c_str(), program);
+  return 2;
+}
+
 // Parses argv into `app`'s options. nullopt: go on; otherwise exit with the code
 // (0 after --help, 2 after an error, which is printed).
 inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, const char* program) {
@@ -22,16 +28,9 @@ inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** arg
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "%s: %s\nRun %s --help for the options.\n", program, e.what(), program);
-    return 2;
+    return refuse(program, e.what());
   }
   return std::nullopt;
-}
-
-// Exits-2 message for a refusal after parsing (a combination the options cannot express).
-inline int refuse(const char* program, const std::string& why) {
-  std::fprintf(stderr, "%s: %s\nRun %s --help for the options.\n", program, why.c_str(), program);
-  return 2;
 }
 
 // Opens the -J file for writing ("" -> nullptr, true); false after saying why.

@@ -21,6 +21,20 @@ void bucket_grads(const Bucket& bucket, const StrategyContext& ctx, bool marked_
     offsets.push_back(e.offset);
   }
 }
+
+// The epilogue's kernel over `dst`: with views, unscaled in place (without a scaler
+// only checked: there is nothing to multiply); otherwise unpacked from `src`, laid
+// out per `offsets` in `dtype`. Inf/NaN go into the step flag either way.
+void finish_grads(const void* src, gcommDataType_t dtype, const size_t* offsets, const gcommTensor_t* dst, size_t n,
+                  const StrategyContext& ctx) {
+  if (!ctx.views)
+    kernels::unpack(src, dtype, offsets, dst, n, 1.0f, ctx.inv_scale, false, ctx.step_flag, ctx.target());
+  else if (ctx.inv_scale != nullptr)
+    kernels::unscale_and_check(dst, n, ctx.inv_scale, ctx.step_flag, ctx.target());
+  else
+    kernels::check_finite(dst, n, ctx.step_flag, ctx.target());
+}
+
 }  // namespace
 
 void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContext& ctx) {
@@ -66,41 +80,31 @@ void AllReduceStrategy::end_step(const StrategyContext& ctx) {
   deferred_.clear();
 }
 
-// Every deferred bucket's gradients in one list: with views, unscaled and checked
-// in place; otherwise unpacked from the wire buffer, whose buckets are one
-// allocation (bucket_wire[0] its start, each bucket's offset a multiple of 256
+// Every deferred bucket's gradients in one list. With views: unscaled (or checked)
+// in place, one launch. Otherwise unpacked from the wire buffer, whose buckets are
+// one allocation (bucket_wire[0] its start, each bucket's offset a multiple of 256
 // bytes), so one launch per wire dtype serves them all.
 void AllReduceStrategy::fused_epilogue(const StrategyContext& ctx) {
   TimedSpan span(ctx.timeline, "epilogue", SpanKind::kCompute, -1, ctx.side.stream());
   const char* base = static_cast<const char*>(ctx.bucket_wire[0]);
-  for (size_t first = 0; first < deferred_.size(); ++first) {
-    const gcommDataType_t dtype = ctx.plan.buckets[deferred_[first]].wire_dtype;
-    bool seen = false;  // this dtype was handled with an earlier bucket's
-    for (size_t k = 0; k < first && !seen; ++k) seen = ctx.plan.buckets[deferred_[k]].wire_dtype == dtype;
-    if (seen) continue;
+  for (int d = 0; d < gcommNumDataTypes; ++d) {
+    const auto dtype = static_cast<gcommDataType_t>(d);
     fused_grads_.clear();
     fused_offsets_.clear();
-    for (size_t k = first; k < deferred_.size(); ++k) {
-      const Bucket& bucket = ctx.plan.buckets[deferred_[k]];
-      if (bucket.wire_dtype != dtype) continue;
-      const size_t at = static_cast<size_t>(static_cast<const char*>(ctx.bucket_wire[deferred_[k]]) - base) /
-                        dtype_size(dtype);
+    for (size_t b : deferred_) {
+      const Bucket& bucket = ctx.plan.buckets[b];
+      if (!ctx.views && bucket.wire_dtype != dtype) continue;
+      const size_t at = static_cast<size_t>(static_cast<const char*>(ctx.bucket_wire[b]) - base) /
+                        dtype_size(bucket.wire_dtype);
       for (const BucketEntry& e : bucket.entries) {
         if (ctx.outermost.takes(e.grad)) continue;
         fused_grads_.push_back(ctx.grads[e.grad]);
         fused_offsets_.push_back(at + e.offset);
       }
     }
-    if (fused_grads_.empty()) continue;
-    if (!ctx.views) {
-      kernels::unpack(base, dtype, fused_offsets_.data(), fused_grads_.data(), fused_grads_.size(), 1.0f,
-                      ctx.inv_scale, false, ctx.step_flag, ctx.target());
-    } else if (ctx.inv_scale != nullptr) {
-      kernels::unscale_and_check(fused_grads_.data(), fused_grads_.size(), ctx.inv_scale, ctx.step_flag,
-                                 ctx.target());
-    } else {
-      kernels::check_finite(fused_grads_.data(), fused_grads_.size(), ctx.step_flag, ctx.target());
-    }
+    if (!fused_grads_.empty())
+      finish_grads(base, dtype, fused_offsets_.data(), fused_grads_.data(), fused_grads_.size(), ctx);
+    if (ctx.views) return;  // in place: every dtype in the one list
   }
 }
 
@@ -132,15 +136,7 @@ void AllReduceStrategy::epilogue(size_t b, const StrategyContext& ctx) {
   }
   if (dst.empty()) return;
   auto span = ctx.span("epilogue", SpanKind::kCompute, b);
-  if (!ctx.views) {
-    kernels::unpack(ctx.bucket_wire[b], bucket.wire_dtype, offsets.data(), dst.data(), dst.size(), 1.0f,
-                    ctx.inv_scale, false, ctx.step_flag, ctx.target());
-  } else if (ctx.inv_scale != nullptr) {
-    kernels::unscale_and_check(dst.data(), dst.size(), ctx.inv_scale, ctx.step_flag, ctx.target());
-  } else {
-    // Without a scaler there is nothing to multiply: a read-only check.
-    kernels::check_finite(dst.data(), dst.size(), ctx.step_flag, ctx.target());
-  }
+  finish_grads(ctx.bucket_wire[b], bucket.wire_dtype, offsets.data(), dst.data(), dst.size(), ctx);
 }
 
 void pack_bucket(size_t b, bool complete, void* wire, const StrategyContext& ctx, bool unscale) {
