@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""One rank of the wire comparison on the network lab: gradcomm's wires against
+PyTorch's own answers, the same model, data, seeds and optimizer, in rotating blocks.
+
+Run under tools/netlab (or torchrun: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT):
+    tools/netlab run --ranks 2 --rate 1gbit -- python bench/netlab/wire_train.py --out DIR
+bench/netlab/compare.sh runs every preset; bench/netlab/report.py turns the DIRs
+into tables and plots.
+
+Variants (each keeps its own model and optimizer for the whole run):
+  ddp_f32       torch DDP (gloo), float32 gradients
+  ddp_f16hook   torch DDP + default_hooks.fp16_compress_hook
+  ddp_psgd4/1   torch DDP + powerSGD_hook, rank 4 / 1 (see HOOK_ORDER below)
+  gc_f32        gradcomm.torch.DistributedDataParallel, float32 wire
+  gc_f16        the same, wire_dtype=torch.float16
+  gc_int8       the same, quantize=dict() (blockwise int8 with error feedback)
+  gc_psgd4/1    the same, powersgd=dict(rank=4 / 1)
+  gc_*_inline   (only if named) a gradcomm variant with GRADCOMM_REDUCER_HOST_THREAD=0:
+                its buckets run inside the backward hook that completes them,
+                as before the reducer's host thread (the before/after figure)
+PowerSGD starts at step 2 on both sides (the hook's earliest with error feedback),
+with min_compression_rate 2, error feedback and warm start on both.
+
+Every round runs each variant for a block of --steps steps, the order rotating
+from round to round, after a barrier; a step is zero_grad + forward + backward
+(gradients averaged) + SGD step, timed with time.perf_counter. The batches are
+drawn once per (rank, step) from a fixed seed, so every variant sees the same data.
+Bytes on the wire are read from the rank's interface counters (NETLAB_IFNAME) around
+each block: what really crossed the link, headers included.
+Writes DIR/rankR.json (times, losses, bytes per block, gradcomm's step timing).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+
+import gradcomm
+import gradcomm.torch as gct
+
+VARIANTS = ("ddp_f32", "gc_f32", "ddp_f16hook", "gc_f16", "gc_int8", "ddp_psgd4", "gc_psgd4", "ddp_psgd1",
+            "gc_psgd1")
+PSGD_START = 2
+
+# PowerSGD's hook on gloo: its per-bucket chain issues the P and Q all-reduces from
+# gloo's completion callbacks, while the autograd thread issues the next bucket's
+# first all-reduce, so two ranks can issue collectives in different orders and gloo
+# pairs a P matrix with a bucket ("Received data size doesn't match expected size").
+# HOOK_ORDER=wait makes each bucket's hook wait for its own chain before returning,
+# so every rank issues the same sequence (the hook's compression kept, its overlap
+# with backward lost); "none" runs the hook as PyTorch ships it.
+HOOK_ORDER = os.environ.get("NETLAB_PSGD_HOOK_ORDER", "wait")
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", choices=("mlp", "conv"), default="mlp")
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--steps", type=int, default=10, help="steps per variant per round (block)")
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--warmup", type=int, default=2, help="untimed first steps of each variant (counted in the curve)")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--bucket-mb", type=float, default=25.0)
+    p.add_argument("--timeout", type=float, default=300, help="gradcomm's and gloo's collective timeout (s)")
+    p.add_argument("--out", required=True, help="folder for rankR.json")
+    a = p.parse_args()
+    a.variants = [v for v in a.variants.split(",") if v]
+    bad = {v for v in a.variants if v not in VARIANTS and not (v.endswith("_inline") and
+                                                                 v[:-7] in VARIANTS and v.startswith("gc_"))}
+    if bad or not a.variants:
+        p.error(f"unknown variant(s) {sorted(bad)}; choose from {', '.join(VARIANTS)}")
+    return a
+
+
+# ---- models and data -----------------------------------------------------------------
+
+# mlp: ~11.5 M parameters and little compute: its f32 all-reduce at 1 Gbit (46 MB)
+# takes longer than its forward and backward, the regime compression is for.
+# conv: ~2.4 M parameters and much compute per parameter.
+SHAPES = {"mlp": dict(batch=64, x=(1024,)), "conv": dict(batch=32, x=(3, 32, 32))}
+
+
+def build_model(name):
+    nn = torch.nn
+    if name == "mlp":
+        widths = [1024, 2048, 2048, 2048, 512]
+        layers = []
+        for i, o in zip(widths, widths[1:]):
+            layers += [nn.Linear(i, o), nn.ReLU()]
+        return nn.Sequential(*layers, nn.Linear(widths[-1], 10))
+
+    def block(i, o):
+        return [nn.Conv2d(i, o, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
+    return nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), *block(32, 64), *block(64, 128),
+                         *block(128, 128), nn.Flatten(), nn.Linear(128 * 4 * 4, 1024), nn.ReLU(),
+                         nn.Linear(1024, 10))
+
+
+def make_batches(model, rank, n, batch):
+    """n batches for this rank, labelled by a fixed random teacher network: a task a
+    student can learn (its loss falls steadily), different on every rank and step."""
+    shape = SHAPES[model]["x"]
+    g = torch.Generator().manual_seed(4242)
+    d = int(torch.tensor(shape).prod())
+    w1 = torch.randn(d, 64, generator=g) / d ** 0.5
+    w2 = torch.randn(64, 10, generator=g) / 8
+    out = []
+    for s in range(n):
+        gs = torch.Generator().manual_seed(1_000_003 * rank + s)
+        x = torch.randn(batch, *shape, generator=gs)
+        y = (torch.tanh(x.reshape(batch, -1) @ w1) @ w2).argmax(dim=1)
+        out.append((x, y))
+    return out
+
+
+# ---- the variants -------------------------------------------------------------------------
+
+def psgd_hook_state(rank):
+    return psgd.PowerSGDState(process_group=None, matrix_approximation_rank=rank, start_powerSGD_iter=PSGD_START,
+                              min_compression_rate=2, use_error_feedback=True, warm_start=True,
+                              orthogonalization_epsilon=0, random_seed=0)
+
+
+def ordered(hook):
+    def wait_for_own_chain(state, bucket):
+        fut = hook(state, bucket)
+        fut.wait()
+        return fut
+    return wait_for_own_chain if HOOK_ORDER == "wait" else hook
+
+
+def wrap(variant, module, comm, bucket_mb):
+    if variant.startswith("ddp"):
+        m = torch.nn.parallel.DistributedDataParallel(module, bucket_cap_mb=bucket_mb)
+        if variant == "ddp_f16hook":
+            m.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        elif variant.startswith("ddp_psgd"):
+            m.register_comm_hook(psgd_hook_state(int(variant[-1])), ordered(psgd.powerSGD_hook))
+        return m
+    kw = {}
+    inline = variant.endswith("_inline")
+    variant = variant.removesuffix("_inline")
+    if variant == "gc_f16":
+        kw["wire_dtype"] = torch.float16
+    elif variant == "gc_int8":
+        kw["quantize"] = dict(block_size=256, error_feedback=True, start_iter=0)
+    elif variant.startswith("gc_psgd"):
+        kw["powersgd"] = dict(rank=int(variant[-1]), start_iter=PSGD_START, min_compression_rate=2,
+                              error_feedback=True, warm_start=True)
+    if inline:  # read when the wrapper creates its reducer
+        os.environ["GRADCOMM_REDUCER_HOST_THREAD"] = "0"
+    try:
+        return gct.DistributedDataParallel(module, comm, bucket_cap_mb=bucket_mb, **kw)
+    finally:
+        os.environ.pop("GRADCOMM_REDUCER_HOST_THREAD", None)
+
+
+def link_bytes():
+    """(sent, received) bytes of this rank's lab interface; (0, 0) outside the lab."""
+    dev = os.environ.get("NETLAB_IFNAME")
+    if not dev:
+        return 0, 0
+    base = f"/sys/class/net/{dev}/statistics"
+    with open(f"{base}/tx_bytes") as t, open(f"{base}/rx_bytes") as r:
+        return int(t.read()), int(r.read())
+
+
+def main():
+    a = parse_args()
+    torch.set_num_threads(1)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=rank, world_size=world,
+                            timeout=__import__("datetime").timedelta(seconds=a.timeout))
+    comm = gradcomm.init(rank, world, master_addr=addr, master_port=port + 1, device="cpu", timeout=a.timeout)
+
+    total = a.warmup + a.rounds * a.steps
+    batches = make_batches(a.model, rank, total, SHAPES[a.model]["batch"])
+    runs = {}
+    for v in a.variants:
+        torch.manual_seed(0)  # every variant starts from the same weights
+        module = build_model(a.model)
+        model = wrap(v, module, comm, a.bucket_mb)
+        runs[v] = dict(model=model, opt=torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9), step=0,
+                       times_ms=[], losses=[], blocks=[], timing=[])
+    n_params = sum(p.numel() for p in module.parameters())
+
+    def step(r):
+        x, y = batches[r["step"]]
+        t0 = time.perf_counter()
+        r["opt"].zero_grad()
+        loss = torch.nn.functional.cross_entropy(r["model"](x), y)
+        loss.backward()
+        r["opt"].step()
+        r["times_ms"].append((time.perf_counter() - t0) * 1e3)
+        r["losses"].append(loss.item())
+        r["step"] += 1
+
+    def block(v, n):
+        r = runs[v]
+        dist.barrier()
+        tx0, rx0 = link_bytes()
+        for _ in range(n):
+            step(r)
+        tx1, rx1 = link_bytes()
+        r["blocks"].append(dict(steps=n, tx_bytes=tx1 - tx0, rx_bytes=rx1 - rx0))
+        if v.startswith("gc"):
+            t = r["model"].reducer.step_timing()
+            r["timing"].append({k: getattr(t, k) for k in ("step_us", "backward_us", "comm_us",
+                                                           "overlapped_comm_us", "overlap")})
+
+    for v in a.variants:
+        block(v, a.warmup)
+    for k in range(a.rounds):
+        order = a.variants[k % len(a.variants):] + a.variants[:k % len(a.variants)]
+        for v in order:
+            block(v, a.steps)
+        if rank == 0:
+            med = ", ".join(f"{v} {statistics.median(runs[v]['times_ms'][-a.steps:]):.0f}" for v in a.variants)
+            print(f"round {k + 1}/{a.rounds} block medians (ms): {med}", flush=True)
+
+    for v in a.variants:
+        if v.startswith("gc"):
+            runs[v]["model"].close()
+    comm.close()
+    dist.destroy_process_group()
+    os.makedirs(a.out, exist_ok=True)
+    keep = ("times_ms", "losses", "blocks", "timing")
+    doc = dict(rank=rank, world=world, model=a.model, params=n_params, batch=SHAPES[a.model]["batch"],
+               lr=a.lr, warmup=a.warmup, steps=a.steps, rounds=a.rounds, bucket_mb=a.bucket_mb,
+               psgd_hook_order=HOOK_ORDER, rate_bits=int(os.environ.get("NETLAB_RATE_BITS", 0)),
+               torch=torch.__version__, gradcomm=gradcomm.__version__, threads=torch.get_num_threads(),
+               variants={v: {k: runs[v][k] for k in keep} for v in a.variants})
+    with open(os.path.join(a.out, f"rank{rank}.json"), "w") as f:
+        json.dump(doc, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
