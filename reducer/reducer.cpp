@@ -78,6 +78,14 @@ bool epilogue_at_finalize() {
   fail(gcommInvalidArgument, "GRADCOMM_REDUCER_EPILOGUE is '", *v, "': use 'bucket' (the default) or 'finalize'");
 }
 
+// GRADCOMM_REDUCER_HOST_THREAD=0/1 (default 1): a host reducer with peers runs its
+// buckets on a thread of its own, so their collectives overlap backward
+// (host_lane.hpp); 0 runs them inside the mark-ready call, as before.
+bool host_side_thread(const comm::Communicator& comm) {
+  return comm.device().kind == gcommDeviceHost && comm.size() > 1 &&
+         env_int("GRADCOMM_REDUCER_HOST_THREAD", 1, 0, 1) == 1;
+}
+
 void refuse_in_group(const char* call) {
   if (comm::in_group())
     fail(gcommInvalidState, call, " inside gcommGroupStart/End: the reducer issues its own collectives and kernels in "
@@ -118,7 +126,7 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
       scaler_(scaler),
       options_(options),
       device_(comm.device()),
-      side_(comm.device()),
+      side_(comm.device(), host_side_thread(comm)),
       timeline_(comm.device(), timing_by_default(comm.device())),
       epilogue_at_finalize_(epilogue_at_finalize()),
       // Views and shards keep their first plan: the caller holds addresses into it,
@@ -187,6 +195,10 @@ Reducer::~Reducer() {
   }
   try {
     side_.synchronize();
+  } catch (const std::exception& e) {
+    if (failed_status_ == gcommSuccess) GCOMM_WARN("reducer destroy: ", e.what());  // else reported already
+  }
+  try {
     strategy_.reset();  // its buffers come from the allocator
     if (wire_ != nullptr) allocator_->deallocate(wire_, side_.stream());
     if (own_ != nullptr) allocator_->deallocate(own_, side_.stream());
@@ -413,8 +425,12 @@ void Reducer::launch_bucket(size_t b) {
               plan_.buckets[b].entries.size(), " gradients, ", remaining_[b], " unmarked) launched after ",
               marked_count_, " of ", grads_.size(), " gradients were marked ready");
   for (gcommStream_t s : bucket_streams_[b]) side_.wait_for(s);
-  comm::FlightBucketScope in_bucket(static_cast<int>(b));  // the flight record names the bucket
-  strategy_->run_bucket(b, remaining_[b] == 0, context());
+  // Two words of capture: std::function keeps them without allocating.
+  const size_t job = b * 2 + (remaining_[b] == 0 ? 1 : 0);
+  side_.run([this, job] {
+    comm::FlightBucketScope in_bucket(static_cast<int>(job / 2));  // the flight record names the bucket
+    strategy_->run_bucket(job / 2, job % 2 == 1, context());
+  });
   ++stats_.buckets_launched;
 }
 
@@ -444,8 +460,10 @@ void Reducer::finalize(gcommStream_t stream) {
     // Missing gradients send zeros: the collectives complete on every rank, and so
     // does the step (the same gradients and loss scale as on the other ranks).
     while (next_bucket_ < plan_.buckets.size()) launch_bucket(next_bucket_++);
-    strategy_->end_step(context());
-    if (options_.sharded) agree_on_found_inf();
+    side_.run([this] {
+      strategy_->end_step(context());
+      if (options_.sharded) agree_on_found_inf();
+    });
     side_.make_wait(stream);
     {
       TimedSpan finish(timeline_, scaler_ != nullptr ? "scaler update" : "found-inf flag", SpanKind::kCompute, -1,
@@ -681,6 +699,7 @@ QuantizedWire& Reducer::quantized(const char* what) const {
 
 QuantStats Reducer::quant_stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  side_.drain_host();  // the host thread writes them
   return quantized("quantized wire stats").stats();
 }
 
@@ -707,6 +726,7 @@ PowerSgd& Reducer::powersgd(const char* what) const {
 
 PowerSgdStats Reducer::powersgd_stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  side_.drain_host();  // the host thread writes them
   return powersgd("PowerSGD stats").stats();
 }
 

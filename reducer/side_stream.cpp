@@ -12,8 +12,12 @@ cudaStream_t as_stream(gcommStream_t s) { return static_cast<cudaStream_t>(s); }
 cudaEvent_t as_event(void* e) { return static_cast<cudaEvent_t>(e); }
 }  // namespace
 
-SideStream::SideStream(gcommDevice_t device) : cuda_(device.kind == gcommDeviceCuda), ordinal_(device.ordinal) {
-  if (!cuda_) return;
+SideStream::SideStream(gcommDevice_t device, bool host_thread)
+    : cuda_(device.kind == gcommDeviceCuda), ordinal_(device.ordinal) {
+  if (!cuda_) {
+    if (host_thread) lane_ = std::make_unique<HostLane>();
+    return;
+  }
   DeviceGuard guard(ordinal_);
   cudaStream_t s = nullptr;
   cudaEvent_t e[3] = {nullptr, nullptr, nullptr};
@@ -35,7 +39,7 @@ SideStream::SideStream(gcommDevice_t device) : cuda_(device.kind == gcommDeviceC
 }
 
 SideStream::~SideStream() {
-  if (!cuda_) return;
+  if (!cuda_) return;  // lane_ drains and joins itself
   DeviceGuard guard(ordinal_);
   GCOMM_CUDA_WARN(cudaStreamSynchronize(as_stream(stream_)));
   if (mark_pending_) GCOMM_CUDA_WARN(cudaEventSynchronize(as_event(marked_)));
@@ -54,8 +58,24 @@ void SideStream::wait_for(gcommStream_t other) {
   GCOMM_CUDA_CHECK(cudaStreamWaitEvent(as_stream(stream_), as_event(to_side_), 0));
 }
 
+void SideStream::run(std::function<void()> work) {
+  if (lane_ != nullptr) {
+    lane_->push(std::move(work));
+  } else {
+    work();
+  }
+}
+
+void SideStream::drain_host() const noexcept {
+  if (lane_ != nullptr) lane_->wait_idle();
+}
+
 void SideStream::make_wait(gcommStream_t other) {
-  if (!cuda_ || other == stream_) return;
+  if (!cuda_) {  // the caller's host work runs now: after the side's
+    if (lane_ != nullptr) lane_->drain();
+    return;
+  }
+  if (other == stream_) return;
   DeviceGuard guard(ordinal_);
   GCOMM_CUDA_CHECK(cudaEventRecord(as_event(from_side_), as_stream(stream_)));
   GCOMM_CUDA_CHECK(cudaStreamWaitEvent(as_stream(other), as_event(from_side_), 0));
@@ -78,7 +98,10 @@ void SideStream::wait_for_marked() {
 void SideStream::synchronize() { synchronize(stream_); }
 
 void SideStream::synchronize(gcommStream_t other) {
-  if (!cuda_) return;
+  if (!cuda_) {
+    if (lane_ != nullptr) lane_->drain();
+    return;
+  }
   DeviceGuard guard(ordinal_);
   GCOMM_CUDA_CHECK(cudaStreamSynchronize(as_stream(other)));
 }

@@ -112,10 +112,12 @@ StepTimeline::Stamp StepTimeline::stamp(Record& r, gcommStream_t stream) noexcep
 }
 
 void StepTimeline::marked() noexcept {
+  std::lock_guard<std::mutex> lock(stamps_);
   if (current_ != nullptr) current_->last_mark_us = now_us();
 }
 
 void StepTimeline::instant(const char* name, int bucket) noexcept {
+  std::lock_guard<std::mutex> lock(stamps_);
   if (current_ == nullptr) return;
   Stamp at;
   at.host_us = now_us();
@@ -127,6 +129,7 @@ void StepTimeline::instant(const char* name, int bucket) noexcept {
 }
 
 size_t StepTimeline::open(const char* name, SpanKind kind, Track track, int bucket, gcommStream_t stream) noexcept {
+  std::lock_guard<std::mutex> lock(stamps_);
   if (current_ == nullptr) return 0;
   Record& r = *current_;
   const Stamp begin = stamp(r, stream);
@@ -140,11 +143,13 @@ size_t StepTimeline::open(const char* name, SpanKind kind, Track track, int buck
 }
 
 void StepTimeline::close(size_t span, gcommStream_t stream) noexcept {
+  std::lock_guard<std::mutex> lock(stamps_);
   if (current_ == nullptr || span >= current_->spans.size()) return;
   current_->spans[span].end = stamp(*current_, stream);
 }
 
 void StepTimeline::backward_done(gcommStream_t stream) noexcept {
+  std::lock_guard<std::mutex> lock(stamps_);
   if (current_ == nullptr) return;
   Record& r = *current_;
   if (cuda_) {

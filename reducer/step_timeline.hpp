@@ -9,12 +9,15 @@
 // a step still running when its slot is needed again is dropped, not waited for).
 //
 // Off, every call is one branch (recording() false). The reducer calls it under
-// its mutex, so nothing here locks.
+// its mutex, except the spans of a host reducer's bucket work, which its side
+// thread stamps while the caller marks gradients: the stamps of a step in
+// progress (marked, instant, open, close, backward_done) take stamps_ for that.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -126,6 +129,7 @@ class StepTimeline {
   const bool cuda_;
   const int ordinal_;
   bool enabled_;
+  std::mutex stamps_;
   Record records_[2];
   Record* current_ = nullptr;
   StepTiming last_;
