@@ -46,6 +46,17 @@ std::vector<size_t> visit_order(size_t n, const PlanOptions& o) {
   return o.order;
 }
 
+// Byte counts toward a cap: absurd gradients must not wrap them around.
+size_t sat_add(size_t a, size_t b) { return b > SIZE_MAX - a ? SIZE_MAX : a + b; }
+
+// The bytes of a bucket's carried gradients (they count toward its cap).
+size_t carried_bytes(const Bucket& b, const std::vector<GradSpec>& grads, gcommDataType_t wire) {
+  size_t bytes = 0;
+  for (const BucketEntry& e : b.entries)
+    if (grads[e.grad].carried) bytes = sat_add(bytes, grads[e.grad].count * dtype_size(wire));
+  return bytes;
+}
+
 }  // namespace
 
 size_t Bucket::wire_bytes() const {
@@ -71,6 +82,7 @@ BucketPlan plan_buckets(const std::vector<GradSpec>& grads, const PlanOptions& o
   std::vector<Bucket> closed;
   std::vector<size_t> closed_last_pos;  // position in `order` of each closed bucket's last gradient
   Bucket open[gcommNumDataTypes];
+  size_t open_carried[gcommNumDataTypes] = {};  // bytes of the open bucket's carried gradients
   bool has_open[gcommNumDataTypes] = {};
   size_t open_last_pos[gcommNumDataTypes] = {};
   int closed_count[gcommNumDataTypes] = {};
@@ -79,6 +91,7 @@ BucketPlan plan_buckets(const std::vector<GradSpec>& grads, const PlanOptions& o
     closed.push_back(std::move(open[d]));
     closed_last_pos.push_back(open_last_pos[d]);
     open[d] = Bucket{};
+    open_carried[d] = 0;
     has_open[d] = false;
     ++closed_count[d];
   };
@@ -97,13 +110,15 @@ BucketPlan plan_buckets(const std::vector<GradSpec>& grads, const PlanOptions& o
     }
     Bucket& b = open[d];
     size_t offset = round_up(b.elements, align_elements(wire));
+    const size_t placed = grads[g].carried ? 0 : grads[g].count;
     // With caps near SIZE_MAX a bucket's bytes could wrap; no such buffer can exist.
-    require(grads[g].count <= SIZE_MAX / dtype_size(wire) - offset, "gradient ", g, ": ", grads[g].count,
+    require(placed <= SIZE_MAX / dtype_size(wire) - offset, "gradient ", g, ": ", placed,
             " elements at offset ", offset, " overflow the address space of a ", dtype_name(wire), " bucket");
     b.entries.push_back(BucketEntry{g, offset});
-    b.elements = offset + grads[g].count;
+    b.elements = offset + placed;
+    if (grads[g].carried) open_carried[d] = sat_add(open_carried[d], bytes);
     open_last_pos[d] = pos;
-    if (b.wire_bytes() >= cap_for(d)) close(d);
+    if (sat_add(b.wire_bytes(), open_carried[d]) >= cap_for(d)) close(d);
   }
   for (int d = 0; d < gcommNumDataTypes; ++d)
     if (has_open[d]) close(d);
@@ -148,7 +163,7 @@ void check_plan_invariants(const std::vector<GradSpec>& grads, const PlanOptions
       if (e.offset < end) broken(cat("gradient ", e.grad, " overlaps the previous one in bucket ", b));
       if (grads[e.grad].count > SIZE_MAX / dtype_size(k.wire_dtype) - e.offset)
         broken(cat("bucket ", b, " overflows the address space"));
-      end = e.offset + grads[e.grad].count;
+      end = e.offset + (grads[e.grad].carried ? 0 : grads[e.grad].count);
       if (i > 0 && pos_of[e.grad] < pos_of[k.entries[i - 1].grad])
         broken(cat("bucket ", b, " is out of order"));
       last = std::max(last, pos_of[e.grad]);
@@ -160,8 +175,11 @@ void check_plan_invariants(const std::vector<GradSpec>& grads, const PlanOptions
     // Below the cap before its last gradient joined, unless that one was alone.
     size_t cap = first_seen[k.grad_dtype]++ == 0 ? o.first_bucket_bytes : o.bucket_cap_bytes;
     if (k.entries.size() > 1) {
-      const BucketEntry& prev = k.entries[k.entries.size() - 2];
-      size_t before_last = (prev.offset + grads[prev.grad].count) * dtype_size(k.wire_dtype);
+      Bucket before = k;
+      before.entries.pop_back();
+      const BucketEntry& prev = before.entries.back();
+      size_t before_last = sat_add((prev.offset + (grads[prev.grad].carried ? 0 : grads[prev.grad].count)) *
+                                       dtype_size(k.wire_dtype), carried_bytes(before, grads, k.wire_dtype));
       if (before_last >= cap) broken(cat("bucket ", b, " went past its cap"));
     }
     if (b > 0 && last < previous_last) broken(cat("bucket ", b, " launches before an earlier-completed one"));

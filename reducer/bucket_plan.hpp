@@ -11,6 +11,7 @@
 //    first bucket of each dtype (so communication starts early), bucket_cap_bytes
 //    after that; a gradient of at least the cap gets a bucket of its own;
 //  - buckets are sized by WIRE bytes (an f32 gradient sent as f16 takes half);
+//    a carried gradient (GradSpec::carried) counts its bytes but takes no place;
 //  - inside a bucket every tensor starts 16-byte aligned (vector access);
 //  - buckets launch in the order they become complete: by the position, in the
 //    order, of their last gradient. The same input gives the same plan on every
@@ -30,6 +31,12 @@ namespace gradcomm::reducer {
 struct GradSpec {
   size_t count = 0;
   gcommDataType_t dtype = gcommFloat32;
+  // Carried outside the wire buffer by a compression strategy (PowerSGD's
+  // matrices): no elements in its bucket, but its own bytes count toward the
+  // cap, so such gradients spread over buckets as backward produces them (each
+  // bucket's compression then starts while backward goes on; at zero bytes they
+  // all fell into one bucket, complete only when backward ended).
+  bool carried = false;
 };
 
 constexpr int kWireSameAsGrad = -1;

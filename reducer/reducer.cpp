@@ -636,13 +636,14 @@ void Reducer::enable_powersgd(const size_t* rows, const PowerSgdOptions& options
          "whole and decompressed on every rank; use gcommReducerAllReduce mode for PowerSGD");
   require_no_compression("PowerSGD");
   auto psgd = std::make_unique<PowerSgd>(grads_, rows, options, *allocator_, side_, device_);
-  // Keep the plan's current gradient order; the compressed gradients take no bytes.
+  // Keep the plan's current gradient order; the compressed gradients take no
+  // bytes of the wire but count toward the buckets' caps (GradSpec::carried).
   PlanOptions po = plan_options();
   for (const Bucket& b : plan_.buckets)
     for (const BucketEntry& e : b.entries) po.order.push_back(e.grad);
   std::vector<GradSpec> specs = specs_;
   for (size_t i = 0; i < specs.size(); ++i)
-    if (psgd->takes(i)) specs[i].count = 0;
+    if (psgd->takes(i)) specs[i].carried = true;
   BucketPlan plan = plan_buckets(specs, po);
   side_.synchronize();
   // With views the gradients move: whatever the caller queued on its own streams

@@ -19,6 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint8_t kind = in.byte();
     g.count = kind & 0x80 ? in.take<uint64_t>() : in.take<uint32_t>() % (1u << 22);  // sometimes absurd
     g.dtype = static_cast<gcommDataType_t>(kind % 4 == 3 ? in.byte() : kind % 4);   // sometimes invalid
+    g.carried = (kind & 0x40) != 0;                                                  // PowerSGD's matrices
   }
   PlanOptions o;
   o.first_bucket_bytes = in.take<uint32_t>();

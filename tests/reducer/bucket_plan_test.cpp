@@ -39,6 +39,32 @@ TEST(BucketPlan, ReverseOrderSmallFirstBucketThenCap) {
   EXPECT_EQ(p.bucket_of[0], 2u);
 }
 
+TEST(BucketPlan, CarriedGradientsCountTowardTheCapButTakeNoPlace) {
+  // PowerSGD's matrices (carried outside the wire) between small uncompressed
+  // ones: 400-byte matrices 5, 3, 1 and 40-byte biases 4, 2, 0; caps 500 B, then 1000 B.
+  std::vector<GradSpec> g = {{10, gcommFloat32}, {100, gcommFloat32, true}, {10, gcommFloat32},
+                             {100, gcommFloat32, true}, {10, gcommFloat32}, {100, gcommFloat32, true}};
+  PlanOptions o = caps(500, 1000);
+  BucketPlan p = plan_buckets(g, o);
+  check_plan_invariants(g, o, p);
+  // Before the carried gradients counted, every one of them fell into the first
+  // bucket, which then completed only with the last gradient of backward.
+  ASSERT_EQ(p.buckets.size(), 2u);
+  EXPECT_EQ(grads_of(p.buckets[0]), (std::vector<size_t>{5, 4, 3}));  // 400 + 40 + 400 >= 500
+  EXPECT_EQ(grads_of(p.buckets[1]), (std::vector<size_t>{2, 1, 0}));
+  // Only the uncompressed gradients have elements on the wire.
+  EXPECT_EQ(p.buckets[0].elements, 12u);  // gradient 4 at offset 0 (10 elements), padded before 3's place
+  EXPECT_EQ(p.buckets[0].entries[1].offset, 0u);
+  EXPECT_EQ(p.buckets[1].elements, 22u);  // 2 at 0, 1 carried (no place), 0 at 12
+  // A carried gradient alone at the cap closes its bucket by itself, as a plain one would.
+  std::vector<GradSpec> big = {{10, gcommFloat32}, {1000, gcommFloat32, true}};
+  BucketPlan q = plan_buckets(big, o);
+  check_plan_invariants(big, o, q);
+  ASSERT_EQ(q.buckets.size(), 2u);
+  EXPECT_EQ(grads_of(q.buckets[0]), (std::vector<size_t>{1}));
+  EXPECT_EQ(q.buckets[0].elements, 0u);
+}
+
 TEST(BucketPlan, SeparateBucketsPerDtypeWithInterleavedGradients) {
   std::vector<GradSpec> g = {{10, gcommFloat32}, {10, gcommFloat16}, {10, gcommFloat32}, {10, gcommFloat16}};
   PlanOptions o = caps(1 << 20, 1 << 20);
