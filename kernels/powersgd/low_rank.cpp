@@ -1,4 +1,4 @@
-// Validation, dispatch, the deterministic initial Q, and the host twins.
+// Validation, dispatch and the deterministic initial Q (the host twins: low_rank_host.cpp).
 #include "kernels/powersgd/low_rank.hpp"
 
 #include <cmath>
@@ -87,97 +87,5 @@ void commit(float* dst, const float* src, size_t count, const float* skip, const
            },
            [&] { cuda::commit(dst, src, count, skip, t.stream); });
 }
-
-namespace host {
-
-double column_dot(const LowRankMatrix& a, int r, int c, int d) {
-  double s = 0.0;
-  for (size_t i = 0; i < a.rows; ++i) s += static_cast<double>(a.p[i * r + c]) * a.p[i * r + d];
-  return s;
-}
-
-void add_error(const LowRankMatrix* mats, size_t n) {
-  for (size_t k = 0; k < n; ++k) {
-    const LowRankMatrix& a = mats[k];
-    if (a.e == nullptr) continue;
-    for (size_t i = 0; i < a.rows * a.cols; ++i) a.m[i] += a.e[i];
-  }
-}
-
-void multiply_mq(const LowRankMatrix* mats, size_t n, int r) {
-  std::vector<double> acc(r);
-  for (size_t k = 0; k < n; ++k) {
-    const LowRankMatrix& a = mats[k];
-    for (size_t i = 0; i < a.rows; ++i) {
-      std::fill(acc.begin(), acc.end(), 0.0);
-      const float* row = a.m + i * a.cols;
-      for (size_t j = 0; j < a.cols; ++j)
-        for (int c = 0; c < r; ++c) acc[c] += static_cast<double>(row[j]) * a.q[j * r + c];
-      for (int c = 0; c < r; ++c) a.p[i * r + c] = static_cast<float>(acc[c]);
-    }
-  }
-}
-
-// The host twin keeps the two passes: the result is the same by definition.
-void add_error_multiply_mq(const LowRankMatrix* mats, size_t n, int r) {
-  add_error(mats, n);
-  multiply_mq(mats, n, r);
-}
-
-void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps) {
-  for (size_t k = 0; k < n; ++k) {
-    const LowRankMatrix& a = mats[k];
-    double before[kMaxRank];
-    for (int c = 0; c < r; ++c) before[c] = std::sqrt(column_dot(a, r, c, c));
-    for (int c = 0; c < r; ++c) {
-      double norm = std::sqrt(column_dot(a, r, c, c));
-      float inv = keeps_column(norm, before[c], eps) ? static_cast<float>(1.0 / norm) : 0.0f;
-      for (size_t i = 0; i < a.rows; ++i) a.p[i * r + c] *= inv;
-      for (int d = c + 1; d < r; ++d) {
-        float f = static_cast<float>(column_dot(a, r, c, d));
-        for (size_t i = 0; i < a.rows; ++i) a.p[i * r + d] -= f * a.p[i * r + c];
-      }
-    }
-  }
-}
-
-void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip) {
-  if (skip != nullptr && *skip > 0.0f) return;
-  for (size_t k = 0; k < n; ++k) {
-    const LowRankMatrix& a = mats[k];
-    std::vector<double> acc(a.cols * r, 0.0);
-    for (size_t i = 0; i < a.rows; ++i) {
-      const float* row = a.m + i * a.cols;
-      const float* p = a.p + i * r;
-      for (size_t j = 0; j < a.cols; ++j)
-        for (int c = 0; c < r; ++c) acc[j * r + c] += static_cast<double>(row[j]) * p[c];
-    }
-    for (size_t e = 0; e < acc.size(); ++e) a.q[e] = static_cast<float>(acc[e]);
-  }
-}
-
-void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip,
-                const DecompressOutput& out) {
-  const bool keep_state = skip != nullptr && *skip > 0.0f;
-  const float out_scale = out.out_scale != nullptr ? *out.out_scale : 1.0f;
-  bool nonfinite = false;
-  for (size_t k = 0; k < n; ++k) {
-    const LowRankMatrix& a = mats[k];
-    for (size_t i = 0; i < a.rows; ++i)
-      for (size_t j = 0; j < a.cols; ++j) {
-        double s = 0.0;
-        for (int c = 0; c < r; ++c) s += static_cast<double>(a.p[i * r + c]) * a.q[j * r + c];
-        float approx = static_cast<float>(s * scale);
-        size_t idx = i * a.cols + j;
-        if (a.e != nullptr && !keep_state) a.e[idx] = a.m[idx] - approx;
-        const float v = approx * out_scale;
-        a.m[idx] = v;
-        nonfinite |= !is_finite(v);
-      }
-  }
-  if (nonfinite && out.found_inf != nullptr) *out.found_inf = 1.0f;
-}
-
-}  // namespace host
 
 }  // namespace gradcomm::kernels::powersgd

@@ -369,7 +369,7 @@ TEST_F(PowerSgdGpu, DecompressOutputScaleAndFlagMatchTheHost) {
         ASSERT_TRUE(std::isnan(got[k])) << k;
         continue;
       }
-      // f32 accumulation on the GPU, f64 on the host: equal up to rounding.
+      // f32 on both; the GPU fuses products into FMAs: equal up to rounding.
       ASSERT_NEAR(got[k], want.m[k], 1e-5f * (1.0f + std::fabs(want.m[k]))) << k;
     }
   }
