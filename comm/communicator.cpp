@@ -42,6 +42,8 @@ const char* Communicator::transport_name() const noexcept {
 }
 
 Communicator::~Communicator() {
+  lane_ptr_.store(nullptr);
+  lane_.reset();  // its queue is empty once the reducers are gone
   if (log_enabled(LogLevel::kInfo, LogSub::INIT)) {
     std::lock_guard<std::mutex> lock(mutex_);
     log_line(LogLevel::kInfo, LogSub::INIT,
@@ -184,7 +186,20 @@ void* Communicator::take_event() {
   return e;
 }
 
+HostLane* Communicator::host_lane() {
+  if (is_cuda(device()) || size() < 2 || !transport_->other_threads_may_call()) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (lane_ == nullptr) {
+    lane_ = std::make_unique<HostLane>(rank());
+    lane_ptr_.store(lane_.get());
+  }
+  return lane_.get();
+}
+
 void Communicator::collective(CollectiveArgs a) {
+  // Program order: a call from outside the lane comes after the reducers'
+  // queued collectives, never between or beside them.
+  if (HostLane* lane = lane_ptr_.load(); lane != nullptr && !lane->on_lane_thread()) lane->wait_idle();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failure_ != gcommSuccess) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/flight_recorder.hpp"
+#include "comm/host_lane.hpp"
 #include "comm/transport.hpp"
 
 namespace gradcomm::comm {
@@ -39,6 +40,11 @@ class Communicator {
   // failure state if the communicator already failed; records a failure of the
   // transport into it (the first one wins).
   void collective(CollectiveArgs args);
+
+  // The lane of a host communicator with peers whose transport other threads may
+  // call (comm/host_lane.hpp), made on first use; null for the others. A
+  // collective called from any thread but the lane's first waits for it.
+  HostLane* host_lane();
 
   // Fails the communicator with gcommAborted and aborts the transport.
   void abort() noexcept;
@@ -85,6 +91,8 @@ class Communicator {
   uint64_t next_seq_ = 1;      // collectives
   uint64_t next_p2p_seq_ = 1;  // sends and receives (comm/transport.hpp: CollectiveArgs::seq)
   std::atomic<int> grouped_{0};
+  std::unique_ptr<HostLane> lane_;      // made under mutex_, once
+  std::atomic<HostLane*> lane_ptr_{nullptr};  // read without it
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;

@@ -1,5 +1,6 @@
 list(APPEND GRADCOMM_COMM_SOURCES
   communicator.cpp
+  host_lane.cpp
   flight_recorder.cpp
   group.cpp
   p2p_group.cpp

@@ -123,6 +123,13 @@ class Transport {
   // (the socket transport); nullopt for the others (shared memory, NCCL).
   virtual std::optional<uint64_t> payload_bytes_sent() const noexcept { return std::nullopt; }
 
+  // Whether a thread other than the application's may run this transport's
+  // calls (one at a time): only then does a host communicator get a lane
+  // (comm/host_lane.hpp) that runs the reducers' collectives on its own thread.
+  // MPI below MPI_THREAD_MULTIPLE is called only from the threads the
+  // application chose.
+  virtual bool other_threads_may_call() const noexcept { return true; }
+
   // Non-blocking poll for an asynchronous failure (NCCL async error, a peer that
   // aborted). gcommSuccess if healthy; otherwise fills `message`.
   virtual gcommStatus_t poll_async_error(std::string& message) noexcept = 0;

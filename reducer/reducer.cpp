@@ -79,11 +79,12 @@ bool epilogue_at_finalize() {
 }
 
 // GRADCOMM_REDUCER_HOST_THREAD=0/1 (default 1): a host reducer with peers runs its
-// buckets on a thread of its own, so their collectives overlap backward
-// (host_lane.hpp); 0 runs them inside the mark-ready call, as before.
-bool host_side_thread(const comm::Communicator& comm) {
-  return comm.device().kind == gcommDeviceHost && comm.size() > 1 &&
-         env_int("GRADCOMM_REDUCER_HOST_THREAD", 1, 0, 1) == 1;
+// buckets on the communicator's lane, so their collectives overlap backward
+// (comm/host_lane.hpp); 0, or a transport that only the application's threads
+// may call (MPI below MPI_THREAD_MULTIPLE), runs them inside the mark-ready call.
+comm::HostLane* host_lane_for(comm::Communicator& comm) {
+  if (comm.device().kind != gcommDeviceHost || comm.size() < 2) return nullptr;
+  return env_int("GRADCOMM_REDUCER_HOST_THREAD", 1, 0, 1) == 1 ? comm.host_lane() : nullptr;
 }
 
 void refuse_in_group(const char* call) {
@@ -126,7 +127,7 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
       scaler_(scaler),
       options_(options),
       device_(comm.device()),
-      side_(comm.device(), host_side_thread(comm)),
+      side_(comm.device(), host_lane_for(comm)),
       timeline_(comm.device(), timing_by_default(comm.device())),
       epilogue_at_finalize_(epilogue_at_finalize()),
       // Views and shards keep their first plan: the caller holds addresses into it,
@@ -194,11 +195,7 @@ Reducer::~Reducer() {
     GCOMM_WARN("reducer destroy: ", e.what());
   }
   try {
-    side_.synchronize();
-  } catch (const std::exception& e) {
-    if (failed_status_ == gcommSuccess) GCOMM_WARN("reducer destroy: ", e.what());  // else reported already
-  }
-  try {
+    side_.quiesce();
     strategy_.reset();  // its buffers come from the allocator
     if (wire_ != nullptr) allocator_->deallocate(wire_, side_.stream());
     if (own_ != nullptr) allocator_->deallocate(own_, side_.stream());
@@ -339,12 +336,14 @@ void Reducer::or_fail(F&& work) {
   try {
     work();
   } catch (const Error& e) {
+    side_.drain_host();  // queued work may still use what the caller gets back
     failed_status_ = e.status();
     failed_message_ = e.message();
     phase_ = Phase::kIdle;
     timeline_.abandon();
     throw;
   } catch (const std::exception& e) {
+    side_.drain_host();
     failed_status_ = gcommInternalError;
     failed_message_ = e.what();
     phase_ = Phase::kIdle;

@@ -12,10 +12,10 @@ cudaStream_t as_stream(gcommStream_t s) { return static_cast<cudaStream_t>(s); }
 cudaEvent_t as_event(void* e) { return static_cast<cudaEvent_t>(e); }
 }  // namespace
 
-SideStream::SideStream(gcommDevice_t device, bool host_thread)
+SideStream::SideStream(gcommDevice_t device, comm::HostLane* lane)
     : cuda_(device.kind == gcommDeviceCuda), ordinal_(device.ordinal) {
   if (!cuda_) {
-    if (host_thread) lane_ = std::make_unique<HostLane>();
+    lane_ = lane;
     return;
   }
   DeviceGuard guard(ordinal_);
@@ -39,7 +39,10 @@ SideStream::SideStream(gcommDevice_t device, bool host_thread)
 }
 
 SideStream::~SideStream() {
-  if (!cuda_) return;  // lane_ drains and joins itself
+  if (!cuda_) {
+    drain_host();  // nothing queued may outlive what it captured
+    return;
+  }
   DeviceGuard guard(ordinal_);
   GCOMM_CUDA_WARN(cudaStreamSynchronize(as_stream(stream_)));
   if (mark_pending_) GCOMM_CUDA_WARN(cudaEventSynchronize(as_event(marked_)));
@@ -60,7 +63,7 @@ void SideStream::wait_for(gcommStream_t other) {
 
 void SideStream::run(std::function<void()> work) {
   if (lane_ != nullptr) {
-    lane_->push(std::move(work));
+    lane_->push(std::move(work), errors_);
   } else {
     work();
   }
@@ -70,9 +73,14 @@ void SideStream::drain_host() const noexcept {
   if (lane_ != nullptr) lane_->wait_idle();
 }
 
+void SideStream::quiesce() {
+  if (!cuda_) return drain_host();
+  synchronize();
+}
+
 void SideStream::make_wait(gcommStream_t other) {
   if (!cuda_) {  // the caller's host work runs now: after the side's
-    if (lane_ != nullptr) lane_->drain();
+    if (lane_ != nullptr) lane_->drain(errors_);
     return;
   }
   if (other == stream_) return;
@@ -99,7 +107,7 @@ void SideStream::synchronize() { synchronize(stream_); }
 
 void SideStream::synchronize(gcommStream_t other) {
   if (!cuda_) {
-    if (lane_ != nullptr) lane_->drain();
+    if (lane_ != nullptr) lane_->drain(errors_);
     return;
   }
   DeviceGuard guard(ordinal_);

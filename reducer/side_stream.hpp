@@ -1,23 +1,23 @@
 // The reducer's own CUDA stream and the events that order it against the
-// caller's streams. On the host the side stream is a thread (host_lane.hpp) when
-// the reducer asks for one (host ranks with peers): work given to run() goes
+// caller's streams. On the host the side stream is the communicator's lane
+// (comm/host_lane.hpp) when the reducer is given one: work given to run() goes
 // there in order, and every wait for the side stream (make_wait, synchronize)
-// waits for that thread; without one, host work runs in the calling thread and
-// the waits are no-ops.
+// waits for the lane and throws what this reducer's queued work threw; without
+// a lane, host work runs in the calling thread and the waits are no-ops.
 #pragma once
 
 #include <functional>
-#include <memory>
 
+#include "comm/host_lane.hpp"
 #include "gradcomm/gradcomm.h"
-#include "reducer/host_lane.hpp"
 
 namespace gradcomm::reducer {
 
 class SideStream {
  public:
-  // host_thread: on the host, run work on a thread of its own (ignored on a GPU).
-  SideStream(gcommDevice_t device, bool host_thread);
+  // lane: on the host, where run() queues work (null: the calling thread; not
+  // used on a GPU). It must outlive the side stream.
+  SideStream(gcommDevice_t device, comm::HostLane* lane);
   ~SideStream();
   SideStream(const SideStream&) = delete;
   SideStream& operator=(const SideStream&) = delete;
@@ -25,13 +25,16 @@ class SideStream {
   // The stream the reducer packs and communicates on (nullptr on the host).
   gcommStream_t stream() const { return stream_; }
   // Runs `work`, which enqueues side-stream work: on a GPU at once (what it
-  // enqueues is asynchronous), on the host on the side stream's thread when it
-  // has one. Throws an earlier queued work's error (the host thread's).
+  // enqueues is asynchronous), on the host on the lane when there is one.
+  // Throws an earlier queued work's error.
   void run(std::function<void()> work);
-  // Waits for the host thread's queued work (no-op on a GPU or without one),
-  // errors aside: for reading what that work writes (statistics) without a
-  // device sync; the waits below throw a queued work's error.
+  // Waits for the lane's queued work (no-op on a GPU or without a lane), errors
+  // aside: for reading what that work writes (statistics) without a device
+  // sync; the waits below throw a queued work's error.
   void drain_host() const noexcept;
+  // Teardown's wait: on a GPU synchronize(); on the host the lane's work, its
+  // errors left to the step that queued it (they were thrown there, or are now moot).
+  void quiesce();
   // Work enqueued on the side stream from now on waits for what is enqueued on `other` so far.
   void wait_for(gcommStream_t other);
   // Work enqueued on `other` from now on waits for what is enqueued on the side stream so far.
@@ -54,7 +57,8 @@ class SideStream {
   void* from_side_ = nullptr;  // cudaEvent_t: side -> caller
   void* marked_ = nullptr;     // cudaEvent_t: mark()
   bool mark_pending_ = false;
-  std::unique_ptr<HostLane> lane_;  // the host's side stream, or null
+  comm::HostLane* lane_ = nullptr;  // the host's side stream, or null
+  comm::HostLane::Errors errors_;   // this reducer's queued work's
 };
 
 }  // namespace gradcomm::reducer

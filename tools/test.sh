@@ -8,7 +8,8 @@
 #   3. a host-only build (GRADCOMM_CUDA=OFF) with the CUDA toolkit hidden, every test
 #      (tools/host_only_check.sh: what a CPU-only user and pip's CPU install build)
 #   4. the host test suite again under AddressSanitizer + UndefinedBehaviorSanitizer
-#   5. the threaded tests (memory, comm) under ThreadSanitizer
+#   5. the threaded tests (memory, comm, and the reducer: it runs host buckets on the
+#      communicator's lane) under ThreadSanitizer
 #   6. each libFuzzer target for a bounded time (GRADCOMM_FUZZ_SECONDS, default 15)
 # GRADCOMM_TEST_QUICK=1 runs stages 1 and 2 only (for local iteration).
 # Usage: tools/test.sh
@@ -56,7 +57,7 @@ if [ -z "${GRADCOMM_TEST_QUICK:-}" ]; then
   stage "5/6 threaded tests under ThreadSanitizer"
   cmake -S . -B build-tsan "${common[@]}" "${light[@]}" -DGRADCOMM_SANITIZE=thread
   cmake --build build-tsan -j2
-  GRADCOMM_SOAK_STEPS=2000 ctest --test-dir build-tsan -j2 --output-on-failure --timeout 900 -L 'memory|comm'
+  GRADCOMM_SOAK_STEPS=2000 ctest --test-dir build-tsan -j2 --output-on-failure --timeout 900 -L 'memory|comm|reducer'
 
   stage "6/6 fuzzing, ${GRADCOMM_FUZZ_SECONDS:-15}s per target"
   tools/fuzz.sh "${GRADCOMM_FUZZ_SECONDS:-15}"

@@ -43,6 +43,7 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
   gcommDevice_t device() const noexcept override { return gcommHostDevice(); }
   gcommTransport_t kind() const noexcept override { return kind_; }
   std::optional<uint64_t> payload_bytes_sent() const noexcept override { return links_->payload_bytes_sent(); }
+  bool other_threads_may_call() const noexcept override { return links_->other_threads_may_call(); }
 
   void run(const CollectiveArgs& a) override {
     if (is_p2p(a.op)) {

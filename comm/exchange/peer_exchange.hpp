@@ -87,6 +87,8 @@ class PeerExchange {
   virtual void fail_all(const std::string& reason) noexcept = 0;
   // Payload bytes of the phases completed so far (headers excluded); any thread.
   virtual uint64_t payload_bytes_sent() const noexcept = 0;
+  // Transport::other_threads_may_call.
+  virtual bool other_threads_may_call() const noexcept { return true; }
 };
 
 }  // namespace gradcomm::comm

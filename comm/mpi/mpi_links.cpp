@@ -25,8 +25,14 @@ int piece_bytes(size_t bytes, size_t k) { return static_cast<int>(std::min(kPiec
 
 }  // namespace
 
-MpiLinks::MpiLinks(const MpiPlugin& mpi, int comm_f, int rank, int size, double timeout_s)
-    : mpi_(mpi), comm_f_(comm_f), timeout_s_(timeout_s), rank_(rank), size_(size), received_(size, 0) {}
+MpiLinks::MpiLinks(const MpiPlugin& mpi, int comm_f, int rank, int size, double timeout_s, int thread_level)
+    : mpi_(mpi),
+      comm_f_(comm_f),
+      timeout_s_(timeout_s),
+      rank_(rank),
+      size_(size),
+      thread_level_(thread_level),
+      received_(size, 0) {}
 
 MpiLinks::~MpiLinks() {
   cancel_pending();

@@ -28,7 +28,8 @@ namespace gradcomm::comm {
 class MpiLinks final : public PeerExchange {
  public:
   // Takes ownership of `comm_f`, a duplicate communicator freed on destruction.
-  MpiLinks(const MpiPlugin& mpi, int comm_f, int rank, int size, double timeout_s);
+  // thread_level: what MPI was initialized with (0-3, MPI_THREAD_MULTIPLE = 3).
+  MpiLinks(const MpiPlugin& mpi, int comm_f, int rank, int size, double timeout_s, int thread_level);
   ~MpiLinks() override;
   MpiLinks(const MpiLinks&) = delete;
   MpiLinks& operator=(const MpiLinks&) = delete;
@@ -42,6 +43,7 @@ class MpiLinks final : public PeerExchange {
   void abort() noexcept override { aborted_.store(true); }
   void fail_all(const std::string& reason) noexcept override;
   uint64_t payload_bytes_sent() const noexcept override { return sent_.load(std::memory_order_relaxed); }
+  bool other_threads_may_call() const noexcept override { return thread_level_ >= 3; }
 
   static constexpr int kHeaderTag = 0x4743;  // below MPI_TAG_UB's guaranteed 32767
   static constexpr int kDataTag = 0x4744;
@@ -82,6 +84,7 @@ class MpiLinks final : public PeerExchange {
   double timeout_s_;
   std::vector<int> orphans_;  // receives neither cancelled nor completed: never reused
   int rank_, size_;
+  int thread_level_;
   std::vector<Request> requests_;
   std::vector<std::vector<uint8_t>> out_headers_;  // kept until their sends complete
   std::vector<std::vector<uint8_t>> in_headers_;   // room for a failure notice

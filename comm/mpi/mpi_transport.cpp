@@ -32,10 +32,11 @@ std::unique_ptr<Transport> make_mpi_transport(const gcommCommConfig_t& config, i
     GCOMM_WARN("MPI transport: MPI was initialized below MPI_THREAD_MULTIPLE (level ", thread_level,
                " of 0-3): gradcomm calls MPI from the thread that calls it, so drive MPI-transport communicators from ",
                thread_level < 2 ? "the thread that initialized MPI" : "one thread at a time",
-               " and never while another thread is in MPI");
+               " and never while another thread is in MPI; the reducers of this communicator run their buckets "
+               "in the calling thread (no overlap with backward)");
   set_process_log_rank(place.rank);
   GCOMM_INFO(INIT, "MPI transport: rank ", place.rank, " of ", place.size, " over a duplicate MPI communicator");
-  return make_exchange_transport(std::make_unique<MpiLinks>(mpi, dup, place.rank, place.size, timeout_s),
+  return make_exchange_transport(std::make_unique<MpiLinks>(mpi, dup, place.rank, place.size, timeout_s, thread_level),
                                  gcommTransportMpi, timeout_s);
 }
 

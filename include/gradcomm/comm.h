@@ -6,6 +6,9 @@
  *  - A communicator is used by one thread at a time (like an NCCL communicator).
  *    The N communicators of gcommCommInitLocal are each driven by their own thread
  *    (a host collective returns only when every rank's thread has called it).
+ *    A reducer on a host communicator runs its buckets' collectives on the
+ *    communicator's own thread; a collective called meanwhile waits for them,
+ *    so the calls still reach the transport one at a time, in program order.
  *  - Collectives on a CUDA communicator are enqueued on the caller's stream and
  *    return without waiting (like NCCL). Collectives on a host communicator run
  *    to completion before returning; the stream is ignored.

@@ -22,8 +22,11 @@
  *    with events; the scaler's update runs on the stream given to finalize.
  *  - From mark-ready until finalize returns, a gradient belongs to the reducer:
  *    neither read nor write it (its bucket may be written back at any time).
- *  - On a host communicator everything runs in the calling thread; a bucket's
- *    all-reduce returns when every rank has reached it.
+ *  - On a host communicator with peers, a bucket's pack, all-reduce and epilogue
+ *    run on the communicator's own thread (its lane), so they overlap the
+ *    caller's backward; finalize waits for them. A collective the caller issues
+ *    on that communicator mid-step waits for the lane first (program order).
+ *    GRADCOMM_REDUCER_HOST_THREAD=0 runs everything in the calling thread.
  *  - Destroy the reducer before its communicator and its scaler.
  *
  * Bucket plan: gradients in reverse registration order, one open bucket per

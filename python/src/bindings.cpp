@@ -620,17 +620,23 @@ void bind_reducer(nb::module_& m) {
     for (Ptr p : ptrs) v.push_back(to_ptr(p));
     check(gcommReducerSetAllGradData(R(h), v.data(), v.size()));
   });
-  m.def("reducer_stats", [](Ptr h) {
-    gcommReducerStats_t s{};
-    check(gcommReducerGetStats(R(h), &s));
-    return s;
-  });
+  m.def(
+      "reducer_stats",
+      [](Ptr h) {
+        gcommReducerStats_t s{};
+        check(gcommReducerGetStats(R(h), &s));
+        return s;
+      },
+      Release());  // may wait for the communicator's lane (and, through it, for other ranks)
   m.def("reducer_set_timing", [](Ptr h, bool on) { check(gcommReducerSetTiming(R(h), on ? 1 : 0)); });
-  m.def("reducer_step_timing", [](Ptr h) {
-    gcommReducerStepTiming_t t = GCOMM_REDUCER_STEP_TIMING_INITIALIZER;
-    check(gcommReducerGetStepTiming(R(h), &t));
-    return t;
-  });
+  m.def(
+      "reducer_step_timing",
+      [](Ptr h) {
+        gcommReducerStepTiming_t t = GCOMM_REDUCER_STEP_TIMING_INITIALIZER;
+        check(gcommReducerGetStepTiming(R(h), &t));
+        return t;
+      },
+      Release());
   m.def(
       "reducer_start_trace",
       [](Ptr h, const std::string& path, uint64_t steps) { check(gcommReducerStartTrace(R(h), path.c_str(), steps)); },
@@ -645,11 +651,14 @@ void bind_reducer(nb::module_& m) {
         check(gcommReducerEnablePowerSgd(R(h), rows.data(), &c));
       },
       Release());
-  m.def("reducer_powersgd_stats", [](Ptr h) {
-    gcommPowerSgdStats_t s{};
-    check(gcommReducerGetPowerSgdStats(R(h), &s));
-    return s;
-  });
+  m.def(
+      "reducer_powersgd_stats",
+      [](Ptr h) {
+        gcommPowerSgdStats_t s{};
+        check(gcommReducerGetPowerSgdStats(R(h), &s));
+        return s;
+      },
+      Release());  // may wait for the communicator's lane (and, through it, for other ranks)
   m.def("reducer_save_powersgd_state", [](Ptr h) {
     return read_bytes([h](char* b, size_t n, size_t* r) { return gcommReducerSavePowerSgdState(R(h), b, n, r); });
   });
@@ -659,11 +668,14 @@ void bind_reducer(nb::module_& m) {
   m.def(
       "reducer_enable_quantization",
       [](Ptr h, const gcommQuantConfig_t& c) { check(gcommReducerEnableQuantization(R(h), &c)); }, Release());
-  m.def("reducer_quant_stats", [](Ptr h) {
-    gcommQuantStats_t s = GCOMM_QUANT_STATS_INITIALIZER;
-    check(gcommReducerGetQuantStats(R(h), &s));
-    return s;
-  });
+  m.def(
+      "reducer_quant_stats",
+      [](Ptr h) {
+        gcommQuantStats_t s = GCOMM_QUANT_STATS_INITIALIZER;
+        check(gcommReducerGetQuantStats(R(h), &s));
+        return s;
+      },
+      Release());  // may wait for the communicator's lane (and, through it, for other ranks)
   m.def("reducer_save_quant_state", [](Ptr h) {
     return read_bytes([h](char* b, size_t n, size_t* r) { return gcommReducerSaveQuantState(R(h), b, n, r); });
   });

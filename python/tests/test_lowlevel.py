@@ -265,6 +265,7 @@ def test_flight_record_names_the_last_collectives(tmp_path):
 def test_step_timing_and_trace(comms, tmp_path):
     """Timing is on by default on the host; the trace is one JSON file per rank."""
     import json
+    import time
 
     pattern = str(tmp_path / "trace_%r.json")
 
@@ -279,6 +280,7 @@ def test_step_timing_and_trace(comms, tmp_path):
                 red.begin_step()
                 for i in reversed(range(3)):  # buckets launch while marking goes on
                     red.mark_ready(i)
+                    time.sleep(0.002)  # backward making the next gradient: the lane starts the bucket meanwhile
                 red.finalize()
             red.stop_trace()
             return red.step_timing()

@@ -39,6 +39,9 @@ void finish_grads(const void* src, gcommDataType_t dtype, const size_t* offsets,
 
 void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContext& ctx) {
   const Bucket& bucket = ctx.plan.buckets[b];
+  // Nothing on the wire (a bucket of PowerSGD's matrices only, or of empty
+  // gradients): no collective, no epilogue. Every rank has the same plan.
+  if (bucket.elements == 0) return;
   void* wire = ctx.bucket_wire[b];
   if (!ctx.views) {
     pack_bucket(b, complete, wire, ctx);

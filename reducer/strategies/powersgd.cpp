@@ -68,7 +68,7 @@ PowerSgd::PowerSgd(const std::vector<gcommTensor_t>& grads, const size_t* rows, 
 
 PowerSgd::~PowerSgd() {
   try {
-    side_.synchronize();
+    side_.quiesce();
     for (float* b : {p_, q_, q_next_, e_, flag_})
       if (b != nullptr) allocator_.deallocate(b, side_.stream());
   } catch (const std::exception& e) {

@@ -51,7 +51,7 @@ QuantizedWire::~QuantizedWire() {
 void* QuantizedWire::alloc(size_t bytes) { return bytes == 0 ? nullptr : allocator_.allocate(bytes, side_.stream()); }
 
 void QuantizedWire::release() {
-  side_.synchronize();
+  side_.quiesce();  // teardown too: a failed step's error is not this call's
   for (void** b : {reinterpret_cast<void**>(&e_), reinterpret_cast<void**>(&e2_), reinterpret_cast<void**>(&r2_),
                    &send_, &recv_, &gather_, reinterpret_cast<void**>(&decoded_)}) {
     if (*b != nullptr) allocator_.deallocate(*b, side_.stream());

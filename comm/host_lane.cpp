@@ -1,8 +1,10 @@
-#include "reducer/host_lane.hpp"
+#include "comm/host_lane.hpp"
 
-namespace gradcomm::reducer {
+#include "common/log.hpp"
 
-HostLane::HostLane() : thread_([this] { loop(); }) {}
+namespace gradcomm::comm {
+
+HostLane::HostLane(int log_rank) : thread_([this, log_rank] { loop(log_rank); }) {}
 
 HostLane::~HostLane() {
   wait_idle();
@@ -14,52 +16,49 @@ HostLane::~HostLane() {
   thread_.join();
 }
 
-void HostLane::throw_error() {
-  if (error_) std::rethrow_exception(error_);
-}
-
-void HostLane::push(std::function<void()> work) {
+void HostLane::push(std::function<void()> work, Errors& errors) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    throw_error();
-    queue_.push_back(std::move(work));
+    if (errors.first) std::rethrow_exception(errors.first);
+    queue_.push_back(Item{std::move(work), &errors});
   }
   work_.notify_one();
 }
 
-void HostLane::drain() {
-  if (std::this_thread::get_id() == thread_.get_id()) return;
+void HostLane::drain(Errors& errors) {
+  if (on_lane_thread()) return;
   std::unique_lock<std::mutex> lock(mutex_);
   idle_.wait(lock, [this] { return head_ == queue_.size() && !busy_; });
-  throw_error();
+  if (errors.first) std::rethrow_exception(errors.first);
 }
 
 void HostLane::wait_idle() noexcept {
-  if (std::this_thread::get_id() == thread_.get_id()) return;
+  if (on_lane_thread()) return;
   std::unique_lock<std::mutex> lock(mutex_);
   idle_.wait(lock, [this] { return head_ == queue_.size() && !busy_; });
 }
 
-void HostLane::loop() {
+void HostLane::loop(int log_rank) {
+  set_thread_log_rank(log_rank);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     work_.wait(lock, [this] { return stop_ || head_ < queue_.size(); });
     if (head_ == queue_.size()) return;  // stop_, nothing left
-    std::function<void()> work = std::move(queue_[head_++]);
-    const bool skip = error_ != nullptr;
+    Item item = std::move(queue_[head_++]);
+    const bool skip = item.errors->first != nullptr;
     busy_ = true;
     lock.unlock();
+    std::exception_ptr error;
     if (!skip) {
       try {
-        work();
+        item.work();
       } catch (...) {
-        lock.lock();
-        error_ = std::current_exception();
-        lock.unlock();
+        error = std::current_exception();
       }
     }
-    work = nullptr;  // what it captured goes before the caller hears the queue is idle
+    item.work = nullptr;  // what it captured goes before anyone hears the queue is idle
     lock.lock();
+    if (error && !item.errors->first) item.errors->first = error;
     busy_ = false;
     if (head_ == queue_.size()) {
       queue_.clear();  // keeps the capacity
@@ -69,4 +68,4 @@ void HostLane::loop() {
   }
 }
 
-}  // namespace gradcomm::reducer
+}  // namespace gradcomm::comm

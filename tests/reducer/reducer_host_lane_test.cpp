@@ -1,73 +1,19 @@
-// The host reducer's side thread (reducer/host_lane.hpp): queued work runs in
-// order, an error is kept and skips what follows, and a host rank's mark-ready
-// calls return while its bucket's collective still waits for a peer, so the
-// collectives overlap backward (before the thread, the call that completed a
-// bucket ran its all-reduce and blocked until every peer arrived).
+// The reducer on a host communicator's lane (comm/host_lane.hpp; its own tests in
+// tests/comm/host_lane_test.cpp): a host rank's mark-ready calls return while its
+// bucket's collective still waits for a peer (before the lane, the call that
+// completed a bucket ran its all-reduce and blocked until every peer arrived), and
+// the collectives of two reducers and of the caller on one communicator keep their
+// program order.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <stdexcept>
 #include <thread>
 
-#include "reducer/host_lane.hpp"
 #include "reducer/reducer_rig.hpp"
 
 namespace gradcomm::test {
 namespace {
-
-using reducer::HostLane;
-
-TEST(HostLane, RunsQueuedWorkInOrderOffTheCallersThread) {
-  HostLane lane;
-  std::vector<int> seen;
-  std::thread::id worker;
-  for (int i = 0; i < 100; ++i)
-    lane.push([&seen, &worker, i] {
-      seen.push_back(i);
-      worker = std::this_thread::get_id();
-    });
-  lane.drain();
-  ASSERT_EQ(seen.size(), 100u);
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(seen[i], i);
-  EXPECT_NE(worker, std::this_thread::get_id());
-}
-
-TEST(HostLane, AnErrorSkipsWhatFollowsAndIsThrownAtEveryLaterWait) {
-  HostLane lane;
-  std::atomic<int> ran{0};
-  std::atomic<bool> go{false};
-  lane.push([&] {  // holds the lane until all three are queued
-    while (!go.load()) std::this_thread::yield();
-    ++ran;
-  });
-  lane.push([] { throw std::runtime_error("bucket 1 failed"); });
-  lane.push([&] { ++ran; });
-  go = true;
-  lane.wait_idle();  // the reader's wait does not throw
-  EXPECT_EQ(ran.load(), 1);
-  for (int i = 0; i < 2; ++i) {
-    try {
-      lane.drain();
-      ADD_FAILURE() << "drain did not throw the queued work's error";
-    } catch (const std::runtime_error& e) {
-      EXPECT_STREQ(e.what(), "bucket 1 failed");
-    }
-  }
-  EXPECT_THROW(lane.push([&] { ++ran; }), std::runtime_error);
-  EXPECT_EQ(ran.load(), 1);
-}
-
-TEST(HostLane, WorkThatDrainsItsOwnLaneDoesNotDeadlock) {
-  HostLane lane;
-  std::atomic<bool> done{false};
-  lane.push([&] {
-    lane.drain();  // as a strategy's synchronize() on the side stream would
-    done = true;
-  });
-  lane.drain();
-  EXPECT_TRUE(done.load());
-}
 
 class ReducerHostThread : public ReducerRig {
  protected:
@@ -135,6 +81,62 @@ TEST_P(ReducerHostThread, AMalformedSettingKeepsTheThread) {
   const bool in_time = marks_return_before_the_peer_arrives(std::chrono::seconds(5));
   unsetenv("GRADCOMM_REDUCER_HOST_THREAD");
   EXPECT_TRUE(in_time);
+}
+
+// Two models on one communicator (a GAN's generator and discriminator, a teacher
+// and a student), their backward passes interleaved bucket by bucket, and a
+// collective of the caller's own in the middle of the step; every bucket the same
+// size, so a collective issued out of order would silently sum one model's bucket
+// with the other's (with a thread per reducer they raced on the communicator).
+TEST_P(ReducerHostThread, TwoReducersAndTheCallerOnOneCommunicatorKeepProgramOrder) {
+  auto comms = make_comms(2);
+  run(comms, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    std::vector<GradMem> a, b;
+    std::vector<gcommTensor_t> ta, tb;
+    for (size_t i = 0; i < kGrads; ++i) {
+      a.emplace_back(gcommFloat32, kCount, false);
+      b.emplace_back(gcommFloat32, kCount, false);
+      ta.push_back(a.back().tensor());
+      tb.push_back(b.back().tensor());
+    }
+    gcommReducerConfig_t c = GCOMM_REDUCER_CONFIG_INITIALIZER;
+    c.bucket_cap_bytes = c.first_bucket_bytes = kCount * sizeof(float);
+    c.rebuild_buckets = 0;
+    gcommReducer_t ra = nullptr, rb = nullptr;
+    RIG_CHECK(gcommReducerCreate(comm, ta.data(), ta.size(), &c, &ra));
+    RIG_CHECK(gcommReducerCreate(comm, tb.data(), tb.size(), &c, &rb));
+    auto value = [](int model, int step, size_t i, int r) { return model * 1000.0f + step * 10.0f + i + 2 * r; };
+    for (int step = 0; step < 20; ++step) {
+      for (size_t i = 0; i < kGrads; ++i) {
+        std::fill_n(static_cast<float*>(a[i].data), kCount, value(1, step, i, rank));
+        std::fill_n(static_cast<float*>(b[i].data), kCount, value(-1, step, i, rank));
+      }
+      RIG_CHECK(gcommReducerBeginStep(ra, 1));
+      RIG_CHECK(gcommReducerBeginStep(rb, 1));
+      for (size_t k = kGrads; k-- > 0;) {
+        RIG_CHECK(gcommReducerMarkReady(ra, k, stream));
+        RIG_CHECK(gcommReducerMarkReady(rb, k, stream));
+        if (k == 2) {
+          float x = static_cast<float>(rank + 1);
+          RIG_CHECK(gcommAllReduce(comm, &x, &x, 1, gcommFloat32, gcommSum, stream));
+          if (x != 3.0f) return "the caller's all-reduce gave " + std::to_string(x) + ", not 3";
+        }
+      }
+      RIG_CHECK(gcommReducerFinalize(ra, stream, nullptr));
+      RIG_CHECK(gcommReducerFinalize(rb, stream, nullptr));
+      for (size_t i = 0; i < kGrads; ++i) {
+        const float want_a = value(1, step, i, 0) + 1.0f, want_b = value(-1, step, i, 0) + 1.0f;  // the two ranks' mean
+        const float got_a = static_cast<const float*>(a[i].data)[kCount - 1];
+        const float got_b = static_cast<const float*>(b[i].data)[0];
+        if (got_a != want_a || got_b != want_b)
+          return "step " + std::to_string(step) + " gradient " + std::to_string(i) + ": " + std::to_string(got_a) +
+                 " and " + std::to_string(got_b) + ", not " + std::to_string(want_a) + " and " + std::to_string(want_b);
+      }
+    }
+    RIG_CHECK(gcommReducerDestroy(ra));
+    RIG_CHECK(gcommReducerDestroy(rb));
+    return "";
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(, ReducerHostThread, ::testing::Values(RigDevice::kHost), rig_name);
