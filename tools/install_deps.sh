@@ -17,6 +17,8 @@ command -v python3 >/dev/null || need+=(python3)
 command -v mpirun >/dev/null || need+=(openmpi-bin)  # the launcher tests (mpirun without MASTER_ADDR)
 [ -f /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ] || need+=(libopenmpi-dev)  # the MPI bootstrap plugin
 command -v slurmd >/dev/null || need+=(slurm-wlm)  # launchers.real_slurm (a private single-node cluster)
+command -v tc >/dev/null || need+=(iproute2)        # tools/netlab: network namespaces and tc (its tests)
+command -v pgrep >/dev/null || need+=(procps)       # tools/netlab's tests look for leftover processes
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "install_deps: installing ${need[*]}"
