@@ -1,6 +1,7 @@
 """Shared helpers: launching N ranks of tests/dist_worker.py and reading their results."""
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -35,6 +36,24 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def free_port_pair():
+    """A port p with p and p + 1 free, below the kernel's ephemeral range: for
+    torchrun's --master-port, whose agent takes p while gradcomm's store takes
+    p + 1. A port the kernel hands out (free_port) lies in the ephemeral range,
+    where p + 1 can become the local end of any connection meanwhile, torchrun's
+    own included (seen in CI: "rank 0 cannot listen on port 58818")."""
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    for p in random.Random().sample(range(20000, min(low, 32768) - 1), 200):
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", p))
+                b.bind(("127.0.0.1", p + 1))
+            return p
+        except OSError:
+            continue
+    raise RuntimeError("no two consecutive free ports in [20000, the ephemeral range)")
 
 
 def run_ranks(tmp_path, world, *args, timeout=240):

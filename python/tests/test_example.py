@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import free_port
+from conftest import free_port_pair
 
 pytest.importorskip("torch")
 
@@ -19,7 +19,7 @@ EXAMPLE = os.path.join(SOURCE, "examples", "torch_train.py")
 def test_torch_train_example_under_torchrun(flags):
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     env["OMP_NUM_THREADS"] = "1"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port_pair()),
            EXAMPLE, "--steps", "40", *flags]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
