@@ -699,7 +699,7 @@ QuantizedWire& Reducer::quantized(const char* what) const {
 
 QuantStats Reducer::quant_stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  side_.drain_host();  // the host thread writes them
+  side_.drain_host();  // the communicator's lane writes them
   return quantized("quantized wire stats").stats();
 }
 
@@ -726,7 +726,7 @@ PowerSgd& Reducer::powersgd(const char* what) const {
 
 PowerSgdStats Reducer::powersgd_stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  side_.drain_host();  // the host thread writes them
+  side_.drain_host();  // the communicator's lane writes them
   return powersgd("PowerSGD stats").stats();
 }
 
