@@ -308,9 +308,9 @@ static void* run_rank(void* arg) {
   v = calloc(state_size + 1, sizeof(float));
   if (job->wire == WIRE_INT8 || job->wire == WIRE_INT8_NO_EF) {
     /* Optional: the int8 wire, for the f32 buckets (here: all of them). */
-    gcommQuantConfig_t qc = GCOMM_QUANT_CONFIG_INITIALIZER;
+    gcommInt8Config_t qc = GCOMM_INT8_CONFIG_INITIALIZER;
     qc.error_feedback = job->wire == WIRE_INT8;
-    CHECK(gcommReducerEnableQuantization(reducer, &qc));
+    CHECK(gcommReducerEnableCompression(reducer, gcommCompressionInt8, &qc, NULL));
   }
   if (job->powersgd > 0) {
     /* Optional: PowerSGD, each weight matrix viewed as rows x cols (0: a bias, sent
@@ -318,7 +318,7 @@ static void* run_rank(void* arg) {
     const size_t rows[NPARAM] = {HIDDEN, 0, D_OUT, 0};
     gcommPowerSgdConfig_t pc = GCOMM_POWERSGD_CONFIG_INITIALIZER;
     pc.rank = job->powersgd;
-    CHECK(gcommReducerEnablePowerSgd(reducer, rows, &pc));
+    CHECK(gcommReducerEnableCompression(reducer, gcommCompressionPowerSgd, &pc, rows));
   }
 
   for (t = 0; t < job->steps; ++t) {

@@ -77,8 +77,8 @@ def main():
         make_cnn().to(device), comm=None,  # comm=None: a communicator from torchrun's environment
         bucket_cap_mb=args.bucket_cap_mb, first_bucket_mb=min(1.0, args.bucket_cap_mb),
         wire_dtype={"f32": None, "f16": torch.float16, "bf16": torch.bfloat16}[args.wire],
-        powersgd=dict(rank=4, start_iter=10) if args.powersgd else None,
-        quantize=dict(block_size=256) if args.int8 else None)
+        compression=(dict(kind="powersgd", rank=4, start_iter=10) if args.powersgd else
+                     "int8" if args.int8 else None))
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     scaler = gct.GradScaler(model, enabled=args.amp)  # a pass-through when disabled
 
@@ -141,11 +141,11 @@ def main():
         if rank == 0:
             print(f"saved {ckpt_path} (and one file per other rank)", flush=True)
     if args.powersgd and rank == 0:
-        print(f"PowerSGD compressed {model.reducer.powersgd_stats().compressed_steps} steps", flush=True)
+        print(f"PowerSGD compressed {model.reducer.compression_stats()['compressed_steps']} steps", flush=True)
     if args.int8 and rank == 0:
-        q = model.reducer.quant_stats()
-        print(f"int8 wire: {q.quantized_steps} steps, {q.bytes_last_step} bytes a step per rank "
-              f"({q.bytes_last_step / max(q.f32_allreduce_bytes, 1):.3f}x an f32 all-reduce)", flush=True)
+        q = model.reducer.compression_stats()
+        print(f"int8 wire: {q['compressed_steps']} steps, {q['bytes_last_step']} bytes a step per rank "
+              f"({q['bytes_last_step'] / max(q['f32_allreduce_bytes'], 1):.3f}x an f32 all-reduce)", flush=True)
     model.close()  # also closes the communicator it created
     if rank == 0:
         print(f"final loss {final:.4f} (started at {first:.4f})", flush=True)

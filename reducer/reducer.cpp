@@ -16,6 +16,7 @@
 #include "comm/flight_recorder.hpp"
 #include "comm/group.hpp"
 #include "reducer/chrome_trace.hpp"
+#include "reducer/compressions.hpp"
 #include "reducer/device_bytes.hpp"
 #include "reducer/strategies/allreduce.hpp"
 #include "kernels/ops.hpp"
@@ -626,123 +627,84 @@ std::string Reducer::describe() const {
              stats_.rebuilt ? ", rebuilt in ready order" : "", "\n", describe_plan(plan_));
 }
 
-void Reducer::enable_powersgd(const size_t* rows, const PowerSgdOptions& options) {
+template <class Make>
+void Reducer::install(const char* name, Make&& make, const size_t* grad_rows) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
-  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "PowerSGD can only be enabled between steps");
-  if (options_.sharded)
-    fail(gcommNotSupported, "PowerSGD with sharded gradients is not defined: its P and Q are all-reduced "
-         "whole and decompressed on every rank; use gcommReducerAllReduce mode for PowerSGD");
-  require_no_compression("PowerSGD");
-  auto psgd = std::make_unique<PowerSgd>(grads_, rows, options, *allocator_, side_, device_);
-  // Keep the plan's current gradient order; the compressed gradients take no
-  // bytes of the wire but count toward the buckets' caps (GradSpec::carried).
-  PlanOptions po = plan_options();
-  for (const Bucket& b : plan_.buckets)
-    for (const BucketEntry& e : b.entries) po.order.push_back(e.grad);
-  std::vector<GradSpec> specs = specs_;
-  for (size_t i = 0; i < specs.size(); ++i)
-    if (psgd->takes(i)) specs[i].carried = true;
-  BucketPlan plan = plan_buckets(specs, po);
-  side_.synchronize();
-  // With views the gradients move: whatever the caller queued on its own streams
-  // that reads or writes them at their old addresses (an optimizer step after the
-  // last finalize, zeroing) must be done before they are copied and freed.
-  if (options_.grad_as_bucket_view) synchronize_device(device_);
-  or_fail([&] {
-    build_wire(plan, *psgd);  // with views, every gradient's address may change
-    psgd->set_layout(plan_);       // ends with a wait for the side stream: the moves are done
-  });
-  rebuild_pending_ = false;  // P and Q are laid out by this plan
-  psgd->wrap(std::move(strategy_));
-  strategy_ = std::move(psgd);
-  GCOMM_INFO(REDUCER, "reducer: PowerSGD rank ", options.rank, " on ", powersgd("").stats().compressed_matrices, " of ",
-             grads_.size(), " gradients");
-}
-
-void Reducer::require_no_compression(const char* enabling) const {
-  if (dynamic_cast<const AllReduceStrategy*>(strategy_.get()) == nullptr)
-    fail(gcommInvalidState, "cannot enable ", enabling, ": this reducer already compresses with ", strategy_->name(),
+  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "compression (", name, ") can only be enabled between steps");
+  if (strategy_->kind() != gcommCompressionNone)
+    fail(gcommInvalidState, "cannot enable ", name, ": this reducer already compresses with ", strategy_->name(),
          " (one compression strategy per reducer)");
-}
-
-void Reducer::enable_quantization(const QuantOptions& options) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  throw_if_failed();
-  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the quantized wire can only be enabled between steps");
-  if (options_.sharded)
-    fail(gcommNotSupported, "the quantized wire in sharded mode is not built (its reduce-scatter half would be); "
-         "use gcommReducerAllReduce mode");
-  if (options_.grad_as_bucket_view)
-    fail(gcommNotSupported, "the quantized wire keeps each bucket's residual in its wire buffer, which "
-         "grad_as_bucket_view makes the gradients themselves; create the reducer without views");
-  require_no_compression("the quantized wire");
-  auto quant = std::make_unique<QuantizedWire>(options, comm_.size(), comm_.rank(), *allocator_, side_, device_);
+  const StrategySetup setup{grads_, grad_rows, options_.grad_as_bucket_view, options_.sharded, comm_.size(),
+                            comm_.rank(), *allocator_, side_, device_};
+  std::unique_ptr<CompressionStrategy> strategy = make(setup);
+  // Gradients the strategy carries itself take no bytes of the wire but count
+  // toward the buckets' caps (GradSpec::carried); the plan keeps its order.
+  bool takes_any = false;
+  for (size_t i = 0; i < grads_.size(); ++i) takes_any = takes_any || strategy->takes(i);
   side_.synchronize();
+  if (takes_any) {
+    PlanOptions po = plan_options();
+    for (const Bucket& bucket : plan_.buckets)
+      for (const BucketEntry& e : bucket.entries) po.order.push_back(e.grad);
+    std::vector<GradSpec> specs = specs_;
+    for (size_t i = 0; i < specs.size(); ++i) specs[i].carried = strategy->takes(i);
+    const BucketPlan plan = plan_buckets(specs, po);
+    // With views the gradients move: whatever the caller queued on its own streams
+    // that reads or writes them at their old addresses (an optimizer step after the
+    // last finalize, zeroing) must be done before they are copied and freed.
+    if (options_.grad_as_bucket_view) synchronize_device(device_);
+    or_fail([&] { build_wire(plan, *strategy); });  // with views, every gradient's address may change
+  }
   or_fail([&] {
-    quant->set_layout(plan_);
-    side_.synchronize();  // E is zero before the first step reads it
+    strategy->set_layout(plan_);
+    side_.synchronize();  // its state (zeros) and the moved gradients are in place before the first step
   });
-  rebuild_pending_ = false;  // E is laid out by this plan
-  quant->wrap(std::move(strategy_));
-  strategy_ = std::move(quant);
-  const QuantStats st = quantized("").stats();
-  GCOMM_INFO(REDUCER, "reducer: int8 wire, blocks of ", options.block, ", on ", st.quantized_buckets, " of ",
-             plan_.buckets.size(), " buckets, error feedback ", options.error_feedback ? "on" : "off");
+  rebuild_pending_ = false;  // the strategy's state is laid out by this plan
+  strategy->wrap(std::move(strategy_));
+  strategy_ = std::move(strategy);
+  std::string stats;
+  for (const Counter& c : strategy_->counters()) stats += cat(", ", c.name, " ", c.value);
+  GCOMM_INFO(REDUCER, "reducer: compression ", strategy_->name(), " enabled", stats);
 }
 
-QuantizedWire& Reducer::quantized(const char* what) const {
-  auto* q = dynamic_cast<QuantizedWire*>(strategy_.get());
-  if (q == nullptr) fail(gcommInvalidState, what, ": the quantized wire is not enabled on this reducer");
-  return *q;
+void Reducer::enable_compression(gcommCompression_t kind, const void* config, const size_t* grad_rows) {
+  const CompressionEntry& entry = compression_entry(kind);
+  install(entry.name, [&](const StrategySetup& setup) { return entry.from_config(config, setup); }, grad_rows);
 }
 
-QuantStats Reducer::quant_stats() const {
+void Reducer::enable_compression(const std::string& spec, const size_t* grad_rows) {
+  std::string text;
+  const CompressionEntry& entry = compression_entry_of_text(spec, &text);
+  OptionText options(entry.name, text);
+  install(entry.name, [&](const StrategySetup& setup) { return entry.from_text(options, setup); }, grad_rows);
+}
+
+gcommCompression_t Reducer::compression() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  return strategy_->kind();
+}
+
+std::vector<Counter> Reducer::compression_counters(gcommCompression_t kind) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (strategy_->kind() != kind)
+    fail(gcommInvalidState, "the statistics of ", compression_name(kind), ": ", compression_name(kind),
+         " is not enabled on this reducer (it compresses with ", compression_name(strategy_->kind()), ")");
   side_.drain_host();  // the communicator's lane writes them
-  return quantized("quantized wire stats").stats();
+  return strategy_->counters();
 }
 
-std::vector<uint8_t> Reducer::save_quant() {
+std::vector<uint8_t> Reducer::save_compression() {
   std::lock_guard<std::mutex> lock(mutex_);
-  QuantizedWire& q = quantized("saving the quantized wire state");
-  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the quantized wire state can only be saved between steps");
-  return q.save();
+  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the compression state can only be saved between steps");
+  return strategy_->save();
 }
 
-void Reducer::load_quant(const uint8_t* data, size_t bytes) {
+void Reducer::load_compression(const uint8_t* data, size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
-  QuantizedWire& q = quantized("loading a quantized wire state");
-  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the quantized wire state can only be loaded between steps");
-  q.load(data, bytes);
-}
-
-PowerSgd& Reducer::powersgd(const char* what) const {
-  auto* psgd = dynamic_cast<PowerSgd*>(strategy_.get());
-  if (psgd == nullptr) fail(gcommInvalidState, what, ": PowerSGD is not enabled on this reducer");
-  return *psgd;
-}
-
-PowerSgdStats Reducer::powersgd_stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  side_.drain_host();  // the communicator's lane writes them
-  return powersgd("PowerSGD stats").stats();
-}
-
-std::vector<uint8_t> Reducer::save_powersgd() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  PowerSgd& psgd = powersgd("saving the PowerSGD state");
-  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the PowerSGD state can only be saved between steps");
-  return psgd.save();
-}
-
-void Reducer::load_powersgd(const uint8_t* data, size_t bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  throw_if_failed();
-  PowerSgd& psgd = powersgd("loading a PowerSGD state");
-  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the PowerSGD state can only be loaded between steps");
-  psgd.load(data, bytes);
+  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the compression state can only be loaded between steps");
+  strategy_->load(data, bytes);
 }
 
 void Reducer::agree_on_found_inf() {

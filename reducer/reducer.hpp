@@ -1,6 +1,6 @@
 // The reducer: registered gradients, the bucket plan, the wire layout and the
 // step state machine (begin -> mark ready ... -> finalize). A bucket is handed to
-// the compression strategy (strategy.hpp: all-reduce, PowerSGD) on a side stream
+// the compression strategy (strategy.hpp: all-reduce, or one of compressions.hpp) on a side stream
 // as soon as it and every bucket before it are complete, so every rank issues the
 // same collectives in the same order and each bucket's epilogue overlaps the next
 // buckets' communication; finalize orders the caller's stream after it all and
@@ -20,8 +20,6 @@
 #include "reducer/grad_addresses.hpp"
 #include "reducer/side_stream.hpp"
 #include "reducer/step_timeline.hpp"
-#include "reducer/strategies/powersgd.hpp"
-#include "reducer/strategies/quantized.hpp"
 #include "reducer/strategy.hpp"
 #include "gradcomm/reducer.h"
 #include "kernels/grad_scaler.hpp"
@@ -97,19 +95,18 @@ class Reducer {
   void start_trace(const std::string& path, uint64_t steps);
   void stop_trace();
 
-  // PowerSGD (strategies/powersgd.hpp): between steps, once; rows[i] = gradient
-  // i's first dimension (0: not a matrix). It wraps the all-reduce strategy.
-  void enable_powersgd(const size_t* rows, const PowerSgdOptions& options);
-  PowerSgdStats powersgd_stats() const;
-  std::vector<uint8_t> save_powersgd();
-  void load_powersgd(const uint8_t* data, size_t bytes);
-
-  // The quantized wire (strategies/quantized.hpp): between steps, once; it wraps
-  // the all-reduce strategy.
-  void enable_quantization(const QuantOptions& options);
-  QuantStats quant_stats() const;
-  std::vector<uint8_t> save_quant();
-  void load_quant(const uint8_t* data, size_t bytes);
+  // Compression (compressions.hpp): between steps, once. `config`: the kind's C
+  // config struct (NULL: defaults); `spec`: the text form ("int8:block_size=128").
+  // `grad_rows` (may be NULL): each gradient's first dimension. The strategy wraps
+  // the all-reduce strategy; the plan is not rebuilt afterwards.
+  void enable_compression(gcommCompression_t kind, const void* config, const size_t* grad_rows);
+  void enable_compression(const std::string& spec, const size_t* grad_rows);
+  gcommCompression_t compression() const;
+  // The statistics of `kind`, which must be the compression in use.
+  std::vector<Counter> compression_counters(gcommCompression_t kind) const;
+  // The compression's state, between steps.
+  std::vector<uint8_t> save_compression();
+  void load_compression(const uint8_t* data, size_t bytes);
 
  private:
   enum class Phase { kIdle, kSynced, kAccumulating };
@@ -190,11 +187,11 @@ class Reducer {
   size_t marked_count_ = 0;
   std::vector<size_t> ready_order_;  // first synced step only (for the rebuild)
   bool rebuild_pending_;
-  // PowerSGD's strategy, or a failure naming `what`.
-  PowerSgd& powersgd(const char* what) const;
-  QuantizedWire& quantized(const char* what) const;
-  // Refuses a second compression strategy (PowerSGD, the quantized wire) by name.
-  void require_no_compression(const char* enabling) const;
+  // Makes the strategy (make: a compression table factory bound to its config),
+  // lays it out (rebuilding the plan when it takes gradients out of the wire) and
+  // puts it in front of the all-reduce strategy.
+  template <class Make>
+  void install(const char* name, Make&& make, const size_t* grad_rows);
   gcommReducerStats_t stats_{};
   std::unique_ptr<CompressionStrategy> strategy_;
   gcommStatus_t failed_status_ = gcommSuccess;

@@ -1,21 +1,21 @@
 // The compression seam: how one bucket's gradients cross the wire. The reducer
 // (reducer.hpp) keeps the step state machine and the wire layout; a strategy is
 // handed each bucket, in plan order, on the side stream, and communicates it and
-// runs its epilogue. Implementations live in strategies/, one file set each:
-//   allreduce  the gradients packed into the bucket (cast to the wire dtype:
-//              f32, or f16/bf16 "cast"), all-reduced, unpacked (plain and cast
-//              are one pack kernel with a different target dtype: one file)
-//   powersgd   low-rank compression of the matrices it takes, wrapping the
-//              all-reduce strategy for the rest
+// runs its epilogue. A strategy owns its options, statistics and saved state; the
+// reducer knows none of them. The all-reduce strategy (strategies/allreduce.*) is
+// every reducer's first; the others are listed in the compression table
+// (compressions.cpp: one line each) and wrap it for what they do not compress.
 // A strategy never allocates in a step (its state is made at enable/set_layout).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "comm/communicator.hpp"
 #include "gradcomm/gradcomm.h"
+#include "gradcomm/reducer.h"
 #include "kernels/ops.hpp"
 #include "reducer/bucket_plan.hpp"
 #include "reducer/side_stream.hpp"
@@ -55,10 +55,29 @@ struct StrategyContext {
   }
 };
 
+// One statistic: the C stats struct of a kind is its header followed by these,
+// each a uint64_t, in the order counters() lists them.
+struct Counter {
+  const char* name;
+  uint64_t value;
+};
+
 class CompressionStrategy {
  public:
   virtual ~CompressionStrategy() = default;
-  virtual const char* name() const noexcept = 0;
+  virtual gcommCompression_t kind() const noexcept = 0;
+  virtual const char* name() const noexcept = 0;  // the compression table's name ("int8")
+
+  // The strategy for what this one does not compress (buckets, gradients, the
+  // steps before it starts): given once enabling can no longer fail.
+  virtual void wrap(std::unique_ptr<CompressionStrategy> rest);
+  // Statistics since enabling, in the C stats struct's order.
+  virtual std::vector<Counter> counters() const { return {}; }
+  // State (step counter, error feedback, ...) to and from device-independent host
+  // bytes, between steps; load refuses a state of another kind or layout,
+  // changing nothing.
+  virtual std::vector<uint8_t> save();
+  virtual void load(const uint8_t* data, size_t bytes);
 
   // Gradients carried outside the wire buffer (planned at zero bytes there; with
   // views each gets a slot of its own).

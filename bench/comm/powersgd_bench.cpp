@@ -64,7 +64,7 @@ struct Result {
   double plain_us = 0, psgd_us = 0, rel_error = 0;
   std::vector<double> step_errors;  // --error-steps
   size_t wire_bytes = 0, f32_bytes = 0;
-  gcommPowerSgdStats_t stats{};
+  gcommPowerSgdStats_t stats = GCOMM_POWERSGD_STATS_INITIALIZER;
 };
 
 // The set's values, made once per set (GPT-2 medium: 355 M values) on all cores.
@@ -152,11 +152,11 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Res
     gcommReducer_t r = nullptr;
     if (c.compressor == "f16") rc.wire_dtype = gcommFloat16;
     check(gcommReducerCreate(comm, grads.data(), grads.size(), &rc, &r), "create");
-    if (c.compressor == "powersgd") check(gcommReducerEnablePowerSgd(r, rows.data(), &pc), "enable PowerSGD");
+    if (c.compressor == "powersgd") check(gcommReducerEnableCompression(r, gcommCompressionPowerSgd, &pc, rows.data()), "enable PowerSGD");
     if (c.compressor == "int8") {
-      gcommQuantConfig_t qc = GCOMM_QUANT_CONFIG_INITIALIZER;
+      gcommInt8Config_t qc = GCOMM_INT8_CONFIG_INITIALIZER;
       qc.error_feedback = c.error_feedback ? 1 : 0;
-      check(gcommReducerEnableQuantization(r, &qc), "enable the int8 wire");
+      check(gcommReducerEnableCompression(r, gcommCompressionInt8, &qc, nullptr), "enable the int8 wire");
     }
     for (int s = 0; s < c.error_steps; ++s) {
       time_steps(r, 1);
@@ -178,14 +178,14 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Res
 
   gcommReducer_t r = nullptr;
   check(gcommReducerCreate(comm, grads.data(), grads.size(), &rc, &r), "create");
-  check(gcommReducerEnablePowerSgd(r, rows.data(), &pc), "enable PowerSGD");
+  check(gcommReducerEnableCompression(r, gcommCompressionPowerSgd, &pc, rows.data()), "enable PowerSGD");
   // First compressed step: the approximation error of rank r on these values.
   time_steps(r, 1);
   const double first_error = relative_error();
   double psgd_us = time_steps(r, c.iters);
   gcommReducerStats_t rs{};
   check(gcommReducerGetStats(r, &rs), "stats");
-  check(gcommReducerGetPowerSgdStats(r, &out.stats), "PowerSGD stats");
+  check(gcommReducerGetCompressionStats(r, gcommCompressionPowerSgd, &out.stats), "PowerSGD stats");
   check(gcommReducerDestroy(r), "destroy");
   for (void* p : mem) c.gpu ? (void)cudaFree(p) : std::free(p);
   if (stream != nullptr) cudaStreamDestroy(stream);

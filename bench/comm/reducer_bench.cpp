@@ -115,7 +115,7 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, const WaitAll& barrie
   cfg.mode = c.sharded ? gcommReducerSharded : gcommReducerAllReduce;
   gcommReducer_t reducer = nullptr;
   check(gcommReducerCreate(comm, grads.data(), grads.size(), &cfg, &reducer), "gcommReducerCreate");
-  if (c.int8) check(gcommReducerEnableQuantization(reducer, nullptr), "gcommReducerEnableQuantization");
+  if (c.int8) check(gcommReducerEnableCompression(reducer, gcommCompressionInt8, nullptr, nullptr), "gcommReducerEnableCompression(int8)");
   void* params = nullptr;  // sharded: the parameters the all-gather fills, laid out as the gradients
   if (c.sharded) {
     params = alloc_filled(slab_bytes, c.gpu);

@@ -13,8 +13,8 @@ Variants (each keeps its own model and optimizer for the whole run):
   ddp_psgd4/1   torch DDP + powerSGD_hook, rank 4 / 1 (see HOOK_ORDER below)
   gc_f32        gradcomm.torch.DistributedDataParallel, float32 wire
   gc_f16        the same, wire_dtype=torch.float16
-  gc_int8       the same, quantize=dict() (blockwise int8 with error feedback)
-  gc_psgd4/1    the same, powersgd=dict(rank=4 / 1)
+  gc_int8       the same, compression="int8" (blockwise int8 with error feedback)
+  gc_psgd4/1    the same, compression=dict(kind="powersgd", rank=4 / 1)
   gc_*_inline   (only if named) a gradcomm variant with GRADCOMM_REDUCER_HOST_THREAD=0:
                 its buckets run inside the backward hook that completes them,
                 as before the reducer's host thread (the before/after figure)
@@ -148,10 +148,10 @@ def wrap(variant, module, comm, bucket_mb):
     if variant == "gc_f16":
         kw["wire_dtype"] = torch.float16
     elif variant == "gc_int8":
-        kw["quantize"] = dict(block_size=256, error_feedback=True, start_iter=0)
+        kw["compression"] = dict(kind="int8", block_size=256, error_feedback=True, start_iter=0)
     elif variant.startswith("gc_psgd"):
-        kw["powersgd"] = dict(rank=int(variant[-1]), start_iter=PSGD_START, min_compression_rate=2,
-                              error_feedback=True, warm_start=True)
+        kw["compression"] = dict(kind="powersgd", rank=int(variant[-1]), start_iter=PSGD_START,
+                                 min_compression_rate=2, error_feedback=True, warm_start=True)
     if inline:  # read when the wrapper creates its reducer
         os.environ["GRADCOMM_REDUCER_HOST_THREAD"] = "0"
     try:

@@ -220,7 +220,64 @@ GCOMM_API gcommStatus_t gcommReducerStartTrace(gcommReducer_t reducer, const cha
  *  (one that took all its steps was written already). */
 GCOMM_API gcommStatus_t gcommReducerStopTrace(gcommReducer_t reducer);
 
-/* ---- PowerSGD (low-rank compression as the reducer's strategy; docs/powersgd.md) ---- */
+/* ---- Compression: how the buckets cross the wire (docs/compression.md) ---- */
+
+/** A reducer sends its buckets with one compression strategy. Every reducer starts
+ *  with gcommCompressionNone; another is enabled once, between steps, by its kind
+ *  and config struct (or by text), and wraps the plain all-reduce for whatever it
+ *  does not compress. The values are part of the ABI. */
+typedef enum gcommCompression {
+  gcommCompressionNone = 0,     /**< "none": the plain all-reduce (f32, or f16/bf16 by wire_dtype) */
+  gcommCompressionPowerSgd = 1, /**< "powersgd": low rank (gcommPowerSgdConfig_t, gcommPowerSgdStats_t) */
+  gcommCompressionInt8 = 2      /**< "int8": blockwise int8 with error feedback (gcommInt8Config_t,
+                                     gcommInt8Stats_t) */
+} gcommCompression_t;
+
+/** Turns compression @p kind on, between steps; every rank must make the same call.
+ *  @p config: that kind's config struct (made by its _INITIALIZER), or NULL for its
+ *  defaults. @p grad_rows: each gradient's first dimension (0: not a matrix), for
+ *  kinds that need shapes (PowerSGD requires it); NULL otherwise. Refused, changing
+ *  nothing, when a compression is already on, mid-step, or where the kind does not
+ *  apply (the message says why). A failure past the checks (out of memory while its
+ *  buffers are made) leaves the reducer failed, as any failure after which ranks
+ *  could disagree. The plan is not rebuilt afterwards. */
+GCOMM_API gcommStatus_t gcommReducerEnableCompression(gcommReducer_t reducer, gcommCompression_t kind,
+                                                      const void* config, const size_t* grad_rows);
+/** gcommReducerEnableCompression configured by text: "int8", or the kind's name, a
+ *  colon and comma-separated key=value pairs named as its config fields:
+ *  "powersgd:rank=2,start_iter=0", "int8:block_size=128". Unknown keys and bad
+ *  values are refused, naming the keys the kind knows. */
+GCOMM_API gcommStatus_t gcommReducerEnableCompressionText(gcommReducer_t reducer, const char* spec,
+                                                          const size_t* grad_rows);
+/** The compression in use (gcommCompressionNone until one is enabled). */
+GCOMM_API gcommStatus_t gcommReducerGetCompression(gcommReducer_t reducer, gcommCompression_t* kind);
+/** The statistics of compression @p kind, into that kind's stats struct (set with its
+ *  _STATS_INITIALIZER first). gcommInvalidState when @p kind is not the one in use. */
+GCOMM_API gcommStatus_t gcommReducerGetCompressionStats(gcommReducer_t reducer, gcommCompression_t kind,
+                                                        void* stats);
+/** The compression in use and its statistics as one JSON object,
+ *  {"kind": "int8", "stats": {"compressed_steps": 12, ...}} (the stats named as the
+ *  stats struct's fields), with the output string convention of
+ *  gcommReducerDescribe. */
+GCOMM_API gcommStatus_t gcommReducerDescribeCompression(gcommReducer_t reducer, char* buffer, size_t size,
+                                                        size_t* required);
+/** The compression's state (step counter, error feedback, PowerSGD's Q) as
+ *  device-independent bytes into @p buffer, between steps; @p required receives the
+ *  size (@p buffer may be NULL with size 0 to ask it). gcommInvalidState with no
+ *  compression on. */
+GCOMM_API gcommStatus_t gcommReducerSaveCompressionState(gcommReducer_t reducer, void* buffer, size_t size,
+                                                         size_t* required);
+/** Restores a state saved by the same rank of a reducer with the same gradients, plan
+ *  and compression config; anything else is refused, changing nothing. */
+GCOMM_API gcommStatus_t gcommReducerLoadCompressionState(gcommReducer_t reducer, const void* data, size_t bytes);
+
+/* PowerSGD (docs/powersgd.md): for f32 gradients, with grad_rows (the gradient is
+ * viewed as rows x count/rows). The bucket plan is rebuilt with the compressed
+ * gradients outside the buckets. With grad_as_bucket_view every gradient's address
+ * may change (contents kept; the old addresses are freed): read them again with
+ * gcommReducerGradData; enabling then first waits for the whole device, since work
+ * on any stream may still use the gradients at their old addresses. Refused in
+ * sharded mode. */
 
 /** PowerSGD configuration (versioned config struct, version 1). */
 typedef struct gcommPowerSgdConfig {
@@ -240,92 +297,58 @@ typedef struct gcommPowerSgdConfig {
 #define GCOMM_POWERSGD_CONFIG_INITIALIZER \
   { GCOMM_CONFIG_HEADER(gcommPowerSgdConfig_t), 4, 2.0f, 10, 1, 1, 1e-8f, 0, 0x5eed }
 
+/** PowerSGD statistics (versioned output struct, version 1). */
 typedef struct gcommPowerSgdStats {
-  uint64_t compressed_steps;            /**< synced steps that were compressed */
-  size_t compressed_matrices;           /**< gradients compressed */
-  size_t uncompressed_tensors;          /**< gradients sent whole (in the normal buckets) */
-  size_t bytes_last_step;               /**< P and Q bytes each rank sent in the last compressed step */
-  size_t uncompressed_bytes_equivalent; /**< the compressed gradients' bytes as an f32 all-reduce */
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  uint64_t compressed_steps;              /**< synced steps that were compressed */
+  uint64_t compressed_matrices;           /**< gradients compressed */
+  uint64_t uncompressed_tensors;          /**< gradients sent whole (in the normal buckets) */
+  uint64_t bytes_last_step;               /**< P and Q bytes each rank sent in the last compressed step */
+  uint64_t uncompressed_bytes_equivalent; /**< the compressed gradients' bytes as an f32 all-reduce */
 } gcommPowerSgdStats_t;
 
-/** Turns PowerSGD on, between steps, for f32 gradients: @p rows[i] is gradient i's
- *  first dimension (the gradient is viewed as rows x count/rows), 0 for a gradient
- *  that is not a matrix. Every rank must make the same call. The bucket plan is
- *  rebuilt with the compressed gradients outside the buckets and is not rebuilt
- *  again. With grad_as_bucket_view every gradient's address may change (contents
- *  kept; the old addresses are freed): read them again with gcommReducerGradData.
- *  It then first waits for the whole device, since work on any stream may still
- *  use the gradients at their old addresses. */
-GCOMM_API gcommStatus_t gcommReducerEnablePowerSgd(gcommReducer_t reducer, const size_t* rows,
-                                                   const gcommPowerSgdConfig_t* config);
-GCOMM_API gcommStatus_t gcommReducerGetPowerSgdStats(gcommReducer_t reducer, gcommPowerSgdStats_t* stats);
-/** The PowerSGD state (step counter, Q, error feedback) as device-independent bytes
- *  into @p buffer (between steps; @p required receives the size; buffer may be NULL
- *  with size 0 to ask it). */
-GCOMM_API gcommStatus_t gcommReducerSavePowerSgdState(gcommReducer_t reducer, void* buffer, size_t size,
-                                                      size_t* required);
-/** Restores a state saved by a reducer with the same gradients, rows and rank. */
-GCOMM_API gcommStatus_t gcommReducerLoadPowerSgdState(gcommReducer_t reducer, const void* data, size_t bytes);
+#define GCOMM_POWERSGD_STATS_INITIALIZER { GCOMM_CONFIG_HEADER(gcommPowerSgdStats_t), 0, 0, 0, 0, 0 }
 
-/* ---- Quantized wire (blockwise int8 with error feedback; docs/reducer.md) ---- */
+/* The int8 wire (docs/reducer.md, "The int8 wire"): every bucket whose wire is f32
+ * is quantized to int8 blocks (one f32 scale per block), exchanged with an
+ * all-to-all, summed in f32 by the rank that owns each chunk, quantized again and
+ * all-gathered; about 0.26x the bytes of an f32 all-reduce with 256-value blocks.
+ * Other buckets (f16/bf16 wire, or too small for W chunks of whole blocks to save
+ * bytes) are all-reduced as before. Refused with grad_as_bucket_view and in sharded
+ * mode. Allocated when enabled: the error feedback (4 bytes per quantized value,
+ * plus 8/W for the owner's), three int8 staging buffers and one f32 buffer the size
+ * of the largest bucket. A step that finalize completes but refuses (unmarked
+ * gradients with gcommUnusedError) still updates the error feedback, as on the ranks
+ * that cannot know. */
 
-/** The quantized wire's number format. The values are part of the ABI. */
-typedef enum gcommQuantFormat {
-  gcommQuantInt8 = 0 /**< symmetric int8 codes, one f32 scale (max |v| / 127) per block */
-} gcommQuantFormat_t;
-
-/** Quantized wire configuration (versioned config struct, version 1). */
-typedef struct gcommQuantConfig {
+/** int8 wire configuration (versioned config struct, version 1). */
+typedef struct gcommInt8Config {
   size_t size;
   uint32_t magic;
   uint32_t version;
-  int format;          /**< gcommQuantInt8 */
   int block_size;      /**< 256: values per scale, a power of two in 32..4096 */
   int error_feedback;  /**< 1: add what the last step's codes lost (E) before quantizing */
-  int reserved_v1;     /**< leave 0 */
-  uint64_t start_iter; /**< 0: synced steps after enabling that are all-reduced in f32 before quantization
-                            starts (the count is part of the saved state) */
-} gcommQuantConfig_t;
+  uint64_t start_iter; /**< 0: synced steps after enabling all-reduced in f32 before quantization starts
+                            (the count is part of the saved state) */
+} gcommInt8Config_t;
 
-#define GCOMM_QUANT_CONFIG_INITIALIZER \
-  { GCOMM_CONFIG_HEADER(gcommQuantConfig_t), gcommQuantInt8, 256, 1, 0, 0 }
+#define GCOMM_INT8_CONFIG_INITIALIZER { GCOMM_CONFIG_HEADER(gcommInt8Config_t), 256, 1, 0 }
 
-/** Statistics of the quantized wire (versioned output struct: set it with
- *  GCOMM_QUANT_STATS_INITIALIZER before asking). */
-typedef struct gcommQuantStats {
+/** int8 wire statistics (versioned output struct, version 1). */
+typedef struct gcommInt8Stats {
   size_t size;
   uint32_t magic;
   uint32_t version;
-  uint64_t quantized_steps;      /**< synced steps that were quantized */
-  uint64_t quantized_buckets;    /**< buckets of the plan that are (f32 wire) */
+  uint64_t compressed_steps;     /**< synced steps that were quantized */
+  uint64_t compressed_buckets;   /**< buckets of the plan that are (f32 wire, large enough) */
   uint64_t bytes_last_step;      /**< bytes this rank sent for them in the last quantized step */
   uint64_t f32_allreduce_bytes;  /**< what an f32 ring all-reduce of the same buckets sends per rank */
   uint64_t error_feedback_bytes; /**< memory held by the error feedback */
-} gcommQuantStats_t;
+} gcommInt8Stats_t;
 
-#define GCOMM_QUANT_STATS_INITIALIZER { GCOMM_CONFIG_HEADER(gcommQuantStats_t), 0, 0, 0, 0, 0 }
-
-/** Turns the quantized wire on, between steps: every bucket whose wire is f32 is
- *  quantized to int8 blocks, exchanged with an all-to-all, summed in f32 by the rank
- *  that owns each chunk, quantized again and all-gathered; about 0.26x the bytes of
- *  an f32 all-reduce with 256-value blocks. Other buckets (f16/bf16 wire, or too small
- *  for W chunks of whole blocks to save bytes) are all-reduced as before. Every rank
- *  must make the same call. Refused with grad_as_bucket_view, in sharded mode, and
- *  with PowerSGD (one compression strategy per reducer). The plan is not rebuilt
- *  afterwards. Allocated here: the error feedback (4 bytes per quantized value, plus
- *  8/W for the owner's), three int8 staging buffers and one f32 buffer the size of the
- *  largest bucket. A failure here (out of memory) leaves the reducer failed, as any
- *  failure after which ranks could disagree. A step that finalize completes but
- *  refuses (unmarked gradients with gcommUnusedError) still updates the error
- *  feedback, as on the ranks that cannot know. */
-GCOMM_API gcommStatus_t gcommReducerEnableQuantization(gcommReducer_t reducer, const gcommQuantConfig_t* config);
-GCOMM_API gcommStatus_t gcommReducerGetQuantStats(gcommReducer_t reducer, gcommQuantStats_t* stats);
-/** The quantized wire's state (step counter, error feedback) as device-independent
- *  bytes, between steps (the size convention of gcommReducerSavePowerSgdState). */
-GCOMM_API gcommStatus_t gcommReducerSaveQuantState(gcommReducer_t reducer, void* buffer, size_t size,
-                                                   size_t* required);
-/** Restores a state saved by a reducer with the same plan and configuration. */
-GCOMM_API gcommStatus_t gcommReducerLoadQuantState(gcommReducer_t reducer, const void* data, size_t bytes);
+#define GCOMM_INT8_STATS_INITIALIZER { GCOMM_CONFIG_HEADER(gcommInt8Stats_t), 0, 0, 0, 0, 0 }
 
 /* ------------------------------------------------------------------------- */
 /* Sharded gradients (mode gcommReducerSharded)                               */

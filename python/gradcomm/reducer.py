@@ -1,5 +1,7 @@
 """The reducer: gradients registered once, marked ready during backward, reduced
 in buckets while backward goes on, finalized before the optimizer step."""
+import json
+
 from . import _gradcomm as _C
 from ._handle import Handle
 from .errors import InvalidArgumentError
@@ -110,45 +112,51 @@ class Reducer(Handle):
         """The bucket plan, one line per bucket."""
         return _C.reducer_describe(self.handle)
 
-    def enable_powersgd(self, rows, *, rank=4, min_compression_rate=2.0, start_iter=10, error_feedback=True,
-                        warm_start=True, orthogonalization_eps=1e-8, seed=0x5EED):
-        """PowerSGD for the f32 gradients with rows[i] > 0 (gradient i viewed as
-        rows[i] x count/rows[i]); docs/powersgd.md."""
-        c = _C.PowerSgdConfig()
-        c.rank, c.min_compression_rate, c.start_iter = int(rank), float(min_compression_rate), int(start_iter)
-        c.error_feedback, c.warm_start = int(bool(error_feedback)), int(bool(warm_start))
-        c.orthogonalization_eps, c.seed = float(orthogonalization_eps), int(seed)
-        rows = [int(r) for r in rows]
-        if len(rows) != self.num_grads:
-            raise InvalidArgumentError("gcommInvalidArgument", f"rows has {len(rows)} entries for {self.num_grads} "
-                                       "gradients")
-        _C.reducer_enable_powersgd(self.handle, rows, c)
+    def enable_compression(self, kind, rows=None, **options):
+        """Sends the buckets with compression `kind` ("powersgd", "int8"; docs/compression.md)
+        from now on, its options named as the fields of its config struct
+        (enable_compression("int8", block_size=128)). rows: each gradient's first
+        dimension (0: not a matrix), which PowerSGD needs. Every rank makes the same call,
+        between steps, once."""
+        spec = compression_spec(kind, options)
+        if rows is not None:
+            rows = [int(r) for r in rows]
+            if len(rows) != self.num_grads:
+                raise InvalidArgumentError("gcommInvalidArgument", f"rows has {len(rows)} entries for "
+                                           f"{self.num_grads} gradients")
+        _C.reducer_enable_compression(self.handle, spec, rows)
 
-    def powersgd_stats(self):
-        return _C.reducer_powersgd_stats(self.handle)
+    def compression(self):
+        """The compression in use: "none", "powersgd", "int8"."""
+        return json.loads(_C.reducer_describe_compression(self.handle))["kind"]
 
-    def powersgd_state(self):
-        """PowerSGD's state (step counter, Q, error feedback) as bytes."""
-        return _C.reducer_save_powersgd_state(self.handle)
+    def compression_stats(self):
+        """The compression's statistics as a dict named as its C stats struct's fields
+        ({"compressed_steps": ..., "bytes_last_step": ...}); empty without compression."""
+        return json.loads(_C.reducer_describe_compression(self.handle))["stats"]
 
-    def load_powersgd_state(self, data):
-        _C.reducer_load_powersgd_state(self.handle, bytes(data))
+    def compression_state(self):
+        """The compression's state (step counter, error feedback, PowerSGD's Q) as bytes."""
+        return _C.reducer_save_compression_state(self.handle)
 
-    def enable_quantization(self, *, block_size=256, error_feedback=True, start_iter=0):
-        """The int8 wire for the buckets whose wire is f32: blockwise int8 codes with one
-        scale per `block_size` values, all-to-all, summed by each chunk's owner,
-        requantized, all-gathered; ~0.26x the bytes of an f32 all-reduce
-        (docs/reducer.md, "Quantized wire")."""
-        c = _C.QuantConfig()
-        c.block_size, c.error_feedback, c.start_iter = int(block_size), int(bool(error_feedback)), int(start_iter)
-        _C.reducer_enable_quantization(self.handle, c)
+    def load_compression_state(self, data):
+        _C.reducer_load_compression_state(self.handle, bytes(data))
 
-    def quant_stats(self):
-        return _C.reducer_quant_stats(self.handle)
 
-    def quant_state(self):
-        """The int8 wire's state (step counter, error feedback) as bytes."""
-        return _C.reducer_save_quant_state(self.handle)
-
-    def load_quant_state(self, data):
-        _C.reducer_load_quant_state(self.handle, bytes(data))
+def compression_spec(kind, options):
+    """The text form of a compression (gcommReducerEnableCompressionText):
+    "int8:block_size=128,error_feedback=false"."""
+    if not isinstance(kind, str) or not kind or any(c in kind for c in ":,="):
+        raise InvalidArgumentError("gcommInvalidArgument", f"compression kind {kind!r} is not a name such as "
+                                   "'powersgd' or 'int8'")
+    items = []
+    for key, value in options.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, float):
+            value = repr(value)
+        value = str(value)
+        if any(c in value for c in ",="):
+            raise InvalidArgumentError("gcommInvalidArgument", f"compression option {key}={value!r} holds ',' or '='")
+        items.append(f"{key}={value}")
+    return kind + (":" + ",".join(items) if items else "")

@@ -208,17 +208,6 @@ void bind_structs(nb::module_& m) {
           "scaler", [](const gcommReducerConfig_t& c) { return from_ptr(c.scaler); },
           [](gcommReducerConfig_t& c, Ptr h) { c.scaler = reinterpret_cast<gcommGradScaler_t>(h); });
 
-  gcommPowerSgdConfig_t pc = GCOMM_POWERSGD_CONFIG_INITIALIZER;
-  StructBinding<gcommPowerSgdConfig_t>(m, "PowerSgdConfig", pc)
-      .field("rank", &gcommPowerSgdConfig_t::rank)
-      .field("min_compression_rate", &gcommPowerSgdConfig_t::min_compression_rate)
-      .field("start_iter", &gcommPowerSgdConfig_t::start_iter)
-      .field("error_feedback", &gcommPowerSgdConfig_t::error_feedback)
-      .field("warm_start", &gcommPowerSgdConfig_t::warm_start)
-      .field("orthogonalization_eps", &gcommPowerSgdConfig_t::orthogonalization_eps)
-      .field("reserved_v1", &gcommPowerSgdConfig_t::reserved_v1)
-      .field("seed", &gcommPowerSgdConfig_t::seed);
-
   gcommGradScalerConfig_t sc = GCOMM_GRAD_SCALER_CONFIG_INITIALIZER;
   StructBinding<gcommGradScalerConfig_t>(m, "GradScalerConfig", sc)
       .field("init_scale", &gcommGradScalerConfig_t::init_scale)
@@ -275,21 +264,6 @@ void bind_structs(nb::module_& m) {
       .field("rebuilt", &gcommReducerStats_t::rebuilt)
       .field("reserved", &gcommReducerStats_t::reserved);
 
-  gcommQuantConfig_t qc = GCOMM_QUANT_CONFIG_INITIALIZER;
-  StructBinding<gcommQuantConfig_t>(m, "QuantConfig", qc)
-      .field("format", &gcommQuantConfig_t::format)
-      .field("block_size", &gcommQuantConfig_t::block_size)
-      .field("error_feedback", &gcommQuantConfig_t::error_feedback)
-      .field("reserved_v1", &gcommQuantConfig_t::reserved_v1)
-      .field("start_iter", &gcommQuantConfig_t::start_iter);
-  gcommQuantStats_t qs = GCOMM_QUANT_STATS_INITIALIZER;
-  StructBinding<gcommQuantStats_t>(m, "QuantStats", qs)
-      .field("quantized_steps", &gcommQuantStats_t::quantized_steps)
-      .field("quantized_buckets", &gcommQuantStats_t::quantized_buckets)
-      .field("bytes_last_step", &gcommQuantStats_t::bytes_last_step)
-      .field("f32_allreduce_bytes", &gcommQuantStats_t::f32_allreduce_bytes)
-      .field("error_feedback_bytes", &gcommQuantStats_t::error_feedback_bytes);
-
   gcommReducerStepTiming_t st = GCOMM_REDUCER_STEP_TIMING_INITIALIZER;
   StructBinding<gcommReducerStepTiming_t>(m, "ReducerStepTiming", st)
       .field("step", &gcommReducerStepTiming_t::step)
@@ -299,13 +273,6 @@ void bind_structs(nb::module_& m) {
       .field("comm_us", &gcommReducerStepTiming_t::comm_us)
       .field("overlapped_comm_us", &gcommReducerStepTiming_t::overlapped_comm_us)
       .field("overlap", &gcommReducerStepTiming_t::overlap);
-
-  StructBinding<gcommPowerSgdStats_t>(m, "PowerSgdStats", gcommPowerSgdStats_t{})
-      .field("compressed_steps", &gcommPowerSgdStats_t::compressed_steps)
-      .field("compressed_matrices", &gcommPowerSgdStats_t::compressed_matrices)
-      .field("uncompressed_tensors", &gcommPowerSgdStats_t::uncompressed_tensors)
-      .field("bytes_last_step", &gcommPowerSgdStats_t::bytes_last_step)
-      .field("uncompressed_bytes_equivalent", &gcommPowerSgdStats_t::uncompressed_bytes_equivalent);
 
   StructBinding<gcommShardPiece_t>(m, "ShardPiece", gcommShardPiece_t{})
       .field("grad", &gcommShardPiece_t::grad)
@@ -645,42 +612,25 @@ void bind_reducer(nb::module_& m) {
   m.def("reducer_describe", [](Ptr h) {
     return read_string([h](char* b, size_t n, size_t* r) { return gcommReducerDescribe(R(h), b, n, r); });
   });
+  // Compression goes by its text form and comes back as JSON: the package names
+  // no strategy, so a new one needs no binding (reducer/compressions.hpp).
   m.def(
-      "reducer_enable_powersgd",
-      [](Ptr h, const std::vector<size_t>& rows, const gcommPowerSgdConfig_t& c) {
-        check(gcommReducerEnablePowerSgd(R(h), rows.data(), &c));
+      "reducer_enable_compression",
+      [](Ptr h, const std::string& spec, std::optional<std::vector<size_t>> rows) {
+        check(gcommReducerEnableCompressionText(R(h), spec.c_str(), rows ? rows->data() : nullptr));
       },
       Release());
   m.def(
-      "reducer_powersgd_stats",
+      "reducer_describe_compression",
       [](Ptr h) {
-        gcommPowerSgdStats_t s{};
-        check(gcommReducerGetPowerSgdStats(R(h), &s));
-        return s;
+        return read_string([h](char* b, size_t n, size_t* r) { return gcommReducerDescribeCompression(R(h), b, n, r); });
       },
       Release());  // may wait for the communicator's lane (and, through it, for other ranks)
-  m.def("reducer_save_powersgd_state", [](Ptr h) {
-    return read_bytes([h](char* b, size_t n, size_t* r) { return gcommReducerSavePowerSgdState(R(h), b, n, r); });
+  m.def("reducer_save_compression_state", [](Ptr h) {
+    return read_bytes([h](char* b, size_t n, size_t* r) { return gcommReducerSaveCompressionState(R(h), b, n, r); });
   });
-  m.def("reducer_load_powersgd_state", [](Ptr h, nb::bytes data) {
-    check(gcommReducerLoadPowerSgdState(R(h), data.c_str(), data.size()));
-  });
-  m.def(
-      "reducer_enable_quantization",
-      [](Ptr h, const gcommQuantConfig_t& c) { check(gcommReducerEnableQuantization(R(h), &c)); }, Release());
-  m.def(
-      "reducer_quant_stats",
-      [](Ptr h) {
-        gcommQuantStats_t s = GCOMM_QUANT_STATS_INITIALIZER;
-        check(gcommReducerGetQuantStats(R(h), &s));
-        return s;
-      },
-      Release());  // may wait for the communicator's lane (and, through it, for other ranks)
-  m.def("reducer_save_quant_state", [](Ptr h) {
-    return read_bytes([h](char* b, size_t n, size_t* r) { return gcommReducerSaveQuantState(R(h), b, n, r); });
-  });
-  m.def("reducer_load_quant_state", [](Ptr h, nb::bytes data) {
-    check(gcommReducerLoadQuantState(R(h), data.c_str(), data.size()));
+  m.def("reducer_load_compression_state", [](Ptr h, nb::bytes data) {
+    check(gcommReducerLoadCompressionState(R(h), data.c_str(), data.size()));
   });
   m.def("reducer_get_shard", [](Ptr h, size_t bucket) {
     gcommTensor_t shard{};

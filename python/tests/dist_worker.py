@@ -163,7 +163,7 @@ def run_gradcomm(args, rank, world, record):
     else:
         train(ddp, opt, args, rank, world, args.steps, scaler=scaler, record=record, inject=args.inject)
     if args.powersgd:
-        record["powersgd_compressed_steps"] = ddp.reducer.powersgd_stats().compressed_steps
+        record["powersgd_compressed_steps"] = ddp.reducer.compression_stats()["compressed_steps"]
     out = params_of(model)
     ddp.close()
     comm.close()
@@ -293,16 +293,17 @@ def run_powersgd_parity(args, rank, world, record):
     for step in range(steps):
         opt.zero_grad()
         if step >= start:  # what the hook does to Q at the start of a compressed step
-            header, slots = parse_powersgd_state(gc.comm_state_dict()["powersgd"], r)
+            header, slots = parse_powersgd_state(gc.comm_state_dict()["compression"]["state"], r)
             for slot in slots:
                 q = init[shapes[slot[0]]] if step == start else slot[3]
                 slot[3] = orthogonalized(q)
-            gc.load_comm_state_dict({"powersgd": build_powersgd_state(header, slots), "synced_steps": step})
+            gc.load_comm_state_dict({"compression": {"kind": "powersgd", "state": build_powersgd_state(header, slots)},
+                                     "synced_steps": step})
         x, y = batch(step, rank, world)
         ((gc(x) - y) ** 2).mean().backward()
         gc_grads.append([p.grad.reshape(-1).tolist() for p in model.parameters()])
         opt.step()
-    record["compressed_steps"] = gc.reducer.powersgd_stats().compressed_steps
+    record["compressed_steps"] = gc.reducer.compression_stats()["compressed_steps"]
     record["ddp_grads"], record["gradcomm_grads"] = ddp_grads, gc_grads
     gc.close()
     comm.close()

@@ -18,13 +18,15 @@ BOUND = {
     "gcommDevice": "Device", "gcommTensor": "Tensor", "gcommCommConfig": "CommConfig",
     "gcommReducerConfig": "ReducerConfig", "gcommReducerStats": "ReducerStats",
     "gcommReducerStepTiming": "ReducerStepTiming",
-    "gcommPowerSgdConfig": "PowerSgdConfig", "gcommPowerSgdStats": "PowerSgdStats",
-    "gcommQuantConfig": "QuantConfig", "gcommQuantStats": "QuantStats",
     "gcommShardPiece": "ShardPiece", "gcommGradScalerConfig": "GradScalerConfig",
     "gcommGradScalerState": "GradScalerState", "gcommAllocatorConfig": "AllocatorConfig",
     "gcommAllocatorStat": "AllocatorStat", "gcommAllocatorStats": "AllocatorStats",
 }
-NOT_BOUND = {"gcommLogConfig": "a callback pointer: gradcomm.set_log_level covers the level"}
+_BY_TEXT = ("compression is enabled by its text form and its statistics come back as JSON "
+            "(gcommReducerEnableCompressionText, gcommReducerDescribeCompression): no binding names a strategy")
+NOT_BOUND = {"gcommLogConfig": "a callback pointer: gradcomm.set_log_level covers the level",
+             "gcommPowerSgdConfig": _BY_TEXT, "gcommPowerSgdStats": _BY_TEXT,
+             "gcommInt8Config": _BY_TEXT, "gcommInt8Stats": _BY_TEXT}
 CONFIG_HEADER = ["size", "magic", "version"]
 
 
@@ -66,7 +68,6 @@ def test_bound_fields_equal_the_header(struct):
 
 def test_config_defaults_come_from_the_initializers():
     assert _C.ReducerConfig().bucket_cap_bytes == 25 << 20
-    assert _C.PowerSgdConfig().rank == 4 and _C.PowerSgdConfig().seed == 0x5EED
     assert _C.GradScalerConfig().init_scale == 65536.0
     assert _C.CommConfig().rank == -1 and _C.CommConfig().master_addr is None
 

@@ -140,6 +140,62 @@ def test_reducer_averages_and_reports_stats(comms):
                 np.testing.assert_allclose(results[step][i], expected, rtol=1e-6, atol=1e-6)
 
 
+def test_compression_by_name_with_stats_and_state(comms):
+    """The generic compression API: enabled by name and options, statistics as a dict,
+    state bytes that another reducer of the same layout loads, refusals that name the
+    fix and change nothing."""
+    rng = np.random.default_rng(5)
+    n = 3 * 4096
+    inputs = [[rng.standard_normal(n).astype(np.float32) for _ in comms] for _ in range(3)]
+
+    def work(r, c):
+        g = np.empty(n, dtype=np.float32)
+        specs = [(g.__array_interface__["data"][0], n, gradcomm.DataType.Float32)]
+        with gradcomm.Reducer(c, specs) as red:
+            assert red.compression() == "none" and red.compression_stats() == {}
+            with pytest.raises(gradcomm.InvalidArgumentError, match="block_size, error_feedback, start_iter"):
+                red.enable_compression("int8", block=128)
+            with pytest.raises(gradcomm.InvalidArgumentError, match="not one of none, powersgd, int8"):
+                red.enable_compression("int4")
+            with pytest.raises(gradcomm.InvalidArgumentError, match="needs grad_rows"):
+                red.enable_compression("powersgd", rank=2)
+            assert red.compression() == "none"
+            red.enable_compression("int8", block_size=128, error_feedback=True)
+            with pytest.raises(gradcomm.InvalidStateError, match="already compresses with int8"):
+                red.enable_compression("powersgd", rows=[0], rank=2)
+            results = []
+            for step in range(3):
+                g[:] = inputs[step][r]
+                red.begin_step()
+                red.mark_ready(0)
+                red.finalize()
+                results.append(g.copy())
+            return red.compression(), red.compression_stats(), red.compression_state(), results
+
+    out = on_ranks(comms, work)
+    for kind, stats, state, results in out:
+        assert kind == "int8"
+        assert stats["compressed_steps"] == 3 and stats["compressed_buckets"] >= 1
+        assert 0 < stats["bytes_last_step"] < 0.3 * stats["f32_allreduce_bytes"]
+        for step in range(3):  # int8 codes: close to the average, not equal
+            expected = sum(inputs[step][q] for q in range(3)) / 3
+            assert np.abs(results[step] - expected).max() < 0.05 * np.abs(expected).max()
+    states = [o[2] for o in out]
+
+    def reload(r, c):
+        g = np.zeros(n, dtype=np.float32)
+        with gradcomm.Reducer(c, [(g.__array_interface__["data"][0], n, gradcomm.DataType.Float32)]) as red:
+            with pytest.raises(gradcomm.InvalidStateError, match="no compression is enabled"):
+                red.load_compression_state(states[r])
+            red.enable_compression("int8", block_size=128)
+            red.load_compression_state(states[r])
+            with pytest.raises(gradcomm.InvalidArgumentError, match="rank"):
+                red.load_compression_state(states[(r + 1) % 3])  # another rank's
+            return red.compression_state()
+
+    assert on_ranks(comms, reload) == states
+
+
 def test_mark_ready_at_a_moved_address_is_refused(comms):
     def work(r, c):
         g = np.ones(8, dtype=np.float32)

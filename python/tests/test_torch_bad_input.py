@@ -70,6 +70,14 @@ def test_bad_options_are_refused(comm):
         gct.DistributedDataParallel(nn.Linear(8, 2), "gloo")
     with pytest.raises(gradcomm.InvalidArgumentError, match="no parameter"):
         gct.DistributedDataParallel(nn.ReLU(), comm)
+    with pytest.raises(gradcomm.InvalidArgumentError, match="one compression per model"):
+        gct.DistributedDataParallel(nn.Linear(8, 2), comm, compression="int8", powersgd=dict(rank=2))
+    with pytest.raises(gradcomm.InvalidArgumentError, match="has no 'kind'"):
+        gct.DistributedDataParallel(nn.Linear(8, 2), comm, compression={"block_size": 128})
+    with pytest.raises(gradcomm.InvalidArgumentError, match="not one of none, powersgd, int8"):
+        gct.DistributedDataParallel(nn.Linear(8, 2), comm, compression="fp4")
+    with pytest.raises(gradcomm.InvalidArgumentError, match="its options: rank"):
+        gct.DistributedDataParallel(nn.Linear(8, 2), comm, compression={"kind": "powersgd", "rnak": 2})
 
 
 class WithEmbedding(nn.Module):

@@ -42,3 +42,60 @@ def test_three_local_ranks_on_the_cpu_average_like_one_process_on_the_whole_batc
         assert all(torch.equal(a, b) for a, b in zip(grads[r], grads[0]))
     for c in comms:
         c.close()
+
+
+def _on_threads(n, fn):
+    out, errors = [None] * n, []
+
+    def run(r):
+        try:
+            out[r] = fn(r)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return out
+
+
+def test_compression_by_name_and_its_checkpoint_across_wrappers():
+    """compression= takes a name or a dict; comm_state_dict carries the compression's
+    state, which a wrapper with the same compression (in either spelling) loads and a
+    wrapper without it refuses."""
+    comms = gradcomm.init_local(3, "cpu", timeout=60)
+    torch.manual_seed(0)
+    nets = [torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.Tanh(), torch.nn.Linear(256, 8)) for _ in comms]
+    for n in nets[1:]:
+        n.load_state_dict(nets[0].state_dict())
+    xs = [torch.randn(4, 64, generator=torch.Generator().manual_seed(r)) for r in range(3)]
+
+    def rank(r):
+        model = gct.DistributedDataParallel(nets[r], comms[r], compression={"kind": "int8", "block_size": 128})
+        for _ in range(3):
+            nets[r].zero_grad()
+            model(xs[r]).square().mean().backward()
+        stats = model.reducer.compression_stats()
+        state = model.comm_state_dict()
+        grads = [p.grad.clone() for p in nets[r].parameters()]
+        model.close()
+        again = gct.DistributedDataParallel(nets[r], comms[r], quantize=dict(block_size=128))  # the older spelling
+        again.load_comm_state_dict(state)
+        reloaded = again.comm_state_dict()
+        again.close()
+        plain = gct.DistributedDataParallel(nets[r], comms[r])
+        with pytest.raises(gradcomm.InvalidArgumentError, match="saved with compression int8, this model uses none"):
+            plain.load_comm_state_dict(state)
+        plain.close()
+        return stats, state, reloaded, grads
+
+    out = _on_threads(3, rank)
+    for stats, state, reloaded, grads in out:
+        assert stats["compressed_steps"] == 3 and stats["bytes_last_step"] < 0.3 * stats["f32_allreduce_bytes"]
+        assert state["compression"]["kind"] == "int8" and reloaded == state
+        assert all(torch.equal(a, b) for a, b in zip(grads, out[0][3]))  # every rank holds the same result
+    for c in comms:
+        c.close()

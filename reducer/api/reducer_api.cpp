@@ -3,8 +3,11 @@
 #include <cstring>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "comm/api/handles.hpp"
 #include "kernels/api/handles.hpp"
+#include "reducer/compressions.hpp"
 #include "reducer/reducer.hpp"
 #include "common/api/out_string.hpp"
 #include "common/api_guard.hpp"
@@ -43,6 +46,22 @@ void copy_state_out(const std::vector<uint8_t>& state, void* buffer, size_t size
   if (size == 0) return;
   require(size >= state.size(), "size ", size, " is below the state's ", state.size(), " bytes (ask with size 0)");
   std::memcpy(buffer, state.data(), state.size());
+}
+
+// Every stats struct is this header followed by uint64_t counters (reducer/strategy.hpp).
+struct StatsHeader {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+};
+
+// The counters into the caller's stats struct: as many as its size holds (an
+// older, smaller struct gets the fields it knows).
+void write_counters(const std::vector<Counter>& counters, StatsHeader* out) {
+  const size_t room = (out->size - sizeof(StatsHeader)) / sizeof(uint64_t);
+  auto* fields = reinterpret_cast<unsigned char*>(out) + sizeof(StatsHeader);
+  for (size_t k = 0; k < counters.size() && k < room; ++k)
+    std::memcpy(fields + k * sizeof(uint64_t), &counters[k].value, sizeof(uint64_t));
 }
 
 }  // namespace
@@ -187,75 +206,67 @@ GCOMM_API gcommStatus_t gcommReducerStopTrace(gcommReducer_t reducer) {
   return GCOMM_API_CALL({ reducer_of(reducer).stop_trace(); });
 }
 
-GCOMM_API gcommStatus_t gcommReducerEnablePowerSgd(gcommReducer_t reducer, const size_t* rows,
-                                                   const gcommPowerSgdConfig_t* config) {
+GCOMM_API gcommStatus_t gcommReducerEnableCompression(gcommReducer_t reducer, gcommCompression_t kind,
+                                                      const void* config, const size_t* grad_rows) {
+  return GCOMM_API_CALL({ reducer_of(reducer).enable_compression(kind, config, grad_rows); });
+}
+
+GCOMM_API gcommStatus_t gcommReducerEnableCompressionText(gcommReducer_t reducer, const char* spec,
+                                                          const size_t* grad_rows) {
   return GCOMM_API_CALL({
     Reducer& r = reducer_of(reducer);
-    GCOMM_REQUIRE_NOT_NULL(rows);
-    const gcommPowerSgdConfig_t defaults = GCOMM_POWERSGD_CONFIG_INITIALIZER;
-    gcommPowerSgdConfig_t c = read_config(config, defaults, "gcommPowerSgdConfig_t");
-    r.enable_powersgd(rows, powersgd_options_from(c));
+    GCOMM_REQUIRE_NOT_NULL(spec);
+    r.enable_compression(std::string(spec), grad_rows);
   });
 }
 
-GCOMM_API gcommStatus_t gcommReducerGetPowerSgdStats(gcommReducer_t reducer, gcommPowerSgdStats_t* stats) {
+GCOMM_API gcommStatus_t gcommReducerGetCompression(gcommReducer_t reducer, gcommCompression_t* kind) {
   return GCOMM_API_CALL({
-    GCOMM_REQUIRE_NOT_NULL(stats);
-    PowerSgdStats s = reducer_of(reducer).powersgd_stats();
-    stats->compressed_steps = s.compressed_steps;
-    stats->compressed_matrices = s.compressed_matrices;
-    stats->uncompressed_tensors = s.uncompressed_tensors;
-    stats->bytes_last_step = s.bytes_last_step;
-    stats->uncompressed_bytes_equivalent = s.uncompressed_bytes_equivalent;
+    Reducer& r = reducer_of(reducer);
+    GCOMM_REQUIRE_NOT_NULL(kind);
+    *kind = r.compression();
   });
 }
 
-GCOMM_API gcommStatus_t gcommReducerSavePowerSgdState(gcommReducer_t reducer, void* buffer, size_t size,
-                                                      size_t* required) {
+GCOMM_API gcommStatus_t gcommReducerGetCompressionStats(gcommReducer_t reducer, gcommCompression_t kind,
+                                                        void* stats) {
   return GCOMM_API_CALL({
+    Reducer& r = reducer_of(reducer);
+    const CompressionEntry& entry = compression_entry(kind);
+    auto* out = static_cast<StatsHeader*>(stats);
+    check_versioned_out(out, entry.stats_struct, entry.stats_initializer);
+    write_counters(r.compression_counters(kind), out);
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerDescribeCompression(gcommReducer_t reducer, char* buffer, size_t size,
+                                                        size_t* required) {
+  return GCOMM_API_CALL({
+    Reducer& r = reducer_of(reducer);
+    const gcommCompression_t kind = r.compression();
+    nlohmann::json stats = nlohmann::json::object();
+    if (kind != gcommCompressionNone)
+      for (const Counter& c : r.compression_counters(kind)) stats[c.name] = c.value;
+    const nlohmann::json j = {{"kind", compression_name(kind)}, {"stats", stats}};
+    copy_out_string(j.dump(), buffer, size, required);
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerSaveCompressionState(gcommReducer_t reducer, void* buffer, size_t size,
+                                                         size_t* required) {
+  return GCOMM_API_CALL({
+    Reducer& r = reducer_of(reducer);
     require(buffer != nullptr || size == 0, "buffer is NULL but size is ", size);
-    copy_state_out(reducer_of(reducer).save_powersgd(), buffer, size, required);
+    copy_state_out(r.save_compression(), buffer, size, required);
   });
 }
 
-GCOMM_API gcommStatus_t gcommReducerLoadPowerSgdState(gcommReducer_t reducer, const void* data, size_t bytes) {
-  return GCOMM_API_CALL({ reducer_of(reducer).load_powersgd(static_cast<const uint8_t*>(data), bytes); });
-}
-
-GCOMM_API gcommStatus_t gcommReducerEnableQuantization(gcommReducer_t reducer, const gcommQuantConfig_t* config) {
+GCOMM_API gcommStatus_t gcommReducerLoadCompressionState(gcommReducer_t reducer, const void* data, size_t bytes) {
   return GCOMM_API_CALL({
     Reducer& r = reducer_of(reducer);
-    const gcommQuantConfig_t defaults = GCOMM_QUANT_CONFIG_INITIALIZER;
-    gcommQuantConfig_t c = read_config(config, defaults, "gcommQuantConfig_t");
-    r.enable_quantization(quant_options_from(c));
+    require(data != nullptr || bytes == 0, "data is NULL but bytes is ", bytes);
+    r.load_compression(static_cast<const uint8_t*>(data), bytes);
   });
-}
-
-GCOMM_API gcommStatus_t gcommReducerGetQuantStats(gcommReducer_t reducer, gcommQuantStats_t* stats) {
-  return GCOMM_API_CALL({
-    Reducer& r = reducer_of(reducer);
-    check_versioned_out(stats, "gcommQuantStats_t", "GCOMM_QUANT_STATS_INITIALIZER");
-    const QuantStats s = r.quant_stats();
-    gcommQuantStats_t out = GCOMM_QUANT_STATS_INITIALIZER;
-    out.quantized_steps = s.quantized_steps;
-    out.quantized_buckets = s.quantized_buckets;
-    out.bytes_last_step = s.bytes_last_step;
-    out.f32_allreduce_bytes = s.f32_allreduce_bytes;
-    out.error_feedback_bytes = s.error_feedback_bytes;
-    write_versioned_out(out, stats, "gcommQuantStats_t", "GCOMM_QUANT_STATS_INITIALIZER");
-  });
-}
-
-GCOMM_API gcommStatus_t gcommReducerSaveQuantState(gcommReducer_t reducer, void* buffer, size_t size,
-                                                   size_t* required) {
-  return GCOMM_API_CALL({
-    require(buffer != nullptr || size == 0, "buffer is NULL but size is ", size);
-    copy_state_out(reducer_of(reducer).save_quant(), buffer, size, required);
-  });
-}
-
-GCOMM_API gcommStatus_t gcommReducerLoadQuantState(gcommReducer_t reducer, const void* data, size_t bytes) {
-  return GCOMM_API_CALL({ reducer_of(reducer).load_quant(static_cast<const uint8_t*>(data), bytes); });
 }
 
 }  // extern "C"

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/config.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
 #include "common/dtype.hpp"
@@ -22,8 +23,6 @@ namespace {
 constexpr char kStateMagic[8] = {'G', 'C', 'P', 'S', 'G', 'D', '\0', '\0'};
 constexpr uint32_t kStateVersion = 1;
 constexpr char kStateName[] = "PowerSGD state";
-
-}  // namespace
 
 PowerSgdOptions powersgd_options_from(const gcommPowerSgdConfig_t& c) {
   require(c.rank >= 1 && c.rank <= kp::kMaxRank, "rank ", c.rank, " is outside 1..", kp::kMaxRank);
@@ -45,10 +44,35 @@ PowerSgdOptions powersgd_options_from(const gcommPowerSgdConfig_t& c) {
   return o;
 }
 
+}  // namespace
+
+std::unique_ptr<CompressionStrategy> make_powersgd(const void* config, const StrategySetup& setup) {
+  const gcommPowerSgdConfig_t defaults = GCOMM_POWERSGD_CONFIG_INITIALIZER;
+  const PowerSgdOptions options = powersgd_options_from(
+      read_config(static_cast<const gcommPowerSgdConfig_t*>(config), defaults, "gcommPowerSgdConfig_t"));
+  require(setup.grad_rows != nullptr, "PowerSGD needs grad_rows: each gradient's first dimension (0: not a matrix)");
+  if (setup.sharded)
+    fail(gcommNotSupported, "PowerSGD with sharded gradients is not defined: its P and Q are all-reduced "
+         "whole and decompressed on every rank; use gcommReducerAllReduce mode for PowerSGD");
+  return std::make_unique<PowerSgd>(setup.grads, setup.grad_rows, options, setup.allocator, setup.side, setup.device);
+}
+
+std::unique_ptr<CompressionStrategy> make_powersgd_from_text(OptionText& options, const StrategySetup& setup) {
+  gcommPowerSgdConfig_t c = GCOMM_POWERSGD_CONFIG_INITIALIZER;
+  options.take("rank", c.rank);
+  options.take("min_compression_rate", c.min_compression_rate);
+  options.take("start_iter", c.start_iter);
+  options.take("error_feedback", c.error_feedback);
+  options.take("warm_start", c.warm_start);
+  options.take("orthogonalization_eps", c.orthogonalization_eps);
+  options.take("seed", c.seed);
+  options.finish();
+  return make_powersgd(&c, setup);
+}
+
 PowerSgd::PowerSgd(const std::vector<gcommTensor_t>& grads, const size_t* rows, const PowerSgdOptions& options,
                    memory::CachingAllocator& allocator, SideStream& side, gcommDevice_t device)
     : options_(options), allocator_(allocator), side_(side), device_(device), slot_of_(grads.size(), kNone) {
-  GCOMM_REQUIRE_NOT_NULL(rows);
   const double r = options_.rank;
   for (size_t i = 0; i < grads.size(); ++i) {
     const gcommTensor_t& g = grads[i];
@@ -253,7 +277,13 @@ void PowerSgd::end_step(const StrategyContext& ctx) {
   ++step_;
 }
 
-PowerSgdStats PowerSgd::stats() const { return stats_; }
+std::vector<Counter> PowerSgd::counters() const {
+  return {{"compressed_steps", stats_.compressed_steps},
+          {"compressed_matrices", stats_.compressed_matrices},
+          {"uncompressed_tensors", stats_.uncompressed_tensors},
+          {"bytes_last_step", stats_.bytes_last_step},
+          {"uncompressed_bytes_equivalent", stats_.uncompressed_bytes_equivalent}};
+}
 
 std::vector<uint8_t> PowerSgd::save() {
   std::vector<float> q(q_total_), e(e_total_);

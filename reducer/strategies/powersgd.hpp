@@ -19,6 +19,7 @@
 
 #include "kernels/powersgd/low_rank.hpp"
 #include "memory/caching_allocator.hpp"
+#include "reducer/compressions.hpp"
 #include "reducer/strategy.hpp"
 
 namespace gradcomm::reducer {
@@ -31,14 +32,6 @@ struct PowerSgdOptions {
   bool warm_start = true;
   float eps = 1e-8f;
   uint64_t seed = 0x5eed;
-};
-
-struct PowerSgdStats {
-  uint64_t compressed_steps = 0;
-  size_t compressed_matrices = 0;
-  size_t uncompressed_tensors = 0;
-  size_t bytes_last_step = 0;           // P and Q of the compressed matrices, per rank
-  size_t uncompressed_bytes_equivalent = 0;  // the same gradients as an f32 all-reduce
 };
 
 class PowerSgd final : public CompressionStrategy {
@@ -55,8 +48,9 @@ class PowerSgd final : public CompressionStrategy {
 
   // The strategy for the gradients it does not compress; given once the
   // reducer's switch to PowerSGD can no longer fail.
-  void wrap(std::unique_ptr<CompressionStrategy> rest) { rest_ = std::move(rest); }
+  void wrap(std::unique_ptr<CompressionStrategy> rest) override { rest_ = std::move(rest); }
 
+  gcommCompression_t kind() const noexcept override { return gcommCompressionPowerSgd; }
   const char* name() const noexcept override { return "powersgd"; }
   bool takes(size_t grad) const noexcept override { return slot_of_[grad] != kNone; }
   void set_layout(const BucketPlan& plan) override;
@@ -73,11 +67,12 @@ class PowerSgd final : public CompressionStrategy {
   void end_step(const StrategyContext& ctx) override;
 
   const PowerSgdOptions& options() const { return options_; }
-  PowerSgdStats stats() const;
+  // gcommPowerSgdStats_t's fields.
+  std::vector<Counter> counters() const override;
 
   // State (step counter, Q, E) to and from host bytes, with a version tag.
-  std::vector<uint8_t> save();
-  void load(const uint8_t* data, size_t bytes);
+  std::vector<uint8_t> save() override;
+  void load(const uint8_t* data, size_t bytes) override;
 
  private:
   static constexpr size_t kNone = SIZE_MAX;
@@ -109,10 +104,18 @@ class PowerSgd final : public CompressionStrategy {
   std::vector<size_t> pending_;
   uint64_t step_ = 0;  // synced steps finished, skipped ones included
   bool step_compressed_ = false;
-  PowerSgdStats stats_;
+  struct Stats {
+    uint64_t compressed_steps = 0;
+    uint64_t compressed_matrices = 0;
+    uint64_t uncompressed_tensors = 0;
+    uint64_t bytes_last_step = 0;                // P and Q of the compressed matrices, per rank
+    uint64_t uncompressed_bytes_equivalent = 0;  // the same gradients as an f32 all-reduce
+  } stats_;
 };
 
-// Throws gcommInvalidArgument naming the field.
-PowerSgdOptions powersgd_options_from(const gcommPowerSgdConfig_t& config);
+// The compression table's factories (compressions.cpp): a gcommPowerSgdConfig_t
+// (NULL: defaults) or its text form; they need setup.grad_rows and refuse sharded mode.
+std::unique_ptr<CompressionStrategy> make_powersgd(const void* config, const StrategySetup& setup);
+std::unique_ptr<CompressionStrategy> make_powersgd_from_text(OptionText& options, const StrategySetup& setup);
 
 }  // namespace gradcomm::reducer

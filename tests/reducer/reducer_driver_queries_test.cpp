@@ -79,10 +79,7 @@ class ReducerDriverQueries : public ::testing::TestWithParam<bool> {
     Reducer r(comm, tensors.data(), tensors.size(), o, scaler.get());
     if (v.powersgd) {
       const size_t rows[] = {10, 0, 25, 0, 64};
-      PowerSgdOptions p;
-      p.rank = 2;
-      p.start_iter = 1;  // step 0 all-reduces whole gradients, step 1 compresses
-      r.enable_powersgd(rows, p);
+      r.enable_compression("powersgd:rank=2,start_iter=1", rows);  // step 0 all-reduces whole gradients, step 1 compresses
     }
     cudaStream_t stream = nullptr;
     if (gpu()) {

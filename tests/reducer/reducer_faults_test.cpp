@@ -108,7 +108,7 @@ TEST(ReducerFaults, PowerSgdOnViewsFailingToAllocateLosesNoGradient) {
   auto comms = communicators(1, 5.0);
   const size_t counts[] = {300, 5, 1000, 77};
   const size_t rows[] = {10, 0, 20, 0};  // 10 x 30 and 20 x 50 are compressed at rank 1
-  PowerSgdOptions p;
+  gcommPowerSgdConfig_t p = GCOMM_POWERSGD_CONFIG_INITIALIZER;
   p.rank = 1;
   bool enabled = false;
   for (uint64_t k = 0; !enabled && k < 32; ++k) {
@@ -127,7 +127,7 @@ TEST(ReducerFaults, PowerSgdOnViewsFailingToAllocateLosesNoGradient) {
     }
     r.allocator().inject_failure_after(k);
     try {
-      r.enable_powersgd(rows, p);
+      r.enable_compression(gcommCompressionPowerSgd, &p, rows);
       enabled = true;
     } catch (const Error& e) {
       EXPECT_EQ(e.status(), gcommOutOfMemory) << e.what();

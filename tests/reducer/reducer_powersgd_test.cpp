@@ -56,7 +56,7 @@ struct Rank {
     rc.first_bucket_bytes = 4 << 10;
     rc.grad_as_bucket_view = views ? 1 : 0;
     RIG_CHECK(gcommReducerCreate(comm, tensors.data(), tensors.size(), &rc, &r));
-    RIG_CHECK(gcommReducerEnablePowerSgd(r, rows.data(), &pc));
+    RIG_CHECK(gcommReducerEnableCompression(r, gcommCompressionPowerSgd, &pc, rows.data()));
     for (size_t i = 0; views && i < kShapes.size(); ++i) {
       void* p = nullptr;
       RIG_CHECK(gcommReducerGradData(r, i, &p));
@@ -143,8 +143,8 @@ TEST_P(ReducerPowerSgd, RanksGetTheSingleProcessMathOnTheSummedGradients) {
                  ": relative difference " + std::to_string(d);
       }
     }
-    gcommPowerSgdStats_t st{};
-    RIG_CHECK(gcommReducerGetPowerSgdStats(me.r, &st));
+    gcommPowerSgdStats_t st = GCOMM_POWERSGD_STATS_INITIALIZER;
+    RIG_CHECK(gcommReducerGetCompressionStats(me.r, gcommCompressionPowerSgd, &st));
     size_t bytes = 0, full = 0, matrices = 0;
     for (const Shape& s : kShapes)
       if (worth(s)) bytes += (s.rows + s.cols) * kRank * 4, full += s.rows * s.cols * 4, ++matrices;
@@ -160,9 +160,9 @@ TEST_P(ReducerPowerSgd, RanksGetTheSingleProcessMathOnTheSummedGradients) {
 
 std::vector<uint8_t> save(gcommReducer_t r) {
   size_t n = 0;
-  EXPECT_EQ(gcommReducerSavePowerSgdState(r, nullptr, 0, &n), gcommSuccess) << gcommGetLastError();
+  EXPECT_EQ(gcommReducerSaveCompressionState(r, nullptr, 0, &n), gcommSuccess) << gcommGetLastError();
   std::vector<uint8_t> s(n);
-  EXPECT_EQ(gcommReducerSavePowerSgdState(r, s.data(), s.size(), nullptr), gcommSuccess) << gcommGetLastError();
+  EXPECT_EQ(gcommReducerSaveCompressionState(r, s.data(), s.size(), nullptr), gcommSuccess) << gcommGetLastError();
   return s;
 }
 
@@ -215,12 +215,12 @@ TEST_P(ReducerPowerSgd, AnInfStepKeepsTheStateAndTheStateRoundTrips) {
     if (!(e = twin.init(comm, on_gpu, pc, views)).empty()) return variant + e;
     std::vector<uint8_t> bad = s1;
     bad[0] ^= 1;
-    if (gcommReducerLoadPowerSgdState(twin.r, bad.data(), bad.size()) != gcommInvalidArgument)
+    if (gcommReducerLoadCompressionState(twin.r, bad.data(), bad.size()) != gcommInvalidArgument)
       return "a corrupt state was accepted";
-    if (gcommReducerLoadPowerSgdState(twin.r, s1.data(), s1.size() - 1) != gcommInvalidArgument)
+    if (gcommReducerLoadCompressionState(twin.r, s1.data(), s1.size() - 1) != gcommInvalidArgument)
       return "a truncated state was accepted";
-    RIG_CHECK(gcommReducerLoadPowerSgdState(me.r, s1.data(), s1.size()));
-    RIG_CHECK(gcommReducerLoadPowerSgdState(twin.r, s1.data(), s1.size()));
+    RIG_CHECK(gcommReducerLoadCompressionState(me.r, s1.data(), s1.size()));
+    RIG_CHECK(gcommReducerLoadCompressionState(twin.r, s1.data(), s1.size()));
     fill(me, 2);
     if (!(e = me.step(stream, &skip)).empty()) return e;
     fill(twin, 2);
@@ -260,7 +260,7 @@ TEST_P(ReducerPowerSgd, ColdStartNoErrorFeedbackAndUnusedGradients) {
     rc.unused_grads = gcommUnusedAsZero;
     gcommReducer_t r = nullptr;
     RIG_CHECK(gcommReducerCreate(comm, tensors.data(), tensors.size(), &rc, &r));
-    RIG_CHECK(gcommReducerEnablePowerSgd(r, rows.data(), &pc));
+    RIG_CHECK(gcommReducerEnableCompression(r, gcommCompressionPowerSgd, &pc, rows.data()));
     for (int step = 0; step < 3; ++step) {
       // Step 1: rank 1 never marks gradient 0 (a compressed one).
       const bool drop = step == 1;
@@ -300,7 +300,7 @@ TEST_P(ReducerPowerSgd, ColdStartNoErrorFeedbackAndUnusedGradients) {
     }
     // No error feedback: the saved state has no E, and a state with E is refused.
     size_t n = 0;
-    RIG_CHECK(gcommReducerSavePowerSgdState(r, nullptr, 0, &n));
+    RIG_CHECK(gcommReducerSaveCompressionState(r, nullptr, 0, &n));
     size_t q_bytes = 0;
     for (const Shape& s : kShapes)
       if (worth(s)) q_bytes += 3 * 8 + s.cols * kRank * 4;
@@ -319,16 +319,16 @@ TEST_P(ReducerPowerSgd, BadConfigurationsAreRefused) {
     gcommReducer_t r = nullptr;
     RIG_CHECK(gcommReducerCreate(comm, &t, 1, nullptr, &r));
     size_t rows = 7;  // does not divide 600
-    if (gcommReducerEnablePowerSgd(r, &rows, nullptr) != gcommInvalidArgument) return "rows 7 accepted";
+    if (gcommReducerEnableCompression(r, gcommCompressionPowerSgd, nullptr, &rows) != gcommInvalidArgument) return "rows 7 accepted";
     gcommPowerSgdConfig_t pc = GCOMM_POWERSGD_CONFIG_INITIALIZER;
     pc.rank = 33;
     rows = 20;
-    if (gcommReducerEnablePowerSgd(r, &rows, &pc) != gcommInvalidArgument) return "rank 33 accepted";
-    if (gcommReducerEnablePowerSgd(r, nullptr, nullptr) != gcommInvalidArgument) return "NULL rows accepted";
-    gcommPowerSgdStats_t st{};
-    if (gcommReducerGetPowerSgdStats(r, &st) != gcommInvalidState) return "stats without PowerSGD";
-    RIG_CHECK(gcommReducerEnablePowerSgd(r, &rows, nullptr));
-    if (gcommReducerEnablePowerSgd(r, &rows, nullptr) != gcommInvalidState) return "enabled twice";
+    if (gcommReducerEnableCompression(r, gcommCompressionPowerSgd, &pc, &rows) != gcommInvalidArgument) return "rank 33 accepted";
+    if (gcommReducerEnableCompression(r, gcommCompressionPowerSgd, nullptr, nullptr) != gcommInvalidArgument) return "NULL rows accepted";
+    gcommPowerSgdStats_t st = GCOMM_POWERSGD_STATS_INITIALIZER;
+    if (gcommReducerGetCompressionStats(r, gcommCompressionPowerSgd, &st) != gcommInvalidState) return "stats without PowerSGD";
+    RIG_CHECK(gcommReducerEnableCompression(r, gcommCompressionPowerSgd, nullptr, &rows));
+    if (gcommReducerEnableCompression(r, gcommCompressionPowerSgd, nullptr, &rows) != gcommInvalidState) return "enabled twice";
     RIG_CHECK(gcommReducerDestroy(r));
     return "";
   });
@@ -360,7 +360,7 @@ TEST_P(ReducerPowerSgd, ViewsKeepTheirContentsWhenPowerSgdMovesThem) {
       m.upload(b, stream);
     }
     if (on_gpu && cudaStreamSynchronize(stream) != cudaSuccess) return "sync failed";
-    RIG_CHECK(gcommReducerEnablePowerSgd(r, rows.data(), nullptr));
+    RIG_CHECK(gcommReducerEnableCompression(r, gcommCompressionPowerSgd, nullptr, rows.data()));
     std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
     for (size_t i = 0; i < kShapes.size(); ++i) {
       void* p = nullptr;

@@ -414,7 +414,7 @@ TEST(ShardedErrors, RefusedCallsSayWhy) {
     c.mode = gcommReducerSharded;
     EXPECT_EQ(gcommReducerCreate(comm, t, 1, &c, &r), gcommSuccess);
     size_t rows[1] = {2};
-    EXPECT_EQ(gcommReducerEnablePowerSgd(r, rows, nullptr), gcommNotSupported);
+    EXPECT_EQ(gcommReducerEnableCompression(r, gcommCompressionPowerSgd, nullptr, rows), gcommNotSupported);
     EXPECT_NE(std::string(gcommGetLastError()).find("PowerSGD with sharded gradients"), std::string::npos);
     EXPECT_EQ(gcommReducerGetShard(r, 5, nullptr, nullptr, 0, &n), gcommInvalidArgument);
     EXPECT_EQ(gcommReducerAllGatherParams(r, GCOMM_ALL_BUCKETS, nullptr),

@@ -377,7 +377,7 @@ TEST_P(ReducerTimeline, PowerSgdPhasesAreTraced) {
         p.rank = 2;
         p.start_iter = 0;
         p.min_compression_rate = 1.0f;
-        RIG_CHECK(gcommReducerEnablePowerSgd(r, rows.data(), &p));
+        RIG_CHECK(gcommReducerEnableCompression(r, gcommCompressionPowerSgd, &p, rows.data()));
         RIG_CHECK(gcommReducerStartTrace(r, pattern.c_str(), 1));
         std::mt19937 rng(9);
         std::string e = step(r, mem, stream, false, rng);

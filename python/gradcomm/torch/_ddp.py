@@ -57,6 +57,26 @@ def _comm_device_for(device):
     return "cpu" if device.type == "cpu" else f"cuda:{device.index if device.index is not None else 0}"
 
 
+def _compression_options(compression, powersgd, quantize):
+    """The one compression a wrapper was given, as {"kind": name, **options}, or None."""
+    given = [c for c in ((compression, None), (powersgd, "powersgd"), (quantize, "int8")) if c[0] is not None]
+    if len(given) > 1:
+        raise InvalidArgumentError("gcommInvalidArgument", "give one of compression=, powersgd= and quantize= "
+                                   "(one compression per model)")
+    if not given:
+        return None
+    value, kind = given[0]
+    if kind is not None:
+        return {"kind": kind, **dict(value)}
+    if isinstance(value, str):
+        return {"kind": value}
+    options = dict(value)
+    if "kind" not in options:
+        raise InvalidArgumentError("gcommInvalidArgument", f"compression={value!r} has no 'kind' (e.g. "
+                                   "{'kind': 'int8', 'block_size': 128})")
+    return options
+
+
 class DistributedDataParallel(torch.nn.Module):
     """Wraps ``module`` like torch.nn.parallel.DistributedDataParallel.
 
@@ -69,17 +89,21 @@ class DistributedDataParallel(torch.nn.Module):
       unused_parameters ("error" | "zero"); find_unused_parameters=True means "zero".
       wire_dtype (None | torch.float16 | torch.bfloat16 | torch.float32): what
         goes on the wire (DDP's fp16_compress_hook / bf16_compress_hook).
-      powersgd (None | dict): PowerSGD with keys rank, start_iter, warm_start,
-        error_feedback, min_compression_rate, orthogonalization_eps, seed.
-      quantize (None | dict): the int8 wire with keys block_size (256),
-        error_feedback (True), start_iter (0); not with powersgd or
-        gradient_as_bucket_view.
+      compression (None | str | dict): how the buckets cross the wire
+        (docs/compression.md): a name ("powersgd", "int8") or a dict with
+        "kind" and the kind's options, e.g. {"kind": "powersgd", "rank": 2}
+        (PowerSGD: rank, start_iter, warm_start, error_feedback,
+        min_compression_rate, orthogonalization_eps, seed; int8: block_size
+        (256), error_feedback (True), start_iter (0), not with
+        gradient_as_bucket_view).
+      powersgd, quantize (None | dict): older spellings of
+        compression={"kind": "powersgd" | "int8", **options}.
       broadcast_buffers (True): rank 0's buffers are broadcast at every forward.
     """
 
     def __init__(self, module, comm=None, *, bucket_cap_mb=25.0, first_bucket_mb=1.0, gradient_as_bucket_view=False,
                  unused_parameters=None, find_unused_parameters=False, wire_dtype=None, powersgd=None,
-                 broadcast_buffers=True, timeout=None, quantize=None):
+                 broadcast_buffers=True, timeout=None, quantize=None, compression=None):
         super().__init__()
         self.module = module
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
@@ -128,8 +152,7 @@ class DistributedDataParallel(torch.nn.Module):
         self._options = dict(bucket_cap_bytes=int(bucket_cap_mb * (1 << 20)),
                              first_bucket_bytes=int(first_bucket_mb * (1 << 20)), wire_dtype=wire_dtype,
                              grad_as_bucket_view=gradient_as_bucket_view, unused=unused_parameters)
-        self._powersgd = dict(powersgd) if powersgd is not None else None
-        self._quantize = dict(quantize) if quantize is not None else None
+        self._compression = _compression_options(compression, powersgd, quantize)
         self._grad_scaler = None
         self.broadcast_buffers = broadcast_buffers
         self.require_backward_grad_sync = True
@@ -161,13 +184,12 @@ class DistributedDataParallel(torch.nn.Module):
         self._reducer = Reducer(self.comm, specs, scaler=scaler, **self._options)
         if self._options["grad_as_bucket_view"]:
             self._slots = [self._bucket_view(i) for i in range(len(self._params))]
-        if self._powersgd is not None:
-            rows = [p.shape[0] if p.dim() >= 2 and p.dtype == torch.float32 else 0 for p in self._params]
-            self._reducer.enable_powersgd(rows, **self._powersgd)
-            if self._options["grad_as_bucket_view"]:  # enabling moves the gradients
+        if self._compression is not None:
+            options = dict(self._compression)
+            rows = [p.shape[0] if p.dim() >= 2 else 0 for p in self._params]
+            self._reducer.enable_compression(options.pop("kind"), rows, **options)
+            if self._options["grad_as_bucket_view"]:  # enabling may move the gradients
                 self._slots = [self._bucket_view(i) for i in range(len(self._params))]
-        if self._quantize is not None:
-            self._reducer.enable_quantization(**self._quantize)
         for p, slot in zip(self._params, self._slots):
             if p.grad is not None:  # a gradient from before wrapping is kept, in its slot
                 slot.copy_(p.grad)
@@ -307,35 +329,32 @@ class DistributedDataParallel(torch.nn.Module):
     # ---- state, statistics, cleanup ----------------------------------------------------
 
     def comm_state_dict(self):
-        """gradcomm's own state for a checkpoint: PowerSGD's (step counter, Q,
-        error feedback). The GradScaler has its own state_dict()."""
+        """gradcomm's own state for a checkpoint: the compression's (step counter,
+        error feedback, PowerSGD's Q). The GradScaler has its own state_dict()."""
         state = {"synced_steps": self._steps}
-        if self._powersgd is not None:
-            state["powersgd"] = self._reducer.powersgd_state()
-        if self._quantize is not None:
-            state["quantize"] = self._reducer.quant_state()
+        if self._compression is not None:
+            state["compression"] = {"kind": self._compression["kind"], "state": self._reducer.compression_state()}
         return state
 
     def load_comm_state_dict(self, state):
         if self._step_open:
             raise InvalidStateError("gcommInvalidState", "load_comm_state_dict during a step")
-        if ("powersgd" in state) != (self._powersgd is not None):
-            raise InvalidArgumentError("gcommInvalidArgument", "the state was saved with PowerSGD "
-                                       f"{'on' if 'powersgd' in state else 'off'}, this model has it "
-                                       f"{'on' if self._powersgd is not None else 'off'}")
-        if ("quantize" in state) != (self._quantize is not None):
-            raise InvalidArgumentError("gcommInvalidArgument", "the state was saved with the int8 wire "
-                                       f"{'on' if 'quantize' in state else 'off'}, this model has it "
-                                       f"{'on' if self._quantize is not None else 'off'}")
-        if "powersgd" in state:
-            self._reducer.load_powersgd_state(state["powersgd"])
-        if "quantize" in state:
-            self._reducer.load_quant_state(state["quantize"])
+        saved = state.get("compression")
+        for old, kind in (("powersgd", "powersgd"), ("quantize", "int8")):  # checkpoints of gradcomm < 0.3
+            if old in state:
+                saved = {"kind": kind, "state": state[old]}
+        mine = self._compression["kind"] if self._compression is not None else "none"
+        theirs = saved["kind"] if saved is not None else "none"
+        if mine != theirs:
+            raise InvalidArgumentError("gcommInvalidArgument", f"the state was saved with compression {theirs}, "
+                                       f"this model uses {mine}")
+        if saved is not None:
+            self._reducer.load_compression_state(saved["state"])
         self._steps = int(state.get("synced_steps", self._steps))
 
     @property
     def reducer(self):
-        """The low-level gradcomm.Reducer (stats(), describe(), powersgd_stats(), quant_stats(),
+        """The low-level gradcomm.Reducer (stats(), describe(), compression_stats(),
         step_timing())."""
         return self._reducer
 

@@ -1,5 +1,5 @@
-// The quantized wire: blockwise int8 with error feedback (docs/reducer.md,
-// "Quantized wire"). Per bucket (f32 wire), after the usual pack (divided by the
+// The int8 wire: blockwise int8 with error feedback (docs/reducer.md,
+// "The int8 wire"). Per bucket (f32 wire), after the usual pack (divided by the
 // world size):
 //   1. quantize this rank's values plus its error feedback E into W chunks of
 //      int8 blocks with one f32 scale each (kernels/quant/); the residual (what
@@ -33,35 +33,29 @@
 #include "gradcomm/reducer.h"
 #include "kernels/quant/quant.hpp"
 #include "memory/caching_allocator.hpp"
+#include "reducer/compressions.hpp"
 #include "reducer/strategy.hpp"
 
 namespace gradcomm::reducer {
 
-struct QuantOptions {
+struct Int8Options {
   size_t block = 256;
   bool error_feedback = true;
   uint64_t start_iter = 0;
 };
 
-struct QuantStats {
-  uint64_t quantized_steps = 0;
-  uint64_t quantized_buckets = 0;     // in the plan
-  uint64_t bytes_last_step = 0;       // this rank sent for them, in the last quantized step
-  uint64_t f32_allreduce_bytes = 0;   // the same buckets as an f32 ring all-reduce
-  uint64_t error_feedback_bytes = 0;  // memory held by E
-};
-
-class QuantizedWire final : public CompressionStrategy {
+class Int8Wire final : public CompressionStrategy {
  public:
-  QuantizedWire(const QuantOptions& options, int world, int rank, memory::CachingAllocator& allocator,
-                SideStream& side, gcommDevice_t device);
-  ~QuantizedWire() override;
-  QuantizedWire(const QuantizedWire&) = delete;
-  QuantizedWire& operator=(const QuantizedWire&) = delete;
+  Int8Wire(const Int8Options& options, int world, int rank, memory::CachingAllocator& allocator, SideStream& side,
+           gcommDevice_t device);
+  ~Int8Wire() override;
+  Int8Wire(const Int8Wire&) = delete;
+  Int8Wire& operator=(const Int8Wire&) = delete;
 
   // The strategy for the buckets it does not quantize and the steps before start_iter.
-  void wrap(std::unique_ptr<CompressionStrategy> rest) { rest_ = std::move(rest); }
+  void wrap(std::unique_ptr<CompressionStrategy> rest) override { rest_ = std::move(rest); }
 
+  gcommCompression_t kind() const noexcept override { return gcommCompressionInt8; }
   const char* name() const noexcept override { return "int8"; }
   // Fixes the chunk layout of every f32 bucket and allocates E (zeros) and the
   // staging buffers, sized for the largest bucket (buckets run one after another
@@ -71,10 +65,11 @@ class QuantizedWire final : public CompressionStrategy {
   void run_bucket(size_t b, bool complete, const StrategyContext& ctx) override;
   void end_step(const StrategyContext& ctx) override;
 
-  QuantStats stats() const { return stats_; }
+  // gcommInt8Stats_t's fields.
+  std::vector<Counter> counters() const override;
   // State (step counter, E per quantized bucket) to and from host bytes.
-  std::vector<uint8_t> save();
-  void load(const uint8_t* data, size_t bytes);
+  std::vector<uint8_t> save() override;
+  void load(const uint8_t* data, size_t bytes) override;
 
  private:
   kernels::Target target() const { return kernels::Target{device_, side_.stream(), true}; }
@@ -82,7 +77,7 @@ class QuantizedWire final : public CompressionStrategy {
   void release();  // frees every buffer (after the side stream's work)
 
   std::unique_ptr<CompressionStrategy> rest_;
-  QuantOptions options_;
+  Int8Options options_;
   int world_, rank_;
   memory::CachingAllocator& allocator_;
   SideStream& side_;
@@ -102,10 +97,18 @@ class QuantizedWire final : public CompressionStrategy {
   std::vector<size_t> pending_;  // this step's quantized buckets (E committed at end_step)
   uint64_t step_ = 0;
   bool step_quantized_ = false;
-  QuantStats stats_;
+  struct Stats {
+    uint64_t compressed_steps = 0;
+    uint64_t compressed_buckets = 0;    // in the plan
+    uint64_t bytes_last_step = 0;       // this rank sent for them, in the last quantized step
+    uint64_t f32_allreduce_bytes = 0;   // the same buckets as an f32 ring all-reduce
+    uint64_t error_feedback_bytes = 0;  // memory held by E
+  } stats_;
 };
 
-// Throws gcommInvalidArgument naming the field.
-QuantOptions quant_options_from(const gcommQuantConfig_t& config);
+// The compression table's factories (compressions.cpp): a gcommInt8Config_t (NULL:
+// defaults) or its text form; refused with views and in sharded mode.
+std::unique_ptr<CompressionStrategy> make_int8_wire(const void* config, const StrategySetup& setup);
+std::unique_ptr<CompressionStrategy> make_int8_wire_from_text(OptionText& options, const StrategySetup& setup);
 
 }  // namespace gradcomm::reducer

@@ -1,9 +1,10 @@
-// The quantized wire (gcommReducerEnableQuantization): every rank's result equals
+// The int8 wire (gcommReducerEnableCompression with gcommCompressionInt8): every rank's result equals
 // a single-process model of the algorithm bit for bit (local and socket transports,
 // GPU 0 where one is present), exactly representable gradients round-trip, the
 // error stays within the documented bound and the error feedback telescopes, an
 // Inf/NaN step is skipped everywhere with the error state untouched, the bytes on
 // the wire, the state's save and load, and the refusals.
+#include <cstddef>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -65,7 +66,7 @@ struct Model {
   }
 };
 
-using Quantized = WhereRig;
+using Int8Wire = WhereRig;
 
 // The strategy's rule: a bucket is quantized when its W chunks take fewer bytes than f32.
 bool is_quantized(size_t n, size_t world, size_t block) {
@@ -124,11 +125,11 @@ struct RankReducer {
 };
 
 std::string enable(gcommReducer_t r, int block, int error_feedback, uint64_t start_iter = 0) {
-  gcommQuantConfig_t q = GCOMM_QUANT_CONFIG_INITIALIZER;
+  gcommInt8Config_t q = GCOMM_INT8_CONFIG_INITIALIZER;
   q.block_size = block;
   q.error_feedback = error_feedback;
   q.start_iter = start_iter;
-  RIG_CHECK(gcommReducerEnableQuantization(r, &q));
+  RIG_CHECK(gcommReducerEnableCompression(r, gcommCompressionInt8, &q, nullptr));
   return "";
 }
 
@@ -144,7 +145,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-TEST_P(Quantized, EveryRankGetsTheSingleProcessModelsResultBitForBit) {
+TEST_P(Int8Wire, EveryRankGetsTheSingleProcessModelsResultBitForBit) {
   const std::vector<size_t> sizes = {1000, 37, 5000, 256};
   for (int world : {1, 2, 3, 4}) {
     const int steps = 4, start = world == 3 ? 2 : 0;  // world 3: two f32 warm-up steps first
@@ -197,17 +198,17 @@ TEST_P(Quantized, EveryRankGetsTheSingleProcessModelsResultBitForBit) {
           }
         }
       }
-      gcommQuantStats_t st = GCOMM_QUANT_STATS_INITIALIZER;
-      RIG_CHECK(gcommReducerGetQuantStats(rr.r, &st));
-      if (st.quantized_steps != static_cast<uint64_t>(steps - start) || st.quantized_buckets != quantized_buckets)
-        return "stats: " + std::to_string(st.quantized_steps) + " quantized steps, " +
-               std::to_string(st.quantized_buckets) + " buckets";
+      gcommInt8Stats_t st = GCOMM_INT8_STATS_INITIALIZER;
+      RIG_CHECK(gcommReducerGetCompressionStats(rr.r, gcommCompressionInt8, &st));
+      if (st.compressed_steps != static_cast<uint64_t>(steps - start) || st.compressed_buckets != quantized_buckets)
+        return "stats: " + std::to_string(st.compressed_steps) + " quantized steps, " +
+               std::to_string(st.compressed_buckets) + " buckets";
       return "";
     });
   }
 }
 
-TEST_P(Quantized, RepresentableGradientsRoundTripBitForBit) {
+TEST_P(Int8Wire, RepresentableGradientsRoundTripBitForBit) {
   // Codes in -127..127 times 2^-3, one of them 127 in every 32 values (the block),
   // the same on every rank: every block's scale is exactly 2^-3 at each stage.
   const std::vector<size_t> sizes = {64, 320, 4096};
@@ -235,7 +236,7 @@ TEST_P(Quantized, RepresentableGradientsRoundTripBitForBit) {
     });
 }
 
-TEST_P(Quantized, ErrorStaysWithinTheBoundAndTheErrorFeedbackTelescopes) {
+TEST_P(Int8Wire, ErrorStaysWithinTheBoundAndTheErrorFeedbackTelescopes) {
   const int world = 4, steps = 40;
   const size_t n = 2000, block = 64;
   std::vector<std::vector<float>> g;  // the same gradient every step, different per rank
@@ -293,7 +294,7 @@ TEST_P(Quantized, ErrorStaysWithinTheBoundAndTheErrorFeedbackTelescopes) {
       << "sum error without error feedback " << worst_sum_error[0] << ", with " << worst_sum_error[1];
 }
 
-TEST_P(Quantized, AnInfOrNanStepIsSkippedEverywhereAndLeavesTheErrorUntouched) {
+TEST_P(Int8Wire, AnInfOrNanStepIsSkippedEverywhereAndLeavesTheErrorUntouched) {
   const std::vector<size_t> sizes = {300, 1000};
   run(2, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
     std::string e;
@@ -302,9 +303,9 @@ TEST_P(Quantized, AnInfOrNanStepIsSkippedEverywhereAndLeavesTheErrorUntouched) {
     if (!(e = enable(rr.r, 128, 1)).empty()) return e;
     auto state = [&](std::vector<uint8_t>* s) -> std::string {
       size_t need = 0;
-      RIG_CHECK(gcommReducerSaveQuantState(rr.r, nullptr, 0, &need));
+      RIG_CHECK(gcommReducerSaveCompressionState(rr.r, nullptr, 0, &need));
       s->resize(need);
-      RIG_CHECK(gcommReducerSaveQuantState(rr.r, s->data(), s->size(), &need));
+      RIG_CHECK(gcommReducerSaveCompressionState(rr.r, s->data(), s->size(), &need));
       return "";
     };
     std::vector<std::vector<float>> in = {randoms(300, 1 + rank), randoms(1000, 3 + rank)}, out;
@@ -325,7 +326,7 @@ TEST_P(Quantized, AnInfOrNanStepIsSkippedEverywhereAndLeavesTheErrorUntouched) {
   });
 }
 
-TEST_P(Quantized, BytesOnTheWireAreAboutAQuarterOfAnF32AllReduce) {
+TEST_P(Int8Wire, BytesOnTheWireAreAboutAQuarterOfAnF32AllReduce) {
   const size_t n = 1 << 20;
   run(4, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
     std::string e;
@@ -340,8 +341,8 @@ TEST_P(Quantized, BytesOnTheWireAreAboutAQuarterOfAnF32AllReduce) {
     std::vector<std::vector<float>> out;
     if (!(e = rr.step({randoms(n, 9 + rank)}, stream, &out)).empty()) return e;
     if (counts) RIG_CHECK(gcommCommBytesSent(comm, &sent_after));
-    gcommQuantStats_t st = GCOMM_QUANT_STATS_INITIALIZER;
-    RIG_CHECK(gcommReducerGetQuantStats(rr.r, &st));
+    gcommInt8Stats_t st = GCOMM_INT8_STATS_INITIALIZER;
+    RIG_CHECK(gcommReducerGetCompressionStats(rr.r, gcommCompressionInt8, &st));
     const double ratio = static_cast<double>(st.bytes_last_step) / static_cast<double>(st.f32_allreduce_bytes);
     if (!(ratio <= 0.27 && ratio > 0.24)) return "bytes ratio " + std::to_string(ratio);
     // f32 ring all-reduce: 2 (W-1)/W 4 bytes a value.
@@ -349,11 +350,34 @@ TEST_P(Quantized, BytesOnTheWireAreAboutAQuarterOfAnF32AllReduce) {
     if (counts && sent_after - sent_before != st.bytes_last_step)
       return "the socket transport sent " + std::to_string(sent_after - sent_before) + " bytes, the stats say " +
              std::to_string(st.bytes_last_step);
+    // A caller built against an older, smaller stats struct gets the fields it knows
+    // and nothing is written past its size.
+    struct {
+      gcommInt8Stats_t stats;
+      uint64_t guard;
+    } older{GCOMM_INT8_STATS_INITIALIZER, 0xABCD};
+    older.stats.size = offsetof(gcommInt8Stats_t, bytes_last_step);
+    older.stats.bytes_last_step = 77;
+    RIG_CHECK(gcommReducerGetCompressionStats(rr.r, gcommCompressionInt8, &older.stats));
+    if (older.stats.compressed_steps != st.compressed_steps || older.stats.compressed_buckets != st.compressed_buckets ||
+        older.stats.bytes_last_step != 77 || older.guard != 0xABCD)
+      return "an older stats struct was not filled up to its size only";
+    // The same statistics as JSON, named as the struct's fields.
+    size_t need = 0;
+    RIG_CHECK(gcommReducerDescribeCompression(rr.r, nullptr, 0, &need));
+    std::string json(need, '\0');
+    RIG_CHECK(gcommReducerDescribeCompression(rr.r, json.data(), json.size(), nullptr));
+    if (json.find("\"kind\":\"int8\"") == std::string::npos ||
+        json.find("\"bytes_last_step\":" + std::to_string(st.bytes_last_step)) == std::string::npos)
+      return "describe: " + json;
+    gcommPowerSgdStats_t other = GCOMM_POWERSGD_STATS_INITIALIZER;
+    if (gcommReducerGetCompressionStats(rr.r, gcommCompressionPowerSgd, &other) != gcommInvalidState)
+      return "PowerSGD's stats from an int8 reducer were not refused";
     return "";
   });
 }
 
-TEST_P(Quantized, StateSavedOnOneReducerContinuesOnAnother) {
+TEST_P(Int8Wire, StateSavedOnOneReducerContinuesOnAnother) {
   const std::vector<size_t> sizes = {500, 129};
   run(2, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
     std::string e;
@@ -367,15 +391,15 @@ TEST_P(Quantized, StateSavedOnOneReducerContinuesOnAnother) {
       if (!(e = enable(first.r, 64, 1)).empty()) return e;
       if (!(e = first.step(a, stream, &got)).empty()) return e;
       size_t need = 0;
-      RIG_CHECK(gcommReducerSaveQuantState(first.r, nullptr, 0, &need));
+      RIG_CHECK(gcommReducerSaveCompressionState(first.r, nullptr, 0, &need));
       saved.resize(need);
-      RIG_CHECK(gcommReducerSaveQuantState(first.r, saved.data(), saved.size(), nullptr));
+      RIG_CHECK(gcommReducerSaveCompressionState(first.r, saved.data(), saved.size(), nullptr));
       if (!(e = first.step(b, stream, &want)).empty()) return e;
     }
     RankReducer second(comm, sizes, gpu(), one_grad_per_bucket(), &e);
     if (!e.empty()) return e;
     if (!(e = enable(second.r, 64, 1)).empty()) return e;
-    RIG_CHECK(gcommReducerLoadQuantState(second.r, saved.data(), saved.size()));
+    RIG_CHECK(gcommReducerLoadCompressionState(second.r, saved.data(), saved.size()));
     if (!(e = second.step(b, stream, &got)).empty()) return e;
     for (size_t k = 0; k < sizes.size(); ++k)
       if (!same_bits(got[k], want[k])) return "the restored reducer's step differs, gradient " + std::to_string(k);
@@ -383,17 +407,17 @@ TEST_P(Quantized, StateSavedOnOneReducerContinuesOnAnother) {
     RankReducer other(comm, sizes, gpu(), one_grad_per_bucket(), &e);
     if (!e.empty()) return e;
     if (!(e = enable(other.r, 128, 1)).empty()) return e;
-    if (gcommReducerLoadQuantState(other.r, saved.data(), saved.size()) != gcommInvalidArgument ||
+    if (gcommReducerLoadCompressionState(other.r, saved.data(), saved.size()) != gcommInvalidArgument ||
         std::string(gcommGetLastError()).find("block_size 64") == std::string::npos)
       return std::string("a state of another block size: ") + gcommGetLastError();
     const uint8_t junk[16] = {1, 2, 3};
-    if (gcommReducerLoadQuantState(other.r, junk, sizeof junk) != gcommInvalidArgument)
+    if (gcommReducerLoadCompressionState(other.r, junk, sizeof junk) != gcommInvalidArgument)
       return "garbage was loaded";
     return "";
   });
 }
 
-TEST_P(Quantized, BadConfigurationsAndCombinationsAreRefusedWithTheReason) {
+TEST_P(Int8Wire, BadConfigurationsAndCombinationsAreRefusedWithTheReason) {
   run(1, [&](int, gcommComm_t comm, cudaStream_t stream) -> std::string {
     std::string e;
     auto expect = [](gcommStatus_t got, gcommStatus_t want, const char* needle, const char* what) -> std::string {
@@ -402,45 +426,75 @@ TEST_P(Quantized, BadConfigurationsAndCombinationsAreRefusedWithTheReason) {
     };
     RankReducer rr(comm, {256, 64}, gpu(), one_grad_per_bucket(), &e);
     if (!e.empty()) return e;
-    gcommQuantStats_t st = GCOMM_QUANT_STATS_INITIALIZER;
-    if (!(e = expect(gcommReducerGetQuantStats(rr.r, &st), gcommInvalidState, "not enabled", "stats first")).empty())
+    gcommInt8Stats_t st = GCOMM_INT8_STATS_INITIALIZER;
+    if (!(e = expect(gcommReducerGetCompressionStats(rr.r, gcommCompressionInt8, &st), gcommInvalidState, "not enabled", "stats first")).empty())
       return e;
     for (int bad_block : {0, 16, 100, 8192}) {
-      gcommQuantConfig_t q = GCOMM_QUANT_CONFIG_INITIALIZER;
+      gcommInt8Config_t q = GCOMM_INT8_CONFIG_INITIALIZER;
       q.block_size = bad_block;
-      if (!(e = expect(gcommReducerEnableQuantization(rr.r, &q), gcommInvalidArgument, "block_size", "block")).empty())
+      if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, &q, nullptr), gcommInvalidArgument, "block_size", "block")).empty())
         return e;
     }
-    gcommQuantConfig_t q = GCOMM_QUANT_CONFIG_INITIALIZER;
-    q.format = 1;
-    if (!(e = expect(gcommReducerEnableQuantization(rr.r, &q), gcommInvalidArgument, "format", "format")).empty())
+    gcommInt8Config_t q = GCOMM_INT8_CONFIG_INITIALIZER;
+    q.error_feedback = 2;
+    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, &q, nullptr), gcommInvalidArgument,
+                     "error_feedback", "error_feedback 2")).empty())
       return e;
-    q = GCOMM_QUANT_CONFIG_INITIALIZER;
-    q.reserved_v1 = 1;
-    if (!(e = expect(gcommReducerEnableQuantization(rr.r, &q), gcommInvalidArgument, "reserved", "reserved")).empty())
+    q = GCOMM_INT8_CONFIG_INITIALIZER;
+    q.magic = 0;
+    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, &q, nullptr), gcommInvalidArgument,
+                     "INITIALIZER", "raw config")).empty())
+      return e;
+    // The generic API's refusals, each leaving the reducer without compression.
+    if (!(e = expect(gcommReducerEnableCompression(rr.r, static_cast<gcommCompression_t>(7), nullptr, nullptr),
+                     gcommInvalidArgument, "gcommCompressionInt8", "kind 7")).empty())
+      return e;
+    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionNone, nullptr, nullptr),
+                     gcommInvalidArgument, "no compression", "kind none")).empty())
+      return e;
+    if (!(e = expect(gcommReducerEnableCompressionText(rr.r, "int9", nullptr), gcommInvalidArgument,
+                     "none, powersgd, int8", "text int9")).empty())
+      return e;
+    if (!(e = expect(gcommReducerEnableCompressionText(rr.r, "int8:block=128", nullptr), gcommInvalidArgument,
+                     "block_size, error_feedback, start_iter", "unknown option")).empty())
+      return e;
+    if (!(e = expect(gcommReducerEnableCompressionText(rr.r, "int8:block_size=12x", nullptr), gcommInvalidArgument,
+                     "not an integer", "bad value")).empty())
+      return e;
+    if (!(e = expect(gcommReducerEnableCompressionText(rr.r, "int8:block_size=100", nullptr), gcommInvalidArgument,
+                     "power of two", "text block 100")).empty())
+      return e;
+    if (!(e = expect(gcommReducerEnableCompressionText(rr.r, nullptr, nullptr), gcommInvalidArgument, "spec",
+                     "NULL spec")).empty())
+      return e;
+    gcommCompression_t kind = gcommCompressionInt8;
+    RIG_CHECK(gcommReducerGetCompression(rr.r, &kind));
+    if (kind != gcommCompressionNone) return "a refused enable left a compression on";
+    if (!(e = expect(gcommReducerSaveCompressionState(rr.r, nullptr, 0, nullptr), gcommInvalidState,
+                     "no compression", "save without compression")).empty())
       return e;
     RIG_CHECK(gcommReducerBeginStep(rr.r, 1));
-    if (!(e = expect(gcommReducerEnableQuantization(rr.r, nullptr), gcommInvalidState, "between steps", "mid-step"))
+    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, nullptr, nullptr), gcommInvalidState, "between steps", "mid-step"))
              .empty())
       return e;
     for (size_t k = 0; k < 2; ++k) RIG_CHECK(gcommReducerMarkReady(rr.r, k, stream));
     RIG_CHECK(gcommReducerFinalize(rr.r, stream, nullptr));
-    RIG_CHECK(gcommReducerEnableQuantization(rr.r, nullptr));  // defaults
-    if (!(e = expect(gcommReducerEnableQuantization(rr.r, nullptr), gcommInvalidState, "int8", "twice")).empty())
+    RIG_CHECK(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, nullptr, nullptr));  // defaults
+    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, nullptr, nullptr), gcommInvalidState, "int8", "twice")).empty())
       return e;
     const size_t rows[2] = {16, 8};
-    if (!(e = expect(gcommReducerEnablePowerSgd(rr.r, rows, nullptr), gcommInvalidState, "one compression strategy",
+    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionPowerSgd, nullptr, rows), gcommInvalidState, "one compression strategy",
                      "PowerSGD after int8"))
              .empty())
       return e;
-    gcommQuantStats_t raw{};
-    if (!(e = expect(gcommReducerGetQuantStats(rr.r, &raw), gcommInvalidArgument, "INITIALIZER", "raw stats")).empty())
+    gcommInt8Stats_t raw{};
+    if (!(e = expect(gcommReducerGetCompressionStats(rr.r, gcommCompressionInt8, &raw), gcommInvalidArgument, "INITIALIZER", "raw stats")).empty())
       return e;
     // The other way round, views and sharded mode.
     RankReducer psgd(comm, {256, 64}, gpu(), one_grad_per_bucket(), &e);
     if (!e.empty()) return e;
-    RIG_CHECK(gcommReducerEnablePowerSgd(psgd.r, rows, nullptr));
-    if (!(e = expect(gcommReducerEnableQuantization(psgd.r, nullptr), gcommInvalidState, "powersgd", "int8 after PowerSGD"))
+    RIG_CHECK(gcommReducerEnableCompression(psgd.r, gcommCompressionPowerSgd, nullptr, rows));
+    if (!(e = expect(gcommReducerEnableCompression(psgd.r, gcommCompressionInt8, nullptr, nullptr), gcommInvalidState, "powersgd", "int8 after PowerSGD"))
              .empty())
       return e;
     gcommReducerConfig_t views = one_grad_per_bucket();
@@ -448,14 +502,14 @@ TEST_P(Quantized, BadConfigurationsAndCombinationsAreRefusedWithTheReason) {
     gcommReducer_t view_reducer = nullptr;
     const gcommTensor_t view_grads[1] = {{nullptr, 256, gcommFloat32}};
     RIG_CHECK(gcommReducerCreate(comm, view_grads, 1, &views, &view_reducer));
-    e = expect(gcommReducerEnableQuantization(view_reducer, nullptr), gcommNotSupported, "grad_as_bucket_view", "views");
+    e = expect(gcommReducerEnableCompression(view_reducer, gcommCompressionInt8, nullptr, nullptr), gcommNotSupported, "grad_as_bucket_view", "views");
     gcommReducerDestroy(view_reducer);
     if (!e.empty()) return e;
     gcommReducerConfig_t sharded = one_grad_per_bucket();
     sharded.mode = gcommReducerSharded;
     RankReducer sh(comm, {256}, gpu(), sharded, &e);
     if (!e.empty()) return e;
-    if (!(e = expect(gcommReducerEnableQuantization(sh.r, nullptr), gcommNotSupported, "sharded", "sharded")).empty())
+    if (!(e = expect(gcommReducerEnableCompression(sh.r, gcommCompressionInt8, nullptr, nullptr), gcommNotSupported, "sharded", "sharded")).empty())
       return e;
     return "";
   });
@@ -464,7 +518,7 @@ TEST_P(Quantized, BadConfigurationsAndCombinationsAreRefusedWithTheReason) {
 // The wire unscales before quantizing, so E and E2 hold true gradient units: with a
 // loss scale that doubles every step (powers of two, exact), the results equal an
 // unscaled run's bit for bit. Were E kept in scaled units, step 2 on would differ.
-TEST_P(Quantized, AChangingLossScaleDoesNotReweighTheErrorFeedback) {
+TEST_P(Int8Wire, AChangingLossScaleDoesNotReweighTheErrorFeedback) {
   const std::vector<size_t> sizes = {1000, 3000};
   run(2, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
     std::string e;
@@ -500,7 +554,7 @@ TEST_P(Quantized, AChangingLossScaleDoesNotReweighTheErrorFeedback) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(, Quantized, ::testing::Values(Where::kLocalHost, Where::kSocketHost, Where::kLocalGpu),
+INSTANTIATE_TEST_SUITE_P(, Int8Wire, ::testing::Values(Where::kLocalHost, Where::kSocketHost, Where::kLocalGpu),
                          where_name);
 
 }  // namespace

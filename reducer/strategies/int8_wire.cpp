@@ -1,8 +1,9 @@
-#include "reducer/strategies/quantized.hpp"
+#include "reducer/strategies/int8_wire.hpp"
 
 #include <algorithm>
 #include <cstring>
 
+#include "common/config.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "kernels/powersgd/low_rank.hpp"
@@ -18,39 +19,59 @@ namespace {
 
 constexpr char kStateMagic[8] = {'G', 'C', 'Q', 'I', 'N', 'T', '8', '\0'};
 constexpr uint32_t kStateVersion = 1;
-constexpr char kStateName[] = "quantized wire state";
+constexpr char kStateName[] = "int8 wire state";
 
 }  // namespace
 
-QuantOptions quant_options_from(const gcommQuantConfig_t& c) {
-  require(c.format == gcommQuantInt8, "format ", c.format, " is not a gcommQuantFormat_t (gcommQuantInt8)");
+Int8Options int8_options_from(const gcommInt8Config_t& c) {
   const size_t block = c.block_size > 0 ? static_cast<size_t>(c.block_size) : 0;
   require(block >= kq::kMinBlock && block <= kq::kMaxBlock && (block & (block - 1)) == 0, "block_size ",
           c.block_size, " is not a power of two in ", kq::kMinBlock, "..", kq::kMaxBlock);
   require(c.error_feedback == 0 || c.error_feedback == 1, "error_feedback must be 0 or 1, not ", c.error_feedback);
-  require(c.reserved_v1 == 0, "reserved_v1 must be 0");
-  QuantOptions o;
+  Int8Options o;
   o.block = block;
   o.error_feedback = c.error_feedback == 1;
   o.start_iter = c.start_iter;
   return o;
 }
 
-QuantizedWire::QuantizedWire(const QuantOptions& options, int world, int rank, memory::CachingAllocator& allocator,
+std::unique_ptr<CompressionStrategy> make_int8_wire(const void* config, const StrategySetup& setup) {
+  const gcommInt8Config_t defaults = GCOMM_INT8_CONFIG_INITIALIZER;
+  const gcommInt8Config_t c = read_config(static_cast<const gcommInt8Config_t*>(config), defaults, "gcommInt8Config_t");
+  const Int8Options options = int8_options_from(c);
+  if (setup.sharded)
+    fail(gcommNotSupported, "the int8 wire in sharded mode is not built (its reduce-scatter half would be); "
+         "use gcommReducerAllReduce mode");
+  if (setup.views)
+    fail(gcommNotSupported, "the int8 wire keeps each bucket's residual in its wire buffer, which "
+         "grad_as_bucket_view makes the gradients themselves; create the reducer without views");
+  return std::make_unique<Int8Wire>(options, setup.world, setup.rank, setup.allocator, setup.side, setup.device);
+}
+
+std::unique_ptr<CompressionStrategy> make_int8_wire_from_text(OptionText& options, const StrategySetup& setup) {
+  gcommInt8Config_t c = GCOMM_INT8_CONFIG_INITIALIZER;
+  options.take("block_size", c.block_size);
+  options.take("error_feedback", c.error_feedback);
+  options.take("start_iter", c.start_iter);
+  options.finish();
+  return make_int8_wire(&c, setup);
+}
+
+Int8Wire::Int8Wire(const Int8Options& options, int world, int rank, memory::CachingAllocator& allocator,
                              SideStream& side, gcommDevice_t device)
     : options_(options), world_(world), rank_(rank), allocator_(allocator), side_(side), device_(device) {}
 
-QuantizedWire::~QuantizedWire() {
+Int8Wire::~Int8Wire() {
   try {
     release();
   } catch (const std::exception& e) {
-    GCOMM_WARN("quantized wire teardown: ", e.what());
+    GCOMM_WARN("int8 wire teardown: ", e.what());
   }
 }
 
-void* QuantizedWire::alloc(size_t bytes) { return bytes == 0 ? nullptr : allocator_.allocate(bytes, side_.stream()); }
+void* Int8Wire::alloc(size_t bytes) { return bytes == 0 ? nullptr : allocator_.allocate(bytes, side_.stream()); }
 
-void QuantizedWire::release() {
+void Int8Wire::release() {
   side_.quiesce();  // teardown too: a failed step's error is not this call's
   for (void** b : {reinterpret_cast<void**>(&e_), reinterpret_cast<void**>(&e2_), reinterpret_cast<void**>(&r2_),
                    &send_, &recv_, &gather_, reinterpret_cast<void**>(&decoded_)}) {
@@ -60,7 +81,7 @@ void QuantizedWire::release() {
   e_total_ = e2_total_ = 0;
 }
 
-void QuantizedWire::set_layout(const BucketPlan& plan) {
+void Int8Wire::set_layout(const BucketPlan& plan) {
   release();
   const size_t buckets = plan.buckets.size();
   quantized_.assign(buckets, 0);
@@ -68,7 +89,7 @@ void QuantizedWire::set_layout(const BucketPlan& plan) {
   e_offset_.assign(buckets, 0);
   e2_offset_.assign(buckets, 0);
   size_t max_bytes = 0, max_n = 0;
-  stats_.quantized_buckets = 0;
+  stats_.compressed_buckets = 0;
   stats_.f32_allreduce_bytes = 0;
   const uint64_t w = static_cast<uint64_t>(world_);
   for (size_t b = 0; b < buckets; ++b) {
@@ -88,7 +109,7 @@ void QuantizedWire::set_layout(const BucketPlan& plan) {
     }
     max_bytes = std::max(max_bytes, layouts_[b].total_bytes());
     max_n = std::max(max_n, bucket.elements);
-    ++stats_.quantized_buckets;
+    ++stats_.compressed_buckets;
     stats_.f32_allreduce_bytes += 2 * (w - 1) * bucket.elements * sizeof(float) / w;
   }
   e_ = static_cast<float*>(alloc(e_total_ * sizeof(float)));
@@ -103,14 +124,14 @@ void QuantizedWire::set_layout(const BucketPlan& plan) {
   stats_.error_feedback_bytes = (e_total_ + 2 * e2_total_) * sizeof(float);
 }
 
-void QuantizedWire::begin_step(const StrategyContext& ctx) {
+void Int8Wire::begin_step(const StrategyContext& ctx) {
   if (rest_ != nullptr) rest_->begin_step(ctx);
   pending_.clear();  // a step that failed half-way left its buckets here
-  step_quantized_ = step_ >= options_.start_iter && stats_.quantized_buckets > 0;
+  step_quantized_ = step_ >= options_.start_iter && stats_.compressed_buckets > 0;
   if (step_quantized_) stats_.bytes_last_step = 0;
 }
 
-void QuantizedWire::run_bucket(size_t b, bool complete, const StrategyContext& ctx) {
+void Int8Wire::run_bucket(size_t b, bool complete, const StrategyContext& ctx) {
   if (!step_quantized_ || !quantized_[b]) {
     rest_->run_bucket(b, complete, ctx);
     return;
@@ -153,7 +174,7 @@ void QuantizedWire::run_bucket(size_t b, bool complete, const StrategyContext& c
   if (options_.error_feedback) pending_.push_back(b);
 }
 
-void QuantizedWire::end_step(const StrategyContext& ctx) {
+void Int8Wire::end_step(const StrategyContext& ctx) {
   if (rest_ != nullptr) rest_->end_step(ctx);
   // E takes the residuals unless the step saw Inf/NaN anywhere (every bucket's
   // epilogue has written the step flag by now, identically on every rank).
@@ -165,11 +186,19 @@ void QuantizedWire::end_step(const StrategyContext& ctx) {
                               target());
   }
   pending_.clear();
-  if (step_quantized_) ++stats_.quantized_steps;
+  if (step_quantized_) ++stats_.compressed_steps;
   ++step_;
 }
 
-std::vector<uint8_t> QuantizedWire::save() {
+std::vector<Counter> Int8Wire::counters() const {
+  return {{"compressed_steps", stats_.compressed_steps},
+          {"compressed_buckets", stats_.compressed_buckets},
+          {"bytes_last_step", stats_.bytes_last_step},
+          {"f32_allreduce_bytes", stats_.f32_allreduce_bytes},
+          {"error_feedback_bytes", stats_.error_feedback_bytes}};
+}
+
+std::vector<uint8_t> Int8Wire::save() {
   std::vector<float> e(e_total_ + e2_total_);
   if (e_total_ > 0) copy_bytes(e.data(), e_, e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
   if (e2_total_ > 0)
@@ -189,15 +218,15 @@ std::vector<uint8_t> QuantizedWire::save() {
   return out;
 }
 
-void QuantizedWire::load(const uint8_t* data, size_t bytes) {
-  require(data != nullptr || bytes == 0, "quantized wire state: data is NULL");
+void Int8Wire::load(const uint8_t* data, size_t bytes) {
+  require(data != nullptr || bytes == 0, "int8 wire state: data is NULL");
   const uint8_t* p = data;
   const uint8_t* end = data + bytes;
   require(bytes >= sizeof kStateMagic && std::memcmp(p, kStateMagic, sizeof kStateMagic) == 0,
-          "not a quantized wire state (wrong magic)");
+          "not an int8 wire state (wrong magic)");
   p += sizeof kStateMagic;
   const auto version = take<uint32_t>(p, end, kStateName, "the version");
-  require(version == kStateVersion, "quantized wire state version ", version, " is not supported (expected ",
+  require(version == kStateVersion, "int8 wire state version ", version, " is not supported (expected ",
           kStateVersion, ")");
   const auto block = take<uint32_t>(p, end, kStateName, "the block size");
   require(block == options_.block, "the state was saved with block_size ", block, ", this reducer uses ",
@@ -218,7 +247,7 @@ void QuantizedWire::load(const uint8_t* data, size_t bytes) {
     require(n == want, "bucket ", b, " has ", n, " quantized values in the state, ", want, " in this reducer's plan");
   }
   const size_t floats = e_total_ + e2_total_;
-  require(static_cast<size_t>(end - p) == floats * sizeof(float), "quantized wire state: ",
+  require(static_cast<size_t>(end - p) == floats * sizeof(float), "int8 wire state: ",
           static_cast<size_t>(end - p), " bytes of error feedback, expected ", floats * sizeof(float));
   std::vector<float> e(floats);
   if (floats > 0) {

@@ -1,0 +1,22 @@
+#include "reducer/strategy.hpp"
+
+#include "common/error.hpp"
+
+namespace gradcomm::reducer {
+
+// The all-reduce strategy is the only one without these: it is every reducer's
+// start, wraps nothing and keeps no state across steps.
+void CompressionStrategy::wrap(std::unique_ptr<CompressionStrategy> /*rest*/) {
+  fail(gcommInternalError, "the ", name(), " strategy does not wrap another");
+}
+
+std::vector<uint8_t> CompressionStrategy::save() {
+  fail(gcommInvalidState, "no compression is enabled on this reducer: it has no compression state to save");
+}
+
+void CompressionStrategy::load(const uint8_t* /*data*/, size_t /*bytes*/) {
+  fail(gcommInvalidState, "no compression is enabled on this reducer: enable the one the state was saved with "
+       "first");
+}
+
+}  // namespace gradcomm::reducer
