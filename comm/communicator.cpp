@@ -106,8 +106,10 @@ void Communicator::validate(const CollectiveArgs& a) const {
     // all-to-all). Both spans passed the address-limit checks above.
     const auto s = reinterpret_cast<uintptr_t>(a.send), r = reinterpret_cast<uintptr_t>(a.recv);
     const size_t span = blocks * dtype_size(a.dtype);
-    require(s + span <= r || r + span <= s, "sendbuf and recvbuf overlap (all-to-all has no in-place variant: "
-            "give it two buffers of ", blocks, " elements)");
+    require(s + span <= r || r + span <= s, "sendbuf and recvbuf overlap at count ", a.count, ": each holds ",
+            size(), " blocks of count elements (", span, " bytes) and they start ", s > r ? s - r : r - s,
+            " bytes apart; count is the elements of one block, and all-to-all has no in-place variant (give it "
+            "two separate buffers of count x ", size(), " elements)");
   }
 }
 

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -90,8 +92,17 @@ void emit(LogLevel level, const std::string& line) {
     return;
   }
   FILE* out = sink(host);
-  std::fprintf(out, "%s\n", line.c_str());
-  if (out != stderr) std::fflush(out);  // a crash or a hang must not lose the last lines
+  const bool written = std::fprintf(out, "%s\n", line.c_str()) >= 0;
+  if (out == stderr) return;
+  // A crash or a hang must not lose the last lines: flushed at once. A file that
+  // cannot take them (a full disk, /dev/full) is said once, like one that cannot
+  // be opened, and this line and every later one go to stderr.
+  if (std::fflush(out) == 0 && written && std::ferror(out) == 0) return;
+  const int err = errno;
+  g_file_failed = true;
+  std::fprintf(stderr, "%s gradcomm WARN GRADCOMM_DEBUG_FILE: cannot write '%s' (%s); logging to stderr\n",
+               log_prefix().c_str(), g_file_pattern.c_str(), std::strerror(err));
+  std::fprintf(stderr, "%s\n", line.c_str());
 }
 }  // namespace
 

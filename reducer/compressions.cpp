@@ -111,7 +111,8 @@ void OptionText::take(const char* key, uint64_t& field) {
   if (v == nullptr) return;
   char* end = nullptr;
   errno = 0;
-  const unsigned long long x = std::strtoull(v->c_str(), &end, 0);
+  const bool hex = v->size() > 2 && (*v)[0] == '0' && ((*v)[1] == 'x' || (*v)[1] == 'X');
+  const unsigned long long x = std::strtoull(v->c_str(), &end, hex ? 16 : 10);  // "010" is ten, not eight
   require(!v->empty() && v->front() != '-' && *end == '\0' && errno == 0, kind_, " option ", key, "='", *v,
           "' is not a non-negative integer");
   field = x;

@@ -122,10 +122,12 @@ if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
     run_logged "$(basename "$t")" 600 "$t"
   done
   # The reducer's cases again with the epilogues fused at finalize (ctest's
-  # reducer.epilogue_at_finalize): the GPU cases on the side stream, one launch per dtype.
-  rtests=$build/tests/reducer/gradcomm_reducer_tests
-  [ -x "$rtests" ] && run_logged "gradcomm_reducer_tests with GRADCOMM_REDUCER_EPILOGUE=finalize" 600 \
-    env GRADCOMM_REDUCER_EPILOGUE=finalize "$rtests" --gtest_filter='*Gpu*'
+  # *.epilogue_at_finalize): the GPU cases on the side stream, one launch per dtype.
+  for suite in gradcomm_reducer_tests gradcomm_strategy_tests; do
+    rtests=$build/tests/reducer/$suite
+    [ -x "$rtests" ] && run_logged "$suite with GRADCOMM_REDUCER_EPILOGUE=finalize" 600 \
+      env GRADCOMM_REDUCER_EPILOGUE=finalize "$rtests" --gtest_filter='*Gpu*'
+  done
   # The C tutorial on the GPU (the examples are not GoogleTest programs).
   mlp=$build/examples/gradcomm_example_mlp
   if [ -x "$mlp" ]; then

@@ -11,6 +11,7 @@
 
 #include "comm/bootstrap/store_state.hpp"
 #include "comm/bootstrap/wire.hpp"
+#include "common/warn_limiter.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 
@@ -59,7 +60,8 @@ class Loop {
         address_(address),
         tag_(job_key_tag(o.job_key)),
         state_(o.world_size, tag_, address, o.started),
-        buffer_(64 * 1024) {}
+        buffer_(64 * 1024),
+        warnings_(cat("store at ", address, ": "), "connections dropped or refused") {}
 
   void run();
 
@@ -96,6 +98,8 @@ class Loop {
   ConnId next_id_ = 1;
   Deadline accept_paused_until_ = Deadline::min();
   std::vector<uint8_t> buffer_;
+  // Connections that never joined the job (a joined rank's drop is always said).
+  WarnLimiter warnings_;
 };
 
 void Loop::run() {
@@ -121,6 +125,7 @@ void Loop::run() {
     ids.clear();
     Deadline wake_at = stopping ? stop_at : state_.next_deadline();
     if (!stopping && !listening) wake_at = std::min(wake_at, accept_paused_until_);
+    wake_at = std::min(wake_at, warnings_.due());
     for (auto& [id, c] : conns_) {
       short events = stopping ? 0 : POLLIN;
       if (c.sent < c.out.size()) events |= POLLOUT;
@@ -154,6 +159,7 @@ void Loop::run() {
       }
     }
     state_.expire(now);
+    if (now >= warnings_.due()) warnings_.summarize();
     for (auto& [id, c] : conns_) {
       if (c.dead) continue;
       if (!c.hello_done && !c.closing && now >= c.hello_deadline)
@@ -389,7 +395,10 @@ void Loop::deliver() {
 }
 
 void Loop::drop(ConnId id, Conn& c, const std::string& why) {
-  GCOMM_WARN("store at ", address_, ": dropped the connection from ", who(id, c), ": ", why);
+  if (c.hello_done)  // a rank of the job: always said
+    GCOMM_WARN("store at ", address_, ": dropped the connection from ", who(id, c), ": ", why);
+  else
+    warnings_.warn(Clock::now(), cat("dropped the connection from ", who(id, c), ": ", why));
   c.dead = true;
   state_.leave(id, false, cat("was dropped by the store at ", address_, ": ", why));
 }
@@ -413,7 +422,7 @@ Conn* Loop::oldest_without_hello() {
 }
 
 void Loop::refuse(Conn& c, uint64_t tag, const std::string& why, Deadline now, gcommStatus_t status) {
-  GCOMM_WARN("store at ", address_, ": refused ", c.peer, ": ", why);
+  warnings_.warn(now, cat("refused ", c.peer, ": ", why));
   std::vector<uint8_t> frame = Writer().u32(static_cast<uint32_t>(status)).str(why).frame(MsgType::kError, tag);
   c.out.insert(c.out.end(), frame.begin(), frame.end());
   c.in.clear();

@@ -152,11 +152,14 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
 
   // The streams may hold half a message: nothing more can go through them.
   // Closing them (after telling the peers why) makes the peers fail now,
-  // naming the cause, instead of at their timeout.
+  // naming the cause, instead of at their timeout. Telling them may take up to
+  // a second, except after a timeout: the call fails at its timeout, and the
+  // notice goes only where the socket takes it at once (a peer that let the
+  // time run out is not reading what it was sent).
   void break_links(const Error& e) {
     broken_ = e.message();
     failed_.store(true);
-    links_->fail_all(e.message());
+    links_->fail_all(e.message(), e.status() == gcommTimeout ? 0.0 : 1.0);
   }
 
   // Failures surface in run(), which is bounded by the timeout; this only says

@@ -82,9 +82,10 @@ class PeerExchange {
   // Makes a phase in progress, and every later one, fail. Safe from any thread.
   virtual void abort() noexcept = 0;
   // After a failure of this rank's own (from the thread that runs the phases):
-  // tells every peer why (best effort, bounded), so that they fail naming the
-  // root cause instead of at their timeout; nothing more goes through after it.
-  virtual void fail_all(const std::string& reason) noexcept = 0;
+  // tells every peer why (best effort, for at most `grace_s` seconds), so that
+  // they fail naming the root cause instead of at their timeout; nothing more
+  // goes through after it. A timeout passes 0: the call fails at its timeout.
+  virtual void fail_all(const std::string& reason, double grace_s) noexcept = 0;
   // Payload bytes of the phases completed so far (headers excluded); any thread.
   virtual uint64_t payload_bytes_sent() const noexcept = 0;
   // Transport::other_threads_may_call.

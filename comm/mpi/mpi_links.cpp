@@ -256,7 +256,7 @@ void MpiLinks::mpi_failed(const char* err, const std::string& what) {
   fail(gcommRemoteError, what, ": rank ", rank_, ": ", err);
 }
 
-void MpiLinks::fail_all(const std::string& reason) noexcept {
+void MpiLinks::fail_all(const std::string& reason, double grace_s) noexcept {
   if (failed_) return;
   failed_ = true;
   try {
@@ -272,7 +272,7 @@ void MpiLinks::fail_all(const std::string& reason) noexcept {
         handles.push_back(h);
     }
     // Best effort, bounded: a peer that is gone never takes it.
-    const Deadline until = deadline_after(1.0);
+    const Deadline until = deadline_after(grace_s);
     for (int& h : handles) {
       int done = 0, bytes = 0;
       while (!done && Clock::now() < until && mpi_.test(&h, &done, &bytes, err, sizeof(err)) == 0)

@@ -41,7 +41,7 @@ class MpiLinks final : public PeerExchange {
   void run_messages(const std::vector<PeerQueue>& queues, Deadline deadline, const std::string& what) override;
   size_t received_bytes(int q) const override { return received_[q]; }
   void abort() noexcept override { aborted_.store(true); }
-  void fail_all(const std::string& reason) noexcept override;
+  void fail_all(const std::string& reason, double grace_s) noexcept override;
   uint64_t payload_bytes_sent() const noexcept override { return sent_.load(std::memory_order_relaxed); }
   bool other_threads_may_call() const noexcept override { return thread_level_ >= 3; }
 

@@ -55,10 +55,10 @@ void PeerLinks::abort() noexcept {
   close_all();
 }
 
-void PeerLinks::fail_all(const std::string& reason) noexcept {
+void PeerLinks::fail_all(const std::string& reason, double grace_s) noexcept {
   if (!aborted_.load()) {
     const std::vector<uint8_t> notice = encode_failure_notice(reason);
-    const Deadline until = deadline_after(1.0);
+    const Deadline until = deadline_after(grace_s);
     for (size_t q = 0; q < peers_.size(); ++q) {
       if (!peers_[q].valid()) continue;
       Flow& f = flows_[q];

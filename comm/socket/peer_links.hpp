@@ -63,11 +63,11 @@ class PeerLinks final : public PeerExchange {
   // so does a phase in progress here. Safe from any thread.
   void abort() noexcept override;
   // After a failure of this rank's own (from the thread that runs the phases):
-  // finishes the messages it was in the middle of sending (for at most a
-  // second in all), tells every peer why (a failure notice, best effort), then
+  // finishes the messages it was in the middle of sending (for at most
+  // `grace_s` in all), tells every peer why (a failure notice, best effort), then
   // shuts every connection down. A peer then fails naming the root cause ("rank 0 failed: ... rank 1
   // closed its connection") instead of only "rank 0 closed its connection".
-  void fail_all(const std::string& reason) noexcept override;
+  void fail_all(const std::string& reason, double grace_s) noexcept override;
   bool aborted() const { return aborted_.load(); }
   // Payload bytes of the phases completed so far (headers excluded).
   uint64_t payload_bytes_sent() const noexcept override { return sent_.load(std::memory_order_relaxed); }

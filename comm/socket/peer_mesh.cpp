@@ -10,6 +10,7 @@
 #include "comm/bootstrap/wire.hpp"
 #include "comm/exchange/little_endian.hpp"
 #include "common/error.hpp"
+#include "common/warn_limiter.hpp"
 #include "common/log.hpp"
 
 namespace gradcomm::comm::sock {
@@ -113,7 +114,9 @@ std::vector<Socket> connect_peer_mesh(Bootstrap& boot, const std::string& master
     peers[q] = std::move(s);
   }
 
-  // 3. Accept every higher rank.
+  // 3. Accept every higher rank. Connections that are not the job's are said a
+  // few at a time (a port scanner must not fill the log).
+  WarnLimiter dropped(cat("rank ", me, ": "), "connections to its socket transport dropped");
   int missing = n - 1 - me;
   while (missing > 0) {
     pollfd p{listener.fd(), POLLIN, 0};
@@ -138,7 +141,7 @@ std::vector<Socket> connect_peer_mesh(Bootstrap& boot, const std::string& master
     std::string why = r == IoResult::kOk ? check(hello, Hello{job, n, 0, me}, from) : io_failure(r, error);
     if (why.empty() && peers[from].valid()) why = cat("rank ", from, " is already connected");
     if (!why.empty()) {
-      GCOMM_WARN("rank ", me, ": dropped a connection from ", peer_text, " to its socket transport: ", why);
+      dropped.warn(Clock::now(), cat("dropped a connection from ", peer_text, " to its socket transport: ", why));
       continue;
     }
     uint8_t ack[kAckBytes];

@@ -6,7 +6,7 @@ import threading
 from . import _gradcomm as _C
 from ._buffers import describe, device_name, parse_device, same_device
 from ._handle import Handle
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, InvalidStateError
 
 _OPS = {"sum": _C.RedOp.Sum, "avg": _C.RedOp.Avg, "max": _C.RedOp.Max, "min": _C.RedOp.Min}
 
@@ -58,6 +58,8 @@ class Communicator(Handle):
         if not same_device(dev, self.device):
             raise InvalidArgumentError("gcommInvalidArgument", f"{what} is on {device_name(dev)}, the communicator on "
                                        f"{device_name(self.device)}")
+        if _group_depth() > 0:  # NCCL launches a group's collectives at its end: the buffers must live until then
+            _groups.kept.append(x)
         return ptr, count, dtype
 
     def _stream(self, stream):
@@ -117,13 +119,13 @@ class Communicator(Handle):
         ``gradcomm.group()`` it may wait for that receive: two ranks that send to
         each other first need a group."""
         ptr, count, dtype = self._buf(tensor, "tensor")
-        _keep_until_group_end(tensor)
+        ptr = _group_send_buffer(tensor, ptr)
         _C.send(self.handle, ptr, count, dtype, peer, self._stream(stream))
 
     def recv(self, tensor, peer, stream=None):
         """Receives into ``tensor`` what rank ``peer`` sends (see send)."""
         ptr, count, dtype = self._buf(tensor, "tensor")
-        _keep_until_group_end(tensor)
+        ptr = _group_recv_buffer(tensor, ptr, count)
         _C.recv(self.handle, ptr, count, dtype, peer, self._stream(stream))
         return tensor
 
@@ -197,16 +199,76 @@ def launcher_rank():
     return _C.launcher_rank()
 
 
-# This thread's open groups: the tensors their sends and receives use are kept
-# alive until the outermost group ends, since that is when the host transports
-# (and NCCL's launch) read and write them: `c.send(torch.ones(4), 1)` inside a
-# group would otherwise hand over memory that is freed, and reused, before then.
+# This thread's open groups. The host transports (and NCCL's launch) read and
+# write a group's buffers when the outermost group ends, not at send()/recv():
+# `c.send(torch.ones(4), 1)` would hand over memory freed before then, and a
+# tensor resized (resize_) or re-pointed (set_) inside the block would have its
+# old, freed memory written. So on the host a send carries a copy made at send(),
+# and a receive lands in a buffer of the group's, copied into the tensor at the
+# end only if the tensor still has the memory it had at recv(); otherwise the
+# group's end raises, naming it, and the tensor is not written. GPU tensors are
+# kept alive (their memory stays PyTorch's until the end) and checked the same
+# way, but the transport has written the old memory by then: do not change them.
 _groups = threading.local()
 
 
-def _keep_until_group_end(tensor):
-    if getattr(_groups, "depth", 0) > 0:
-        _groups.kept.append(tensor)
+def _group_depth():
+    return getattr(_groups, "depth", 0)
+
+
+def _on_host(x):
+    return not (hasattr(x, "is_cuda") and x.is_cuda)
+
+
+def _copy_of(x, empty):
+    if hasattr(x, "data_ptr"):  # torch
+        return x.detach().new_empty(x.shape) if empty else x.detach().clone()
+    import numpy as np
+    return np.empty_like(x) if empty else x.copy()
+
+
+def _group_send_buffer(tensor, ptr):
+    """The address a send inside a group hands the transport."""
+    if _group_depth() == 0:
+        return ptr
+    if not _on_host(tensor):  # kept alive by _buf
+        return ptr
+    copy = _copy_of(tensor, empty=False)
+    _groups.kept.append(copy)
+    return describe(copy)[0]
+
+
+def _group_recv_buffer(tensor, ptr, count):
+    """The address a receive inside a group hands the transport."""
+    if _group_depth() == 0:
+        return ptr
+    if not _on_host(tensor):  # kept alive by _buf
+        _groups.receives.append((tensor, ptr, count, None))
+        return ptr
+    landing = _copy_of(tensor, empty=True)
+    _groups.receives.append((tensor, ptr, count, landing))
+    return describe(landing)[0]
+
+
+def _deliver_receives(receives):
+    """After the group's end: each receive into its tensor, or an error naming the
+    tensors that were changed inside the block."""
+    changed = []
+    for k, (tensor, ptr, count, landing) in enumerate(receives):
+        now = describe(tensor)
+        if now[0] != ptr or now[1] != count:
+            changed.append(f"receive {k} (given {count} elements at {ptr:#x}, now {now[1]} at {now[0]:#x})")
+        elif landing is not None:
+            if hasattr(tensor, "copy_"):
+                tensor.copy_(landing)
+            else:
+                tensor[...] = landing
+    if changed:
+        where = ("its old memory was written" if any(r[3] is None for r in receives)
+                 else "the data received was not written")
+        raise InvalidStateError("gcommInvalidState", "a tensor given to recv() was changed inside gradcomm.group() "
+                                f"(resize_, set_ or a reassigned buffer): {'; '.join(changed)}; {where}. Keep a "
+                                "tensor's memory as it is until the group ends")
 
 
 @contextlib.contextmanager
@@ -214,11 +276,13 @@ def group():
     """gcommGroupStart/End around the block, on this thread: its sends and
     receives progress together (a ring of send-right, receive-left completes),
     and NCCL launches its collectives together. The host transports run its
-    sends and receives when the block ends (the tensors given to them are kept
-    alive until then; do not change them inside the block). An error inside the
-    block still ends the group, and wins."""
-    if getattr(_groups, "depth", 0) == 0:
-        _groups.kept = []
+    sends and receives when the block ends: on the host a send carries the
+    tensor's values at send(), and a receive is written into its tensor at the
+    end unless the block changed that tensor's memory (resize_, set_), which the
+    end refuses with InvalidStateError. An error inside the block still ends the
+    group, and wins."""
+    if _group_depth() == 0:
+        _groups.kept, _groups.receives = [], []
     _C.group_start()
     _groups.depth = getattr(_groups, "depth", 0) + 1
     try:
@@ -233,9 +297,14 @@ def group():
 
 
 def _end_group():
+    receives = None
     try:
         _C.group_end()
+        if _groups.depth == 1:
+            receives = _groups.receives
     finally:
         _groups.depth -= 1
         if _groups.depth == 0:
-            _groups.kept = []
+            _groups.kept, _groups.receives = [], []
+    if receives:
+        _deliver_receives(receives)

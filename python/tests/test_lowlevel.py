@@ -348,3 +348,51 @@ def test_step_timing_and_trace(comms, tmp_path):
         doc = json.loads((tmp_path / f"trace_{r}.json").read_text())
         names = {e["name"] for e in doc["traceEvents"]}
         assert {"step 1", "step 2", "ready", "pack", "all_reduce", "epilogue"} <= names
+
+
+_GROUP_RESIZE = r"""
+import sys, threading
+import torch, gradcomm
+mode = sys.argv[1]
+comms = gradcomm.init_local(2, timeout=20)
+out = {}
+def rank(r, c):
+    try:
+        if r == 0:
+            t = torch.zeros(256)
+            with gradcomm.group():
+                c.recv(t, 1)
+                if mode == "resize":
+                    t.resize_(1 << 22)  # frees the memory the receive was given
+                else:
+                    t.set_(torch.full((256,), -1.0))  # points the tensor elsewhere
+            out[r] = "no error"
+        else:
+            s = torch.arange(256, dtype=torch.float32)
+            with gradcomm.group():
+                c.send(s, 0)
+                s.resize_(1 << 22)  # the send must still carry 0..255
+            out[r] = "sent"
+    except gradcomm.Error as e:
+        out[r] = str(e)
+threads = [threading.Thread(target=rank, args=(r, c)) for r, c in enumerate(comms)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(out[0]); print(out[1])
+"""
+
+
+@pytest.mark.parametrize("mode", ["resize", "set"])
+def test_a_tensor_changed_inside_a_group_neither_crashes_nor_receives_garbage(mode):
+    """resize_ or set_ on a tensor given to recv/send inside gradcomm.group(): the
+    receive is refused with the reason at the group's end (the tensor's new memory
+    is not written), and the send carries the values it was given. Before the fix:
+    SIGSEGV in the local transport's receive (resize_), garbage (set_)."""
+    torch = pytest.importorskip("torch")  # noqa: F841
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-c", _GROUP_RESIZE, mode], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, f"exit {run.returncode}: {run.stderr[-2000:]}"
+    first, second = run.stdout.splitlines()[:2]
+    assert "changed inside gradcomm.group()" in first and "not written" in first, first
+    assert second == "sent", second

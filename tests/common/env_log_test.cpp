@@ -170,5 +170,28 @@ TEST_F(LogTest, DebugFileGetsOneFilePerRank) {
   rmdir(dir);
 }
 
+// A file that opens but cannot be written (a full disk): said once on stderr, and
+// that line and every later one go to stderr, as for a path that cannot be opened.
+TEST_F(LogTest, AnUnwritableDebugFileFallsBackToStderrWithAWarning) {
+  if (access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no writable /dev/full here";
+  setenv("GRADCOMM_DEBUG_FILE", "/dev/full", 1);
+  setenv("GRADCOMM_DEBUG", "INFO", 1);
+  reset_log_config();
+  testing::internal::CaptureStderr();
+  GCOMM_INFO(INIT, "first line");
+  GCOMM_WARN("second line");
+  const std::string err = testing::internal::GetCapturedStderr();
+  reset_log_config();
+  unsetenv("GRADCOMM_DEBUG_FILE");
+  unsetenv("GRADCOMM_DEBUG");
+  EXPECT_NE(err.find("GRADCOMM_DEBUG_FILE: cannot write '/dev/full'"), std::string::npos) << err;
+  EXPECT_NE(err.find("first line"), std::string::npos) << err;
+  EXPECT_NE(err.find("second line"), std::string::npos) << err;
+  size_t warnings = 0;
+  for (size_t at = err.find("GRADCOMM_DEBUG_FILE"); at != std::string::npos; at = err.find("GRADCOMM_DEBUG_FILE", at + 1))
+    ++warnings;
+  EXPECT_EQ(warnings, 1u) << err;
+}
+
 }  // namespace
 }  // namespace gradcomm

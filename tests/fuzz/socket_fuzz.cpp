@@ -59,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const Error& e) {
     const gcommStatus_t s = e.status();
     if (s != gcommRemoteError && s != gcommInvalidArgument && s != gcommTimeout) __builtin_trap();
-    links.fail_all(e.message());
+    links.fail_all(e.message(), 1.0);
   }
   ::close(fds[1]);
   return 0;

@@ -245,7 +245,7 @@ TEST_P(ReducerTimeline, TraceHoldsEachBucketsEventsInOrderForTheRequestedSteps) 
 // GRADCOMM_REDUCER_EPILOGUE=finalize: no bucket has an epilogue of its own; one
 // fused epilogue (bucket -1, all gradients are f32: one wire dtype) follows the
 // last collective. (The results equal the per-bucket epilogue's: ctest
-// reducer.epilogue_at_finalize runs the reducer tests in this mode.)
+// the ctest *.epilogue_at_finalize runs the reducer tests in this mode.)
 TEST_P(ReducerTimeline, EpilogueAtFinalizeIsOneFusedPassAfterTheLastCollective) {
   const std::string pattern = temp_pattern("fused") + "_%r.json";
   ASSERT_EQ(setenv("GRADCOMM_REDUCER_EPILOGUE", "finalize", 1), 0);

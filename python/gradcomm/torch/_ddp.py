@@ -340,7 +340,7 @@ class DistributedDataParallel(torch.nn.Module):
         if self._step_open:
             raise InvalidStateError("gcommInvalidState", "load_comm_state_dict during a step")
         saved = state.get("compression")
-        for old, kind in (("powersgd", "powersgd"), ("quantize", "int8")):  # checkpoints of gradcomm < 0.3
+        for old, kind in (("powersgd", "powersgd"), ("quantize", "int8")):  # checkpoints from before compression=
             if old in state:
                 saved = {"kind": kind, "state": state[old]}
         mine = self._compression["kind"] if self._compression is not None else "none"

@@ -201,6 +201,28 @@ TEST(Store, GarbageBytesAreDroppedAndLoggedAndTheJobGoesOn) {
   EXPECT_TRUE(log.has("not a gradcomm store message"));
 }
 
+// A round of garbage (a port scanner, a misconfigured client retrying) is said in a
+// few lines and a count, not one WARN line per connection (302 lines before).
+TEST(Store, ARoundOfGarbageConnectionsIsLoggedInAFewLinesAndACount) {
+  LogCapture log;
+  auto store = std::make_unique<Store>(2);
+  const int port = store->port();
+  for (int k = 0; k < 40; ++k) {
+    Socket noise = raw_connect(port);
+    raw_send(noise, std::vector<uint8_t>(64, static_cast<uint8_t>(0xA5 + k)));
+    EXPECT_TRUE(closed_within(noise, 3.0)) << "connection " << k;
+  }
+  real_job(*store, 2);
+  store.reset();  // the count of what was not shown is said when the store stops, at the latest
+  size_t lines = 0;
+  {
+    std::lock_guard<std::mutex> lock(log.mutex);
+    for (const std::string& l : log.lines) lines += contains(l, "store at") ? 1 : 0;
+  }
+  EXPECT_LE(lines, 6u) << "five lines and one count";
+  EXPECT_TRUE(log.has("35 more connections dropped or refused")) << "the count of those not shown";
+}
+
 TEST(Store, AWrongJobKeyIsRefusedWithAClearErrorAndTheJobGoesOn) {
   LogCapture log;
   Store store(2);

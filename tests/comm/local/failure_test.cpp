@@ -173,6 +173,10 @@ TEST(LocalFailures, AbsurdCountsAreRefusedBeforeAnyByteIsRead) {
   refused(gcommReduceScatter(c, b.data(), o.data(), SIZE_MAX / 2, gcommFloat16, gcommSum, nullptr), "reduce-scatter");
   for (size_t count : {SIZE_MAX / 4, static_cast<size_t>(GCOMM_ADDRESS_LIMIT) / 4})
     refused(gcommAllToAll(c, b.data(), o.data(), count, gcommFloat32, nullptr), "all-to-all");
+  // Separate buffers and a count below the address limit whose span would make them
+  // meet: the refusal names the count, not only an overlap the caller cannot see.
+  EXPECT_EQ(gcommAllToAll(c, b.data(), o.data(), size_t{1} << 50, gcommFloat32, nullptr), gcommInvalidArgument);
+  EXPECT_TRUE(contains(gcommGetLastError(), "count 1125899906842624")) << gcommGetLastError();
   EXPECT_EQ(o[0], 0.0f) << "nothing ran";
   EXPECT_EQ(gcommAllReduce(c, b.data(), o.data(), 4, gcommFloat32, gcommSum, nullptr), gcommSuccess)
       << gcommGetLastError();

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <thread>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -188,6 +190,33 @@ TEST_P(P2P, BothSendFirstNeedsAGroup) {
   }
   if (GetParam() == Kind::kLocal) destroy(comms);
   else for (gcommComm_t c : comms) gcommCommDestroy(c);  // failed: no shutdown barrier
+}
+
+// A send outside a group that no receive meets fails at its timeout, not a second
+// later: the socket transport gave a timed-out message a second to finish before
+// telling the peer (which is not reading it) why. The bound leaves 0.6 s for a
+// loaded machine; the old delay was a full second.
+TEST(P2PTimeout, ABlockedSendFailsAtItsTimeout) {
+  const double timeout_s = 1.5;
+  const size_t count = size_t{16} << 20;  // 64 MiB of floats: far past the socket buffers
+  auto comms = make_socket(2, timeout_s, "p2p-timeout");
+  double elapsed = 0.0;
+  auto errors = run_ranks(comms, [&](int r, gcommComm_t c) -> std::string {
+    if (r == 1) {  // never receives; stays until the sender has failed
+      std::this_thread::sleep_for(std::chrono::duration<double>(timeout_s + 1.5));
+      return "";
+    }
+    std::vector<float> out(count, 1.0f);
+    const auto start = std::chrono::steady_clock::now();
+    const gcommStatus_t s = gcommSend(c, out.data(), count, gcommFloat32, 1, nullptr);
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (s != gcommTimeout) return std::string("status ") + gcommGetStatusString(s) + ": " + gcommGetLastError();
+    return "";
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_GE(elapsed, timeout_s - 0.05);
+  EXPECT_LT(elapsed, timeout_s + 0.6) << "the send failed " << elapsed - timeout_s << " s after its timeout";
+  for (gcommComm_t c : comms) gcommCommDestroy(c);  // failed: no shutdown barrier
 }
 
 // A receive whose count differs from its send: both ranks are told, naming both.

@@ -288,7 +288,7 @@ TEST(PeerLinks, FailAllFinishesTheMessageInFlightThenSendsTheNotice) {
     try {
       rank0.run_phase(t, tag, deadline_after(0.2), "test");
     } catch (const Error& e) {
-      rank0.fail_all(e.message());
+      rank0.fail_all(e.message(), 1.0);
     }
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(400));  // rank 0 is past its deadline
