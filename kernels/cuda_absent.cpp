@@ -1,12 +1,12 @@
 // The CUDA launchers of a build without CUDA (GRADCOMM_CUDA=OFF; replaces
-// cuda_kernels.cu, powersgd/low_rank_cuda.cu, reduce/reduce_cuda.cu and quant/quant_cuda.cu). They are
+// cuda_kernels.cu, powersgd/low_rank_cuda.cu and reduce/reduce_cuda.cu; the
+// quantized blocks' formats leave their CUDA paths NULL instead, quant/quant.cpp). They are
 // never reached: such a build sees no GPU, so every CUDA device is refused where
 // it is named (validate_device) before a kernel could be chosen. If one is
 // reached all the same, it fails with the reason instead of doing nothing.
 #include "common/error.hpp"
 #include "kernels/backend.hpp"
 #include "kernels/powersgd/low_rank.hpp"
-#include "kernels/quant/quant.hpp"
 #include "kernels/reduce/reduce.hpp"
 
 namespace gradcomm::kernels {
@@ -45,13 +45,5 @@ void decompress(const LowRankMatrix*, size_t, int, float, const float*, const De
 }
 void commit(float*, const float*, size_t, const float*, gcommStream_t) { no_cuda("PowerSGD"); }
 }  // namespace powersgd::cuda
-
-namespace quant::cuda {
-void quantize(const float*, const float*, const Layout&, void*, float*, gcommStream_t) { no_cuda("int8 quantization"); }
-void sum_requantize(const void*, size_t, const Layout&, const float*, void*, float*, gcommStream_t) {
-  no_cuda("int8 quantization");
-}
-void dequantize(const void*, const Layout&, float*, gcommStream_t) { no_cuda("int8 quantization"); }
-}  // namespace quant::cuda
 
 }  // namespace gradcomm::kernels

@@ -1,6 +1,9 @@
-// The element math of the int8 blocks (quant.hpp), shared by the host twins and the
-// CUDA kernels so both give the same bits: products and sums rounded one at a time
-// (no fused multiply-add on the device), round-to-nearest-even codes.
+// The element math of the quantized blocks (quant.hpp), shared by the host twins and
+// the CUDA kernels so both give the same bits: products and sums rounded one at a
+// time (no fused multiply-add on the device), round-to-nearest-even codes. A number
+// format F (int8.hpp, fp8.hpp) gives kMax (its largest code's magnitude), encode(x)
+// (the nearest code of x, |x| <= kMax up to one rounding; 0 for anything that is
+// not a number) and value(code).
 #pragma once
 
 #include <math.h>
@@ -36,22 +39,24 @@ GCOMM_HD float amax_merge(float a, float b) {
 GCOMM_HD float amax_add(float a, float v) { return amax_merge(a, fabsf(v)); }
 
 // A block's scale: 0 for a block of zeros, NaN for one with Inf or NaN.
+template <class F>
 GCOMM_HD float scale_of(float amax) {
   if (!is_finite(amax)) return bits_to_float(0x7fc00000u);  // a quiet NaN
-  return amax / static_cast<float>(kMaxCode);
+  return amax / F::kMax;
 }
 // How a block's values become codes: v * pre * inverse. For a block whose max is
-// below 2^-64 (127 / max would overflow from ~3.7e-37 down, subnormals included)
-// both are first multiplied by 2^64, which is exact. inverse 0: a block of zeros,
-// or one with Inf/NaN (every code 0).
+// below 2^-64 (M / max would overflow from ~3.7e-37 down for int8, subnormals
+// included) both are first multiplied by 2^64, which is exact. inverse 0: a block
+// of zeros, or one with Inf/NaN (every code 0).
 struct Encoder {
   float pre;
   float inverse;
 };
+template <class F>
 GCOMM_HD Encoder encoder_for(float amax) {
   if (!(amax > 0.0f) || !is_finite(amax)) return Encoder{1.0f, 0.0f};
   const float pre = amax < 5.421010862427522e-20f ? 1.8446744073709552e19f : 1.0f;  // 2^-64, 2^64
-  return Encoder{pre, static_cast<float>(kMaxCode) / mul_rn(amax, pre)};
+  return Encoder{pre, F::kMax / mul_rn(amax, pre)};
 }
 
 // Round to nearest even for |x| < 2^22 by adding and taking away 1.5 * 2^23 (the
@@ -62,22 +67,23 @@ GCOMM_HD float round_even(float x) {
   return add_rn(add_rn(x, kMagic), -kMagic);
 }
 
-// The code of v in -127..127. A block without codes (inverse 0) gives 0, and so
-// does anything that is not a number, so the conversion below is always defined.
-GCOMM_HD int8_t encode(float v, Encoder enc) {
-  float x = enc.inverse == 0.0f ? 0.0f : mul_rn(mul_rn(v, enc.pre), enc.inverse);
-  float r = round_even(x);
-  r = r == r ? r : 0.0f;
-  r = r > static_cast<float>(kMaxCode) ? static_cast<float>(kMaxCode) : r;
-  r = r < -static_cast<float>(kMaxCode) ? -static_cast<float>(kMaxCode) : r;
-  return static_cast<int8_t>(r);
+// A power of two as a float, exactly, for -126 <= k <= 127.
+GCOMM_HD float pow2(int k) { return bits_to_float(static_cast<uint32_t>(k + 127) << 23); }
+
+// The code of v. A block without codes (inverse 0) gives 0.
+template <class F>
+GCOMM_HD uint8_t encode(float v, Encoder enc) {
+  return F::encode(enc.inverse == 0.0f ? 0.0f : mul_rn(mul_rn(v, enc.pre), enc.inverse));
 }
 
-GCOMM_HD float decode(int8_t code, float scale) { return mul_rn(static_cast<float>(code), scale); }
+template <class F>
+GCOMM_HD float decode(uint8_t code, float scale) {
+  return mul_rn(F::value(code), scale);
+}
 
 // Where block k of the bucket lives: its chunk's bytes, its codes, its scale.
-GCOMM_HD const int8_t* codes_of(const void* base, const Layout& l, size_t chunk, size_t block_in_chunk) {
-  return static_cast<const int8_t*>(base) + chunk * l.chunk_bytes() + block_in_chunk * l.block;
+GCOMM_HD const uint8_t* codes_of(const void* base, const Layout& l, size_t chunk, size_t block_in_chunk) {
+  return static_cast<const uint8_t*>(base) + chunk * l.chunk_bytes() + block_in_chunk * l.block;
 }
 GCOMM_HD const float* scales_of(const void* base, const Layout& l, size_t chunk) {
   return reinterpret_cast<const float*>(static_cast<const char*>(base) + chunk * l.chunk_bytes() + l.chunk_elements());

@@ -1,51 +1,28 @@
 #include "reducer/strategies/int8_wire.hpp"
 
-#include <algorithm>
-#include <cstring>
-
 #include "common/config.hpp"
-#include "common/error.hpp"
-#include "common/log.hpp"
-#include "kernels/powersgd/low_rank.hpp"
-#include "reducer/device_bytes.hpp"
-#include "reducer/strategies/state_bytes.hpp"
-#include "reducer/strategies/allreduce.hpp"
+#include "kernels/quant/int8.hpp"
+#include "reducer/strategies/block_wire.hpp"
 
 namespace gradcomm::reducer {
 
-namespace kq = kernels::quant;
-
 namespace {
 
-constexpr char kStateMagic[8] = {'G', 'C', 'Q', 'I', 'N', 'T', '8', '\0'};
-constexpr uint32_t kStateVersion = 1;
-constexpr char kStateName[] = "int8 wire state";
+const BlockWireKind& int8_kind() {
+  static const BlockWireKind kind{gcommCompressionInt8, "int8", kernels::quant::int8_codec(),
+                                  {'G', 'C', 'Q', 'I', 'N', 'T', '8', '\0'}};
+  return kind;
+}
 
 }  // namespace
-
-Int8Options int8_options_from(const gcommInt8Config_t& c) {
-  const size_t block = c.block_size > 0 ? static_cast<size_t>(c.block_size) : 0;
-  require(block >= kq::kMinBlock && block <= kq::kMaxBlock && (block & (block - 1)) == 0, "block_size ",
-          c.block_size, " is not a power of two in ", kq::kMinBlock, "..", kq::kMaxBlock);
-  require(c.error_feedback == 0 || c.error_feedback == 1, "error_feedback must be 0 or 1, not ", c.error_feedback);
-  Int8Options o;
-  o.block = block;
-  o.error_feedback = c.error_feedback == 1;
-  o.start_iter = c.start_iter;
-  return o;
-}
 
 std::unique_ptr<CompressionStrategy> make_int8_wire(const void* config, const StrategySetup& setup) {
   const gcommInt8Config_t defaults = GCOMM_INT8_CONFIG_INITIALIZER;
   const gcommInt8Config_t c = read_config(static_cast<const gcommInt8Config_t*>(config), defaults, "gcommInt8Config_t");
-  const Int8Options options = int8_options_from(c);
-  if (setup.sharded)
-    fail(gcommNotSupported, "the int8 wire in sharded mode is not built (its reduce-scatter half would be); "
-         "use gcommReducerAllReduce mode");
-  if (setup.views)
-    fail(gcommNotSupported, "the int8 wire keeps each bucket's residual in its wire buffer, which "
-         "grad_as_bucket_view makes the gradients themselves; create the reducer without views");
-  return std::make_unique<Int8Wire>(options, setup.world, setup.rank, setup.allocator, setup.side, setup.device);
+  const BlockWireOptions options = block_wire_options(c.block_size, c.error_feedback, c.start_iter);
+  refuse_unsupported_setup("int8", setup);
+  return std::make_unique<BlockWire>(int8_kind(), options, setup.world, setup.rank, setup.allocator, setup.side,
+                                     setup.device);
 }
 
 std::unique_ptr<CompressionStrategy> make_int8_wire_from_text(OptionText& options, const StrategySetup& setup) {
@@ -55,209 +32,6 @@ std::unique_ptr<CompressionStrategy> make_int8_wire_from_text(OptionText& option
   options.take("start_iter", c.start_iter);
   options.finish();
   return make_int8_wire(&c, setup);
-}
-
-Int8Wire::Int8Wire(const Int8Options& options, int world, int rank, memory::CachingAllocator& allocator,
-                             SideStream& side, gcommDevice_t device)
-    : options_(options), world_(world), rank_(rank), allocator_(allocator), side_(side), device_(device) {}
-
-Int8Wire::~Int8Wire() {
-  try {
-    release();
-  } catch (const std::exception& e) {
-    GCOMM_WARN("int8 wire teardown: ", e.what());
-  }
-}
-
-void* Int8Wire::alloc(size_t bytes) { return bytes == 0 ? nullptr : allocator_.allocate(bytes, side_.stream()); }
-
-void Int8Wire::release() {
-  side_.quiesce();  // teardown too: a failed step's error is not this call's
-  for (void** b : {reinterpret_cast<void**>(&e_), reinterpret_cast<void**>(&e2_), reinterpret_cast<void**>(&r2_),
-                   &send_, &recv_, &gather_, reinterpret_cast<void**>(&decoded_)}) {
-    if (*b != nullptr) allocator_.deallocate(*b, side_.stream());
-    *b = nullptr;
-  }
-  e_total_ = e2_total_ = 0;
-}
-
-void Int8Wire::set_layout(const BucketPlan& plan) {
-  release();
-  const size_t buckets = plan.buckets.size();
-  quantized_.assign(buckets, 0);
-  layouts_.assign(buckets, kq::Layout{});
-  e_offset_.assign(buckets, 0);
-  e2_offset_.assign(buckets, 0);
-  size_t max_bytes = 0, max_n = 0;
-  stats_.compressed_buckets = 0;
-  stats_.f32_allreduce_bytes = 0;
-  const uint64_t w = static_cast<uint64_t>(world_);
-  for (size_t b = 0; b < buckets; ++b) {
-    const Bucket& bucket = plan.buckets[b];
-    if (bucket.wire_dtype != gcommFloat32 || bucket.elements == 0) continue;
-    const kq::Layout l = kq::layout_for(bucket.elements, static_cast<size_t>(world_), options_.block);
-    // Quantized only where it sends fewer bytes than f32: W chunks of at least a
-    // block each against 4 bytes a value (a bucket smaller than W blocks may not).
-    if (w * l.chunk_bytes() >= 4 * static_cast<uint64_t>(bucket.elements)) continue;
-    quantized_[b] = 1;
-    layouts_[b] = l;
-    e_offset_[b] = e_total_;
-    e2_offset_[b] = e2_total_;
-    if (options_.error_feedback) {
-      e_total_ += bucket.elements;
-      e2_total_ += layouts_[b].chunk_elements();
-    }
-    max_bytes = std::max(max_bytes, layouts_[b].total_bytes());
-    max_n = std::max(max_n, bucket.elements);
-    ++stats_.compressed_buckets;
-    stats_.f32_allreduce_bytes += 2 * (w - 1) * bucket.elements * sizeof(float) / w;
-  }
-  e_ = static_cast<float*>(alloc(e_total_ * sizeof(float)));
-  e2_ = static_cast<float*>(alloc(e2_total_ * sizeof(float)));
-  r2_ = static_cast<float*>(alloc(e2_total_ * sizeof(float)));
-  send_ = alloc(max_bytes);
-  recv_ = alloc(max_bytes);
-  gather_ = alloc(max_bytes);
-  decoded_ = static_cast<float*>(alloc(max_n * sizeof(float)));
-  if (e_ != nullptr) zero_bytes(e_, e_total_ * sizeof(float), device_, side_.stream());
-  if (e2_ != nullptr) zero_bytes(e2_, e2_total_ * sizeof(float), device_, side_.stream());
-  stats_.error_feedback_bytes = (e_total_ + 2 * e2_total_) * sizeof(float);
-}
-
-void Int8Wire::begin_step(const StrategyContext& ctx) {
-  if (rest_ != nullptr) rest_->begin_step(ctx);
-  pending_.clear();  // a step that failed half-way left its buckets here
-  step_quantized_ = step_ >= options_.start_iter && stats_.compressed_buckets > 0;
-  if (step_quantized_) stats_.bytes_last_step = 0;
-}
-
-void Int8Wire::run_bucket(size_t b, bool complete, const StrategyContext& ctx) {
-  if (!step_quantized_ || !quantized_[b]) {
-    rest_->run_bucket(b, complete, ctx);
-    return;
-  }
-  const kq::Layout& l = layouts_[b];
-  float* wire = static_cast<float*>(ctx.bucket_wire[b]);
-  // Unscaled before quantizing: E and E2 hold true gradient units, so a loss scale
-  // that changes between steps does not reweigh them.
-  pack_bucket(b, complete, wire, ctx, /*unscale=*/true);
-  {
-    auto span = ctx.span("int8 quantize", SpanKind::kCompute, b);
-    // The residual overwrites the packed values: they are not needed past this point.
-    kq::quantize(wire, options_.error_feedback ? e_ + e_offset_[b] : nullptr, l, send_,
-                 options_.error_feedback ? wire : nullptr, target());
-  }
-  const size_t words = l.chunk_bytes() / sizeof(float);  // chunks move as f32 words, bit for bit
-  {
-    auto span = ctx.span("all_to_all", SpanKind::kComm, b);
-    ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kAllToAll, send_, recv_, words, gcommFloat32,
-                                                 side_.stream()));
-  }
-  char* mine = static_cast<char*>(gather_) + static_cast<size_t>(rank_) * l.chunk_bytes();
-  {
-    auto span = ctx.span("int8 sum, requantize", SpanKind::kCompute, b);
-    const bool ef = options_.error_feedback;
-    kq::sum_requantize(recv_, static_cast<size_t>(world_), l, ef ? e2_ + e2_offset_[b] : nullptr, mine,
-                       ef ? r2_ + e2_offset_[b] : nullptr, target());
-  }
-  {
-    auto span = ctx.span("all_gather", SpanKind::kComm, b);
-    ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kAllGather, mine, gather_, words, gcommFloat32,
-                                                 side_.stream()));
-  }
-  {
-    auto span = ctx.span("int8 decode", SpanKind::kCompute, b);
-    kq::dequantize(gather_, l, decoded_, target());
-  }
-  unpack_bucket(b, decoded_, gcommFloat32, ctx, /*unscale=*/false);
-  stats_.bytes_last_step += 2 * static_cast<uint64_t>(world_ - 1) * l.chunk_bytes();
-  if (options_.error_feedback) pending_.push_back(b);
-}
-
-void Int8Wire::end_step(const StrategyContext& ctx) {
-  if (rest_ != nullptr) rest_->end_step(ctx);
-  // E takes the residuals unless the step saw Inf/NaN anywhere (every bucket's
-  // epilogue has written the step flag by now, identically on every rank).
-  for (size_t b : pending_) {
-    auto span = ctx.span("int8 error feedback", SpanKind::kCompute, b);
-    kernels::powersgd::commit(e_ + e_offset_[b], static_cast<const float*>(ctx.bucket_wire[b]), layouts_[b].n,
-                              ctx.step_flag, target());
-    kernels::powersgd::commit(e2_ + e2_offset_[b], r2_ + e2_offset_[b], layouts_[b].chunk_elements(), ctx.step_flag,
-                              target());
-  }
-  pending_.clear();
-  if (step_quantized_) ++stats_.compressed_steps;
-  ++step_;
-}
-
-std::vector<Counter> Int8Wire::counters() const {
-  return {{"compressed_steps", stats_.compressed_steps},
-          {"compressed_buckets", stats_.compressed_buckets},
-          {"bytes_last_step", stats_.bytes_last_step},
-          {"f32_allreduce_bytes", stats_.f32_allreduce_bytes},
-          {"error_feedback_bytes", stats_.error_feedback_bytes}};
-}
-
-std::vector<uint8_t> Int8Wire::save() {
-  std::vector<float> e(e_total_ + e2_total_);
-  if (e_total_ > 0) copy_bytes(e.data(), e_, e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
-  if (e2_total_ > 0)
-    copy_bytes(e.data() + e_total_, e2_, e2_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
-  side_.synchronize();
-  std::vector<uint8_t> out(kStateMagic, kStateMagic + sizeof kStateMagic);
-  put(out, kStateVersion);
-  put(out, static_cast<uint32_t>(options_.block));
-  put(out, static_cast<uint32_t>(world_));
-  put(out, static_cast<uint32_t>(rank_));
-  put(out, step_);
-  put(out, static_cast<uint8_t>(options_.error_feedback ? 1 : 0));
-  put(out, static_cast<uint64_t>(layouts_.size()));
-  for (size_t b = 0; b < layouts_.size(); ++b) put(out, static_cast<uint64_t>(quantized_[b] ? layouts_[b].n : 0));
-  const auto* eb = reinterpret_cast<const uint8_t*>(e.data());
-  out.insert(out.end(), eb, eb + e.size() * sizeof(float));
-  return out;
-}
-
-void Int8Wire::load(const uint8_t* data, size_t bytes) {
-  require(data != nullptr || bytes == 0, "int8 wire state: data is NULL");
-  const uint8_t* p = data;
-  const uint8_t* end = data + bytes;
-  require(bytes >= sizeof kStateMagic && std::memcmp(p, kStateMagic, sizeof kStateMagic) == 0,
-          "not an int8 wire state (wrong magic)");
-  p += sizeof kStateMagic;
-  const auto version = take<uint32_t>(p, end, kStateName, "the version");
-  require(version == kStateVersion, "int8 wire state version ", version, " is not supported (expected ",
-          kStateVersion, ")");
-  const auto block = take<uint32_t>(p, end, kStateName, "the block size");
-  require(block == options_.block, "the state was saved with block_size ", block, ", this reducer uses ",
-          options_.block);
-  const auto world = take<uint32_t>(p, end, kStateName, "the world size");
-  const auto rank = take<uint32_t>(p, end, kStateName, "the rank");
-  require(world == static_cast<uint32_t>(world_) && rank == static_cast<uint32_t>(rank_), "the state was saved by rank ",
-          rank, " of ", world, ", this is rank ", rank_, " of ", world_, " (each rank loads its own state)");
-  const auto step = take<uint64_t>(p, end, kStateName, "the step");
-  const auto ef = take<uint8_t>(p, end, kStateName, "the error feedback flag");
-  require((ef == 1) == options_.error_feedback, "the state was saved with error_feedback ", int{ef},
-          ", this reducer uses ", options_.error_feedback ? 1 : 0);
-  const auto buckets = take<uint64_t>(p, end, kStateName, "the bucket count");
-  require(buckets == layouts_.size(), "the state has ", buckets, " buckets, this reducer's plan ", layouts_.size());
-  for (size_t b = 0; b < layouts_.size(); ++b) {
-    const auto n = take<uint64_t>(p, end, kStateName, "a bucket size");
-    const size_t want = quantized_[b] ? layouts_[b].n : 0;
-    require(n == want, "bucket ", b, " has ", n, " quantized values in the state, ", want, " in this reducer's plan");
-  }
-  const size_t floats = e_total_ + e2_total_;
-  require(static_cast<size_t>(end - p) == floats * sizeof(float), "int8 wire state: ",
-          static_cast<size_t>(end - p), " bytes of error feedback, expected ", floats * sizeof(float));
-  std::vector<float> e(floats);
-  if (floats > 0) {
-    std::memcpy(e.data(), p, floats * sizeof(float));
-    if (e_total_ > 0) copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
-    if (e2_total_ > 0)
-      copy_bytes(e2_, e.data() + e_total_, e2_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
-    side_.synchronize();  // e is about to go
-  }
-  step_ = step;
 }
 
 }  // namespace gradcomm::reducer

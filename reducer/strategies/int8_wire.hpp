@@ -1,110 +1,13 @@
-// The int8 wire: blockwise int8 with error feedback (docs/reducer.md,
-// "The int8 wire"). Per bucket (f32 wire), after the usual pack (divided by the
-// world size):
-//   1. quantize this rank's values plus its error feedback E into W chunks of
-//      int8 blocks with one f32 scale each (kernels/quant/); the residual (what
-//      the codes lost) stays in the bucket's wire buffer;
-//   2. all-to-all: rank i receives everyone's chunk i;
-//   3. rank i decodes and sums them in rank order, adds its own error feedback
-//      E2 for chunk i, and quantizes the sum again straight into its slot of the
-//      all-gather buffer (the residual kept for E2);
-//   4. all-gather the reduced chunks;
-//   5. decode the whole bucket and run the usual epilogue (times 1/loss scale,
-//      Inf/NaN flagged, cast back) from it.
-// At end_step, E and E2 take the residuals for every quantized bucket unless the
-// step saw Inf/NaN (then both are left as they were). With both, what the wire
-// loses telescopes: over T steps, the sum of the results differs from the sum of
-// the true averages by the last E and E2 only (docs/reducer.md). Each rank sends 2 (W-1) chunks: about
-// 2 (W-1)/W (1 + 4/block) bytes per value against an f32 ring all-reduce's
-// 2 (W-1)/W 4 bytes.
-//
-// The values are unscaled (times 1/loss scale) in the pack, so E and E2 hold
-// true gradient units whatever the loss scale does. Buckets whose wire is not f32,
-// buckets too small to save bytes (W chunks of whole blocks >= 4 bytes a value),
-// and steps before start_iter go through the wrapped all-reduce strategy. Bucket views and sharded mode are refused at
-// enable (the views are the wire, which holds the residual; a sharded quantized
-// reduce-scatter is not built).
+// The int8 wire: the block-quantized wire (block_wire.hpp) with int8 codes, one f32
+// scale per block of 256 values by default: about 0.26x the bytes of an f32
+// all-reduce (docs/reducer.md, "The int8 wire").
 #pragma once
 
-#include <cstdint>
 #include <memory>
-#include <vector>
 
-#include "gradcomm/reducer.h"
-#include "kernels/quant/quant.hpp"
-#include "memory/caching_allocator.hpp"
 #include "reducer/compressions.hpp"
-#include "reducer/strategy.hpp"
 
 namespace gradcomm::reducer {
-
-struct Int8Options {
-  size_t block = 256;
-  bool error_feedback = true;
-  uint64_t start_iter = 0;
-};
-
-class Int8Wire final : public CompressionStrategy {
- public:
-  Int8Wire(const Int8Options& options, int world, int rank, memory::CachingAllocator& allocator, SideStream& side,
-           gcommDevice_t device);
-  ~Int8Wire() override;
-  Int8Wire(const Int8Wire&) = delete;
-  Int8Wire& operator=(const Int8Wire&) = delete;
-
-  // The strategy for the buckets it does not quantize and the steps before start_iter.
-  void wrap(std::unique_ptr<CompressionStrategy> rest) override { rest_ = std::move(rest); }
-
-  gcommCompression_t kind() const noexcept override { return gcommCompressionInt8; }
-  const char* name() const noexcept override { return "int8"; }
-  // Fixes the chunk layout of every f32 bucket and allocates E (zeros) and the
-  // staging buffers, sized for the largest bucket (buckets run one after another
-  // on the side stream).
-  void set_layout(const BucketPlan& plan) override;
-  void begin_step(const StrategyContext& ctx) override;
-  void run_bucket(size_t b, bool complete, const StrategyContext& ctx) override;
-  void end_step(const StrategyContext& ctx) override;
-
-  // gcommInt8Stats_t's fields.
-  std::vector<Counter> counters() const override;
-  // State (step counter, E per quantized bucket) to and from host bytes.
-  std::vector<uint8_t> save() override;
-  void load(const uint8_t* data, size_t bytes) override;
-
- private:
-  kernels::Target target() const { return kernels::Target{device_, side_.stream(), true}; }
-  void* alloc(size_t bytes);
-  void release();  // frees every buffer (after the side stream's work)
-
-  std::unique_ptr<CompressionStrategy> rest_;
-  Int8Options options_;
-  int world_, rank_;
-  memory::CachingAllocator& allocator_;
-  SideStream& side_;
-  gcommDevice_t device_;
-  std::vector<uint8_t> quantized_;        // per bucket: 1 when it goes through this strategy
-  std::vector<kernels::quant::Layout> layouts_;
-  std::vector<size_t> e_offset_;          // per bucket: its E in e_ (floats)
-  std::vector<size_t> e2_offset_;         // per bucket: its E2 in e2_ and r2_ (floats)
-  float* e_ = nullptr;   // this rank's contribution: what its codes lost
-  float* e2_ = nullptr;  // this rank's chunks as their owner: what the requantization lost
-  float* r2_ = nullptr;  // this step's owner residuals, committed to e2_ at end_step
-  size_t e_total_ = 0, e2_total_ = 0;
-  void* send_ = nullptr;     // this rank's quantized bucket, W chunks
-  void* recv_ = nullptr;     // everyone's chunk `rank_`
-  void* gather_ = nullptr;   // the reduced chunks, all ranks'
-  float* decoded_ = nullptr; // the bucket decoded, for the epilogue
-  std::vector<size_t> pending_;  // this step's quantized buckets (E committed at end_step)
-  uint64_t step_ = 0;
-  bool step_quantized_ = false;
-  struct Stats {
-    uint64_t compressed_steps = 0;
-    uint64_t compressed_buckets = 0;    // in the plan
-    uint64_t bytes_last_step = 0;       // this rank sent for them, in the last quantized step
-    uint64_t f32_allreduce_bytes = 0;   // the same buckets as an f32 ring all-reduce
-    uint64_t error_feedback_bytes = 0;  // memory held by E
-  } stats_;
-};
 
 // The compression table's factories (compressions.cpp): a gcommInt8Config_t (NULL:
 // defaults) or its text form; refused with views and in sharded mode.

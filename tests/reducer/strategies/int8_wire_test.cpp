@@ -9,7 +9,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/quant/quant.hpp"
+#include "kernels/quant/int8.hpp"
 #include "reducer/where_rig.hpp"
 
 namespace gradcomm::test {
@@ -41,7 +41,7 @@ struct Model {
     for (size_t r = 0; r < world; ++r) {
       std::vector<float> x(n);
       for (size_t i = 0; i < n; ++i) x[i] = g[r][i] * inv_world;  // the pack's average
-      kq::quantize(x.data(), error_feedback ? e[r].data() : nullptr, l, q[r].data(),
+      kq::quantize(kq::int8_codec(), x.data(), error_feedback ? e[r].data() : nullptr, l, q[r].data(),
                    error_feedback ? residual[r].data() : nullptr, kHostTarget);
     }
     std::vector<uint8_t> gathered(l.total_bytes());
@@ -50,12 +50,12 @@ struct Model {
       std::vector<uint8_t> in(world * l.chunk_bytes());
       for (size_t r = 0; r < world; ++r)
         std::memcpy(in.data() + r * l.chunk_bytes(), q[r].data() + owner * l.chunk_bytes(), l.chunk_bytes());
-      kq::sum_requantize(in.data(), world, l, error_feedback ? e2[owner].data() : nullptr,
+      kq::sum_requantize(kq::int8_codec(), in.data(), world, l, error_feedback ? e2[owner].data() : nullptr,
                          gathered.data() + owner * l.chunk_bytes(), error_feedback ? r2[owner].data() : nullptr,
                          kHostTarget);
     }
     std::vector<float> out(n);
-    kq::dequantize(gathered.data(), l, out.data(), kHostTarget);
+    kq::dequantize(kq::int8_codec(), gathered.data(), l, out.data(), kHostTarget);
     *skipped = false;
     for (float v : out) *skipped = *skipped || !std::isfinite(v);
     if (!*skipped && error_feedback) {

@@ -1,4 +1,4 @@
-// The int8 blocks of the quantized wire (kernels/quant/): layouts, exact round
+// The int8 format of the quantized blocks (kernels/quant/int8.*): layouts, exact round
 // trips of representable blocks, the per-element error bound, zero blocks, one huge
 // value, Inf/NaN, error feedback, odd tails and padding, the owner's sum and
 // requantization; and the CUDA paths against the host twins, bit for bit.
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "kernels/quant/quant.hpp"
+#include "kernels/quant/int8.hpp"
 #include "support/gpu.hpp"
 
 namespace gradcomm::kernels::quant {
@@ -38,13 +38,13 @@ std::vector<uint8_t> quantized(const std::vector<float>& x, const Layout& l, con
                                std::vector<float>* residual = nullptr) {
   std::vector<uint8_t> out(l.total_bytes(), 0xAB);
   if (residual != nullptr) residual->assign(x.size(), -1.0f);
-  quantize(x.data(), e, l, out.data(), residual != nullptr ? residual->data() : nullptr, kHost);
+  quantize(int8_codec(), x.data(), e, l, out.data(), residual != nullptr ? residual->data() : nullptr, kHost);
   return out;
 }
 
 std::vector<float> decoded(const std::vector<uint8_t>& q, const Layout& l) {
   std::vector<float> out(l.n);
-  dequantize(q.data(), l, out.data(), kHost);
+  dequantize(int8_codec(), q.data(), l, out.data(), kHost);
   return out;
 }
 
@@ -179,7 +179,7 @@ TEST(QuantHost, ErrorFeedbackIsAddedBeforeQuantizing) {
   // The residual may overwrite x in place.
   std::vector<float> inplace = x;
   std::vector<uint8_t> q(l.total_bytes());
-  quantize(inplace.data(), e.data(), l, q.data(), inplace.data(), kHost);
+  quantize(int8_codec(), inplace.data(), e.data(), l, q.data(), inplace.data(), kHost);
   EXPECT_EQ(inplace, r1);
 }
 
@@ -193,20 +193,20 @@ TEST(QuantHost, OwnersSumIsTheRequantizedSumOfTheDecodedChunksInRankOrder) {
       std::memcpy(in.data() + r * l.chunk_bytes(), q.data(), l.chunk_bytes());
     }
     std::vector<uint8_t> out(l.chunk_bytes());
-    sum_requantize(in.data(), ranks, l, nullptr, out.data(), nullptr, kHost);
+    sum_requantize(int8_codec(), in.data(), ranks, l, nullptr, out.data(), nullptr, kHost);
     // The reference: decode each rank's chunk, sum in rank order, quantize the sums.
     const Layout one = layout_for(l.chunk_elements(), 1, 128);
     std::vector<float> sums(l.chunk_elements(), 0.0f);
     for (size_t r = 0; r < ranks; ++r) {
       std::vector<float> d(l.chunk_elements());
-      dequantize(in.data() + r * l.chunk_bytes(), one, d.data(), kHost);
+      dequantize(int8_codec(), in.data() + r * l.chunk_bytes(), one, d.data(), kHost);
       for (size_t i = 0; i < d.size(); ++i) sums[i] += d[i];
     }
     EXPECT_EQ(out, quantized(sums, one)) << ranks << " ranks";
     // With the owner's error feedback: added after the ranks' sum; the residual is exact.
     const std::vector<float> e = random_values(l.chunk_elements(), 77);
     std::vector<float> residual(l.chunk_elements()), with_e(l.chunk_elements()), want_residual;
-    sum_requantize(in.data(), ranks, l, e.data(), out.data(), residual.data(), kHost);
+    sum_requantize(int8_codec(), in.data(), ranks, l, e.data(), out.data(), residual.data(), kHost);
     for (size_t i = 0; i < sums.size(); ++i) with_e[i] = sums[i] + e[i];
     EXPECT_EQ(out, quantized(with_e, one, nullptr, &want_residual)) << ranks << " ranks, with e";
     EXPECT_EQ(residual, want_residual);
@@ -217,11 +217,11 @@ TEST(QuantHost, NullBuffersAreRefused) {
   const Layout l = layout_for(10, 1, 32);
   std::vector<uint8_t> q(l.total_bytes());
   float x[10] = {};
-  EXPECT_THROW(quantize(nullptr, nullptr, l, q.data(), nullptr, kHost), Error);
-  EXPECT_THROW(quantize(x, nullptr, l, nullptr, nullptr, kHost), Error);
-  EXPECT_THROW(sum_requantize(nullptr, 1, l, nullptr, q.data(), nullptr, kHost), Error);
-  EXPECT_THROW(sum_requantize(q.data(), 0, l, nullptr, q.data(), nullptr, kHost), Error);
-  EXPECT_THROW(dequantize(q.data(), l, nullptr, kHost), Error);
+  EXPECT_THROW(quantize(int8_codec(), nullptr, nullptr, l, q.data(), nullptr, kHost), Error);
+  EXPECT_THROW(quantize(int8_codec(), x, nullptr, l, nullptr, nullptr, kHost), Error);
+  EXPECT_THROW(sum_requantize(int8_codec(), nullptr, 1, l, nullptr, q.data(), nullptr, kHost), Error);
+  EXPECT_THROW(sum_requantize(int8_codec(), q.data(), 0, l, nullptr, q.data(), nullptr, kHost), Error);
+  EXPECT_THROW(dequantize(int8_codec(), q.data(), l, nullptr, kHost), Error);
 }
 
 // ---- CUDA paths against the host twins ----
@@ -280,7 +280,7 @@ TEST_F(QuantGpu, EveryOperationMatchesTheHostTwinBitForBit) {
       float* dx = upload(x);
       const float* de = upload(e);
       uint8_t* dq = upload(std::vector<uint8_t>(l.total_bytes()));
-      quantize(dx, de, l, dq, dx, gpu());  // residual in place, as the strategy does
+      quantize(int8_codec(), dx, de, l, dq, dx, gpu());  // residual in place, as the strategy does
       ASSERT_EQ(download(dq, l.total_bytes()), host_q) << "quantize, block " << block << ", n " << n;
       const std::vector<float> residual = download(dx, n);
       ASSERT_TRUE(same_values(residual, host_residual)) << "residual";
@@ -289,17 +289,17 @@ TEST_F(QuantGpu, EveryOperationMatchesTheHostTwinBitForBit) {
       if (l.chunk_elements() > 0) {
         const std::vector<float> e2 = random_values(l.chunk_elements(), 43, block);
         std::vector<float> host_r2(l.chunk_elements());
-        sum_requantize(host_q.data(), ranks, l, e2.data(), host_sum.data(), host_r2.data(), kHost);
+        sum_requantize(int8_codec(), host_q.data(), ranks, l, e2.data(), host_sum.data(), host_r2.data(), kHost);
         uint8_t* dsum = upload(std::vector<uint8_t>(l.chunk_bytes()));
         float* dr2 = upload(std::vector<float>(l.chunk_elements()));
-        sum_requantize(dq, ranks, l, upload(e2), dsum, dr2, gpu());
+        sum_requantize(int8_codec(), dq, ranks, l, upload(e2), dsum, dr2, gpu());
         ASSERT_EQ(download(dsum, l.chunk_bytes()), host_sum) << "sum_requantize, block " << block << ", n " << n;
         const std::vector<float> r2 = download(dr2, l.chunk_elements());
         ASSERT_TRUE(same_values(r2, host_r2)) << "owner residual";
       }
       const std::vector<float> host_back = decoded(host_q, l);
       float* dback = upload(std::vector<float>(n));
-      dequantize(dq, l, dback, gpu());
+      dequantize(int8_codec(), dq, l, dback, gpu());
       const std::vector<float> back = download(dback, n);
       ASSERT_TRUE(same_values(back, host_back)) << "dequantize";
     }
