@@ -118,6 +118,25 @@ void OptionText::take(const char* key, uint64_t& field) {
   field = x;
 }
 
+void OptionText::take(const char* key, int& field, std::initializer_list<std::pair<const char*, int>> names) {
+  const std::string* v = find(key);
+  if (v == nullptr) return;
+  std::string known;
+  for (const auto& [name, value] : names) {
+    if (*v == name) {
+      field = value;
+      return;
+    }
+    known += cat(known.empty() ? "" : ", ", name);
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long x = std::strtol(v->c_str(), &end, 10);
+  require(!v->empty() && *end == '\0' && errno == 0 && x >= INT32_MIN && x <= INT32_MAX, kind_, " option ", key,
+          "='", *v, "' is not one of ", known);
+  field = static_cast<int>(x);  // the struct's check refuses a number that is no value
+}
+
 void OptionText::finish() const {
   for (const auto& [key, value] : values_) {
     bool found = false;

@@ -6,9 +6,11 @@
 // Python package name none of them.
 #pragma once
 
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gradcomm/reducer.h"
@@ -39,6 +41,8 @@ class OptionText {
   void take(const char* key, int& field);
   void take(const char* key, float& field);
   void take(const char* key, uint64_t& field);
+  // An enum field, given by one of `names` ("format=e5m2") or by its number.
+  void take(const char* key, int& field, std::initializer_list<std::pair<const char*, int>> names);
   void finish() const;
 
  private:
