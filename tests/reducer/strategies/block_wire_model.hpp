@@ -1,0 +1,139 @@
+// What the block-quantized wires' tests share (block_wire.*: int8, fp8): the
+// algorithm in one process for a codec (the result every rank must get, E and E2
+// kept as the strategy keeps them), a rank's reducer over f32 gradients with one
+// gradient per bucket, and random gradients.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/quant/int8.hpp"
+#include "reducer/where_rig.hpp"
+
+namespace gradcomm::test {
+
+namespace kq = kernels::quant;
+inline const kernels::Target kHostTarget{gcommHostDevice(), nullptr};
+
+// The algorithm in one process for a bucket holding one f32 gradient: W ranks'
+// gradients in, the result every rank must get out; E and E2 kept as the strategy does.
+struct Model {
+  const kernels::quant::Codec& codec;  // the wire's format
+  size_t world, n, block;
+  bool error_feedback;
+  std::vector<std::vector<float>> e;   // per rank, n
+  std::vector<std::vector<float>> e2;  // per owner, chunk_elements
+
+  Model(size_t w, size_t count, size_t b, bool ef, const kernels::quant::Codec& c = kernels::quant::int8_codec())
+      : codec(c), world(w), n(count), block(b), error_feedback(ef) {
+    const kq::Layout l = kq::layout_for(n, w, b);
+    e.assign(w, std::vector<float>(n, 0.0f));
+    e2.assign(w, std::vector<float>(l.chunk_elements(), 0.0f));
+  }
+
+  // Returns the averaged result; *skipped when it holds Inf/NaN (E, E2 kept then).
+  std::vector<float> step(const std::vector<std::vector<float>>& g, bool* skipped) {
+    const kq::Layout l = kq::layout_for(n, world, block);
+    const float inv_world = 1.0f / static_cast<float>(world);
+    std::vector<std::vector<uint8_t>> q(world, std::vector<uint8_t>(l.total_bytes()));
+    std::vector<std::vector<float>> residual(world, std::vector<float>(n));
+    for (size_t r = 0; r < world; ++r) {
+      std::vector<float> x(n);
+      for (size_t i = 0; i < n; ++i) x[i] = g[r][i] * inv_world;  // the pack's average
+      kq::quantize(codec, x.data(), error_feedback ? e[r].data() : nullptr, l, q[r].data(),
+                   error_feedback ? residual[r].data() : nullptr, kHostTarget);
+    }
+    std::vector<uint8_t> gathered(l.total_bytes());
+    std::vector<std::vector<float>> r2(world, std::vector<float>(l.chunk_elements()));
+    for (size_t owner = 0; owner < world; ++owner) {
+      std::vector<uint8_t> in(world * l.chunk_bytes());
+      for (size_t r = 0; r < world; ++r)
+        std::memcpy(in.data() + r * l.chunk_bytes(), q[r].data() + owner * l.chunk_bytes(), l.chunk_bytes());
+      kq::sum_requantize(codec, in.data(), world, l, error_feedback ? e2[owner].data() : nullptr,
+                         gathered.data() + owner * l.chunk_bytes(), error_feedback ? r2[owner].data() : nullptr,
+                         kHostTarget);
+    }
+    std::vector<float> out(n);
+    kq::dequantize(codec, gathered.data(), l, out.data(), kHostTarget);
+    *skipped = false;
+    for (float v : out) *skipped = *skipped || !std::isfinite(v);
+    if (!*skipped && error_feedback) {
+      e = residual;
+      e2 = r2;
+    }
+    return out;
+  }
+};
+
+// The strategy's rule: a bucket is quantized when its W chunks take fewer bytes than f32.
+inline bool is_quantized(size_t n, size_t world, size_t block) {
+  return world * kq::layout_for(n, world, block).chunk_bytes() < 4 * n;
+}
+
+// One gradient per bucket (the model's unit), f32, no rebuild.
+inline gcommReducerConfig_t one_grad_per_bucket() {
+  gcommReducerConfig_t c = GCOMM_REDUCER_CONFIG_INITIALIZER;
+  c.bucket_cap_bytes = 4;
+  c.first_bucket_bytes = 4;
+  c.rebuild_buckets = 0;
+  return c;
+}
+
+// A rank's reducer over f32 gradients of `sizes`.
+struct RankReducer {
+  std::vector<GradMem> mem;
+  gcommReducer_t r = nullptr;
+  bool gpu;
+
+  RankReducer(gcommComm_t comm, const std::vector<size_t>& sizes, bool on_gpu, const gcommReducerConfig_t& c,
+              std::string* error)
+      : gpu(on_gpu) {
+    std::vector<gcommTensor_t> tensors;
+    for (size_t n : sizes) {
+      mem.emplace_back(gcommFloat32, n, gpu);
+      tensors.push_back(mem.back().tensor());
+    }
+    *error = check(gcommReducerCreate(comm, tensors.data(), tensors.size(), &c, &r), "gcommReducerCreate");
+  }
+  ~RankReducer() {
+    if (r != nullptr) gcommReducerDestroy(r);
+  }
+  // One synced step with these gradients (marked in backward order); *out: them after.
+  std::string step(const std::vector<std::vector<float>>& grads, cudaStream_t stream,
+                   std::vector<std::vector<float>>* out, int* skip = nullptr) {
+    RIG_CHECK(gcommReducerBeginStep(r, 1));
+    for (size_t k = grads.size(); k-- > 0;) {
+      TypedBuffer b{gcommFloat32, grads[k].size(), 0, std::vector<unsigned char>((grads[k].size() + 8) * 4)};
+      std::memcpy(b.bytes.data(), grads[k].data(), grads[k].size() * 4);
+      mem[k].upload(b, stream);
+      RIG_CHECK(gcommReducerMarkReady(r, k, stream));
+    }
+    int s = 0;
+    RIG_CHECK(gcommReducerFinalize(r, stream, &s));
+    if (skip != nullptr) *skip = s;
+    out->clear();
+    for (size_t k = 0; k < grads.size(); ++k) {
+      TypedBuffer b = mem[k].download(stream);
+      out->emplace_back(grads[k].size());
+      std::memcpy(out->back().data(), b.bytes.data(), grads[k].size() * 4);
+    }
+    return "";
+  }
+};
+
+inline std::vector<float> randoms(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng) * (1.0f + static_cast<float>(seed % 7));
+  return v;
+}
+
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace gradcomm::test
