@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "common/error.hpp"
+#include "reducer/strategies/fp8_wire.hpp"
 #include "reducer/strategies/int8_wire.hpp"
 #include "reducer/strategies/powersgd.hpp"
 
@@ -18,6 +19,8 @@ const CompressionEntry kCompressions[] = {
      make_powersgd_from_text},
     {gcommCompressionInt8, "int8", "gcommCompressionInt8", "gcommInt8Stats_t", "GCOMM_INT8_STATS_INITIALIZER",
      make_int8_wire, make_int8_wire_from_text},
+    {gcommCompressionFp8, "fp8", "gcommCompressionFp8", "gcommFp8Stats_t", "GCOMM_FP8_STATS_INITIALIZER",
+     make_fp8_wire, make_fp8_wire_from_text},
 };
 
 std::string known_names() {

@@ -229,8 +229,10 @@ GCOMM_API gcommStatus_t gcommReducerStopTrace(gcommReducer_t reducer);
 typedef enum gcommCompression {
   gcommCompressionNone = 0,     /**< "none": the plain all-reduce (f32, or f16/bf16 by wire_dtype) */
   gcommCompressionPowerSgd = 1, /**< "powersgd": low rank (gcommPowerSgdConfig_t, gcommPowerSgdStats_t) */
-  gcommCompressionInt8 = 2      /**< "int8": blockwise int8 with error feedback (gcommInt8Config_t,
+  gcommCompressionInt8 = 2,     /**< "int8": blockwise int8 with error feedback (gcommInt8Config_t,
                                      gcommInt8Stats_t) */
+  gcommCompressionFp8 = 3       /**< "fp8": blockwise fp8 (e4m3 or e5m2) with error feedback
+                                     (gcommFp8Config_t, gcommFp8Stats_t) */
 } gcommCompression_t;
 
 /** Turns compression @p kind on, between steps; every rank must make the same call.
@@ -349,6 +351,48 @@ typedef struct gcommInt8Stats {
 } gcommInt8Stats_t;
 
 #define GCOMM_INT8_STATS_INITIALIZER { GCOMM_CONFIG_HEADER(gcommInt8Stats_t), 0, 0, 0, 0, 0 }
+
+/* The fp8 wire (docs/compression.md, "fp8"): the int8 wire's round with fp8 codes
+ * (OCP FP8: e4m3, 3 mantissa bits, largest 448, no infinities; or e5m2, 2 mantissa
+ * bits, largest 57344), one f32 scale per block (max |v| / the format's largest
+ * value), the nearest code with ties to even, subnormals kept. The same bytes as
+ * int8 (one per value plus the scales); a relative error per value instead of one
+ * relative to the block's largest. Refused with grad_as_bucket_view and in sharded
+ * mode; the int8 wire's memory and Inf/NaN rules. */
+
+/** The fp8 wire's number format. The values are part of the ABI. */
+typedef enum gcommFp8Format {
+  gcommFp8E4M3 = 0, /**< "e4m3": 4 exponent bits, 3 mantissa bits: finer steps, range 2^-9..448 */
+  gcommFp8E5M2 = 1  /**< "e5m2": 5 exponent bits, 2 mantissa bits: coarser steps, range 2^-16..57344 */
+} gcommFp8Format_t;
+
+/** fp8 wire configuration (versioned config struct, version 1). */
+typedef struct gcommFp8Config {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  int format;          /**< gcommFp8Format_t, gcommFp8E4M3 */
+  int block_size;      /**< 256: values per scale, a power of two in 32..4096 */
+  int error_feedback;  /**< 1: add what the last step's codes lost (E) before quantizing */
+  int reserved_v1;     /**< leave 0 */
+  uint64_t start_iter; /**< 0: synced steps after enabling all-reduced in f32 before quantization starts */
+} gcommFp8Config_t;
+
+#define GCOMM_FP8_CONFIG_INITIALIZER { GCOMM_CONFIG_HEADER(gcommFp8Config_t), gcommFp8E4M3, 256, 1, 0, 0 }
+
+/** fp8 wire statistics (versioned output struct, version 1): gcommInt8Stats_t's fields. */
+typedef struct gcommFp8Stats {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  uint64_t compressed_steps;     /**< synced steps that were quantized */
+  uint64_t compressed_buckets;   /**< buckets of the plan that are (f32 wire, large enough) */
+  uint64_t bytes_last_step;      /**< bytes this rank sent for them in the last quantized step */
+  uint64_t f32_allreduce_bytes;  /**< what an f32 ring all-reduce of the same buckets sends per rank */
+  uint64_t error_feedback_bytes; /**< memory held by the error feedback */
+} gcommFp8Stats_t;
+
+#define GCOMM_FP8_STATS_INITIALIZER { GCOMM_CONFIG_HEADER(gcommFp8Stats_t), 0, 0, 0, 0, 0 }
 
 /* ------------------------------------------------------------------------- */
 /* Sharded gradients (mode gcommReducerSharded)                               */

@@ -1,0 +1,70 @@
+// The fp8 formats of the quantized blocks (quant.hpp), OCP FP8: e4m3 ("E4M3FN": 4
+// exponent bits, bias 7, 3 mantissa bits, largest 448, no infinities) and e5m2
+// (bias 15, 2 mantissa bits, largest 57344). Sign-magnitude bytes; the nearest
+// code with ties to the even one, subnormals kept, nothing past the largest finite
+// code (a block with Inf/NaN has scale NaN and codes 0; quant.hpp). The fp8 wire's
+// codes (reducer/strategies/fp8_wire.*).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/quant/quant.hpp"
+#include "kernels/quant/quant_math.hpp"
+
+namespace gradcomm::kernels::quant {
+
+template <int kExpBits, int kManBits, int kBias, uint32_t kLargest>
+struct MiniFloat {
+  static constexpr int kMinExp = 1 - kBias;  // the smallest normal's exponent; subnormals share its step
+
+  // x's nearest code: its significand in steps of 2^(k - M), k its binade's
+  // exponent (kMinExp for subnormals), rounded to even; the code is then
+  // (k + bias - 1) << M plus that count, which carries into the exponent field
+  // when it rounds up to 2^(M+1), and is a subnormal's count when k is kMinExp.
+  // Zero, Inf and NaN give 0 (the block's scale carries Inf/NaN).
+  GCOMM_HD static uint8_t encode(float x) {
+    const uint32_t bits = float_to_bits(x);
+    const uint32_t magnitude = bits & 0x7fffffffu;
+    if (magnitude == 0 || magnitude >= 0x7f800000u) return 0;
+    const int e = static_cast<int>(magnitude >> 23) - 127;  // -127 for a float subnormal
+    const int k = e < kMinExp ? kMinExp : e;
+    const float steps = round_even(mul_rn(bits_to_float(magnitude), pow2(kManBits - k)));
+    uint32_t code = (static_cast<uint32_t>(k + kBias - 1) << kManBits) + static_cast<uint32_t>(steps);
+    code = code > kLargest ? kLargest : code;
+    return static_cast<uint8_t>(((bits >> 24) & 0x80u) | code);
+  }
+
+  GCOMM_HD static float value(uint8_t code) {
+    const int field = (code >> kManBits) & ((1 << kExpBits) - 1);
+    const int mantissa = code & ((1 << kManBits) - 1);
+    const float magnitude = field == 0 ? mul_rn(static_cast<float>(mantissa), pow2(kMinExp - kManBits))
+                                       : mul_rn(static_cast<float>(mantissa + (1 << kManBits)),
+                                                pow2(field - kBias - kManBits));
+    return (code & 0x80u) != 0 ? -magnitude : magnitude;
+  }
+};
+
+struct Fp8E4M3 : MiniFloat<4, 3, 7, 0x7e> {
+  static constexpr float kMax = 448.0f;
+};
+struct Fp8E5M2 : MiniFloat<5, 2, 15, 0x7b> {
+  static constexpr float kMax = 57344.0f;
+};
+
+const Codec& fp8_e4m3_codec();
+const Codec& fp8_e5m2_codec();
+
+namespace cuda {  // fp8_cuda.cu (a build with CUDA)
+void fp8_e4m3_quantize(const float* x, const float* e, const Layout& l, void* out, float* residual,
+                       gcommStream_t stream);
+void fp8_e4m3_sum_requantize(const void* in, size_t ranks, const Layout& l, const float* e, void* out,
+                             float* residual, gcommStream_t stream);
+void fp8_e4m3_dequantize(const void* in, const Layout& l, float* out, gcommStream_t stream);
+void fp8_e5m2_quantize(const float* x, const float* e, const Layout& l, void* out, float* residual,
+                       gcommStream_t stream);
+void fp8_e5m2_sum_requantize(const void* in, size_t ranks, const Layout& l, const float* e, void* out,
+                             float* residual, gcommStream_t stream);
+void fp8_e5m2_dequantize(const void* in, const Layout& l, float* out, gcommStream_t stream);
+}  // namespace cuda
+
+}  // namespace gradcomm::kernels::quant
