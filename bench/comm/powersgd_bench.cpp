@@ -13,9 +13,10 @@
 //       gradients (warm start: Q converges to the gradients' top subspace, so the
 //       error stops depending on the random first Q; compare with
 //       torch_powersgd_peer.py --error-steps 10), and no timing
-//   gradcomm-powersgd-bench --set resnet50 --error-steps 10 --compressor int8|f16
-//       the same per-step errors with the int8 wire (blocks of 256, error feedback
-//       unless --no-error-feedback) or the f16 wire instead of PowerSGD
+//   gradcomm-powersgd-bench --set resnet50 --error-steps 10 --compressor int8|f16|SPEC
+//       the same per-step errors with the f16 wire, or any compression by its text
+//       form ("int8", "fp8:format=e5m2"; docs/compression.md; error feedback unless
+//       --no-error-feedback) instead of PowerSGD
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -53,7 +54,7 @@ struct Config {
   bool gpu = false;
   int iters = 10;
   int error_steps = 0;  // > 0: only the per-step errors of that many compressed steps
-  std::string compressor = "powersgd";  // --error-steps: powersgd, int8 or f16
+  std::string compressor = "powersgd";  // --error-steps: powersgd, f16, or a compression's text form
   bool error_feedback = true;
   bool seed_given = false;  // --seed S: the initial Q's seed, else the config's default
   uint64_t seed = 0;
@@ -153,10 +154,11 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Res
     if (c.compressor == "f16") rc.wire_dtype = gcommFloat16;
     check(gcommReducerCreate(comm, grads.data(), grads.size(), &rc, &r), "create");
     if (c.compressor == "powersgd") check(gcommReducerEnableCompression(r, gcommCompressionPowerSgd, &pc, rows.data()), "enable PowerSGD");
-    if (c.compressor == "int8") {
-      gcommInt8Config_t qc = GCOMM_INT8_CONFIG_INITIALIZER;
-      qc.error_feedback = c.error_feedback ? 1 : 0;
-      check(gcommReducerEnableCompression(r, gcommCompressionInt8, &qc, nullptr), "enable the int8 wire");
+    if (c.compressor != "powersgd" && c.compressor != "f16") {
+      const std::string spec = c.compressor + (c.error_feedback ? "" : (c.compressor.find(':') == std::string::npos
+                                                                            ? ":error_feedback=0"
+                                                                            : ",error_feedback=0"));
+      check(gcommReducerEnableCompressionText(r, spec.c_str(), rows.data()), ("enable " + spec).c_str());
     }
     for (int s = 0; s < c.error_steps; ++s) {
       time_steps(r, 1);
@@ -270,9 +272,9 @@ int main(int argc, char** argv) {
   app.add_option("--iters", base.iters, "timed steps")->capture_default_str()->check(CLI::Range(1, 1000000));
   app.add_option("--error-steps", base.error_steps, "> 0: only the per-step errors of that many compressed steps")
       ->check(CLI::Range(0, 1000000));
-  app.add_option("--compressor", base.compressor, "with --error-steps")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"powersgd", "int8", "f16"}));
+  app.add_option("--compressor", base.compressor,
+                 "with --error-steps: powersgd, f16, or a compression's text form (int8, fp8:format=e5m2)")
+      ->capture_default_str();
   app.add_flag("!--no-error-feedback", base.error_feedback, "with --error-steps: no error feedback");
   CLI::Option* seed_option = app.add_option("--seed", base.seed, "the initial Q's seed (default: the config's)");
   app.add_option("-J", json_path, "JSON lines file");

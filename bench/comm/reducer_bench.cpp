@@ -54,7 +54,7 @@ struct Config {
   int ordinal = 0;  // the GPU
   int ranks = 2;
   int wire = GCOMM_WIRE_SAME_AS_GRAD;
-  bool int8 = false;  // --wire int8: f32 buckets through the quantized wire (blocks of 256, error feedback)
+  std::string compression;  // --compression SPEC (text form; --wire int8 is "int8"): f32 buckets compressed
   bool view = false;
   bool sharded = false;  // --mode sharded
   int iters = 20;
@@ -115,7 +115,9 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, const WaitAll& barrie
   cfg.mode = c.sharded ? gcommReducerSharded : gcommReducerAllReduce;
   gcommReducer_t reducer = nullptr;
   check(gcommReducerCreate(comm, grads.data(), grads.size(), &cfg, &reducer), "gcommReducerCreate");
-  if (c.int8) check(gcommReducerEnableCompression(reducer, gcommCompressionInt8, nullptr, nullptr), "gcommReducerEnableCompression(int8)");
+  if (!c.compression.empty())
+    check(gcommReducerEnableCompressionText(reducer, c.compression.c_str(), nullptr),
+          ("gcommReducerEnableCompressionText(" + c.compression + ")").c_str());
   void* params = nullptr;  // sharded: the parameters the all-gather fills, laid out as the gradients
   if (c.sharded) {
     params = alloc_filled(slab_bytes, c.gpu);
@@ -257,6 +259,9 @@ const char* wire_name(int w) {
   return w == GCOMM_WIRE_SAME_AS_GRAD ? "same" : w == gcommFloat16 ? "f16" : w == gcommBfloat16 ? "bf16" : "f32";
 }
 
+// The wire column: the compression's text form, else the wire dtype.
+const char* wire_label(const Config& c) { return c.compression.empty() ? wire_name(c.wire) : c.compression.c_str(); }
+
 void report(const Config& c, const Result& r, bool header) {
   if (header)
     std::printf("%-12s %-9s %5s %-4s %-4s %5s %-8s %9s %9s %11s %11s %11s %11s %11s %9s\n", "set", "transport",
@@ -265,8 +270,7 @@ void report(const Config& c, const Result& r, bool header) {
   double overhead = r.bucketed_us > 0 ? (r.step_us / r.bucketed_us - 1.0) * 100.0 : 0.0;
   double mib = r.stats.wire_bytes_per_step / 1048576.0;
   std::printf("%-12s %-9s %5d %-4s %-4s %5d %-8s %9.1f %9.1f %11.1f %11.1f %11.1f %11.1f %11.1f %8.1f%%\n",
-              c.set.c_str(), c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", c.int8 ? "int8" : wire_name(c.wire),
-              c.view ? 1 : 0,
+              c.set.c_str(), c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", wire_label(c), c.view ? 1 : 0,
               c.sharded ? "sharded" : "allreduce", mib, r.sent_grad_bytes_per_step / 1048576.0, r.step_us, r.host_us,
               r.gather_us, r.flat_us, r.bucketed_us, overhead);
   std::fflush(stdout);
@@ -277,8 +281,7 @@ void report(const Config& c, const Result& r, bool header) {
                  "\"grad_bytes\": %zu, \"sent_bytes_per_step\": %.0f, \"sent_grad_bytes_per_step\": %.0f, \"step_us\": %.2f, \"host_us\": %.2f, "
                  "\"gather_us\": %.2f, \"flat_allreduce_us\": %.2f, \"bucketed_allreduce_us\": %.2f, "
                  "\"overhead_vs_bucketed_pct\": %.2f, \"iters\": %d}\n",
-                 c.set.c_str(), c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", c.int8 ? "int8" : wire_name(c.wire),
-                 c.view ? 1 : 0, c.sharded ? "sharded" : "allreduce", r.stats.num_buckets, r.stats.wire_bytes_per_step,
+                 c.set.c_str(), c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", wire_label(c), c.view ? 1 : 0, c.sharded ? "sharded" : "allreduce", r.stats.num_buckets, r.stats.wire_bytes_per_step,
                  r.stats.grad_bytes, r.sent_bytes_per_step, r.sent_grad_bytes_per_step, r.step_us, r.host_us, r.gather_us, r.flat_us,
                  r.bucketed_us, overhead, c.iters);
     std::fflush(c.json);
@@ -303,6 +306,8 @@ int main(int argc, char** argv) {
       app.add_option("--device", device, "where the gradients live")->check(CLI::IsMember({"host", "gpu"})),
       app.add_option("--ranks", base.ranks, "ranks (threads)")->check(CLI::Range(1, 1024)),
       app.add_option("--wire", wire_name, "wire dtype")->check(CLI::IsMember({"same", "f32", "f16", "bf16", "int8"})),
+      app.add_option("--compression", base.compression,
+                     "a compression's text form for the f32 buckets (int8, fp8:format=e5m2; docs/compression.md)"),
       app.add_flag("--view", base.view, "gradients as bucket views"),
       app.add_option("--mode", mode, "reducer mode")->check(CLI::IsMember({"allreduce", "sharded"}))};
   app.add_option("--iters", base.iters, "timed steps")->capture_default_str()->check(CLI::Range(1, 1000000));
@@ -312,7 +317,7 @@ int main(int argc, char** argv) {
   bool matrix = true;
   for (CLI::Option* o : picks) matrix = matrix && o->count() == 0;
   base.gpu = device == "gpu";
-  base.int8 = wire_name == "int8";
+  if (wire_name == "int8") base.compression = "int8";
   base.wire = wire_name == "f16"    ? gcommFloat16
               : wire_name == "bf16" ? gcommBfloat16
               : wire_name == "f32"  ? gcommFloat32
@@ -355,11 +360,12 @@ int main(int argc, char** argv) {
           c.sharded = true;  // the same step reduce-scattered, plus the parameter all-gather
           configs.push_back(c);
         }
-    for (const char* set : sets) {  // the three wires side by side: f32, f16 (above), int8
-      Config c = base;
-      c.set = set, c.int8 = true;
-      configs.push_back(c);
-    }
+    for (const char* set : sets)  // the wires side by side: f32, f16 (above), int8, fp8
+      for (const char* compression : {"int8", "fp8"}) {
+        Config c = base;
+        c.set = set, c.compression = compression;
+        configs.push_back(c);
+      }
   } else if (have_gpu) {
     // One GPU: NCCL with one rank (the engine's own cost), and the local
     // transport with 4 ranks on it (a real reduction to compare against).
@@ -372,16 +378,17 @@ int main(int argc, char** argv) {
             c.set = set, c.transport = transport, c.ranks = ranks, c.gpu = true, c.wire = wire, c.view = view;
             configs.push_back(c);
           }
-    for (const char* set : {"resnet50", "gpt2_medium"}) {  // int8 where there is a reduction
-      Config c = base;
-      c.set = set, c.transport = "local", c.ranks = 4, c.gpu = true, c.int8 = true;
-      configs.push_back(c);
-    }
+    for (const char* set : {"resnet50", "gpt2_medium"})  // int8 and fp8 where there is a reduction
+      for (const char* compression : {"int8", "fp8"}) {
+        Config c = base;
+        c.set = set, c.transport = "local", c.ranks = 4, c.gpu = true, c.compression = compression;
+        configs.push_back(c);
+      }
   } else {
-    for (int wire : {GCOMM_WIRE_SAME_AS_GRAD, static_cast<int>(gcommFloat16), -2}) {  // -2: int8
+    for (int wire : {GCOMM_WIRE_SAME_AS_GRAD, static_cast<int>(gcommFloat16), -2, -3}) {  // -2: int8, -3: fp8
       Config c = base;
-      c.set = "resnet50", c.transport = "local", c.ranks = 2, c.wire = wire == -2 ? GCOMM_WIRE_SAME_AS_GRAD : wire;
-      c.int8 = wire == -2;
+      c.set = "resnet50", c.transport = "local", c.ranks = 2, c.wire = wire < 0 ? GCOMM_WIRE_SAME_AS_GRAD : wire;
+      c.compression = wire == -2 ? "int8" : wire == -3 ? "fp8" : "";
       c.iters = std::min(c.iters, 5);
       configs.push_back(c);
     }

@@ -21,17 +21,18 @@ struct MiniFloat {
   // exponent (kMinExp for subnormals), rounded to even; the code is then
   // (k + bias - 1) << M plus that count, which carries into the exponent field
   // when it rounds up to 2^(M+1), and is a subnormal's count when k is kMinExp.
-  // Zero, Inf and NaN give 0 (the block's scale carries Inf/NaN).
+  // Zero, Inf and NaN give 0 (the block's scale carries Inf/NaN). No branches, so
+  // the host loops vectorize: Inf and NaN are taken as 0 before anything else.
   GCOMM_HD static uint8_t encode(float x) {
     const uint32_t bits = float_to_bits(x);
-    const uint32_t magnitude = bits & 0x7fffffffu;
-    if (magnitude == 0 || magnitude >= 0x7f800000u) return 0;
-    const int e = static_cast<int>(magnitude >> 23) - 127;  // -127 for a float subnormal
+    const uint32_t finite = (bits & 0x7fffffffu) < 0x7f800000u ? 0xffffffffu : 0u;
+    const uint32_t magnitude = bits & 0x7fffffffu & finite;
+    const int e = static_cast<int>(magnitude >> 23) - 127;  // -127 for zero and float subnormals
     const int k = e < kMinExp ? kMinExp : e;
     const float steps = round_even(mul_rn(bits_to_float(magnitude), pow2(kManBits - k)));
     uint32_t code = (static_cast<uint32_t>(k + kBias - 1) << kManBits) + static_cast<uint32_t>(steps);
     code = code > kLargest ? kLargest : code;
-    return static_cast<uint8_t>(((bits >> 24) & 0x80u) | code);
+    return static_cast<uint8_t>((((bits >> 24) & 0x80u) & finite) | code);
   }
 
   GCOMM_HD static float value(uint8_t code) {
