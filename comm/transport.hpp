@@ -1,5 +1,6 @@
 // The transport interface: what moves bytes between ranks. One implementation
-// per folder (comm/nccl/, comm/local/, comm/socket/), listed in comm/transports.cpp. The Communicator (comm/communicator.hpp)
+// per folder (comm/nccl/, comm/local/, comm/socket/, comm/mpi/; socket and MPI
+// share comm/exchange/), listed in comm/transports.cpp. The Communicator (comm/communicator.hpp)
 // owns a Transport and adds what every transport shares: argument validation,
 // sequence numbers, the watchdog, abort state and the C API.
 #pragma once

@@ -40,8 +40,12 @@ const TransportEntry& transport_for_job(gcommTransport_t requested, const gcommD
     fail(gcommInvalidArgument, "no transport moves memory of device kind ", static_cast<int>(device.kind));
   }
   const TransportEntry* t = find_transport(requested);
-  require(t != nullptr, "config.transport must be gcommTransportAuto, gcommTransportNccl, gcommTransportSocket or "
-          "gcommTransportMpi");
+  if (t == nullptr) {
+    std::string enumerators = "gcommTransportAuto";
+    for (const TransportEntry& e : kTransports)
+      if (e.from_store != nullptr) enumerators += cat(", ", e.enumerator);
+    fail(gcommInvalidArgument, "config.transport must be one of ", enumerators);
+  }
   require(t->from_store != nullptr, "config.transport is ", t->enumerator, ": ", t->not_from_store);
   // NCCL on the host is refused later, with the reason, after the ranks meet
   // (comm/nccl/store_init.cpp): every rank then fails alike.
@@ -56,9 +60,12 @@ gcommTransport_t transport_or_env(gcommTransport_t configured) {
   if (configured != gcommTransportAuto) return configured;
   const std::optional<std::string> name = env_string("GRADCOMM_TRANSPORT");
   if (!name || name->empty() || *name == "auto") return configured;
-  for (const TransportEntry& t : kTransports)
+  std::string names = "auto";
+  for (const TransportEntry& t : kTransports) {
     if (*name == t.name) return t.kind;
-  fail(gcommInvalidArgument, "GRADCOMM_TRANSPORT='", *name, "' is not auto, nccl, socket, local or mpi");
+    names += cat(", ", t.name);
+  }
+  fail(gcommInvalidArgument, "GRADCOMM_TRANSPORT='", *name, "' is not one of ", names);
 }
 
 }  // namespace gradcomm::comm

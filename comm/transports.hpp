@@ -1,9 +1,11 @@
 // The transport table (in the spirit of NCCL's ncclTransports[]): every transport
 // a communicator can be built on, one entry each, defined in transports.cpp. A new
 // store-met transport is a folder under comm/ plus one line there (and its
-// gcommTransport_t value); nothing in bootstrap/, group.cpp or comm_init_api.cpp
-// names one. The local transport keeps its own creation call (gcommCommInitLocal)
-// and the NCCL-only calls live in comm/nccl/nccl_api.cpp. Group launch is a
+// gcommTransport_t value); nothing in bootstrap/ or group.cpp names one, and
+// comm/api/comm_init_api.cpp names only the MPI transport, which is made from an
+// MPI communicator instead of through the store. The local transport keeps its own
+// creation call (gcommCommInitLocal) and the NCCL-only calls live in
+// comm/nccl/nccl_api.cpp. Group launch is a
 // Transport hook (Transport::join_group).
 #pragma once
 

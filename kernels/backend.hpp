@@ -51,6 +51,7 @@ void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* 
              gcommStream_t stream, double* sum_of_squares = nullptr);
 void norm_of_sums(const double* squares, size_t n, float* norm, gcommStream_t stream);
 void update_scale(ScalerState* state, const ScalerParams& params, gcommStream_t stream);
+void copy_unless_flagged(float* dst, const float* src, size_t count, const float* skip, gcommStream_t stream);
 }  // namespace cuda
 
 }  // namespace gradcomm::kernels

@@ -21,6 +21,7 @@ namespace cuda {
 void apply(const OpSpec&, const Pair*, size_t, gcommStream_t) { no_cuda("an element-wise op"); }
 void l2_norm(const gcommTensor_t*, size_t, float*, float*, double*, gcommStream_t, double*) { no_cuda("a norm"); }
 void norm_of_sums(const double*, size_t, float*, gcommStream_t) { no_cuda("a norm"); }
+void copy_unless_flagged(float*, const float*, size_t, const float*, gcommStream_t) { no_cuda("a flagged copy"); }
 void update_scale(ScalerState*, const ScalerParams&, gcommStream_t) { no_cuda("the grad scaler's update"); }
 }  // namespace cuda
 
@@ -43,7 +44,6 @@ void multiply_mtp(const LowRankMatrix*, size_t, int, const float*, gcommStream_t
 void decompress(const LowRankMatrix*, size_t, int, float, const float*, const DecompressOutput&, gcommStream_t) {
   no_cuda("PowerSGD");
 }
-void commit(float*, const float*, size_t, const float*, gcommStream_t) { no_cuda("PowerSGD"); }
 }  // namespace powersgd::cuda
 
 }  // namespace gradcomm::kernels

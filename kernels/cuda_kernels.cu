@@ -213,6 +213,13 @@ __global__ void __launch_bounds__(kThreads) global_sum_kernel(const double* tens
 }
 
 // A handful of ranks' sums of squares, added in order by one thread (as the host twin).
+__global__ void copy_unless_flagged_kernel(float* dst, const float* src, size_t count, const float* skip) {
+  if (skip != nullptr && *skip > 0.0f) return;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+
 __global__ void norm_of_sums_kernel(const double* squares, unsigned int n, float* norm) {
   double total = 0.0;
   for (unsigned int k = 0; k < n; ++k) total += squares[k];
@@ -291,6 +298,12 @@ void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* 
 void norm_of_sums(const double* squares, size_t n, float* norm, gcommStream_t stream) {
   norm_of_sums_kernel<<<1, 1, 0, reinterpret_cast<cudaStream_t>(stream)>>>(squares, static_cast<unsigned int>(n),
                                                                            norm);
+  GCOMM_CUDA_CHECK(cudaGetLastError());
+}
+
+void copy_unless_flagged(float* dst, const float* src, size_t count, const float* skip, gcommStream_t stream) {
+  const unsigned grid = static_cast<unsigned>(std::min<size_t>((count + kThreads * 4 - 1) / (kThreads * 4), 4096));
+  copy_unless_flagged_kernel<<<grid, kThreads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(dst, src, count, skip);
   GCOMM_CUDA_CHECK(cudaGetLastError());
 }
 

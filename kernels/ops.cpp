@@ -285,6 +285,18 @@ void norm_of_sums(const double* squares, size_t n, float* norm, const Target& ta
   }
 }
 
+void copy_unless_flagged(float* dst, const float* src, size_t count, const float* skip, const Target& target) {
+  require((dst != nullptr && src != nullptr) || count == 0, "copy_unless_flagged: NULL buffer for ", count,
+          " floats");
+  if (count == 0) return;
+  if (target.cuda()) {
+    DeviceGuard guard(target.device);
+    cuda::copy_unless_flagged(dst, src, count, skip, target.stream);
+  } else if (skip == nullptr || !(*skip > 0.0f)) {
+    std::memcpy(dst, src, count * sizeof(float));
+  }
+}
+
 void clip_by_global_norm(const gcommTensor_t* tensors, size_t n, float max_norm, float* global_norm,
                          void* workspace, size_t workspace_bytes, const Target& target, float* found_inf) {
   require(max_norm > 0.0f && is_finite(max_norm), "max_norm must be a positive finite number, not ", max_norm);

@@ -75,6 +75,10 @@ void clip_by_global_norm(const gcommTensor_t* tensors, size_t n, float max_norm,
 // clip over shards combines the ranks' partial norms first, then calls this.
 void clip_to_norm(const gcommTensor_t* tensors, size_t n, float max_norm, const float* norm, const Target& target);
 
+// dst = src (count floats) unless *skip > 0 (skip may be NULL): a state update
+// that a step with Inf/NaN (the skip flag, on the target) must not make.
+void copy_unless_flagged(float* dst, const float* src, size_t count, const float* skip, const Target& target);
+
 // dst <- cast(src), count elements.
 void cast(const void* src, gcommDataType_t src_dtype, void* dst, gcommDataType_t dst_dtype, size_t count,
           const Target& target);

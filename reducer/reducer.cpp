@@ -17,7 +17,7 @@
 #include "comm/group.hpp"
 #include "reducer/chrome_trace.hpp"
 #include "reducer/compressions.hpp"
-#include "reducer/device_bytes.hpp"
+#include "memory/device_bytes.hpp"
 #include "reducer/strategies/allreduce.hpp"
 #include "kernels/ops.hpp"
 
@@ -60,8 +60,6 @@ bool same_plan(const BucketPlan& a, const BucketPlan& b) {
   return true;
 }
 
-// Inside gcommGroupStart/End an NCCL all-reduce only launches at the group's
-// end, while the reducer's kernels would run at once, before it: refused.
 // Timing is on by default where it costs a clock read (host), off where it costs
 // CUDA event records (GPU); GRADCOMM_REDUCER_TIMING=0/1 overrides.
 bool timing_by_default(const gcommDevice_t& device) {
@@ -88,6 +86,8 @@ comm::HostLane* host_lane_for(comm::Communicator& comm) {
   return env_int("GRADCOMM_REDUCER_HOST_THREAD", 1, 0, 1) == 1 ? comm.host_lane() : nullptr;
 }
 
+// Inside gcommGroupStart/End an NCCL all-reduce only launches at the group's
+// end, while the reducer's kernels would run at once, before it: refused.
 void refuse_in_group(const char* call) {
   if (comm::in_group())
     fail(gcommInvalidState, call, " inside gcommGroupStart/End: the reducer issues its own collectives and kernels in "
@@ -164,7 +164,7 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
   std::vector<float> init(4 + 2 * static_cast<size_t>(comm_.size()), 0.0f);  // doubles are 0 bits too
   init[1] = 1.0f;
   flags_ = static_cast<float*>(allocator_->allocate(init.size() * sizeof(float), side_.stream()));
-  copy_bytes(flags_, init.data(), init.size() * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  memory::copy_bytes(flags_, init.data(), init.size() * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
   strategy_ = std::make_unique<AllReduceStrategy>();
   try {
     build_wire(plan_buckets(specs_, plan_options()), *strategy_);
@@ -277,8 +277,8 @@ void Reducer::build_wire(const BucketPlan& plan, const CompressionStrategy& stra
     wire = total > 0 ? allocator_->allocate(total, side_.stream()) : nullptr;
     own = own_total > 0 ? allocator_->allocate(own_total, side_.stream()) : nullptr;
     // Padding is reduced with the payload: zeros keep it finite and initialized.
-    zero_bytes(wire, total, device_, side_.stream());
-    zero_bytes(own, own_total, device_, side_.stream());
+    memory::zero_bytes(wire, total, device_, side_.stream());
+    memory::zero_bytes(own, own_total, device_, side_.stream());
     // What follows reads or frees the old buffers: after the last finalize's epilogue.
     side_.wait_for_marked();
     if (views) {
@@ -294,7 +294,7 @@ void Reducer::build_wire(const BucketPlan& plan, const CompressionStrategy& stra
       // The contents follow.
       for (size_t i = 0; i < grads_.size(); ++i)
         if (grads_[i].data != nullptr)
-          copy_bytes(view_data[i], grads_[i].data, grads_[i].count * dtype_size(grads_[i].dtype), device_,
+          memory::copy_bytes(view_data[i], grads_[i].data, grads_[i].count * dtype_size(grads_[i].dtype), device_,
                      side_.stream(), cudaMemcpyDeviceToDevice);
     }
   } catch (...) {
@@ -380,7 +380,7 @@ void Reducer::begin_step(bool sync) {
       // updated the scale that this step's epilogues read.
       side_.wait_for_marked();
       timeline_.begin_step(stats_.synced_steps + 1, side_.stream());
-      zero_bytes(step_flag(), sizeof(float), device_, side_.stream());
+      memory::zero_bytes(step_flag(), sizeof(float), device_, side_.stream());
       strategy_->begin_step(context());
     });
   phase_ = sync ? Phase::kSynced : Phase::kAccumulating;
@@ -490,9 +490,9 @@ void Reducer::finalize(gcommStream_t stream) {
 // stream: the step's Inf/NaN flag becomes the readable one and the scaler's
 // found-inf, and the scaler's update runs.
 void Reducer::finish_step(gcommStream_t stream) {
-  copy_bytes(flags_, step_flag(), sizeof(float), device_, stream, cudaMemcpyDeviceToDevice);
+  memory::copy_bytes(flags_, step_flag(), sizeof(float), device_, stream, cudaMemcpyDeviceToDevice);
   if (scaler_ != nullptr) {
-    copy_bytes(&scaler_->state()->found_inf, step_flag(), sizeof(float), device_, stream, cudaMemcpyDeviceToDevice);
+    memory::copy_bytes(&scaler_->state()->found_inf, step_flag(), sizeof(float), device_, stream, cudaMemcpyDeviceToDevice);
     scaler_->update(stream);
   }
 }
@@ -518,10 +518,10 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
         }
       });
   float* staging = static_cast<float*>(hold.get());
-  copy_bytes(staging, order.data(), n * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  memory::copy_bytes(staging, order.data(), n * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
   comm_.collective(comm::owned_buffers_call(comm::Collective::kBroadcast, staging, staging, n, gcommFloat32,
                                             side_.stream(), gcommSum, /*root=*/0));
-  copy_bytes(order.data(), staging, n * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
+  memory::copy_bytes(order.data(), staging, n * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
   side_.synchronize();
   hold.reset();
   PlanOptions po = plan_options();
@@ -537,7 +537,7 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
 
 bool Reducer::read_found_inf(gcommStream_t stream) {
   float flag = 0.0f;
-  copy_bytes(&flag, flags_, sizeof flag, device_, stream, cudaMemcpyDeviceToHost);
+  memory::copy_bytes(&flag, flags_, sizeof flag, device_, stream, cudaMemcpyDeviceToHost);
   side_.synchronize(stream);
   return flag > 0.0f;
 }
@@ -768,7 +768,7 @@ void Reducer::layout_params() {
   }
   void* wire = total > 0 ? allocator_->allocate(total, side_.stream()) : nullptr;
   try {
-    zero_bytes(wire, total, device_, side_.stream());  // padding: initialized, never read back
+    memory::zero_bytes(wire, total, device_, side_.stream());  // padding: initialized, never read back
   } catch (...) {
     if (wire != nullptr) allocator_->deallocate(wire, side_.stream());
     throw;

@@ -96,6 +96,13 @@ GCOMM_API gcommStatus_t gcommCommTransport(gcommComm_t comm, gcommTransport_t* t
   });
 }
 
+GCOMM_API const char* gcommGetTransportName(gcommTransport_t transport) {
+  if (transport == gcommTransportAuto) return "auto";
+  if (const TransportEntry* t = find_transport(transport)) return t->name;
+  set_last_error(cat("gcommGetTransportName: ", static_cast<int>(transport), " is not a gcommTransport_t value"));
+  return "unknown";
+}
+
 GCOMM_API gcommStatus_t gcommCommDumpFlightRecord(gcommComm_t comm, const char* path) {
   return GCOMM_API_CALL({ comms().get(comm)->comm.dump_flight_record(path != nullptr ? path : ""); });
 }

@@ -34,8 +34,7 @@ Rendezvous::Rendezvous(int nranks, double timeout_s)
       arrived_gen_(nranks, 0),
       sig_(nranks),
       send_(nranks, nullptr),
-      recv_(nranks, nullptr),
-      slot_(nranks, nullptr) {}
+      recv_(nranks, nullptr) {}
 
 bool Rendezvous::failed() const {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -18,7 +18,6 @@
 
 namespace gradcomm::comm {
 
-
 class Rendezvous {
  public:
   Rendezvous(int nranks, double timeout_s);
@@ -37,9 +36,6 @@ class Rendezvous {
   void exchange(int rank, const CallSignature& sig, const void* send, void* recv, const CallId& what);
   const void* send_of(int rank) const { return send_[rank]; }
   void* recv_of(int rank) const { return recv_[rank]; }
-  // Opaque per-rank slots (CUDA events on a GPU), published before an arrive_and_wait.
-  void set_slot(int rank, void* value) { slot_[rank] = value; }
-  void* slot_of(int rank) const { return slot_[rank]; }
 
   // Marks the group failed (abort by `rank`, or a failure seen by it) and wakes
   // every waiter. Safe from any thread.
@@ -81,8 +77,8 @@ class Rendezvous {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   uint64_t generation_ = 0;
-  std::atomic<uint64_t> published_generation_{0};
-  std::atomic<uint64_t> notified_{0};  // notify_all calls, for wait_until's spin  // generation_, for waiters that spin without the lock
+  std::atomic<uint64_t> published_generation_{0};  // generation_, for waiters that spin without the lock
+  std::atomic<uint64_t> notified_{0};              // notify_all calls, for wait_until's spin
   int arrived_ = 0;
   std::vector<uint64_t> arrived_gen_;  // per rank: the last generation it arrived at
   bool failed_ = false;
@@ -92,7 +88,6 @@ class Rendezvous {
   std::vector<CallSignature> sig_;
   std::vector<const void*> send_;
   std::vector<void*> recv_;
-  std::vector<void*> slot_;
 };
 
 }  // namespace gradcomm::comm

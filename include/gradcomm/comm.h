@@ -194,6 +194,10 @@ GCOMM_API gcommStatus_t gcommCommSize(gcommComm_t comm, int* size);
 GCOMM_API gcommStatus_t gcommCommDevice(gcommComm_t comm, gcommDevice_t* device);
 /** gcommTransportNccl, gcommTransportLocal, gcommTransportSocket or gcommTransportMpi. */
 GCOMM_API gcommStatus_t gcommCommTransport(gcommComm_t comm, gcommTransport_t* transport);
+/** The transport's name, as GRADCOMM_TRANSPORT takes it ("auto", "nccl", "socket",
+ *  "local", "mpi"): static storage. A value that is no gcommTransport_t gives "unknown"
+ *  and sets the last error. */
+GCOMM_API const char* gcommGetTransportName(gcommTransport_t transport);
 /** Payload bytes this rank has sent to the other ranks since the communicator was
  *  created (the socket transport's protocol headers, 40 bytes a message, not
  *  counted): what the collectives cost on the wire. Socket transport only; the

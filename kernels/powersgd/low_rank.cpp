@@ -78,14 +78,4 @@ void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const f
            [&] { cuda::decompress(mats, n, r, scale, skip, out, t.stream); });
 }
 
-void commit(float* dst, const float* src, size_t count, const float* skip, const Target& t) {
-  require((dst != nullptr && src != nullptr) || count == 0, "commit: NULL buffer for ", count, " floats");
-  if (count == 0) return;
-  dispatch(t,
-           [&] {
-             if (skip == nullptr || !(*skip > 0.0f)) std::memcpy(dst, src, count * sizeof(float));
-           },
-           [&] { cuda::commit(dst, src, count, skip, t.stream); });
-}
-
 }  // namespace gradcomm::kernels::powersgd

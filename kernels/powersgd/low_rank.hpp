@@ -71,9 +71,6 @@ struct DecompressOutput {
 void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip, const Target& t,
                 const DecompressOutput& out = {});
 
-// dst = src (count floats) unless *skip > 0 (skip may be NULL): commits a new q.
-void commit(float* dst, const float* src, size_t count, const float* skip, const Target& t);
-
 namespace host {
 void add_error(const LowRankMatrix* mats, size_t n);
 void multiply_mq(const LowRankMatrix* mats, size_t n, int r);
@@ -92,7 +89,6 @@ void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps, gcommS
 void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip, gcommStream_t stream);
 void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip,
                 const DecompressOutput& out, gcommStream_t stream);
-void commit(float* dst, const float* src, size_t count, const float* skip, gcommStream_t stream);
 }  // namespace cuda
 
 }  // namespace gradcomm::kernels::powersgd

@@ -208,13 +208,6 @@ __global__ void __launch_bounds__(kThreads)
   if (nonfinite && found_inf != nullptr) *found_inf = 1.0f;
 }
 
-__global__ void commit_kernel(float* dst, const float* src, size_t count, const float* skip) {
-  if (skip != nullptr && *skip > 0.0f) return;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    dst[i] = src[i];
-}
-
 // Calls launch(std::integral_constant<int, R>{}) for the smallest R of 4, 8, 16,
 // 32 that holds r: the kernels are instantiated for those four.
 template <class Launch>
@@ -288,9 +281,5 @@ void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const f
   });
 }
 
-void commit(float* dst, const float* src, size_t count, const float* skip, gcommStream_t stream) {
-  commit_kernel<<<blocks_for(count, kThreads * 4), kThreads, 0, as_stream(stream)>>>(dst, src, count, skip);
-  GCOMM_CUDA_CHECK(cudaGetLastError());
-}
 
 }  // namespace gradcomm::kernels::powersgd::cuda

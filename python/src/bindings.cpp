@@ -37,7 +37,8 @@ struct ApiError {
   std::string message;
 };
 
-// Set by gradcomm/_errors.py: factory(status, name, message) -> exception instance.
+// Set by gradcomm/__init__.py to gradcomm/errors.py's from_status: factory(status, name, message) -> exception
+// instance.
 nb::object& error_factory() {
   static nb::object* factory = new nb::object();  // never destroyed: outlives the interpreter's teardown
   return *factory;

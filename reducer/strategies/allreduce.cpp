@@ -4,7 +4,7 @@
 
 #include "common/dtype.hpp"
 #include "kernels/ops.hpp"
-#include "reducer/device_bytes.hpp"
+#include "memory/device_bytes.hpp"
 
 namespace gradcomm::reducer {
 
@@ -49,7 +49,7 @@ void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContex
     for (const BucketEntry& e : bucket.entries) {
       const gcommTensor_t& g = ctx.grads[e.grad];
       if (!ctx.outermost.takes(e.grad) && !ctx.marked[e.grad])
-        zero_bytes(g.data, g.count * dtype_size(g.dtype), ctx.device, ctx.side.stream());
+        memory::zero_bytes(g.data, g.count * dtype_size(g.dtype), ctx.device, ctx.side.stream());
     }
   }
   // Views are not packed, so the transport averages (NCCL's ncclAvg divides before summing).
@@ -148,7 +148,7 @@ void pack_bucket(size_t b, bool complete, void* wire, const StrategyContext& ctx
   std::vector<size_t> offsets;
   bucket_grads(bucket, ctx, /*marked_only=*/true, src, offsets);
   auto span = ctx.span("pack", SpanKind::kCompute, b);
-  if (!complete) zero_bytes(wire, bucket.wire_bytes(), ctx.device, ctx.side.stream());
+  if (!complete) memory::zero_bytes(wire, bucket.wire_bytes(), ctx.device, ctx.side.stream());
   const float world = static_cast<float>(ctx.comm.size());
   kernels::pack(src.data(), src.size(), offsets.data(), wire, bucket.wire_dtype, ctx.average ? 1.0f / world : 1.0f,
                 unscale ? ctx.inv_scale : nullptr, ctx.target());

@@ -6,8 +6,8 @@
 #include "common/config.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "kernels/powersgd/low_rank.hpp"
-#include "reducer/device_bytes.hpp"
+#include "kernels/ops.hpp"
+#include "memory/device_bytes.hpp"
 #include "reducer/strategies/state_bytes.hpp"
 #include "reducer/strategies/allreduce.hpp"
 
@@ -104,8 +104,8 @@ void BlockWire::set_layout(const BucketPlan& plan) {
   recv_ = alloc(max_bytes);
   gather_ = alloc(max_bytes);
   decoded_ = static_cast<float*>(alloc(max_n * sizeof(float)));
-  if (e_ != nullptr) zero_bytes(e_, e_total_ * sizeof(float), device_, side_.stream());
-  if (e2_ != nullptr) zero_bytes(e2_, e2_total_ * sizeof(float), device_, side_.stream());
+  if (e_ != nullptr) memory::zero_bytes(e_, e_total_ * sizeof(float), device_, side_.stream());
+  if (e2_ != nullptr) memory::zero_bytes(e2_, e2_total_ * sizeof(float), device_, side_.stream());
   stats_.error_feedback_bytes = (e_total_ + 2 * e2_total_) * sizeof(float);
 }
 
@@ -165,9 +165,9 @@ void BlockWire::end_step(const StrategyContext& ctx) {
   // epilogue has written the step flag by now, identically on every rank).
   for (size_t b : pending_) {
     auto span = ctx.span("error feedback", SpanKind::kCompute, b);
-    kernels::powersgd::commit(e_ + e_offset_[b], static_cast<const float*>(ctx.bucket_wire[b]), layouts_[b].n,
+    kernels::copy_unless_flagged(e_ + e_offset_[b], static_cast<const float*>(ctx.bucket_wire[b]), layouts_[b].n,
                               ctx.step_flag, target());
-    kernels::powersgd::commit(e2_ + e2_offset_[b], r2_ + e2_offset_[b], layouts_[b].chunk_elements(), ctx.step_flag,
+    kernels::copy_unless_flagged(e2_ + e2_offset_[b], r2_ + e2_offset_[b], layouts_[b].chunk_elements(), ctx.step_flag,
                               target());
   }
   pending_.clear();
@@ -185,9 +185,9 @@ std::vector<Counter> BlockWire::counters() const {
 
 std::vector<uint8_t> BlockWire::save() {
   std::vector<float> e(e_total_ + e2_total_);
-  if (e_total_ > 0) copy_bytes(e.data(), e_, e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
+  if (e_total_ > 0) memory::copy_bytes(e.data(), e_, e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
   if (e2_total_ > 0)
-    copy_bytes(e.data() + e_total_, e2_, e2_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
+    memory::copy_bytes(e.data() + e_total_, e2_, e2_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
   side_.synchronize();
   std::vector<uint8_t> out(kind_.state_magic, kind_.state_magic + sizeof kind_.state_magic);
   put(out, kStateVersion);
@@ -239,9 +239,9 @@ void BlockWire::load(const uint8_t* data, size_t bytes) {
   std::vector<float> e(floats);
   if (floats > 0) {
     std::memcpy(e.data(), p, floats * sizeof(float));
-    if (e_total_ > 0) copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+    if (e_total_ > 0) memory::copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
     if (e2_total_ > 0)
-      copy_bytes(e2_, e.data() + e_total_, e2_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+      memory::copy_bytes(e2_, e.data() + e_total_, e2_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
     side_.synchronize();  // e is about to go
   }
   step_ = step;

@@ -11,7 +11,7 @@
 #include "common/dtype.hpp"
 #include "common/log.hpp"
 #include "kernels/ops.hpp"
-#include "reducer/device_bytes.hpp"
+#include "memory/device_bytes.hpp"
 #include "reducer/strategies/state_bytes.hpp"
 
 namespace gradcomm::reducer {
@@ -142,9 +142,9 @@ void PowerSgd::set_layout(const BucketPlan& plan) {
   std::vector<float> host_q(q_total_);
   for (size_t k = 0; k < slots_.size(); ++k)
     kp::initial_q(options_.seed, k, slots_[k].cols, options_.rank, host_q.data() + slots_[k].q_off);
-  copy_bytes(q_, host_q.data(), q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  memory::copy_bytes(q_, host_q.data(), q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
   std::vector<float> zeros(std::max<size_t>(e_total_, 1), 0.0f);
-  copy_bytes(e_, zeros.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  memory::copy_bytes(e_, zeros.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
   side_.synchronize();
   for (const Slot& s : slots_) stats_.uncompressed_bytes_equivalent += s.rows * s.cols * sizeof(float);
 }
@@ -156,13 +156,13 @@ void PowerSgd::begin_step(const StrategyContext& ctx) {
   step_compressed_ = step_ >= options_.start_iter && !slots_.empty();
   if (step_compressed_) {
     const float zero = 0.0f;
-    copy_bytes(flag_, &zero, sizeof zero, device_, side_.stream(), cudaMemcpyHostToDevice);
+    memory::copy_bytes(flag_, &zero, sizeof zero, device_, side_.stream(), cudaMemcpyHostToDevice);
     if (!options_.warm_start) {
       // A fresh Q each step, still the same on every rank.
       std::vector<float> host_q(q_total_);
       for (size_t k = 0; k < slots_.size(); ++k)
         kp::initial_q(options_.seed + step_ + 1, k, slots_[k].cols, options_.rank, host_q.data() + slots_[k].q_off);
-      copy_bytes(q_, host_q.data(), q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+      memory::copy_bytes(q_, host_q.data(), q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
       if (device_.kind == gcommDeviceCuda) side_.synchronize();  // host_q is about to go
     }
     stats_.bytes_last_step = (p_total_ + q_total_) * sizeof(float);
@@ -175,7 +175,7 @@ void PowerSgd::run_bucket(size_t bucket, bool complete, const StrategyContext& c
   if (!complete)
     for (size_t k : ks)
       if (!ctx.marked[slots_[k].grad])
-        zero_bytes(ctx.grads[slots_[k].grad].data, slots_[k].rows * slots_[k].cols * sizeof(float), device_,
+        memory::zero_bytes(ctx.grads[slots_[k].grad].data, slots_[k].rows * slots_[k].cols * sizeof(float), device_,
                    side_.stream());
   if (rest_ != nullptr) rest_->run_bucket(bucket, complete, ctx);
   if (ks.empty()) return;
@@ -257,7 +257,7 @@ void PowerSgd::end_step(const StrategyContext& ctx) {
     // flag_ |= *step_flag, as flags are 0 or 1: commit copies unless flag_ is set
     // already. (On the GPU the one writing thread reads the flag before it writes;
     // the block's other threads read it too but write nothing.)
-    kp::commit(flag_, step_flag, 1, flag_, t);
+    kernels::copy_unless_flagged(flag_, step_flag, 1, flag_, t);
   }
   const int r = options_.rank;
   for (size_t bucket : pending_) {
@@ -270,7 +270,7 @@ void PowerSgd::end_step(const StrategyContext& ctx) {
     }
     kp::decompress(next.data(), next.size(), r, scale, flag_, t, out);
     size_t q_begin = bucket_q_[bucket].first, q_count = bucket_q_[bucket].second - q_begin;
-    kp::commit(q_ + q_begin, q_next_ + q_begin, q_count, flag_, t);
+    kernels::copy_unless_flagged(q_ + q_begin, q_next_ + q_begin, q_count, flag_, t);
   }
   pending_.clear();
   if (step_compressed_) ++stats_.compressed_steps;
@@ -287,8 +287,8 @@ std::vector<Counter> PowerSgd::counters() const {
 
 std::vector<uint8_t> PowerSgd::save() {
   std::vector<float> q(q_total_), e(e_total_);
-  copy_bytes(q.data(), q_, q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
-  copy_bytes(e.data(), e_, e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
+  memory::copy_bytes(q.data(), q_, q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
+  memory::copy_bytes(e.data(), e_, e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
   side_.synchronize();
   std::vector<uint8_t> out(kStateMagic, kStateMagic + sizeof kStateMagic);
   put(out, kStateVersion);
@@ -343,8 +343,8 @@ void PowerSgd::load(const uint8_t* data, size_t bytes) {
     p += eb;
   }
   require(p == end, "PowerSGD state: ", end - p, " trailing bytes");
-  copy_bytes(q_, q.data(), q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
-  copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  memory::copy_bytes(q_, q.data(), q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  memory::copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
   side_.synchronize();
   step_ = step;
 }

@@ -1,9 +1,11 @@
 // The transport table (comm/transports.hpp): which transport a store-met rank builds.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "comm/transports.hpp"
+#include "gradcomm/gradcomm.h"
 #include "common/error.hpp"
 
 namespace gradcomm::comm {
@@ -31,7 +33,8 @@ TEST(Transports, TheTransportFollowsTheDevice) {
             std::string::npos);
   EXPECT_NE(refusal(gcommTransportLocal, gcommHostDevice()).find("create them with gcommCommInitLocal"),
             std::string::npos);
-  EXPECT_NE(refusal(static_cast<gcommTransport_t>(77), gcommHostDevice()).find("must be gcommTransportAuto"),
+  EXPECT_NE(refusal(static_cast<gcommTransport_t>(77), gcommHostDevice())
+                .find("must be one of gcommTransportAuto, gcommTransportNccl, gcommTransportSocket"),
             std::string::npos);
 }
 
@@ -44,6 +47,24 @@ TEST(Transports, EveryKindHasOneEntryWithAName) {
     EXPECT_TRUE(t->from_store != nullptr || t->not_from_store != nullptr) << t->name;
   }
   EXPECT_EQ(find_transport(gcommTransportAuto), nullptr);
+}
+
+// Names come from the table: the C API's, and the variable's refusal lists them all.
+TEST(Transports, NamesComeFromTheTable) {
+  EXPECT_EQ(std::string(gcommGetTransportName(gcommTransportSocket)), "socket");
+  EXPECT_EQ(std::string(gcommGetTransportName(gcommTransportMpi)), "mpi");
+  EXPECT_EQ(std::string(gcommGetTransportName(gcommTransportAuto)), "auto");
+  EXPECT_EQ(std::string(gcommGetTransportName(static_cast<gcommTransport_t>(77))), "unknown");
+  EXPECT_NE(std::string(gcommGetLastError()).find("77 is not a gcommTransport_t"), std::string::npos);
+  setenv("GRADCOMM_TRANSPORT", "tcp", 1);
+  std::string message;
+  try {
+    transport_or_env(gcommTransportAuto);
+  } catch (const Error& e) {
+    message = e.message();
+  }
+  unsetenv("GRADCOMM_TRANSPORT");
+  EXPECT_NE(message.find("'tcp' is not one of auto, nccl, socket, local, mpi"), std::string::npos) << message;
 }
 
 }  // namespace

@@ -243,6 +243,22 @@ TEST(Norm, ClipScalesOnlyWhenAboveTheMaximum) {
   }
 }
 
+// The flagged copy that state updates use (PowerSGD's Q, the quantized wires' error
+// feedback): copies unless the skip flag is set; NULL flag means copy.
+TEST(CopyUnlessFlagged, CopiesUnlessTheFlagIsSet) {
+  std::vector<float> src = {1.5f, -2.0f, 3.25f}, dst(3, 0.0f);
+  const float set = 1.0f, clear = 0.0f;
+  copy_unless_flagged(dst.data(), src.data(), 3, &set, kHost);
+  EXPECT_EQ(dst, std::vector<float>(3, 0.0f));
+  copy_unless_flagged(dst.data(), src.data(), 3, &clear, kHost);
+  EXPECT_EQ(dst, src);
+  std::vector<float> other(3, 9.0f);
+  copy_unless_flagged(other.data(), src.data(), 3, nullptr, kHost);
+  EXPECT_EQ(other, src);
+  EXPECT_THROW(copy_unless_flagged(nullptr, src.data(), 3, nullptr, kHost), Error);
+  copy_unless_flagged(nullptr, nullptr, 0, nullptr, kHost);  // nothing to copy: nothing read
+}
+
 // Issue 17 #12: Inf or NaN in the list gives an Inf/NaN norm and changes no
 // value (an Inf used to give a factor of 0: finite values zeroed, Inf made NaN),
 // and the checked variant raises found_inf; a finite list leaves it alone.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "kernels/ops.hpp"
 #include "kernels/powersgd/low_rank.hpp"
 #include "support/gpu.hpp"
 
@@ -430,7 +431,7 @@ TEST_F(PowerSgdGpu, ADeviceSkipFlagKeepsQAndE) {
   orthogonalize(&v, 1, 4, 1e-8f, gpu);
   multiply_mtp(&v, 1, 4, flag.p, gpu);
   decompress(&v, 1, 4, 1.0f, flag.p, gpu);
-  commit(q.p, q_next.p, h.q.size(), flag.p, gpu);
+  kernels::copy_unless_flagged(q.p, q_next.p, h.q.size(), flag.p, gpu);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(q.get(h.q.size()), h.q);
   EXPECT_EQ(e.get(h.e.size()), h.e);

@@ -736,7 +736,7 @@ bool init(Setup& s, int gpus) {
     gcommCommDevice(c, &s.device);
     gcommCommTransport(c, &kind);
     s.nccl = kind == gcommTransportNccl;
-    s.transport = kind == gcommTransportNccl ? "nccl" : kind == gcommTransportMpi ? "mpi" : "socket";
+    s.transport = gcommGetTransportName(kind);
     s.comms = {c};
     s.ranks = {rank};
     return true;

@@ -1,11 +1,11 @@
-#include "reducer/device_bytes.hpp"
+#include "memory/device_bytes.hpp"
 
 #include <cstring>
 
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
 
-namespace gradcomm::reducer {
+namespace gradcomm::memory {
 
 void zero_bytes(void* ptr, size_t bytes, const gcommDevice_t& device, gcommStream_t stream) {
   if (bytes == 0) return;
@@ -28,4 +28,4 @@ void copy_bytes(void* dst, const void* src, size_t bytes, const gcommDevice_t& d
   GCOMM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, static_cast<cudaStream_t>(stream)));
 }
 
-}  // namespace gradcomm::reducer
+}  // namespace gradcomm::memory

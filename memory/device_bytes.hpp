@@ -1,4 +1,4 @@
-// Byte copies and fills on the reducer's device, in order on a stream: on the host
+// Byte copies and fills on a device, in order on a stream: on the host
 // they happen now (host work runs in order in the calling thread).
 #pragma once
 
@@ -8,7 +8,7 @@
 
 #include "gradcomm/gradcomm.h"
 
-namespace gradcomm::reducer {
+namespace gradcomm::memory {
 
 // Fills `bytes` at `ptr` with zeros. Nothing for zero bytes (an empty gradient may have no address).
 void zero_bytes(void* ptr, size_t bytes, const gcommDevice_t& device, gcommStream_t stream);
@@ -17,4 +17,4 @@ void zero_bytes(void* ptr, size_t bytes, const gcommDevice_t& device, gcommStrea
 void copy_bytes(void* dst, const void* src, size_t bytes, const gcommDevice_t& device, gcommStream_t stream,
                 cudaMemcpyKind kind);
 
-}  // namespace gradcomm::reducer
+}  // namespace gradcomm::memory
