@@ -19,7 +19,9 @@
 namespace gradcomm::comm {
 
 namespace {
-bool is_cuda(const gcommDevice_t& d) { return d.kind == gcommDeviceCuda; }
+bool is_cuda(const gcommDevice_t& d) {
+  return d.kind == gcommDeviceCuda;
+}
 
 // Is `ptr` usable by a communicator on `device`?
 void check_buffer(const void* ptr, const gcommDevice_t& device, const char* what) {
@@ -30,10 +32,11 @@ void check_buffer(const void* ptr, const gcommDevice_t& device, const char* what
 Communicator::Communicator(std::unique_ptr<Transport> transport, double timeout_s)
     : transport_(std::move(transport)), timeout_s_(timeout_s) {
   if (is_cuda(transport_->device())) watchdog_ = std::thread([this] { watchdog_loop(); });
-  GCOMM_INFO(INIT, "communicator created: rank ", rank(), " of ", size(), ", ", transport_name(), " transport on ",
-             describe_device(device()),
-             transport_->kind() == gcommTransportNccl ? cat(", NCCL ", nccl_version_string(nccl_loaded_version()))
-                                                      : std::string());
+  GCOMM_INFO(INIT, "communicator created: rank ", rank(), " of ", size(), ", ", transport_name(),
+             " transport on ", describe_device(device()),
+             transport_->kind() == gcommTransportNccl
+                 ? cat(", NCCL ", nccl_version_string(nccl_loaded_version()))
+                 : std::string());
 }
 
 const char* Communicator::transport_name() const noexcept {
@@ -47,8 +50,9 @@ Communicator::~Communicator() {
   if (log_enabled(LogLevel::kInfo, LogSub::INIT)) {
     std::lock_guard<std::mutex> lock(mutex_);
     log_line(LogLevel::kInfo, LogSub::INIT,
-             cat("communicator destroyed: rank ", rank(), " of ", size(), ", ", transport_name(), " transport, after ",
-                 next_seq_ - 1, " collective(s)", failure_ != gcommSuccess ? cat(" (failed: ", failure_message_, ")") : ""));
+             cat("communicator destroyed: rank ", rank(), " of ", size(), ", ", transport_name(),
+                 " transport, after ", next_seq_ - 1, " collective(s)",
+                 failure_ != gcommSuccess ? cat(" (failed: ", failure_message_, ")") : ""));
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -106,10 +110,12 @@ void Communicator::validate(const CollectiveArgs& a) const {
     // all-to-all). Both spans passed the address-limit checks above.
     const auto s = reinterpret_cast<uintptr_t>(a.send), r = reinterpret_cast<uintptr_t>(a.recv);
     const size_t span = blocks * dtype_size(a.dtype);
-    require(s + span <= r || r + span <= s, "sendbuf and recvbuf overlap at count ", a.count, ": each holds ",
-            size(), " blocks of count elements (", span, " bytes) and they start ", s > r ? s - r : r - s,
-            " bytes apart; count is the elements of one block, and all-to-all has no in-place variant (give it "
-            "two separate buffers of count x ", size(), " elements)");
+    require(
+        s + span <= r || r + span <= s, "sendbuf and recvbuf overlap at count ", a.count, ": each holds ",
+        size(), " blocks of count elements (", span, " bytes) and they start ", s > r ? s - r : r - s,
+        " bytes apart; count is the elements of one block, and all-to-all has no in-place variant (give it "
+        "two separate buffers of count x ",
+        size(), " elements)");
   }
 }
 
@@ -117,7 +123,8 @@ void Communicator::validate_p2p(const CollectiveArgs& a) const {
   const bool send = a.op == Collective::kSend;
   require(a.root >= 0 && a.root < size(), "peer ", a.root, " is not a rank (0..", size() - 1, ")");
   // Outside a group a send returns once received: to itself, it never would.
-  require(a.root != rank() || in_group(), send ? "a send to this rank itself" : "a receive from this rank itself",
+  require(a.root != rank() || in_group(),
+          send ? "a send to this rank itself" : "a receive from this rank itself",
           " completes only with its ", send ? "receive" : "send", " in the same group (gcommGroupStart/End)");
   checked_bytes(a.count, a.dtype, "count");
   if (a.count == 0) return;
@@ -158,8 +165,8 @@ std::string Communicator::flight_record(const std::string& reason) const {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failure_ != gcommSuccess) failure = cat(status_name(failure_), ": ", failure_message_);
   }
-  return recorder_.to_json(FlightIdentity{rank(), size(), transport_name(), describe_device(device())}, reason,
-                           failure);
+  return recorder_.to_json(FlightIdentity{rank(), size(), transport_name(), describe_device(device())},
+                           reason, failure);
 }
 
 void Communicator::dump_flight_record(const std::string& path) const {
@@ -238,13 +245,14 @@ void Communicator::collective(CollectiveArgs a) {
   const bool kept_for_group_end = in_group() && is_p2p(a.op);
   if (!is_cuda(device()) && !kept_for_group_end) recorder_.done(slot, a.seq, is_p2p(a.op), true);
   // One line per call: host transports have completed it, CUDA ones enqueued it.
-  GCOMM_TRACE(COLL, call_id(a),
-              a.op == Collective::kBarrier ? std::string()
-                                           : cat(" (", dtype_name(a.dtype),
-                                                 is_reduction(a.op) ? cat(", ", gcommRedOpName(a.redop)) : "", ")"),
-              " ", is_cuda(device()) ? "enqueued" : "completed", " in ",
-              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count(), " us",
-              in_group() ? " (in a group)" : "");
+  GCOMM_TRACE(
+      COLL, call_id(a),
+      a.op == Collective::kBarrier
+          ? std::string()
+          : cat(" (", dtype_name(a.dtype), is_reduction(a.op) ? cat(", ", gcommRedOpName(a.redop)) : "", ")"),
+      " ", is_cuda(device()) ? "enqueued" : "completed", " in ",
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count(), " us",
+      in_group() ? " (in a group)" : "");
   if (in_group()) {
     // Launched at the group's end: watched from then on (see comm/group.hpp).
     ++grouped_;
@@ -263,7 +271,8 @@ void Communicator::collective(CollectiveArgs a) {
 void Communicator::watch(const CollectiveArgs& a) {
   if (!is_cuda(device())) return;
   void* event = take_event();
-  GCOMM_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), reinterpret_cast<cudaStream_t>(a.stream)));
+  GCOMM_CUDA_CHECK(
+      cudaEventRecord(static_cast<cudaEvent_t>(event), reinterpret_cast<cudaStream_t>(a.stream)));
   auto deadline = deadline_after(timeout_s_);
   // The watchdog is not woken: it looks every 20 ms, which bounds how late a
   // timeout is noticed, and waking it per call cost tight loops of small
@@ -281,7 +290,8 @@ void Communicator::complete_grouped(const CollectiveArgs& a) {
   watch(a);
 }
 
-void Communicator::fail_grouped(const CollectiveArgs& a, gcommStatus_t status, const std::string& message) noexcept {
+void Communicator::fail_grouped(const CollectiveArgs& a, gcommStatus_t status,
+                                const std::string& message) noexcept {
   recorder_.failed(a.seq, is_p2p(a.op));
   try {
     record_failure(status, cat(call_id(a), " (in a group): ", message));
@@ -309,7 +319,8 @@ void Communicator::watchdog_loop() {
       if (q == cudaErrorNotReady) break;
       if (q != cudaSuccess) {
         (void)cudaGetLastError();
-        std::string msg = cat(pending_.front().what(), ": ", cudaGetErrorName(q), " (", cudaGetErrorString(q), ")");
+        std::string msg =
+            cat(pending_.front().what(), ": ", cudaGetErrorName(q), " (", cudaGetErrorString(q), ")");
         lock.unlock();
         record_failure(gcommCudaError, msg);
         transport_->abort();
@@ -323,7 +334,8 @@ void Communicator::watchdog_loop() {
     lock.unlock();
     gcommStatus_t async = transport_->poll_async_error(async_message);
     lock.lock();
-    bool late = !pending_.empty() && std::chrono::steady_clock::now() > pending_.front().deadline && failure_ == gcommSuccess;
+    bool late = !pending_.empty() && std::chrono::steady_clock::now() > pending_.front().deadline &&
+                failure_ == gcommSuccess;
     if (async != gcommSuccess || late) {
       std::string msg = late ? cat(pending_.front().what(), " did not complete within ", timeout_s_,
                                    " s; the communicator was aborted")

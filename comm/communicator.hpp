@@ -7,8 +7,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -91,7 +91,7 @@ class Communicator {
   uint64_t next_seq_ = 1;      // collectives
   uint64_t next_p2p_seq_ = 1;  // sends and receives (comm/transport.hpp: CollectiveArgs::seq)
   std::atomic<int> grouped_{0};
-  std::unique_ptr<HostLane> lane_;      // made under mutex_, once
+  std::unique_ptr<HostLane> lane_;            // made under mutex_, once
   std::atomic<HostLane*> lane_ptr_{nullptr};  // read without it
 
   mutable std::mutex mutex_;

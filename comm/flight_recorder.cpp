@@ -19,9 +19,12 @@ thread_local int t_bucket = -1;
 
 const char* state_name(FlightEntry::State s) {
   switch (s) {
-    case FlightEntry::State::kEnqueued: return "enqueued";
-    case FlightEntry::State::kCompleted: return "completed";
-    case FlightEntry::State::kFailed: return "failed";
+    case FlightEntry::State::kEnqueued:
+      return "enqueued";
+    case FlightEntry::State::kCompleted:
+      return "completed";
+    case FlightEntry::State::kFailed:
+      return "failed";
   }
   return "?";
 }
@@ -43,9 +46,15 @@ std::string hex(uintptr_t v) {
 
 }  // namespace
 
-int flight_bucket() noexcept { return t_bucket; }
-FlightBucketScope::FlightBucketScope(int bucket) noexcept : previous_(t_bucket) { t_bucket = bucket; }
-FlightBucketScope::~FlightBucketScope() { t_bucket = previous_; }
+int flight_bucket() noexcept {
+  return t_bucket;
+}
+FlightBucketScope::FlightBucketScope(int bucket) noexcept : previous_(t_bucket) {
+  t_bucket = bucket;
+}
+FlightBucketScope::~FlightBucketScope() {
+  t_bucket = previous_;
+}
 
 FlightRecorder::FlightRecorder(size_t capacity)
     : capacity_(capacity), ring_(capacity > 0 ? new FlightEntry[capacity] : nullptr) {}
@@ -58,7 +67,8 @@ double FlightRecorder::now_us() const noexcept {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
 }
 
-size_t FlightRecorder::enqueued(const CollectiveArgs& a, std::chrono::steady_clock::time_point when) noexcept {
+size_t FlightRecorder::enqueued(const CollectiveArgs& a,
+                                std::chrono::steady_clock::time_point when) noexcept {
   if (capacity_ == 0) return 0;
   std::lock_guard<std::mutex> lock(mutex_);
   const size_t slot = next_;

@@ -15,7 +15,7 @@ namespace {
 
 struct GroupState {
   int depth = 0;
-  std::vector<const TransportGroupHooks*> open;  // transports' groups opened in this one
+  std::vector<const TransportGroupHooks*> open;                 // transports' groups opened in this one
   std::vector<std::pair<Communicator*, CollectiveArgs>> calls;  // in call order
 };
 thread_local GroupState t_group;
@@ -35,9 +35,13 @@ struct Failure {
 
 }  // namespace
 
-bool in_group() noexcept { return t_group.depth > 0; }
+bool in_group() noexcept {
+  return t_group.depth > 0;
+}
 
-void group_start() { ++t_group.depth; }
+void group_start() {
+  ++t_group.depth;
+}
 
 void join_transport_group(const TransportGroupHooks& hooks) {
   if (t_group.depth == 0) return;
@@ -48,7 +52,8 @@ void join_transport_group(const TransportGroupHooks& hooks) {
 }
 
 void group_end() {
-  if (t_group.depth == 0) fail(gcommInvalidState, "gcommGroupEnd without a matching gcommGroupStart on this thread");
+  if (t_group.depth == 0)
+    fail(gcommInvalidState, "gcommGroupEnd without a matching gcommGroupStart on this thread");
   if (--t_group.depth > 0) return;
   std::vector<std::pair<Communicator*, CollectiveArgs>> calls;
   calls.swap(t_group.calls);
@@ -106,6 +111,8 @@ void group_end() {
          " (the communicators stay usable)");
 }
 
-void add_to_group(Communicator* comm, const CollectiveArgs& args) { t_group.calls.emplace_back(comm, args); }
+void add_to_group(Communicator* comm, const CollectiveArgs& args) {
+  t_group.calls.emplace_back(comm, args);
+}
 
 }  // namespace gradcomm::comm

@@ -39,7 +39,8 @@ const TransportGroupHooks kHostP2PGroup{open_batches, run_batches, true};
 bool defer_p2p_to_group_end(P2PBatchRunner* transport, const CollectiveArgs& call) {
   if (!in_group()) return false;
   join_transport_group(kHostP2PGroup);
-  auto it = std::find_if(t_batches.begin(), t_batches.end(), [&](const auto& b) { return b.first == transport; });
+  auto it =
+      std::find_if(t_batches.begin(), t_batches.end(), [&](const auto& b) { return b.first == transport; });
   if (it == t_batches.end()) {
     t_batches.emplace_back(transport, std::vector<CollectiveArgs>{});
     it = t_batches.end() - 1;

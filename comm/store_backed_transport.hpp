@@ -32,7 +32,9 @@ class StoreBackedTransport final : public Transport {
     inner_->wait_group_launched(deadline);
   }
   void join_group() override { inner_->join_group(); }
-  std::optional<uint64_t> payload_bytes_sent() const noexcept override { return inner_->payload_bytes_sent(); }
+  std::optional<uint64_t> payload_bytes_sent() const noexcept override {
+    return inner_->payload_bytes_sent();
+  }
   gcommStatus_t poll_async_error(std::string& message) noexcept override;
   void abort() noexcept override;
 

@@ -9,15 +9,24 @@ namespace gradcomm::comm {
 
 const char* collective_name(Collective op) noexcept {
   switch (op) {
-    case Collective::kAllReduce: return "all-reduce";
-    case Collective::kBroadcast: return "broadcast";
-    case Collective::kReduce: return "reduce";
-    case Collective::kAllGather: return "all-gather";
-    case Collective::kReduceScatter: return "reduce-scatter";
-    case Collective::kAllToAll: return "all-to-all";
-    case Collective::kBarrier: return "barrier";
-    case Collective::kSend: return "send";
-    case Collective::kRecv: return "recv";
+    case Collective::kAllReduce:
+      return "all-reduce";
+    case Collective::kBroadcast:
+      return "broadcast";
+    case Collective::kReduce:
+      return "reduce";
+    case Collective::kAllGather:
+      return "all-gather";
+    case Collective::kReduceScatter:
+      return "reduce-scatter";
+    case Collective::kAllToAll:
+      return "all-to-all";
+    case Collective::kBarrier:
+      return "barrier";
+    case Collective::kSend:
+      return "send";
+    case Collective::kRecv:
+      return "recv";
   }
   return "?";
 }
@@ -30,8 +39,8 @@ std::string call_name(Collective op, uint64_t seq, size_t bytes) {
   return cat(CallId{op, seq, bytes});
 }
 
-CollectiveArgs collective_call(Collective op, const void* send, void* recv, size_t count, gcommDataType_t dtype,
-                               gcommStream_t stream, gcommRedOp_t redop, int root) {
+CollectiveArgs collective_call(Collective op, const void* send, void* recv, size_t count,
+                               gcommDataType_t dtype, gcommStream_t stream, gcommRedOp_t redop, int root) {
   CollectiveArgs a;
   a.op = op;
   a.send = send;
@@ -47,11 +56,12 @@ CollectiveArgs collective_call(Collective op, const void* send, void* recv, size
 CollectiveArgs p2p_call(Collective op, const void* buffer, size_t count, gcommDataType_t dtype, int peer,
                         gcommStream_t stream) {
   void* recv = op == Collective::kRecv ? const_cast<void*>(buffer) : nullptr;
-  return collective_call(op, op == Collective::kSend ? buffer : nullptr, recv, count, dtype, stream, gcommSum, peer);
+  return collective_call(op, op == Collective::kSend ? buffer : nullptr, recv, count, dtype, stream, gcommSum,
+                         peer);
 }
 
-CollectiveArgs owned_buffers_call(Collective op, const void* send, void* recv, size_t count, gcommDataType_t dtype,
-                                  gcommStream_t stream, gcommRedOp_t redop, int root) {
+CollectiveArgs owned_buffers_call(Collective op, const void* send, void* recv, size_t count,
+                                  gcommDataType_t dtype, gcommStream_t stream, gcommRedOp_t redop, int root) {
   CollectiveArgs a = collective_call(op, send, recv, count, dtype, stream, redop, root);
   a.buffers_known = true;
   return a;

@@ -22,21 +22,33 @@ namespace gradcomm::comm {
 // (gcommSend/gcommRecv): only the two ranks take part, and they are numbered
 // apart from the collectives (see CollectiveArgs::seq). The values are on the
 // socket transport's wire: new ones go at the end.
-enum class Collective { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kBarrier, kSend, kRecv };
+enum class Collective {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kBarrier,
+  kSend,
+  kRecv
+};
 constexpr Collective kLastCall = Collective::kRecv;
 const char* collective_name(Collective op) noexcept;
 // All-reduce, reduce and reduce-scatter: the calls whose reduction op matters.
 bool is_reduction(Collective op) noexcept;
 // Send and receive.
-inline bool is_p2p(Collective op) noexcept { return op == Collective::kSend || op == Collective::kRecv; }
+inline bool is_p2p(Collective op) noexcept {
+  return op == Collective::kSend || op == Collective::kRecv;
+}
 
 // One collective call, already validated by the Communicator.
 struct CollectiveArgs {
   Collective op = Collective::kAllReduce;
   const void* send = nullptr;
   void* recv = nullptr;
-  size_t count = 0;  // all-reduce/broadcast/reduce: elements; all-gather: sendcount; reduce-scatter: recvcount;
-                    // all-to-all: elements per peer block
+  size_t count = 0;  // all-reduce/broadcast/reduce: elements; all-gather: sendcount; reduce-scatter:
+                     // recvcount; all-to-all: elements per peer block
   gcommDataType_t dtype = gcommFloat32;
   gcommRedOp_t redop = gcommSum;
   int root = 0;  // broadcast and reduce: the root; send and receive: the peer
@@ -51,15 +63,17 @@ struct CollectiveArgs {
 };
 
 // One call's arguments (`count` as above); the communicator validates them.
-CollectiveArgs collective_call(Collective op, const void* send, void* recv, size_t count, gcommDataType_t dtype,
-                               gcommStream_t stream, gcommRedOp_t redop = gcommSum, int root = 0);
+CollectiveArgs collective_call(Collective op, const void* send, void* recv, size_t count,
+                               gcommDataType_t dtype, gcommStream_t stream, gcommRedOp_t redop = gcommSum,
+                               int root = 0);
 // A send (buffer in `send`) or receive (in `recv`) of `count` elements with `peer`.
 CollectiveArgs p2p_call(Collective op, const void* buffer, size_t count, gcommDataType_t dtype, int peer,
                         gcommStream_t stream);
 // A call on buffers the caller owns and has already checked (the reducer's
 // buckets and registered gradients): buffers_known is set.
-CollectiveArgs owned_buffers_call(Collective op, const void* send, void* recv, size_t count, gcommDataType_t dtype,
-                                  gcommStream_t stream, gcommRedOp_t redop = gcommSum, int root = 0);
+CollectiveArgs owned_buffers_call(Collective op, const void* send, void* recv, size_t count,
+                                  gcommDataType_t dtype, gcommStream_t stream, gcommRedOp_t redop = gcommSum,
+                                  int root = 0);
 
 // What every rank must agree on for one collective.
 struct CallSignature {

@@ -22,7 +22,8 @@ const TransportEntry kTransports[] = {
     {gcommTransportLocal, "local", "gcommTransportLocal", gcommDeviceHost, nullptr,
      "local ranks are threads of one process; create them with gcommCommInitLocal"},
     {gcommTransportMpi, "mpi", "gcommTransportMpi", gcommDeviceHost, nullptr,
-     "the MPI transport is made from an MPI communicator: gcommCommInitMpi, or gcommCommInitFromEnv under mpirun"},
+     "the MPI transport is made from an MPI communicator: gcommCommInitMpi, or gcommCommInitFromEnv under "
+     "mpirun"},
 };
 
 }  // namespace

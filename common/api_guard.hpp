@@ -18,7 +18,8 @@ gcommStatus_t api_call(const char* function, Body&& body) noexcept {
     return gcommSuccess;
   } catch (const Error& e) {
     set_last_error(cat(function, ": ", e.message()));
-    log_line(LogLevel::kInfo, LogSub::CALL, cat(function, " failed (", status_name(e.status()), "): ", e.message()));
+    log_line(LogLevel::kInfo, LogSub::CALL,
+             cat(function, " failed (", status_name(e.status()), "): ", e.message()));
     return e.status();
   } catch (const std::bad_alloc&) {
     set_last_error(std::string(function) + ": out of host memory");

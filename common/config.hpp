@@ -30,8 +30,8 @@ Config read_config(const Config* user, const Config& defaults, const char* type_
                 "config structs start with size, magic, version");
   if (user == nullptr) return defaults;
   require(user->magic == GCOMM_CONFIG_MAGIC, type_name, " was not made by its _INITIALIZER macro (magic 0x",
-          std::hex, user->magic, ", expected 0x", GCOMM_CONFIG_MAGIC, std::dec,
-          "); declare it as `", type_name, " c = ..._INITIALIZER;` and then set fields");
+          std::hex, user->magic, ", expected 0x", GCOMM_CONFIG_MAGIC, std::dec, "); declare it as `",
+          type_name, " c = ..._INITIALIZER;` and then set fields");
   require(user->size >= kConfigHeaderBytes && user->size % alignof(uint32_t) == 0, type_name, ": size ",
           user->size, " is not a valid struct size (use the _INITIALIZER macro)");
   require(user->version > 0, type_name, ": version 0 is not valid (use the _INITIALIZER macro)");
@@ -40,7 +40,8 @@ Config read_config(const Config* user, const Config& defaults, const char* type_
   std::memcpy(static_cast<void*>(&result), static_cast<const void*>(user), copy);
   if (user->size > sizeof(Config)) {
     GCOMM_INFO(CALL, type_name, " from a newer gradcomm (version ", user->version, ", ", user->size,
-               " bytes): fields past byte ", sizeof(Config), " are not known to this library and are ignored");
+               " bytes): fields past byte ", sizeof(Config),
+               " are not known to this library and are ignored");
   }
   result.size = sizeof(Config);
   return result;
@@ -54,18 +55,18 @@ template <class Out>
 void check_versioned_out(const Out* user, const char* type_name, const char* initializer) {
   static_assert(std::is_trivially_copyable<Out>::value, "output structs are plain C structs");
   require(user != nullptr, "the ", type_name, " argument is NULL");
-  require(user->magic == GCOMM_CONFIG_MAGIC, type_name, " was not made by ", initializer, " (magic 0x", std::hex,
-          user->magic, std::dec, ")");
-  require(user->size >= kConfigHeaderBytes && user->size % alignof(uint64_t) == 0, type_name, ": size ", user->size,
-          " is not a valid struct size (use ", initializer, ")");
+  require(user->magic == GCOMM_CONFIG_MAGIC, type_name, " was not made by ", initializer, " (magic 0x",
+          std::hex, user->magic, std::dec, ")");
+  require(user->size >= kConfigHeaderBytes && user->size % alignof(uint64_t) == 0, type_name, ": size ",
+          user->size, " is not a valid struct size (use ", initializer, ")");
 }
 
 template <class Out>
 void write_versioned_out(const Out& value, Out* user, const char* type_name, const char* initializer) {
   check_versioned_out(user, type_name, initializer);
   const size_t n = user->size < sizeof(Out) ? user->size : sizeof(Out);
-  std::memcpy(reinterpret_cast<char*>(user) + kConfigHeaderBytes, reinterpret_cast<const char*>(&value) + kConfigHeaderBytes,
-              n - kConfigHeaderBytes);
+  std::memcpy(reinterpret_cast<char*>(user) + kConfigHeaderBytes,
+              reinterpret_cast<const char*>(&value) + kConfigHeaderBytes, n - kConfigHeaderBytes);
 }
 
 }  // namespace gradcomm

@@ -24,8 +24,8 @@ bool is_sticky_cuda_error(cudaError_t error) noexcept {
 
 namespace {
 std::string describe(cudaError_t error, const char* expr, const char* file, int line) {
-  std::string msg = cat(called_function(expr), " failed: ", cudaGetErrorName(error), " (", cudaGetErrorString(error),
-                        ") at ", file, ":", line);
+  std::string msg = cat(called_function(expr), " failed: ", cudaGetErrorName(error), " (",
+                        cudaGetErrorString(error), ") at ", file, ":", line);
   if (is_sticky_cuda_error(error))
     msg += "; this error is sticky: the CUDA context is unusable and the process must be restarted";
   return msg;

@@ -19,16 +19,14 @@ void warn_cuda_error(cudaError_t error, const char* expr, const char* file, int 
 
 }  // namespace gradcomm
 
-#define GCOMM_CUDA_CHECK(expr)                                                          \
-  do {                                                                                  \
-    cudaError_t gcomm_err_ = (expr);                                                    \
-    if (gcomm_err_ != cudaSuccess)                                                      \
-      ::gradcomm::throw_cuda_error(gcomm_err_, #expr, __FILE__, __LINE__);              \
+#define GCOMM_CUDA_CHECK(expr)                                                                          \
+  do {                                                                                                  \
+    cudaError_t gcomm_err_ = (expr);                                                                    \
+    if (gcomm_err_ != cudaSuccess) ::gradcomm::throw_cuda_error(gcomm_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
-#define GCOMM_CUDA_WARN(expr)                                                           \
-  do {                                                                                  \
-    cudaError_t gcomm_err_ = (expr);                                                    \
-    if (gcomm_err_ != cudaSuccess)                                                      \
-      ::gradcomm::warn_cuda_error(gcomm_err_, #expr, __FILE__, __LINE__);               \
+#define GCOMM_CUDA_WARN(expr)                                                                          \
+  do {                                                                                                 \
+    cudaError_t gcomm_err_ = (expr);                                                                   \
+    if (gcomm_err_ != cudaSuccess) ::gradcomm::warn_cuda_error(gcomm_err_, #expr, __FILE__, __LINE__); \
   } while (0)

@@ -21,6 +21,8 @@ inline Clock::duration saturated_seconds(double seconds) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
-inline Deadline deadline_after(double seconds, Deadline from = Clock::now()) { return from + saturated_seconds(seconds); }
+inline Deadline deadline_after(double seconds, Deadline from = Clock::now()) {
+  return from + saturated_seconds(seconds);
+}
 
 }  // namespace gradcomm

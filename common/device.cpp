@@ -34,8 +34,8 @@ std::string plain_no_gpu_reason(cudaError_t err) {
     int runtime = 0;
     (void)cudaRuntimeGetVersion(&runtime);
     return cat("the NVIDIA driver supports CUDA ", driver / 1000, ".", (driver % 1000) / 10,
-               ", older than this build's CUDA runtime ", runtime / 1000, ".", (runtime % 1000) / 10, " (", code,
-               "); update the driver");
+               ", older than this build's CUDA runtime ", runtime / 1000, ".", (runtime % 1000) / 10, " (",
+               code, "); update the driver");
   }
   if (err == cudaErrorNoDevice)
     return cat("the driver sees no CUDA device (", code, "; check CUDA_VISIBLE_DEVICES)");
@@ -88,7 +88,9 @@ int cuda_device_count() noexcept {
   }
 }
 
-std::string no_gpu_reason() { return probe().reason; }
+std::string no_gpu_reason() {
+  return probe().reason;
+}
 
 std::string describe_device(const gcommDevice_t& device) {
   if (device.kind == gcommDeviceHost) return "host";
@@ -122,17 +124,27 @@ PointerInfo query_pointer_info(const void* ptr) noexcept {
     return info;
   }
   switch (attr.type) {
-    case cudaMemoryTypeDevice: info.kind = MemoryKind::kDevice; break;
-    case cudaMemoryTypeManaged: info.kind = MemoryKind::kManaged; break;
-    case cudaMemoryTypeHost: info.kind = MemoryKind::kPinnedHost; break;
-    default: info.kind = MemoryKind::kHost; break;
+    case cudaMemoryTypeDevice:
+      info.kind = MemoryKind::kDevice;
+      break;
+    case cudaMemoryTypeManaged:
+      info.kind = MemoryKind::kManaged;
+      break;
+    case cudaMemoryTypeHost:
+      info.kind = MemoryKind::kPinnedHost;
+      break;
+    default:
+      info.kind = MemoryKind::kHost;
+      break;
   }
   info.device = info.kind == MemoryKind::kHost ? -1 : attr.device;
   return info;
 }
 }  // namespace
 
-uint64_t pointer_lookups() noexcept { return g_pointer_lookups.load(std::memory_order_relaxed); }
+uint64_t pointer_lookups() noexcept {
+  return g_pointer_lookups.load(std::memory_order_relaxed);
+}
 
 PointerInfo pointer_info(const void* ptr) noexcept {
   g_pointer_lookups.fetch_add(1, std::memory_order_relaxed);
@@ -153,7 +165,8 @@ PointerRange pointer_range(const void* ptr) noexcept {
                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
                                  CU_POINTER_ATTRIBUTE_RANGE_SIZE};
   void* data[] = {&type, &managed, &ordinal, &start, &size};
-  if (get == nullptr || get(5, attrs, data, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS || type == 0) {
+  if (get == nullptr || get(5, attrs, data, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS ||
+      type == 0) {
     // Unknown to the driver (pageable host memory) or no driver entry: the runtime's answer, no range.
     r.info = query_pointer_info(ptr);
     return r;
@@ -179,7 +192,8 @@ PointerRange pointer_range(const void* ptr) noexcept {
 
 bool usable_by(const PointerInfo& info, const gcommDevice_t& device) noexcept {
   if (device.kind == gcommDeviceCuda)
-    return (info.kind == MemoryKind::kDevice && info.device == device.ordinal) || info.kind == MemoryKind::kManaged;
+    return (info.kind == MemoryKind::kDevice && info.device == device.ordinal) ||
+           info.kind == MemoryKind::kManaged;
   return info.kind != MemoryKind::kDevice;
 }
 
@@ -197,16 +211,21 @@ void require_usable(const PointerInfo& info, const gcommDevice_t& device, const 
 
 const char* memory_kind_name(MemoryKind kind) noexcept {
   switch (kind) {
-    case MemoryKind::kHost: return "host memory";
-    case MemoryKind::kPinnedHost: return "pinned host memory";
-    case MemoryKind::kDevice: return "device memory";
-    case MemoryKind::kManaged: return "managed memory";
+    case MemoryKind::kHost:
+      return "host memory";
+    case MemoryKind::kPinnedHost:
+      return "pinned host memory";
+    case MemoryKind::kDevice:
+      return "device memory";
+    case MemoryKind::kManaged:
+      return "managed memory";
   }
   return "?";
 }
 
 bool primary_context_active(int ordinal) noexcept {
-  static const auto get_state = reinterpret_cast<PrimaryCtxGetState>(driver_entry("cuDevicePrimaryCtxGetState"));
+  static const auto get_state =
+      reinterpret_cast<PrimaryCtxGetState>(driver_entry("cuDevicePrimaryCtxGetState"));
   static const auto device_get = reinterpret_cast<DeviceGet>(driver_entry("cuDeviceGet"));
   if (get_state == nullptr || device_get == nullptr) return false;
   CUdevice dev{};

@@ -12,7 +12,9 @@ namespace gradcomm {
 // Number of usable CUDA devices; 0 when there is no GPU or no driver (never an
 // error, never a crash). Cached after the first call.
 int cuda_device_count() noexcept;
-inline bool gpu_available() noexcept { return cuda_device_count() > 0; }
+inline bool gpu_available() noexcept {
+  return cuda_device_count() > 0;
+}
 // Why there is no GPU ("" if there is one), e.g. "cudaErrorInsufficientDriver: ...".
 std::string no_gpu_reason();
 
@@ -20,7 +22,9 @@ std::string no_gpu_reason();
 // CUDA device. Returns the normalised descriptor (host ordinal = -1).
 gcommDevice_t validate_device(const gcommDevice_t& device, const char* what = "device");
 std::string describe_device(const gcommDevice_t& device);
-inline bool is_host(const gcommDevice_t& device) { return device.kind == gcommDeviceHost; }
+inline bool is_host(const gcommDevice_t& device) {
+  return device.kind == gcommDeviceHost;
+}
 
 // Where a pointer's memory lives. Without a GPU every pointer is host memory.
 enum class MemoryKind { kHost, kPinnedHost, kDevice, kManaged };

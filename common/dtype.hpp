@@ -13,14 +13,20 @@ inline bool is_valid_dtype(gcommDataType_t dtype) noexcept {
   return static_cast<int>(dtype) >= 0 && static_cast<int>(dtype) < gcommNumDataTypes;
 }
 
-inline size_t dtype_size(gcommDataType_t dtype) noexcept { return dtype == gcommFloat32 ? 4 : 2; }
+inline size_t dtype_size(gcommDataType_t dtype) noexcept {
+  return dtype == gcommFloat32 ? 4 : 2;
+}
 
 inline const char* dtype_name(gcommDataType_t dtype) noexcept {
   switch (dtype) {
-    case gcommFloat32: return "f32";
-    case gcommFloat16: return "f16";
-    case gcommBfloat16: return "bf16";
-    default: return "unknown";
+    case gcommFloat32:
+      return "f32";
+    case gcommFloat16:
+      return "f16";
+    case gcommBfloat16:
+      return "bf16";
+    default:
+      return "unknown";
   }
 }
 
@@ -44,7 +50,8 @@ inline size_t checked_bytes(size_t count, gcommDataType_t dtype, const char* wha
 inline bool within_address_limit(const void* data, size_t count, gcommDataType_t dtype) noexcept {
   if (count == 0) return true;
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
-  return count <= GCOMM_ADDRESS_LIMIT / dtype_size(dtype) && begin <= GCOMM_ADDRESS_LIMIT - count * dtype_size(dtype);
+  return count <= GCOMM_ADDRESS_LIMIT / dtype_size(dtype) &&
+         begin <= GCOMM_ADDRESS_LIMIT - count * dtype_size(dtype);
 }
 
 // The bytes of `count` elements at `data`, or gcommInvalidArgument naming `what`
@@ -52,8 +59,8 @@ inline bool within_address_limit(const void* data, size_t count, gcommDataType_t
 // whose byte size overflows size_t): checked before any byte is touched.
 inline size_t checked_span(const void* data, size_t count, gcommDataType_t dtype, const char* what) {
   const size_t bytes = checked_bytes(count, dtype, what);
-  require(within_address_limit(data, count, dtype), what, ": ", count, " elements of ",
-          dtype_name(dtype), " from ", data, " reach past the highest address memory can have (GCOMM_ADDRESS_LIMIT)");
+  require(within_address_limit(data, count, dtype), what, ": ", count, " elements of ", dtype_name(dtype),
+          " from ", data, " reach past the highest address memory can have (GCOMM_ADDRESS_LIMIT)");
   return bytes;
 }
 

@@ -1,9 +1,9 @@
 #include "common/env.hpp"
 
+#include <strings.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <strings.h>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -56,7 +56,8 @@ LogLevel debug_level() {
   if (strcasecmp(text->c_str(), "WARN") == 0) return LogLevel::kWarn;
   if (strcasecmp(text->c_str(), "INFO") == 0) return LogLevel::kInfo;
   if (strcasecmp(text->c_str(), "TRACE") == 0) return LogLevel::kTrace;
-  std::fprintf(stderr, "%s gradcomm WARN GRADCOMM_DEBUG='%s' is not one of NONE, WARN, INFO, TRACE; using WARN\n",
+  std::fprintf(stderr,
+               "%s gradcomm WARN GRADCOMM_DEBUG='%s' is not one of NONE, WARN, INFO, TRACE; using WARN\n",
                log_prefix().c_str(), text->c_str());
   return LogLevel::kWarn;
 }
@@ -70,9 +71,10 @@ double timeout_seconds() {
   // A typo must not turn a 5 s timeout into the default 300 s: refused, named.
   // Huge values and inf are fine: deadlines saturate (common/deadline.hpp).
   if (end == text->c_str() || *end != '\0' || !(value >= 0.001))
-    fail(gcommInvalidArgument, "GRADCOMM_TIMEOUT_S='", *text,
-         "' is not a timeout: give seconds >= 0.001, such as 30 or 2.5 (inf: wait without limit), or unset it "
-         "for 300");
+    fail(
+        gcommInvalidArgument, "GRADCOMM_TIMEOUT_S='", *text,
+        "' is not a timeout: give seconds >= 0.001, such as 30 or 2.5 (inf: wait without limit), or unset it "
+        "for 300");
   GCOMM_INFO(ENV, "GRADCOMM_TIMEOUT_S set by environment to ", value);
   return value;
 }

@@ -50,9 +50,13 @@ void set_last_error(const std::string& message) noexcept {
   }
 }
 
-const char* last_error() noexcept { return last_error_storage().c_str(); }
+const char* last_error() noexcept {
+  return last_error_storage().c_str();
+}
 
-void clear_last_error() noexcept { last_error_storage().clear(); }
+void clear_last_error() noexcept {
+  last_error_storage().clear();
+}
 
 std::string called_function(const char* expr) {
   const std::string e = expr != nullptr ? expr : "";

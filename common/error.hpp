@@ -14,8 +14,7 @@ namespace gradcomm {
 
 class Error : public std::exception {
  public:
-  Error(gcommStatus_t status, std::string message)
-      : status_(status), message_(std::move(message)) {}
+  Error(gcommStatus_t status, std::string message) : status_(status), message_(std::move(message)) {}
   gcommStatus_t status() const noexcept { return status_; }
   const char* what() const noexcept override { return message_.c_str(); }
   const std::string& message() const noexcept { return message_; }

@@ -63,7 +63,8 @@ class HandleRegistry {
   void refuse_if_used(const void* handle, const char* what) const {
     int users = get(handle)->users.load();
     if (users > 0)
-      fail(gcommInvalidState, what, " is used by ", users, " reducer(s); destroy them first (gcommReducerDestroy)");
+      fail(gcommInvalidState, what, " is used by ", users,
+           " reducer(s); destroy them first (gcommReducerDestroy)");
   }
 
  private:

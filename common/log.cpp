@@ -15,9 +15,9 @@
 namespace gradcomm {
 
 namespace {
-std::atomic<int> g_level{-1};           // -1: not read from the environment yet
+std::atomic<int> g_level{-1};             // -1: not read from the environment yet
 std::atomic<long long> g_subsystems{-1};  // likewise
-std::mutex g_sink_mutex;                // guards the callback, the files, and serializes lines
+std::mutex g_sink_mutex;                  // guards the callback, the files, and serializes lines
 gcommLogCallback_t g_callback = nullptr;
 void* g_user_data = nullptr;
 std::atomic<int> g_process_rank{-1};
@@ -32,10 +32,14 @@ bool g_file_failed = false;
 
 const char* level_name(LogLevel level) {
   switch (level) {
-    case LogLevel::kWarn: return "WARN";
-    case LogLevel::kInfo: return "INFO";
-    case LogLevel::kTrace: return "TRACE";
-    default: return "NONE";
+    case LogLevel::kWarn:
+      return "WARN";
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kTrace:
+      return "TRACE";
+    default:
+      return "NONE";
   }
 }
 
@@ -43,9 +47,9 @@ struct SubName {
   LogSub sub;
   const char* name;
 };
-constexpr SubName kSubNames[] = {{LogSub::INIT, "INIT"},   {LogSub::COLL, "COLL"},   {LogSub::CALL, "CALL"},
-                                 {LogSub::REDUCER, "REDUCER"}, {LogSub::ALLOC, "ALLOC"}, {LogSub::STORE, "STORE"},
-                                 {LogSub::ENV, "ENV"}};
+constexpr SubName kSubNames[] = {
+    {LogSub::INIT, "INIT"},   {LogSub::COLL, "COLL"},   {LogSub::CALL, "CALL"}, {LogSub::REDUCER, "REDUCER"},
+    {LogSub::ALLOC, "ALLOC"}, {LogSub::STORE, "STORE"}, {LogSub::ENV, "ENV"}};
 
 const char* sub_name(LogSub sub) {
   for (const SubName& s : kSubNames)
@@ -53,7 +57,9 @@ const char* sub_name(LogSub sub) {
   return "?";
 }
 
-int current_rank() { return t_rank >= 0 ? t_rank : g_process_rank.load(); }
+int current_rank() {
+  return t_rank >= 0 ? t_rank : g_process_rank.load();
+}
 
 void close_files() {
   for (auto& f : g_files) std::fclose(f.second);
@@ -70,7 +76,8 @@ FILE* sink(const std::string& host) {
     g_file_pattern = env_string("GRADCOMM_DEBUG_FILE").value_or("");
   }
   if (g_file_pattern.empty() || g_file_failed) return stderr;
-  const std::string path = resolve_log_path(g_file_pattern, host, static_cast<long>(getpid()), current_rank());
+  const std::string path =
+      resolve_log_path(g_file_pattern, host, static_cast<long>(getpid()), current_rank());
   auto it = g_files.find(path);
   if (it != g_files.end()) return it->second;
   FILE* f = std::fopen(path.c_str(), "w");
@@ -150,8 +157,7 @@ unsigned parse_log_subsystems(const std::string& text, std::string* error) {
         mask |= static_cast<unsigned>(s.sub);
         known = true;
       }
-    if (!known && error != nullptr)
-      *error += cat(error->empty() ? "" : ", ", "'", name, "'");
+    if (!known && error != nullptr) *error += cat(error->empty() ? "" : ", ", "'", name, "'");
   }
   if (text.empty()) return kAllLogSubs;
   return invert ? kAllLogSubs & ~mask : mask;
@@ -170,8 +176,10 @@ unsigned log_subsystems() noexcept {
     if (!g_subsystems.compare_exchange_strong(expected, mask)) {
       mask = expected;
     } else if (!unknown.empty()) {
-      std::fprintf(stderr, "%s gradcomm WARN GRADCOMM_DEBUG_SUBSYS: %s not among INIT, COLL, CALL, REDUCER, "
-                   "ALLOC, STORE, ENV, ALL; ignored\n", log_prefix().c_str(), unknown.c_str());
+      std::fprintf(stderr,
+                   "%s gradcomm WARN GRADCOMM_DEBUG_SUBSYS: %s not among INIT, COLL, CALL, REDUCER, "
+                   "ALLOC, STORE, ENV, ALL; ignored\n",
+                   log_prefix().c_str(), unknown.c_str());
     }
   }
   return static_cast<unsigned>(mask);
@@ -185,11 +193,16 @@ std::string resolve_log_path(const std::string& pattern, const std::string& host
       continue;
     }
     const char c = pattern[++i];
-    if (c == 'h') out += host;
-    else if (c == 'p') out += std::to_string(pid);
-    else if (c == 'r') out += rank >= 0 ? std::to_string(rank) : std::string("-");
-    else if (c == '%') out += '%';
-    else out += std::string("%") + c;  // not a placeholder: kept as written
+    if (c == 'h')
+      out += host;
+    else if (c == 'p')
+      out += std::to_string(pid);
+    else if (c == 'r')
+      out += rank >= 0 ? std::to_string(rank) : std::string("-");
+    else if (c == '%')
+      out += '%';
+    else
+      out += std::string("%") + c;  // not a placeholder: kept as written
   }
   return out;
 }
@@ -210,8 +223,12 @@ void reset_log_config() {
   close_files();
 }
 
-void set_thread_log_rank(int rank) noexcept { t_rank = rank; }
-void set_process_log_rank(int rank) noexcept { g_process_rank.store(rank); }
+void set_thread_log_rank(int rank) noexcept {
+  t_rank = rank;
+}
+void set_process_log_rank(int rank) noexcept {
+  g_process_rank.store(rank);
+}
 
 std::string log_prefix() {
   static const std::string host = host_name();

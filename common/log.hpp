@@ -52,15 +52,15 @@ std::string log_prefix();
 
 }  // namespace gradcomm
 
-#define GCOMM_LOG_AT(level, ...)                                       \
-  do {                                                                 \
+#define GCOMM_LOG_AT(level, ...)                                              \
+  do {                                                                        \
     if (static_cast<int>(::gradcomm::log_level()) >= static_cast<int>(level)) \
-      ::gradcomm::log_line(level, ::gradcomm::cat(__VA_ARGS__));        \
+      ::gradcomm::log_line(level, ::gradcomm::cat(__VA_ARGS__));              \
   } while (0)
 // INFO and TRACE name their subsystem first: GCOMM_INFO(INIT, "rank ", r, ...).
-#define GCOMM_LOG_SUB(level, sub, ...)                                              \
-  do {                                                                              \
-    if (::gradcomm::log_enabled(level, ::gradcomm::LogSub::sub))                    \
+#define GCOMM_LOG_SUB(level, sub, ...)                                                    \
+  do {                                                                                    \
+    if (::gradcomm::log_enabled(level, ::gradcomm::LogSub::sub))                          \
       ::gradcomm::log_line(level, ::gradcomm::LogSub::sub, ::gradcomm::cat(__VA_ARGS__)); \
   } while (0)
 #define GCOMM_WARN(...) GCOMM_LOG_AT(::gradcomm::LogLevel::kWarn, __VA_ARGS__)

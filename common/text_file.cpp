@@ -23,6 +23,8 @@ void write_text_file(const std::string& path, const std::string& text, const cha
   require(ok && closed, "writing the ", what, " to '", path, "' failed");
 }
 
-void check_writable(const std::string& path, const char* what) { std::fclose(open_for_writing(path, what)); }
+void check_writable(const std::string& path, const char* what) {
+  std::fclose(open_for_writing(path, what));
+}
 
 }  // namespace gradcomm

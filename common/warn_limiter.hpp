@@ -49,8 +49,8 @@ class WarnLimiter {
   Clock::time_point due() const { return held_ > 0 ? window_end_ : Clock::time_point::max(); }
   void summarize() {
     if (held_ == 0) return;
-    GCOMM_WARN(prefix_, held_, " more ", held_what_, " in ", window_.count(), " s, not shown one by one (the last: ",
-               last_, ")");
+    GCOMM_WARN(prefix_, held_, " more ", held_what_, " in ", window_.count(),
+               " s, not shown one by one (the last: ", last_, ")");
     held_ = 0;
   }
 

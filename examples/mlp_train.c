@@ -34,7 +34,8 @@
  *
  *   gradcomm_example_mlp [--ranks R] [--steps N] [--gpu] [--powersgd R | --sharded | --int8 | --int8-no-ef]
  *                        [--adam] [--clip M]
- *   torchrun --nproc-per-node 4 --no-python gradcomm_example_mlp [--steps N] [--gpu] [--powersgd R | --sharded]
+ *   torchrun --nproc-per-node 4 --no-python gradcomm_example_mlp [--steps N] [--gpu] [--powersgd R |
+ * --sharded]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -48,7 +49,7 @@
 
 enum { D_IN = 16, HIDDEN = 32, D_OUT = 4, BATCH = 64, MAX_STEPS = 400 };
 enum { W1, B1, W2, B2, NPARAM };
-static const size_t kCount[NPARAM] = {HIDDEN * D_IN, HIDDEN, D_OUT * HIDDEN, D_OUT};
+static const size_t kCount[NPARAM] = {HIDDEN * D_IN, HIDDEN, D_OUT* HIDDEN, D_OUT};
 
 typedef struct {
   float* p[NPARAM];
@@ -152,19 +153,19 @@ typedef struct {
   int sharded;
   Optimizer opt;
   gcommComm_t comm;
-  double* sse;      /* [steps], summed over ranks under the lock */
+  double* sse; /* [steps], summed over ranks under the lock */
   pthread_mutex_t* lock;
   char error[512];
 } RankJob;
 
-#define CHECK(call)                                                                                 \
-  do {                                                                                              \
-    gcommStatus_t s_ = (call);                                                                      \
-    if (s_ != gcommSuccess) {                                                                       \
-      /* The message names the C function; the status follows in brackets. */                       \
+#define CHECK(call)                                                                                    \
+  do {                                                                                                 \
+    gcommStatus_t s_ = (call);                                                                         \
+    if (s_ != gcommSuccess) {                                                                          \
+      /* The message names the C function; the status follows in brackets. */                          \
       snprintf(job->error, sizeof job->error, "%s (%s)", gcommGetLastError(), gcommGetStatusName(s_)); \
-      goto done;                                                                                    \
-    }                                                                                               \
+      goto done;                                                                                       \
+    }                                                                                                  \
   } while (0)
 
 /* This rank's spans: the whole of every parameter, or (sharded) the pieces of its
@@ -210,8 +211,8 @@ done:
 }
 
 /* SGD or Adam (step `step`, from 1) on this rank's spans. */
-static void apply_update(const Optimizer* opt, const Span* spans, int n, int step, Tensors* w, const Tensors* g,
-                         float* m, float* v) {
+static void apply_update(const Optimizer* opt, const Span* spans, int n, int step, Tensors* w,
+                         const Tensors* g, float* m, float* v) {
   const float lr = opt->adam ? 0.01f : 0.05f, b1 = 0.9f, b2 = 0.999f;
   const float c1 = 1.0f - powf(b1, (float)step), c2 = 1.0f - powf(b2, (float)step);
   int s;
@@ -241,12 +242,12 @@ static int copy_all(Tensors* to, const Tensors* from, enum cudaMemcpyKind kind) 
 }
 
 /* A failed CUDA copy ends the rank with a message (the example's data moves are plain copies). */
-#define CHECK_COPY(ok)                                                \
-  do {                                                                \
-    if (!(ok)) {                                                      \
-      snprintf(job->error, sizeof job->error, "cudaMemcpy failed");  \
-      goto done;                                                      \
-    }                                                                 \
+#define CHECK_COPY(ok)                                              \
+  do {                                                              \
+    if (!(ok)) {                                                    \
+      snprintf(job->error, sizeof job->error, "cudaMemcpy failed"); \
+      goto done;                                                    \
+    }                                                               \
   } while (0)
 
 static void* run_rank(void* arg) {
@@ -331,8 +332,8 @@ static void* run_rank(void* arg) {
     CHECK(gcommReducerBeginStep(reducer, 1));
     sse = forward_backward(&w, t, first, count, scale * weight, &g);
     for (k = NPARAM - 1; k >= 0; --k) { /* backward order: the last layer's gradients first */
-      CHECK_COPY(!job->gpu ||
-                 cudaMemcpy(dev.p[k], g.p[k], kCount[k] * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+      CHECK_COPY(!job->gpu || cudaMemcpy(dev.p[k], g.p[k], kCount[k] * sizeof(float),
+                                         cudaMemcpyHostToDevice) == cudaSuccess);
       CHECK(gcommReducerMarkReady(reducer, (size_t)k, NULL));
     }
     /* Step 3: finalize; the gradients are averaged, unscaled and checked for Inf/NaN
@@ -341,7 +342,7 @@ static void* run_rank(void* arg) {
     pthread_mutex_lock(job->lock);
     job->sse[t] += sse;
     pthread_mutex_unlock(job->lock);
-    if (skip) continue; /* an overflow: the scaler has backed off, skip the update */
+    if (skip) continue;    /* an overflow: the scaler has backed off, skip the update */
     if (job->opt.clip > 0) /* over shards in sharded mode: every rank calls it */
       CHECK(gcommReducerClipGradNorm(reducer, job->opt.clip, NULL, NULL));
     CHECK_COPY(!job->gpu || !copy_all(&g, &dev, cudaMemcpyDeviceToHost));
@@ -419,8 +420,8 @@ static int launcher_world_size(void) {
 /* This process is one rank of `world`: trains its share; on rank 0, *is_rank0 = 1 and
  * loss[t] is the global batch's loss (summed over the ranks with one all-reduce).
  * Sharded: it trains twice, in the all-reduce mode (into reference) then sharded. */
-static int train_as_process(int world, int steps, int gpu, int wire_kind, int powersgd, int sharded, const Optimizer* opt,
-                            double* loss, double* reference, int* is_rank0) {
+static int train_as_process(int world, int steps, int gpu, int wire_kind, int powersgd, int sharded,
+                            const Optimizer* opt, double* loss, double* reference, int* is_rank0) {
   gcommCommConfig_t cc = GCOMM_COMM_CONFIG_INITIALIZER;
   gcommComm_t comm = NULL;
   RankJob job;
@@ -447,7 +448,8 @@ static int train_as_process(int world, int steps, int gpu, int wire_kind, int po
     double* curve = run + 1 < runs ? reference : loss; /* sharded: all-reduce first */
     for (t = 0; t < steps; ++t) curve[t] = 0;
     memset(&job, 0, sizeof job);
-    job.rank = rank, job.ranks = world, job.steps = steps, job.gpu = gpu, job.wire = wire_kind, job.powersgd = powersgd;
+    job.rank = rank, job.ranks = world, job.steps = steps, job.gpu = gpu, job.wire = wire_kind,
+    job.powersgd = powersgd;
     job.sharded = run + 1 == runs && sharded, job.opt = *opt;
     job.comm = comm, job.sse = curve, job.lock = &lock;
     run_rank(&job);
@@ -477,21 +479,30 @@ static int train_as_process(int world, int steps, int gpu, int wire_kind, int po
 }
 
 int main(int argc, char** argv) {
-  int ranks = 4, steps = 200, gpu = 0, powersgd = 0, sharded = 0, i, t, bad = 0, world = launcher_world_size(),
-      is_rank0 = 1, wire = WIRE_F16;
+  int ranks = 4, steps = 200, gpu = 0, powersgd = 0, sharded = 0, i, t, bad = 0,
+      world = launcher_world_size(), is_rank0 = 1, wire = WIRE_F16;
   Optimizer opt = {0, 0.0f};
   static double single[MAX_STEPS], multi[MAX_STEPS], reference[MAX_STEPS];
   double worst = 0, worst_modes = 0, tolerance;
   for (i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc) ranks = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--gpu") == 0) gpu = 1;
-    else if (strcmp(argv[i], "--powersgd") == 0 && i + 1 < argc) powersgd = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--sharded") == 0) sharded = 1;
-    else if (strcmp(argv[i], "--int8") == 0) wire = WIRE_INT8;
-    else if (strcmp(argv[i], "--int8-no-ef") == 0) wire = WIRE_INT8_NO_EF;
-    else if (strcmp(argv[i], "--adam") == 0) opt.adam = 1;
-    else if (strcmp(argv[i], "--clip") == 0 && i + 1 < argc) opt.clip = (float)atof(argv[++i]);
+    if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc)
+      ranks = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc)
+      steps = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--gpu") == 0)
+      gpu = 1;
+    else if (strcmp(argv[i], "--powersgd") == 0 && i + 1 < argc)
+      powersgd = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--sharded") == 0)
+      sharded = 1;
+    else if (strcmp(argv[i], "--int8") == 0)
+      wire = WIRE_INT8;
+    else if (strcmp(argv[i], "--int8-no-ef") == 0)
+      wire = WIRE_INT8_NO_EF;
+    else if (strcmp(argv[i], "--adam") == 0)
+      opt.adam = 1;
+    else if (strcmp(argv[i], "--clip") == 0 && i + 1 < argc)
+      opt.clip = (float)atof(argv[++i]);
     else {
       fprintf(stderr,
               "usage: %s [--ranks 1|2|4|8] [--steps N<=%d] [--gpu] [--powersgd RANK | --sharded | --int8 | "
@@ -506,12 +517,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (wire != WIRE_F16 && (powersgd > 0 || sharded)) {
-    fprintf(stderr, "--int8 combines with neither --powersgd nor --sharded (one compression strategy; no sharded "
+    fprintf(stderr,
+            "--int8 combines with neither --powersgd nor --sharded (one compression strategy; no sharded "
             "int8 wire)\n");
     return 2;
   }
   if (powersgd > 0 && sharded) {
-    fprintf(stderr, "--powersgd and --sharded do not combine (the reducer refuses PowerSGD in sharded mode)\n");
+    fprintf(stderr,
+            "--powersgd and --sharded do not combine (the reducer refuses PowerSGD in sharded mode)\n");
     return 2;
   }
   if (!(opt.clip >= 0.0f) || opt.clip > 1e30f) {
@@ -532,7 +545,8 @@ int main(int argc, char** argv) {
   make_data(steps);
   if (world > 1) {
     /* One rank per process: train, sum the losses, and let rank 0 check them. */
-    if (train_as_process(world, steps, gpu, wire, powersgd, sharded, &opt, multi, reference, &is_rank0)) return 1;
+    if (train_as_process(world, steps, gpu, wire, powersgd, sharded, &opt, multi, reference, &is_rank0))
+      return 1;
     if (!is_rank0) return 0;
     ranks = world;
     if (train(1, steps, 0, 0, 0, 0, &opt, single)) return 1;
@@ -541,8 +555,11 @@ int main(int argc, char** argv) {
              train(ranks, steps, gpu, wire, powersgd, sharded, &opt, multi)) {
     return 1;
   }
-  printf("step   1 rank, f32, host   %d ranks%s, %s wire%s%s%s%s, %s\n", ranks, world > 1 ? " (processes)" : "",
-         wire == WIRE_F16 ? "f16" : wire == WIRE_INT8 ? "int8" : "int8 (no error feedback)",
+  printf("step   1 rank, f32, host   %d ranks%s, %s wire%s%s%s%s, %s\n", ranks,
+         world > 1 ? " (processes)" : "",
+         wire == WIRE_F16    ? "f16"
+         : wire == WIRE_INT8 ? "int8"
+                             : "int8 (no error feedback)",
          powersgd > 0 ? ", PowerSGD" : "", sharded ? ", sharded" : "", opt.adam ? ", Adam" : ", SGD",
          opt.clip > 0 ? ", clipped" : "", gpu ? (world > 1 ? "GPUs" : "GPU 0") : "host");
   for (t = 0; t < steps; ++t) {
@@ -559,8 +576,9 @@ int main(int argc, char** argv) {
   if (sharded) {
     /* The same reduced gradients and the same update per element: the sharded run
      * must retrace the all-reduce mode's curve. */
-    printf("sharded vs all-reduce mode, the same %d ranks: largest relative difference %.2e (limit 1e-06: %s)\n",
-           ranks, worst_modes, worst_modes > 1e-6 ? "FAIL" : "ok");
+    printf(
+        "sharded vs all-reduce mode, the same %d ranks: largest relative difference %.2e (limit 1e-06: %s)\n",
+        ranks, worst_modes, worst_modes > 1e-6 ? "FAIL" : "ok");
     bad = bad || worst_modes > 1e-6;
   }
   /* Two criteria, each on its own line, so that a FAIL names the one that failed. */

@@ -34,7 +34,9 @@ struct OpSpec {
 // partial sums are taken over (on both backends, so both sum in the same groups).
 constexpr size_t kChunkElements = 16384;
 
-inline size_t chunks_of(size_t n) { return (n + kChunkElements - 1) / kChunkElements; }
+inline size_t chunks_of(size_t n) {
+  return (n + kChunkElements - 1) / kChunkElements;
+}
 
 namespace host {
 void apply(const OpSpec& spec, const Pair* pairs, size_t n);

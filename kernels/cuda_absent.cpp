@@ -13,35 +13,61 @@ namespace gradcomm::kernels {
 
 namespace {
 [[noreturn]] void no_cuda(const char* what) {
-  fail(gcommNotSupported, what, " needs a CUDA kernel, and gradcomm was built without CUDA (GRADCOMM_CUDA=OFF)");
+  fail(gcommNotSupported, what,
+       " needs a CUDA kernel, and gradcomm was built without CUDA (GRADCOMM_CUDA=OFF)");
 }
 }  // namespace
 
 namespace cuda {
-void apply(const OpSpec&, const Pair*, size_t, gcommStream_t) { no_cuda("an element-wise op"); }
-void l2_norm(const gcommTensor_t*, size_t, float*, float*, double*, gcommStream_t, double*) { no_cuda("a norm"); }
-void norm_of_sums(const double*, size_t, float*, gcommStream_t) { no_cuda("a norm"); }
-void copy_unless_flagged(float*, const float*, size_t, const float*, gcommStream_t) { no_cuda("a flagged copy"); }
-void update_scale(ScalerState*, const ScalerParams&, gcommStream_t) { no_cuda("the grad scaler's update"); }
+void apply(const OpSpec&, const Pair*, size_t, gcommStream_t) {
+  no_cuda("an element-wise op");
+}
+void l2_norm(const gcommTensor_t*, size_t, float*, float*, double*, gcommStream_t, double*) {
+  no_cuda("a norm");
+}
+void norm_of_sums(const double*, size_t, float*, gcommStream_t) {
+  no_cuda("a norm");
+}
+void copy_unless_flagged(float*, const float*, size_t, const float*, gcommStream_t) {
+  no_cuda("a flagged copy");
+}
+void update_scale(ScalerState*, const ScalerParams&, gcommStream_t) {
+  no_cuda("the grad scaler's update");
+}
 }  // namespace cuda
 
 namespace reduce_cuda {
-void reduce_to_float(const void* const*, int, size_t, size_t, gcommDataType_t, gcommRedOp_t, float*, gcommStream_t) {
+void reduce_to_float(const void* const*, int, size_t, size_t, gcommDataType_t, gcommRedOp_t, float*,
+                     gcommStream_t) {
   no_cuda("a reduction");
 }
-void reduce_to_typed(const void* const*, int, size_t, size_t, gcommDataType_t, gcommRedOp_t, void*, gcommStream_t) {
+void reduce_to_typed(const void* const*, int, size_t, size_t, gcommDataType_t, gcommRedOp_t, void*,
+                     gcommStream_t) {
   no_cuda("a reduction");
 }
-void float_to_typed(const float*, void*, size_t, gcommDataType_t, gcommStream_t) { no_cuda("a conversion"); }
+void float_to_typed(const float*, void*, size_t, gcommDataType_t, gcommStream_t) {
+  no_cuda("a conversion");
+}
 }  // namespace reduce_cuda
 
 namespace powersgd::cuda {
-void add_error(const LowRankMatrix*, size_t, gcommStream_t) { no_cuda("PowerSGD"); }
-void multiply_mq(const LowRankMatrix*, size_t, int, gcommStream_t) { no_cuda("PowerSGD"); }
-void add_error_multiply_mq(const LowRankMatrix*, size_t, int, gcommStream_t) { no_cuda("PowerSGD"); }
-void orthogonalize(const LowRankMatrix*, size_t, int, float, gcommStream_t) { no_cuda("PowerSGD"); }
-void multiply_mtp(const LowRankMatrix*, size_t, int, const float*, gcommStream_t) { no_cuda("PowerSGD"); }
-void decompress(const LowRankMatrix*, size_t, int, float, const float*, const DecompressOutput&, gcommStream_t) {
+void add_error(const LowRankMatrix*, size_t, gcommStream_t) {
+  no_cuda("PowerSGD");
+}
+void multiply_mq(const LowRankMatrix*, size_t, int, gcommStream_t) {
+  no_cuda("PowerSGD");
+}
+void add_error_multiply_mq(const LowRankMatrix*, size_t, int, gcommStream_t) {
+  no_cuda("PowerSGD");
+}
+void orthogonalize(const LowRankMatrix*, size_t, int, float, gcommStream_t) {
+  no_cuda("PowerSGD");
+}
+void multiply_mtp(const LowRankMatrix*, size_t, int, const float*, gcommStream_t) {
+  no_cuda("PowerSGD");
+}
+void decompress(const LowRankMatrix*, size_t, int, float, const float*, const DecompressOutput&,
+                gcommStream_t) {
   no_cuda("PowerSGD");
 }
 }  // namespace powersgd::cuda

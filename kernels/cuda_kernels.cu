@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "common/cuda_check.hpp"
-#include "kernels/block_sum.cuh"
 #include "kernels/backend.hpp"
+#include "kernels/block_sum.cuh"
 #include "kernels/functors.hpp"
 
 namespace gradcomm::kernels::cuda {
@@ -58,7 +58,10 @@ __device__ __forceinline__ int find_tensor(const Batch& batch, unsigned int chun
   int lo = 0, hi = batch.count - 1;
   while (lo < hi) {
     int mid = (lo + hi + 1) / 2;
-    if (batch.t[mid].first_chunk <= chunk) lo = mid; else hi = mid - 1;
+    if (batch.t[mid].first_chunk <= chunk)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -123,18 +126,21 @@ void for_each_batch(const Pair* pairs, size_t n, Launch&& launch) {
     if (pairs[k].n == 0) continue;
     size_t chunks = chunks_of(pairs[k].n);
     if (batch.count == kMaxTensors || batch.total_chunks + chunks > 0x7fffffffu) flush();
-    batch.t[batch.count] = TensorArg{pairs[k].a, pairs[k].b, pairs[k].n, batch.total_chunks,
-                                     static_cast<unsigned int>(chunks)};
+    batch.t[batch.count] =
+        TensorArg{pairs[k].a, pairs[k].b, pairs[k].n, batch.total_chunks, static_cast<unsigned int>(chunks)};
     batch.total_chunks += static_cast<unsigned int>(chunks);
     ++batch.count;
   }
   flush();
 }
 
-unsigned grid_for(unsigned int chunks) { return std::min<unsigned>(chunks, kMaxBlocks); }
+unsigned grid_for(unsigned int chunks) {
+  return std::min<unsigned>(chunks, kMaxBlocks);
+}
 
 template <class Op>
-void launch_apply(const Pair* pairs, size_t n, const ScaleSource& source, float* found_inf, cudaStream_t stream) {
+void launch_apply(const Pair* pairs, size_t n, const ScaleSource& source, float* found_inf,
+                  cudaStream_t stream) {
   for_each_batch(pairs, n, [&](const Batch& batch) {
     apply_kernel<Op><<<grid_for(batch.total_chunks), kThreads, 0, stream>>>(batch, source, found_inf);
     GCOMM_CUDA_CHECK(cudaGetLastError());
@@ -142,9 +148,12 @@ void launch_apply(const Pair* pairs, size_t n, const ScaleSource& source, float*
 }
 
 template <class A, class B>
-void dispatch_pair(const OpSpec& spec, const Pair* pairs, size_t n, const ScaleSource& source, cudaStream_t stream) {
+void dispatch_pair(const OpSpec& spec, const Pair* pairs, size_t n, const ScaleSource& source,
+                   cudaStream_t stream) {
   switch (spec.kind) {
-    case OpKind::kPack: launch_apply<PackOp<A, B>>(pairs, n, source, nullptr, stream); break;
+    case OpKind::kPack:
+      launch_apply<PackOp<A, B>>(pairs, n, source, nullptr, stream);
+      break;
     case OpKind::kUnpack:
       if (spec.accumulate)
         launch_apply<UnpackOp<A, B, true>>(pairs, n, source, spec.found_inf, stream);
@@ -152,12 +161,14 @@ void dispatch_pair(const OpSpec& spec, const Pair* pairs, size_t n, const ScaleS
         launch_apply<UnpackOp<A, B, false>>(pairs, n, source, spec.found_inf, stream);
       break;
     case OpKind::kCheck:
-      if constexpr (std::is_same<A, B>::value) launch_apply<CheckOp<A>>(pairs, n, source, spec.found_inf, stream);
+      if constexpr (std::is_same<A, B>::value)
+        launch_apply<CheckOp<A>>(pairs, n, source, spec.found_inf, stream);
       break;
     case OpKind::kUnscale:
     case OpKind::kClip:
       if constexpr (std::is_same<A, B>::value)
-        launch_apply<UnscaleOp<A>>(pairs, n, source, spec.kind == OpKind::kClip ? nullptr : spec.found_inf, stream);
+        launch_apply<UnscaleOp<A>>(pairs, n, source, spec.kind == OpKind::kClip ? nullptr : spec.found_inf,
+                                   stream);
       break;
   }
 }
@@ -168,7 +179,8 @@ void dispatch_pair(const OpSpec& spec, const Pair* pairs, size_t n, const ScaleS
 // Pass 3: one block sums the tensors in a fixed tree. Same bits every run.
 
 template <class T>
-__global__ void __launch_bounds__(kThreads) chunk_squares_kernel(const __grid_constant__ Batch batch, double* partial) {
+__global__ void __launch_bounds__(kThreads)
+    chunk_squares_kernel(const __grid_constant__ Batch batch, double* partial) {
   __shared__ double shared[kThreads];
   for (unsigned int c = blockIdx.x; c < batch.total_chunks; c += gridDim.x) {
     const TensorArg& t = batch.t[find_tensor(batch, c)];
@@ -186,8 +198,8 @@ __global__ void __launch_bounds__(kThreads) chunk_squares_kernel(const __grid_co
 }
 
 // tensor_chunks[k] = number of chunks of tensor k (0 for empty ones), first[k] its first partial.
-__global__ void tensor_sums_kernel(const double* partial, const unsigned long long* first, const unsigned int* chunks,
-                                   int n, double* tensor_sq, float* per_tensor) {
+__global__ void tensor_sums_kernel(const double* partial, const unsigned long long* first,
+                                   const unsigned int* chunks, int n, double* tensor_sq, float* per_tensor) {
   int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
   int lane = threadIdx.x % 32;
   if (warp >= n) return;
@@ -200,8 +212,8 @@ __global__ void tensor_sums_kernel(const double* partial, const unsigned long lo
   }
 }
 
-__global__ void __launch_bounds__(kThreads) global_sum_kernel(const double* tensor_sq, int n, float* global_norm,
-                                                              double* sum_of_squares) {
+__global__ void __launch_bounds__(kThreads)
+    global_sum_kernel(const double* tensor_sq, int n, float* global_norm, double* sum_of_squares) {
   __shared__ double shared[kThreads];
   double sum = 0.0;
   for (int k = threadIdx.x; k < n; k += kThreads) sum += tensor_sq[k];
@@ -226,15 +238,19 @@ __global__ void norm_of_sums_kernel(const double* squares, unsigned int n, float
   *norm = static_cast<float>(sqrt(total));
 }
 
-__global__ void update_scale_kernel(ScalerState* state, ScalerParams params) { kernels::update_scale(*state, params); }
+__global__ void update_scale_kernel(ScalerState* state, ScalerParams params) {
+  kernels::update_scale(*state, params);
+}
 
 }  // namespace
 
 void apply(const OpSpec& spec, const Pair* pairs, size_t n, gcommStream_t stream) {
-  ScaleSource source{spec.scale, spec.device_scale, spec.kind == OpKind::kClip ? spec.norm : nullptr, spec.max_norm};
+  ScaleSource source{spec.scale, spec.device_scale, spec.kind == OpKind::kClip ? spec.norm : nullptr,
+                     spec.max_norm};
   auto s = reinterpret_cast<cudaStream_t>(stream);
   dispatch_dtype(spec.a_dtype, [&](auto a) {
-    dispatch_dtype(spec.b_dtype, [&](auto b) { dispatch_pair<decltype(a), decltype(b)>(spec, pairs, n, source, s); });
+    dispatch_dtype(spec.b_dtype,
+                   [&](auto b) { dispatch_pair<decltype(a), decltype(b)>(spec, pairs, n, source, s); });
   });
 }
 
@@ -280,7 +296,8 @@ void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* 
   unsigned long long* d_first = reinterpret_cast<unsigned long long*>(tensor_sq + n);
   unsigned int* d_chunks = reinterpret_cast<unsigned int*>(d_first + n);
   std::vector<unsigned char> table(table_bytes);
-  std::copy_n(reinterpret_cast<const unsigned char*>(first.data()), n * sizeof(unsigned long long), table.data());
+  std::copy_n(reinterpret_cast<const unsigned char*>(first.data()), n * sizeof(unsigned long long),
+              table.data());
   std::copy_n(reinterpret_cast<const unsigned char*>(chunks.data()), n * sizeof(unsigned int),
               table.data() + n * sizeof(unsigned long long));
   if (n > 0) {
@@ -296,14 +313,17 @@ void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* 
 }
 
 void norm_of_sums(const double* squares, size_t n, float* norm, gcommStream_t stream) {
-  norm_of_sums_kernel<<<1, 1, 0, reinterpret_cast<cudaStream_t>(stream)>>>(squares, static_cast<unsigned int>(n),
-                                                                           norm);
+  norm_of_sums_kernel<<<1, 1, 0, reinterpret_cast<cudaStream_t>(stream)>>>(
+      squares, static_cast<unsigned int>(n), norm);
   GCOMM_CUDA_CHECK(cudaGetLastError());
 }
 
-void copy_unless_flagged(float* dst, const float* src, size_t count, const float* skip, gcommStream_t stream) {
-  const unsigned grid = static_cast<unsigned>(std::min<size_t>((count + kThreads * 4 - 1) / (kThreads * 4), 4096));
-  copy_unless_flagged_kernel<<<grid, kThreads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(dst, src, count, skip);
+void copy_unless_flagged(float* dst, const float* src, size_t count, const float* skip,
+                         gcommStream_t stream) {
+  const unsigned grid =
+      static_cast<unsigned>(std::min<size_t>((count + kThreads * 4 - 1) / (kThreads * 4), 4096));
+  copy_unless_flagged_kernel<<<grid, kThreads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(dst, src, count,
+                                                                                            skip);
   GCOMM_CUDA_CHECK(cudaGetLastError());
 }
 

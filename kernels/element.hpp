@@ -49,7 +49,9 @@ GCOMM_HD float bits_to_float(uint32_t u) {
 #endif
 }
 
-GCOMM_HD bool is_finite(float f) { return (float_to_bits(f) & 0x7f800000u) != 0x7f800000u; }
+GCOMM_HD bool is_finite(float f) {
+  return (float_to_bits(f) & 0x7f800000u) != 0x7f800000u;
+}
 
 // Round to nearest even, written with selects instead of early returns so the host
 // twins' loops vectorize (the GPU runs the same code). Every path is computed and
@@ -65,7 +67,10 @@ GCOMM_HD uint16_t f32_to_f16(float f) {
   const uint32_t subnormal = float_to_bits(bits_to_float(ax) + 0.5f) - 0x3f000000u;
   const uint32_t r = ax - 0x38000000u;
   const uint32_t normal = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
-  const uint32_t h = ax >= 0x7f800000u ? special : ax >= 0x477ff000u ? 0x7c00u : ax < 0x38800000u ? subnormal : normal;
+  const uint32_t h = ax >= 0x7f800000u   ? special
+                     : ax >= 0x477ff000u ? 0x7c00u
+                     : ax < 0x38800000u  ? subnormal
+                                         : normal;
   return static_cast<uint16_t>(sign | h);
 }
 
@@ -87,12 +92,20 @@ GCOMM_HD uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>(x >> 16);
 }
 
-GCOMM_HD float bf16_to_f32(uint16_t b) { return bits_to_float(static_cast<uint32_t>(b) << 16); }
+GCOMM_HD float bf16_to_f32(uint16_t b) {
+  return bits_to_float(static_cast<uint32_t>(b) << 16);
+}
 
 // Typed load/store through float, the compute type of every kernel.
-GCOMM_HD float to_float(float v) { return v; }
-GCOMM_HD float to_float(half_bits v) { return f16_to_f32(v.bits); }
-GCOMM_HD float to_float(bf16_bits v) { return bf16_to_f32(v.bits); }
+GCOMM_HD float to_float(float v) {
+  return v;
+}
+GCOMM_HD float to_float(half_bits v) {
+  return f16_to_f32(v.bits);
+}
+GCOMM_HD float to_float(bf16_bits v) {
+  return bf16_to_f32(v.bits);
+}
 
 template <class T>
 GCOMM_HD T from_float(float v);
@@ -113,9 +126,12 @@ GCOMM_HD bf16_bits from_float<bf16_bits>(float v) {
 template <class F>
 decltype(auto) dispatch_dtype(gcommDataType_t dtype, F&& f) {
   switch (dtype) {
-    case gcommFloat16: return f(half_bits{});
-    case gcommBfloat16: return f(bf16_bits{});
-    default: return f(float{});
+    case gcommFloat16:
+      return f(half_bits{});
+    case gcommBfloat16:
+      return f(bf16_bits{});
+    default:
+      return f(float{});
   }
 }
 

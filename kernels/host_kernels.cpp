@@ -104,11 +104,15 @@ bool run(const Op& op, const Pair* pairs, size_t n) {
 template <class A, class B>
 bool dispatch_pair(const OpSpec& spec, float s, const Pair* pairs, size_t n) {
   switch (spec.kind) {
-    case OpKind::kPack: return run(PackOp<A, B>{s}, pairs, n);
+    case OpKind::kPack:
+      return run(PackOp<A, B>{s}, pairs, n);
     case OpKind::kUnpack:
-      return spec.accumulate ? run(UnpackOp<A, B, true>{s}, pairs, n) : run(UnpackOp<A, B, false>{s}, pairs, n);
-    case OpKind::kCheck: return std::is_same<A, B>::value ? run(CheckOp<A>{s}, pairs, n) : false;
-    default: return std::is_same<A, B>::value ? run(UnscaleOp<A>{s}, pairs, n) : false;
+      return spec.accumulate ? run(UnpackOp<A, B, true>{s}, pairs, n)
+                             : run(UnpackOp<A, B, false>{s}, pairs, n);
+    case OpKind::kCheck:
+      return std::is_same<A, B>::value ? run(CheckOp<A>{s}, pairs, n) : false;
+    default:
+      return std::is_same<A, B>::value ? run(UnscaleOp<A>{s}, pairs, n) : false;
   }
 }
 }  // namespace
@@ -118,15 +122,15 @@ void apply(const OpSpec& spec, const Pair* pairs, size_t n) {
   if (spec.device_scale != nullptr) s *= *spec.device_scale;
   if (spec.kind == OpKind::kClip) s = clip_factor(*spec.norm, spec.max_norm);
   bool nonfinite = dispatch_dtype(spec.a_dtype, [&](auto a) {
-    return dispatch_dtype(spec.b_dtype, [&](auto b) {
-      return dispatch_pair<decltype(a), decltype(b)>(spec, s, pairs, n);
-    });
+    return dispatch_dtype(spec.b_dtype,
+                          [&](auto b) { return dispatch_pair<decltype(a), decltype(b)>(spec, s, pairs, n); });
   });
   // Clip never flags; unscale and unpack flag like PyTorch: set, never cleared.
   if (nonfinite && spec.found_inf != nullptr && spec.kind != OpKind::kClip) *spec.found_inf = 1.0f;
 }
 
-void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* per_tensor, double* sum_of_squares) {
+void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* per_tensor,
+             double* sum_of_squares) {
   // Squares summed in double per chunk, chunks summed in order per tensor, and
   // tensors in order: the CUDA kernels' grouping above the chunk (within a chunk
   // each sums in its own fixed order; the two agree to rounding).
@@ -171,6 +175,8 @@ void norm_of_sums(const double* squares, size_t n, float* norm) {
   *norm = static_cast<float>(std::sqrt(total));
 }
 
-void update_scale(ScalerState* state, const ScalerParams& params) { kernels::update_scale(*state, params); }
+void update_scale(ScalerState* state, const ScalerParams& params) {
+  kernels::update_scale(*state, params);
+}
 
 }  // namespace gradcomm::kernels::host

@@ -56,7 +56,8 @@ void check_locations(const gcommTensor_t* tensors, size_t n, const Target& targe
 
 // checked_span() for list element k, naming it only when it fails.
 void check_tensor_span(const gcommTensor_t& t, const char* what, size_t k) {
-  if (!within_address_limit(t.data, t.count, t.dtype)) checked_span(t.data, t.count, t.dtype, cat(what, "[", k, "]").c_str());
+  if (!within_address_limit(t.data, t.count, t.dtype))
+    checked_span(t.data, t.count, t.dtype, cat(what, "[", k, "]").c_str());
 }
 
 // Checks a tensor list. Messages are only formatted on failure: this runs on
@@ -67,11 +68,13 @@ void check_tensors(const gcommTensor_t* tensors, size_t n, const Target& target,
   for (size_t k = 0; k < n; ++k) {
     const gcommTensor_t& t = tensors[k];
     if (!is_valid_dtype(t.dtype)) checked_dtype(t.dtype, cat(what, "[", k, "].dtype").c_str());
-    require(t.data != nullptr || t.count == 0, what, "[", k, "] has ", t.count, " elements but its data is NULL");
+    require(t.data != nullptr || t.count == 0, what, "[", k, "] has ", t.count,
+            " elements but its data is NULL");
     check_tensor_span(t, what, k);
   }
   // On the host, device memory can only appear if a GPU is present.
-  if (!target.locations_known && (target.cuda() || gpu_available())) check_locations(tensors, n, target, what);
+  if (!target.locations_known && (target.cuda() || gpu_available()))
+    check_locations(tensors, n, target, what);
 }
 
 struct Range {
@@ -85,10 +88,11 @@ void check_disjoint(std::vector<Range> ranges, const char* what) {
   ranges.erase(std::remove_if(ranges.begin(), ranges.end(), [](const Range& r) { return r.begin == r.end; }),
                ranges.end());
   auto by_begin = [](const Range& x, const Range& y) { return x.begin < y.begin; };
-  if (!std::is_sorted(ranges.begin(), ranges.end(), by_begin)) std::sort(ranges.begin(), ranges.end(), by_begin);
+  if (!std::is_sorted(ranges.begin(), ranges.end(), by_begin))
+    std::sort(ranges.begin(), ranges.end(), by_begin);
   for (size_t i = 1; i < ranges.size(); ++i)
-    require(ranges[i].begin >= ranges[i - 1].end, what, ": tensors ", ranges[i - 1].index, " and ", ranges[i].index,
-            " overlap");
+    require(ranges[i].begin >= ranges[i - 1].end, what, ": tensors ", ranges[i - 1].index, " and ",
+            ranges[i].index, " overlap");
 }
 
 std::vector<Range> tensor_ranges(const gcommTensor_t* t, size_t n) {
@@ -102,7 +106,8 @@ std::vector<Range> tensor_ranges(const gcommTensor_t* t, size_t n) {
 
 // The bucket's element offsets (given, or back to back), validated: no overflow,
 // no two tensors sharing bucket elements.
-std::vector<size_t> bucket_offsets(const gcommTensor_t* t, size_t n, const size_t* offsets, gcommDataType_t bucket_dtype) {
+std::vector<size_t> bucket_offsets(const gcommTensor_t* t, size_t n, const size_t* offsets,
+                                   gcommDataType_t bucket_dtype) {
   std::vector<size_t> result(n);
   size_t next = 0;
   std::vector<Range> ranges(n);
@@ -151,7 +156,8 @@ void run_per_dtype(OpSpec spec, const gcommTensor_t* t, size_t n, const Target& 
 }
 
 // The clip's scaling, on arguments already checked.
-void scale_to_norm(const gcommTensor_t* tensors, size_t n, float max_norm, const float* norm, const Target& target) {
+void scale_to_norm(const gcommTensor_t* tensors, size_t n, float max_norm, const float* norm,
+                   const Target& target) {
   OpSpec spec;
   spec.kind = OpKind::kClip;
   spec.norm = norm;
@@ -161,7 +167,9 @@ void scale_to_norm(const gcommTensor_t* tensors, size_t n, float max_norm, const
 
 }  // namespace
 
-Target make_target(gcommDevice_t device, gcommStream_t stream) { return Target{validate_device(device), stream}; }
+Target make_target(gcommDevice_t device, gcommStream_t stream) {
+  return Target{validate_device(device), stream};
+}
 
 void unscale_and_check(const gcommTensor_t* grads, size_t n, const float* inv_scale, float* found_inf,
                        const Target& target) {
@@ -185,8 +193,8 @@ void check_finite(const gcommTensor_t* grads, size_t n, float* found_inf, const 
   run_per_dtype(spec, grads, n, target);
 }
 
-void pack(const gcommTensor_t* src, size_t n, const size_t* offsets, void* bucket, gcommDataType_t bucket_dtype,
-          float scale, const float* device_scale, const Target& target) {
+void pack(const gcommTensor_t* src, size_t n, const size_t* offsets, void* bucket,
+          gcommDataType_t bucket_dtype, float scale, const float* device_scale, const Target& target) {
   checked_dtype(bucket_dtype, "bucket_dtype");
   check_tensors(src, n, target, "src");
   std::vector<size_t> off = bucket_offsets(src, n, offsets, bucket_dtype);
@@ -198,7 +206,8 @@ void pack(const gcommTensor_t* src, size_t n, const size_t* offsets, void* bucke
     std::vector<Pair> pairs;
     for (size_t k = 0; k < n; ++k)
       if (src[k].dtype == d)
-        pairs.push_back(Pair{src[k].data, static_cast<char*>(bucket) + off[k] * dtype_size(bucket_dtype), src[k].count});
+        pairs.push_back(
+            Pair{src[k].data, static_cast<char*>(bucket) + off[k] * dtype_size(bucket_dtype), src[k].count});
     OpSpec spec;
     spec.kind = OpKind::kPack;
     spec.a_dtype = static_cast<gcommDataType_t>(d);
@@ -225,8 +234,9 @@ void unpack(const void* bucket, gcommDataType_t bucket_dtype, const size_t* offs
     std::vector<Pair> pairs;
     for (size_t k = 0; k < n; ++k)
       if (dst[k].dtype == d)
-        pairs.push_back(Pair{const_cast<char*>(static_cast<const char*>(bucket)) + off[k] * dtype_size(bucket_dtype),
-                             dst[k].data, dst[k].count});
+        pairs.push_back(
+            Pair{const_cast<char*>(static_cast<const char*>(bucket)) + off[k] * dtype_size(bucket_dtype),
+                 dst[k].data, dst[k].count});
     OpSpec spec;
     spec.kind = OpKind::kUnpack;
     spec.a_dtype = bucket_dtype;
@@ -263,7 +273,8 @@ void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* 
     require(workspace_bytes >= need, "workspace of ", workspace_bytes, " bytes is too small: ", need,
             " needed (ask with workspace = NULL)");
     check_scalar(workspace, target, "workspace", need > 0);  // an empty list needs none
-    require(reinterpret_cast<uintptr_t>(workspace) % alignof(double) == 0, "workspace must be 8-byte aligned");
+    require(reinterpret_cast<uintptr_t>(workspace) % alignof(double) == 0,
+            "workspace must be 8-byte aligned");
     DeviceGuard guard(target.device);
     cuda::l2_norm(tensors, n, global_norm, per_tensor, static_cast<double*>(workspace), target.stream,
                   sum_of_squares);
@@ -285,7 +296,8 @@ void norm_of_sums(const double* squares, size_t n, float* norm, const Target& ta
   }
 }
 
-void copy_unless_flagged(float* dst, const float* src, size_t count, const float* skip, const Target& target) {
+void copy_unless_flagged(float* dst, const float* src, size_t count, const float* skip,
+                         const Target& target) {
   require((dst != nullptr && src != nullptr) || count == 0, "copy_unless_flagged: NULL buffer for ", count,
           " floats");
   if (count == 0) return;
@@ -299,7 +311,8 @@ void copy_unless_flagged(float* dst, const float* src, size_t count, const float
 
 void clip_by_global_norm(const gcommTensor_t* tensors, size_t n, float max_norm, float* global_norm,
                          void* workspace, size_t workspace_bytes, const Target& target, float* found_inf) {
-  require(max_norm > 0.0f && is_finite(max_norm), "max_norm must be a positive finite number, not ", max_norm);
+  require(max_norm > 0.0f && is_finite(max_norm), "max_norm must be a positive finite number, not ",
+          max_norm);
   // The list is validated before check_disjoint reads it (NULL list, overflowing counts).
   check_tensors(tensors, n, target, "tensors");
   check_disjoint(tensor_ranges(tensors, n), "tensors");
@@ -313,8 +326,10 @@ void clip_by_global_norm(const gcommTensor_t* tensors, size_t n, float max_norm,
   scale_to_norm(tensors, n, max_norm, global_norm, target);
 }
 
-void clip_to_norm(const gcommTensor_t* tensors, size_t n, float max_norm, const float* norm, const Target& target) {
-  require(max_norm > 0.0f && is_finite(max_norm), "max_norm must be a positive finite number, not ", max_norm);
+void clip_to_norm(const gcommTensor_t* tensors, size_t n, float max_norm, const float* norm,
+                  const Target& target) {
+  require(max_norm > 0.0f && is_finite(max_norm), "max_norm must be a positive finite number, not ",
+          max_norm);
   check_tensors(tensors, n, target, "tensors");
   check_disjoint(tensor_ranges(tensors, n), "tensors");
   check_scalar(norm, target, "norm", true);

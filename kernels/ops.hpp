@@ -41,8 +41,8 @@ void unscale_and_check(const gcommTensor_t* grads, size_t n, const float* inv_sc
 void check_finite(const gcommTensor_t* grads, size_t n, float* found_inf, const Target& target);
 
 // bucket <- cast(src * scale * (*device_scale)); device_scale may be NULL.
-void pack(const gcommTensor_t* src, size_t n, const size_t* offsets, void* bucket, gcommDataType_t bucket_dtype,
-          float scale, const float* device_scale, const Target& target);
+void pack(const gcommTensor_t* src, size_t n, const size_t* offsets, void* bucket,
+          gcommDataType_t bucket_dtype, float scale, const float* device_scale, const Target& target);
 
 // dst <- cast(bucket * scale * (*device_scale) [+ dst]); found_inf as above.
 void unpack(const void* bucket, gcommDataType_t bucket_dtype, const size_t* offsets, const gcommTensor_t* dst,
@@ -68,12 +68,14 @@ void norm_of_sums(const double* squares, size_t n, float* norm, const Target& ta
 // max_norm / (norm + 1e-6) if that is below 1 — all on the target, no host sync.
 // A non-finite norm scales nothing and sets *found_inf (when given) to 1.
 void clip_by_global_norm(const gcommTensor_t* tensors, size_t n, float max_norm, float* global_norm,
-                         void* workspace, size_t workspace_bytes, const Target& target, float* found_inf = nullptr);
+                         void* workspace, size_t workspace_bytes, const Target& target,
+                         float* found_inf = nullptr);
 
 // Multiplies every tensor by max_norm / (*norm + 1e-6) when that is below 1,
 // with a norm already computed (a non-finite norm scales nothing). The reducer's
 // clip over shards combines the ranks' partial norms first, then calls this.
-void clip_to_norm(const gcommTensor_t* tensors, size_t n, float max_norm, const float* norm, const Target& target);
+void clip_to_norm(const gcommTensor_t* tensors, size_t n, float max_norm, const float* norm,
+                  const Target& target);
 
 // dst = src (count floats) unless *skip > 0 (skip may be NULL): a state update
 // that a step with Inf/NaN (the skip flag, on the target) must not make.

@@ -14,8 +14,8 @@ namespace gradcomm::kernels {
 // Lives in device memory for a CUDA scaler (16 bytes, one allocation).
 struct ScalerState {
   float scale;
-  float inv_scale;       // 1/scale, what unscale multiplies by
-  float found_inf;       // > 0 when the current step saw Inf/NaN
+  float inv_scale;  // 1/scale, what unscale multiplies by
+  float found_inf;  // > 0 when the current step saw Inf/NaN
   int32_t growth_tracker;
   int32_t hysteresis_left;
   int32_t skipped_last;  // 1 if the last update saw an overflow (the step must be skipped)

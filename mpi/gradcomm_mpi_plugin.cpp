@@ -21,7 +21,9 @@ int failed(const char* what, int code, char* err, size_t err_bytes) {
   return 1;
 }
 
-MPI_Comm communicator(int comm_f) { return comm_f == GCOMM_MPI_COMM_WORLD ? MPI_COMM_WORLD : MPI_Comm_f2c(comm_f); }
+MPI_Comm communicator(int comm_f) {
+  return comm_f == GCOMM_MPI_COMM_WORLD ? MPI_COMM_WORLD : MPI_Comm_f2c(comm_f);
+}
 
 void finalize_at_exit() {
   int finalized = 0;
@@ -33,10 +35,12 @@ void finalize_at_exit() {
 
 extern "C" {
 
-__attribute__((visibility("default"))) int gradcomm_mpi_plugin_version(void) { return GRADCOMM_MPI_PLUGIN_VERSION; }
+__attribute__((visibility("default"))) int gradcomm_mpi_plugin_version(void) {
+  return GRADCOMM_MPI_PLUGIN_VERSION;
+}
 
-__attribute__((visibility("default"))) int gradcomm_mpi_world(int comm_f, int* rank, int* size, int* local_rank,
-                                                              char* err, size_t err_bytes) {
+__attribute__((visibility("default"))) int gradcomm_mpi_world(int comm_f, int* rank, int* size,
+                                                              int* local_rank, char* err, size_t err_bytes) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -54,8 +58,8 @@ __attribute__((visibility("default"))) int gradcomm_mpi_world(int comm_f, int* r
   }
   MPI_Comm comm = communicator(comm_f);
   if (comm == MPI_COMM_NULL) {
-    std::snprintf(err, err_bytes, "the communicator (Fortran handle %d) is MPI_COMM_NULL or not a communicator",
-                  comm_f);
+    std::snprintf(err, err_bytes,
+                  "the communicator (Fortran handle %d) is MPI_COMM_NULL or not a communicator", comm_f);
     return 1;
   }
   int code = MPI_Comm_rank(comm, rank);
@@ -121,8 +125,8 @@ GRADCOMM_MPI_EXPORT int gradcomm_mpi_isend(int comm_f, const void* buffer, int b
   return 0;
 }
 
-GRADCOMM_MPI_EXPORT int gradcomm_mpi_irecv(int comm_f, void* buffer, int bytes, int peer, int tag, int* request_f,
-                                           char* err, size_t err_bytes) {
+GRADCOMM_MPI_EXPORT int gradcomm_mpi_irecv(int comm_f, void* buffer, int bytes, int peer, int tag,
+                                           int* request_f, char* err, size_t err_bytes) {
   MPI_Request r = MPI_REQUEST_NULL;
   int code = MPI_Irecv(buffer, bytes, MPI_BYTE, peer, tag, MPI_Comm_f2c(comm_f), &r);
   if (code != MPI_SUCCESS) return failed("MPI_Irecv", code, err, err_bytes);
@@ -130,7 +134,8 @@ GRADCOMM_MPI_EXPORT int gradcomm_mpi_irecv(int comm_f, void* buffer, int bytes, 
   return 0;
 }
 
-GRADCOMM_MPI_EXPORT int gradcomm_mpi_test(int* request_f, int* done, int* bytes, char* err, size_t err_bytes) {
+GRADCOMM_MPI_EXPORT int gradcomm_mpi_test(int* request_f, int* done, int* bytes, char* err,
+                                          size_t err_bytes) {
   MPI_Request r = MPI_Request_f2c(*request_f);
   MPI_Status status;
   int code = MPI_Test(&r, done, &status);

@@ -47,7 +47,9 @@ std::vector<size_t> visit_order(size_t n, const PlanOptions& o) {
 }
 
 // Byte counts toward a cap: absurd gradients must not wrap them around.
-size_t sat_add(size_t a, size_t b) { return b > SIZE_MAX - a ? SIZE_MAX : a + b; }
+size_t sat_add(size_t a, size_t b) {
+  return b > SIZE_MAX - a ? SIZE_MAX : a + b;
+}
 
 // The bytes of a bucket's carried gradients (they count toward its cap).
 size_t carried_bytes(const Bucket& b, const std::vector<GradSpec>& grads, gcommDataType_t wire) {
@@ -170,16 +172,17 @@ void check_plan_invariants(const std::vector<GradSpec>& grads, const PlanOptions
     }
     const size_t expected = o.shards > 1 ? padded_for_shards(end, k.wire_dtype, o.shards) : end;
     if (k.elements != expected)
-      broken(cat("bucket ", b, " elements ", k.elements, " != ", expected, " (the end of its last tensor ", end,
-                 o.shards > 1 ? ", padded for the shards)" : ")"));
+      broken(cat("bucket ", b, " elements ", k.elements, " != ", expected, " (the end of its last tensor ",
+                 end, o.shards > 1 ? ", padded for the shards)" : ")"));
     // Below the cap before its last gradient joined, unless that one was alone.
     size_t cap = first_seen[k.grad_dtype]++ == 0 ? o.first_bucket_bytes : o.bucket_cap_bytes;
     if (k.entries.size() > 1) {
       Bucket before = k;
       before.entries.pop_back();
       const BucketEntry& prev = before.entries.back();
-      size_t before_last = sat_add((prev.offset + (grads[prev.grad].carried ? 0 : grads[prev.grad].count)) *
-                                       dtype_size(k.wire_dtype), carried_bytes(before, grads, k.wire_dtype));
+      size_t before_last = sat_add(
+          (prev.offset + (grads[prev.grad].carried ? 0 : grads[prev.grad].count)) * dtype_size(k.wire_dtype),
+          carried_bytes(before, grads, k.wire_dtype));
       if (before_last >= cap) broken(cat("bucket ", b, " went past its cap"));
     }
     if (b > 0 && last < previous_last) broken(cat("bucket ", b, " launches before an earlier-completed one"));

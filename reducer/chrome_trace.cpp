@@ -18,7 +18,9 @@ namespace {
 constexpr int kCallerTid = 1;
 constexpr int kReducerTid = 2;
 
-int tid_of(Track t) { return t == Track::kCaller ? kCallerTid : kReducerTid; }
+int tid_of(Track t) {
+  return t == Track::kCaller ? kCallerTid : kReducerTid;
+}
 
 nlohmann::json name_event(const char* what, int pid, int tid, const std::string& name) {
   nlohmann::json e = {{"name", what}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", name}}}};
@@ -49,7 +51,8 @@ std::string per_rank_path(const std::string& pattern, int rank, int size) {
 ChromeTrace::ChromeTrace(std::string path, int rank, int size, std::string device, uint64_t first_step,
                          uint64_t steps)
     : path_(std::move(path)), rank_(rank), first_(first_step), steps_(steps) {
-  require(steps >= 1 && steps <= kMaxTraceSteps, "a trace takes 1 to ", kMaxTraceSteps, " steps, not ", steps);
+  require(steps >= 1 && steps <= kMaxTraceSteps, "a trace takes 1 to ", kMaxTraceSteps, " steps, not ",
+          steps);
   require(first_step >= 1, "the first traced step is 1 or later, not ", first_step);
   // An unwritable path is reported now, not after the steps it was meant to hold.
   check_writable(path_, "step trace");
@@ -65,26 +68,21 @@ void ChromeTrace::add(const MeasuredStep& step) {
   const StepTiming& t = step.timing;
   const double base = step.begin_host_us;
   const nlohmann::json step_event = {{"name", cat("step ", t.step)},
-                     {"cat", "step"},
-                     {"ph", "X"},
-                     {"ts", base},
-                     {"dur", t.step_us},
-                     {"pid", rank_},
-                     {"tid", kCallerTid},
-                     {"args",
-                      {{"step", t.step},
-                       {"backward_us", t.backward_us},
-                       {"comm_us", t.comm_us},
-                       {"overlapped_comm_us", t.overlapped_comm_us},
-                       {"overlap", t.overlap()}}}};
-  const nlohmann::json backward_event = {{"name", "backward"},
-                     {"cat", "step"},
-                     {"ph", "X"},
-                     {"ts", base},
-                     {"dur", t.backward_us},
-                     {"pid", rank_},
-                     {"tid", kCallerTid},
-                     {"args", {{"step", t.step}}}};
+                                     {"cat", "step"},
+                                     {"ph", "X"},
+                                     {"ts", base},
+                                     {"dur", t.step_us},
+                                     {"pid", rank_},
+                                     {"tid", kCallerTid},
+                                     {"args",
+                                      {{"step", t.step},
+                                       {"backward_us", t.backward_us},
+                                       {"comm_us", t.comm_us},
+                                       {"overlapped_comm_us", t.overlapped_comm_us},
+                                       {"overlap", t.overlap()}}}};
+  const nlohmann::json backward_event = {
+      {"name", "backward"},   {"cat", "step"}, {"ph", "X"},         {"ts", base},
+      {"dur", t.backward_us}, {"pid", rank_},  {"tid", kCallerTid}, {"args", {{"step", t.step}}}};
   events_.push_back(step_event.dump());
   events_.push_back(backward_event.dump());
   for (const MeasuredSpan& s : step.spans) {
@@ -116,7 +114,8 @@ void ChromeTrace::write() const {
                                 {"steps", added_},
                                 {"clock", "host steady clock, microseconds"}};
   // One event per line: a file people can also read and grep.
-  std::string text = "{\"displayTimeUnit\": \"ms\", \"otherData\": " + other.dump() + ",\n\"traceEvents\": [\n";
+  std::string text =
+      "{\"displayTimeUnit\": \"ms\", \"otherData\": " + other.dump() + ",\n\"traceEvents\": [\n";
   for (size_t k = 0; k < events_.size(); ++k) text += events_[k] + (k + 1 < events_.size() ? ",\n" : "\n");
   text += "]}";
   write_text_file(path_, text, "step trace");
@@ -127,8 +126,10 @@ TraceRequest trace_request_from_env(int rank, int size) {
   auto pattern = env_string("GRADCOMM_TRACE_FILE");
   if (!pattern || pattern->empty()) return r;
   r.path = per_rank_path(*pattern, rank, size);
-  r.first_step = static_cast<uint64_t>(env_int("GRADCOMM_TRACE_START", 1, 1, std::numeric_limits<int64_t>::max()));
-  r.steps = static_cast<uint64_t>(env_int("GRADCOMM_TRACE_STEPS", 20, 1, static_cast<int64_t>(kMaxTraceSteps)));
+  r.first_step =
+      static_cast<uint64_t>(env_int("GRADCOMM_TRACE_START", 1, 1, std::numeric_limits<int64_t>::max()));
+  r.steps =
+      static_cast<uint64_t>(env_int("GRADCOMM_TRACE_STEPS", 20, 1, static_cast<int64_t>(kMaxTraceSteps)));
   return r;
 }
 

@@ -15,8 +15,7 @@ namespace {
 
 const CompressionEntry kCompressions[] = {
     {gcommCompressionPowerSgd, "powersgd", "gcommCompressionPowerSgd", "gcommPowerSgdStats_t",
-     "GCOMM_POWERSGD_STATS_INITIALIZER", make_powersgd,
-     make_powersgd_from_text},
+     "GCOMM_POWERSGD_STATS_INITIALIZER", make_powersgd, make_powersgd_from_text},
     {gcommCompressionInt8, "int8", "gcommCompressionInt8", "gcommInt8Stats_t", "GCOMM_INT8_STATS_INITIALIZER",
      make_int8_wire, make_int8_wire_from_text},
     {gcommCompressionFp8, "fp8", "gcommCompressionFp8", "gcommFp8Stats_t", "GCOMM_FP8_STATS_INITIALIZER",
@@ -41,11 +40,13 @@ const CompressionEntry& compression_entry(gcommCompression_t kind) {
   for (const CompressionEntry& e : kCompressions)
     if (e.kind == kind) return e;
   if (kind == gcommCompressionNone)
-    fail(gcommInvalidArgument, "gcommCompressionNone is no compression (every reducer's start): it has no config, statistics or state");
+    fail(gcommInvalidArgument,
+         "gcommCompressionNone is no compression (every reducer's start): it has no config, statistics or "
+         "state");
   std::string kinds;
   for (const CompressionEntry& e : kCompressions) kinds += cat(kinds.empty() ? "" : ", ", e.enumerator);
-  fail(gcommInvalidArgument, "compression kind ", static_cast<int>(kind), " is not a gcommCompression_t (", kinds,
-       ")");
+  fail(gcommInvalidArgument, "compression kind ", static_cast<int>(kind), " is not a gcommCompression_t (",
+       kinds, ")");
 }
 
 const CompressionEntry& compression_entry_of_text(const std::string& spec, std::string* options) {
@@ -95,8 +96,8 @@ void OptionText::take(const char* key, int& field) {
   char* end = nullptr;
   errno = 0;
   const long x = std::strtol(v->c_str(), &end, 10);
-  require(!v->empty() && *end == '\0' && errno == 0 && x >= INT32_MIN && x <= INT32_MAX, kind_, " option ", key,
-          "='", *v, "' is not an integer");
+  require(!v->empty() && *end == '\0' && errno == 0 && x >= INT32_MIN && x <= INT32_MAX, kind_, " option ",
+          key, "='", *v, "' is not an integer");
   field = static_cast<int>(x);
 }
 
@@ -135,8 +136,8 @@ void OptionText::take(const char* key, int& field, std::initializer_list<std::pa
   char* end = nullptr;
   errno = 0;
   const long x = std::strtol(v->c_str(), &end, 10);
-  require(!v->empty() && *end == '\0' && errno == 0 && x >= INT32_MIN && x <= INT32_MAX, kind_, " option ", key,
-          "='", *v, "' is not one of ", known);
+  require(!v->empty() && *end == '\0' && errno == 0 && x >= INT32_MIN && x <= INT32_MAX, kind_, " option ",
+          key, "='", *v, "' is not one of ", known);
   field = static_cast<int>(x);  // the struct's check refuses a number that is no value
 }
 

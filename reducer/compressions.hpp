@@ -52,14 +52,15 @@ class OptionText {
   std::vector<std::string> known_;  // the keys take() asked for
 };
 
-using ConfigFactory = std::unique_ptr<CompressionStrategy> (*)(const void* config, const StrategySetup& setup);
+using ConfigFactory = std::unique_ptr<CompressionStrategy> (*)(const void* config,
+                                                               const StrategySetup& setup);
 using TextFactory = std::unique_ptr<CompressionStrategy> (*)(OptionText& options, const StrategySetup& setup);
 
 struct CompressionEntry {
   gcommCompression_t kind;
-  const char* name;          // "int8": the text form's and Python's name
-  const char* enumerator;    // "gcommCompressionInt8": in messages
-  const char* stats_struct;  // "gcommInt8Stats_t"
+  const char* name;               // "int8": the text form's and Python's name
+  const char* enumerator;         // "gcommCompressionInt8": in messages
+  const char* stats_struct;       // "gcommInt8Stats_t"
   const char* stats_initializer;  // "GCOMM_INT8_STATS_INITIALIZER"
   // Validates the config struct (NULL: defaults) and the setup, then makes the
   // strategy (nothing allocated before set_layout). Throws naming what is wrong.

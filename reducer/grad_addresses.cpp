@@ -8,8 +8,12 @@
 namespace gradcomm::reducer {
 
 namespace {
-uintptr_t begin_of(const gcommTensor_t& g) { return reinterpret_cast<uintptr_t>(g.data); }
-uintptr_t end_of(const gcommTensor_t& g) { return begin_of(g) + g.count * dtype_size(g.dtype); }
+uintptr_t begin_of(const gcommTensor_t& g) {
+  return reinterpret_cast<uintptr_t>(g.data);
+}
+uintptr_t end_of(const gcommTensor_t& g) {
+  return begin_of(g) + g.count * dtype_size(g.dtype);
+}
 }  // namespace
 
 GradAddresses::GradAddresses(const std::vector<gcommTensor_t>& grads) {
@@ -27,14 +31,16 @@ GradAddresses::GradAddresses(const std::vector<gcommTensor_t>& grads) {
 void GradAddresses::move(size_t index, const gcommTensor_t& from, const gcommTensor_t& to) {
   if (to.count == 0) return;  // an empty gradient takes no range, before or after
   if (auto other = overlapping(begin_of(to), end_of(to), index))
-    fail(gcommInvalidArgument, "gradient ", index, " at ", to.data, " (", to.count, " x ", dtype_name(to.dtype),
-         ") would overlap gradient ", *other,
+    fail(gcommInvalidArgument, "gradient ", index, " at ", to.data, " (", to.count, " x ",
+         dtype_name(to.dtype), ") would overlap gradient ", *other,
          "; every gradient needs memory of its own (moving several at once: gcommReducerSetAllGradData)");
   by_begin_.erase(begin_of(from));
   add(index, to);
 }
 
-void GradAddresses::add(size_t index, const gcommTensor_t& g) { by_begin_[begin_of(g)] = Range{end_of(g), index}; }
+void GradAddresses::add(size_t index, const gcommTensor_t& g) {
+  by_begin_[begin_of(g)] = Range{end_of(g), index};
+}
 
 std::optional<size_t> GradAddresses::overlapping(uintptr_t begin, uintptr_t end, size_t self) const {
   auto first = by_begin_.lower_bound(begin);

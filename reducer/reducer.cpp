@@ -3,23 +3,23 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 
+#include "comm/flight_recorder.hpp"
+#include "comm/group.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
 #include "common/dtype.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
-#include "comm/flight_recorder.hpp"
-#include "comm/group.hpp"
+#include "kernels/ops.hpp"
+#include "memory/device_bytes.hpp"
 #include "reducer/chrome_trace.hpp"
 #include "reducer/compressions.hpp"
-#include "memory/device_bytes.hpp"
 #include "reducer/strategies/allreduce.hpp"
-#include "kernels/ops.hpp"
 
 namespace gradcomm::reducer {
 
@@ -31,7 +31,9 @@ constexpr size_t kBucketAlign = 256;
 static_assert(GCOMM_MAX_TENSORS <= (size_t{1} << 24),
               "the plan broadcast sends gradient indices as floats, exact below 2^24");
 
-size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+size_t align_up(size_t v, size_t a) {
+  return (v + a - 1) / a * a;
+}
 
 // Waits for every stream of the device (no-op on the host): for a one-time call
 // that moves memory the caller may still be using on streams the reducer cannot name.
@@ -53,7 +55,8 @@ bool same_plan(const BucketPlan& a, const BucketPlan& b) {
   for (size_t k = 0; k < a.buckets.size(); ++k) {
     const Bucket& x = a.buckets[k];
     const Bucket& y = b.buckets[k];
-    if (x.elements != y.elements || x.wire_dtype != y.wire_dtype || x.entries.size() != y.entries.size()) return false;
+    if (x.elements != y.elements || x.wire_dtype != y.wire_dtype || x.entries.size() != y.entries.size())
+      return false;
     for (size_t e = 0; e < x.entries.size(); ++e)
       if (x.entries[e].grad != y.entries[e].grad || x.entries[e].offset != y.entries[e].offset) return false;
   }
@@ -74,7 +77,8 @@ bool epilogue_at_finalize() {
   const std::optional<std::string> v = env_string("GRADCOMM_REDUCER_EPILOGUE");
   if (!v || *v == "bucket") return false;
   if (*v == "finalize") return true;
-  fail(gcommInvalidArgument, "GRADCOMM_REDUCER_EPILOGUE is '", *v, "': use 'bucket' (the default) or 'finalize'");
+  fail(gcommInvalidArgument, "GRADCOMM_REDUCER_EPILOGUE is '", *v,
+       "': use 'bucket' (the default) or 'finalize'");
 }
 
 // GRADCOMM_REDUCER_HOST_THREAD=0/1 (default 1): a host reducer with peers runs its
@@ -90,7 +94,8 @@ comm::HostLane* host_lane_for(comm::Communicator& comm) {
 // end, while the reducer's kernels would run at once, before it: refused.
 void refuse_in_group(const char* call) {
   if (comm::in_group())
-    fail(gcommInvalidState, call, " inside gcommGroupStart/End: the reducer issues its own collectives and kernels in "
+    fail(gcommInvalidState, call,
+         " inside gcommGroupStart/End: the reducer issues its own collectives and kernels in "
          "order, which a group would reorder; end the group first");
 }
 
@@ -100,10 +105,11 @@ ReducerOptions reducer_options_from(const gcommReducerConfig_t& c) {
   ReducerOptions o;
   require(c.bucket_cap_bytes > 0, "bucket_cap_bytes must be > 0");
   require(c.first_bucket_bytes > 0, "first_bucket_bytes must be > 0");
-  require(c.wire_dtype == GCOMM_WIRE_SAME_AS_GRAD || is_valid_dtype(static_cast<gcommDataType_t>(c.wire_dtype)),
-          "wire_dtype ", c.wire_dtype, " is neither GCOMM_WIRE_SAME_AS_GRAD (-1) nor a gcommDataType_t");
-  require(c.grad_as_bucket_view == 0 || c.grad_as_bucket_view == 1, "grad_as_bucket_view must be 0 or 1, not ",
-          c.grad_as_bucket_view);
+  require(
+      c.wire_dtype == GCOMM_WIRE_SAME_AS_GRAD || is_valid_dtype(static_cast<gcommDataType_t>(c.wire_dtype)),
+      "wire_dtype ", c.wire_dtype, " is neither GCOMM_WIRE_SAME_AS_GRAD (-1) nor a gcommDataType_t");
+  require(c.grad_as_bucket_view == 0 || c.grad_as_bucket_view == 1,
+          "grad_as_bucket_view must be 0 or 1, not ", c.grad_as_bucket_view);
   require(c.average == 0 || c.average == 1, "average must be 0 or 1, not ", c.average);
   require(c.unused_grads == gcommUnusedError || c.unused_grads == gcommUnusedAsZero, "unused_grads ",
           c.unused_grads, " is not a gcommUnusedGrads_t (gcommUnusedError, gcommUnusedAsZero)");
@@ -122,8 +128,9 @@ ReducerOptions reducer_options_from(const gcommReducerConfig_t& c) {
   return o;
 }
 
-Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n, const ReducerOptions& options,
-                 kernels::GradScaler* scaler, std::unique_ptr<memory::CachingAllocator> allocator)
+Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
+                 const ReducerOptions& options, kernels::GradScaler* scaler,
+                 std::unique_ptr<memory::CachingAllocator> allocator)
     : comm_(comm),
       scaler_(scaler),
       options_(options),
@@ -146,12 +153,14 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
     checked_dtype(g.dtype, cat("grads[", i, "].dtype").c_str());
     checked_span(g.data, g.count, g.dtype, cat("grads[", i, "]").c_str());
     if (options_.grad_as_bucket_view) {
-      require(g.data == nullptr, "grads[", i, "].data must be NULL with grad_as_bucket_view (gradcomm allocates it)");
+      require(g.data == nullptr, "grads[", i,
+              "].data must be NULL with grad_as_bucket_view (gradcomm allocates it)");
       require(options_.wire_dtype == kWireSameAsGrad || options_.wire_dtype == g.dtype,
               "grad_as_bucket_view needs the wire dtype to be the gradients' dtype (grads[", i, "] is ",
               dtype_name(g.dtype), ")");
     } else {
-      require(g.data != nullptr || g.count == 0, "grads[", i, "] has ", g.count, " elements but its data is NULL");
+      require(g.data != nullptr || g.count == 0, "grads[", i, "] has ", g.count,
+              " elements but its data is NULL");
       if (g.count > 0) check_grad_location(g.data, i);
     }
     grads_.push_back(g);
@@ -164,7 +173,8 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
   std::vector<float> init(4 + 2 * static_cast<size_t>(comm_.size()), 0.0f);  // doubles are 0 bits too
   init[1] = 1.0f;
   flags_ = static_cast<float*>(allocator_->allocate(init.size() * sizeof(float), side_.stream()));
-  memory::copy_bytes(flags_, init.data(), init.size() * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  memory::copy_bytes(flags_, init.data(), init.size() * sizeof(float), device_, side_.stream(),
+                     cudaMemcpyHostToDevice);
   strategy_ = std::make_unique<AllReduceStrategy>();
   try {
     build_wire(plan_buckets(specs_, plan_options()), *strategy_);
@@ -177,16 +187,16 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
   const TraceRequest trace = trace_request_from_env(comm_.rank(), comm_.size());
   if (!trace.path.empty()) {
     try {
-      timeline_.start_trace(std::make_unique<ChromeTrace>(trace.path, comm_.rank(), comm_.size(),
-                                                          describe_device(device_), trace.first_step, trace.steps));
+      timeline_.start_trace(std::make_unique<ChromeTrace>(
+          trace.path, comm_.rank(), comm_.size(), describe_device(device_), trace.first_step, trace.steps));
       GCOMM_INFO(REDUCER, "GRADCOMM_TRACE_FILE: tracing synced steps ", trace.first_step, " to ",
                  trace.first_step + trace.steps - 1, " into ", trace.path);
     } catch (const Error& e) {
       GCOMM_WARN("GRADCOMM_TRACE_FILE: ", e.message(), "; no step trace is recorded");
     }
   }
-  GCOMM_INFO(REDUCER, "reducer on ", describe_device(device_), ": ", n, " gradients, ", plan_.buckets.size(), " buckets\n",
-              describe_plan(plan_));
+  GCOMM_INFO(REDUCER, "reducer on ", describe_device(device_), ": ", n, " gradients, ", plan_.buckets.size(),
+             " buckets\n", describe_plan(plan_));
 }
 
 Reducer::~Reducer() {
@@ -211,7 +221,8 @@ Reducer::~Reducer() {
 }
 
 void Reducer::check_grad_location(const void* data, size_t index) const {
-  require_usable(pointer_info(data), device_, "grads", static_cast<long long>(index), "the communicator is on");
+  require_usable(pointer_info(data), device_, "grads", static_cast<long long>(index),
+                 "the communicator is on");
 }
 
 PlanOptions Reducer::plan_options() const {
@@ -294,8 +305,8 @@ void Reducer::build_wire(const BucketPlan& plan, const CompressionStrategy& stra
       // The contents follow.
       for (size_t i = 0; i < grads_.size(); ++i)
         if (grads_[i].data != nullptr)
-          memory::copy_bytes(view_data[i], grads_[i].data, grads_[i].count * dtype_size(grads_[i].dtype), device_,
-                     side_.stream(), cudaMemcpyDeviceToDevice);
+          memory::copy_bytes(view_data[i], grads_[i].data, grads_[i].count * dtype_size(grads_[i].dtype),
+                             device_, side_.stream(), cudaMemcpyDeviceToDevice);
     }
   } catch (...) {
     if (wire != nullptr) allocator_->deallocate(wire, side_.stream());
@@ -363,7 +374,8 @@ void Reducer::begin_step(bool sync) {
   throw_if_failed();
   refuse_in_group("gcommReducerBeginStep");
   if (phase_ != Phase::kIdle)
-    fail(gcommInvalidState, "a step is already in progress: call gcommReducerFinalize before beginning another");
+    fail(gcommInvalidState,
+         "a step is already in progress: call gcommReducerFinalize before beginning another");
   std::fill(marked_.begin(), marked_.end(), 0);
   marked_count_ = 0;
   next_bucket_ = 0;
@@ -391,17 +403,18 @@ void Reducer::mark_ready(size_t index, gcommStream_t stream, std::optional<const
   throw_if_failed();
   refuse_in_group("gcommReducerMarkReady");
   if (phase_ == Phase::kIdle)
-    fail(gcommInvalidState, "gradient ", index, " was marked ready outside a step: call gcommReducerBeginStep first");
+    fail(gcommInvalidState, "gradient ", index,
+         " was marked ready outside a step: call gcommReducerBeginStep first");
   check_index(index);
   // The guard against a caller whose gradient memory was replaced behind the
   // reducer's back (freed and reallocated): refused before anything reads it.
   if (expected && *expected != grads_[index].data && grads_[index].count > 0)
     fail(gcommInvalidArgument, "gradient ", index, " is at ", *expected, " but the reducer has it at ",
-         grads_[index].data, ": its memory was replaced (PyTorch's zero_grad(set_to_none=True) frees it, an "
+         grads_[index].data,
+         ": its memory was replaced (PyTorch's zero_grad(set_to_none=True) frees it, an "
          "optimizer may assign a new one); point the reducer at the new memory between steps "
          "(gcommReducerSetGradData) or keep the gradients in place");
-  if (marked_[index])
-    fail(gcommInvalidState, "gradient ", index, " was already marked ready in this step");
+  if (marked_[index]) fail(gcommInvalidState, "gradient ", index, " was already marked ready in this step");
   marked_[index] = 1;
   ++marked_count_;
   if (phase_ == Phase::kAccumulating) return;
@@ -446,7 +459,8 @@ void Reducer::finalize(gcommStream_t stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
   refuse_in_group("gcommReducerFinalize");
-  if (phase_ == Phase::kIdle) fail(gcommInvalidState, "finalize without a step: call gcommReducerBeginStep first");
+  if (phase_ == Phase::kIdle)
+    fail(gcommInvalidState, "finalize without a step: call gcommReducerBeginStep first");
   if (phase_ == Phase::kAccumulating) {
     phase_ = Phase::kIdle;
     ++stats_.accumulation_steps;
@@ -466,8 +480,8 @@ void Reducer::finalize(gcommStream_t stream) {
     });
     side_.make_wait(stream);
     {
-      TimedSpan finish(timeline_, scaler_ != nullptr ? "scaler update" : "found-inf flag", SpanKind::kCompute, -1,
-                       stream, Track::kCaller);
+      TimedSpan finish(timeline_, scaler_ != nullptr ? "scaler update" : "found-inf flag", SpanKind::kCompute,
+                       -1, stream, Track::kCaller);
       finish_step(stream);
     }
     timeline_.end_step(stream);
@@ -479,8 +493,8 @@ void Reducer::finalize(gcommStream_t stream) {
     maybe_rebuild(missing);  // every rank rebuilds at the same step
   });
   if (refuse)
-    fail(gcommInvalidState, missing.size(), " of ", grads_.size(), " gradients were never marked ready in this step: ",
-         list_indices(missing),
+    fail(gcommInvalidState, missing.size(), " of ", grads_.size(),
+         " gradients were never marked ready in this step: ", list_indices(missing),
          ". The step was completed as if they were zero, as on the other ranks (which cannot know), so every "
          "rank holds the same gradients and loss scale; do not apply it. Mark every gradient ready, or set "
          "unused_grads = gcommUnusedAsZero.");
@@ -492,7 +506,8 @@ void Reducer::finalize(gcommStream_t stream) {
 void Reducer::finish_step(gcommStream_t stream) {
   memory::copy_bytes(flags_, step_flag(), sizeof(float), device_, stream, cudaMemcpyDeviceToDevice);
   if (scaler_ != nullptr) {
-    memory::copy_bytes(&scaler_->state()->found_inf, step_flag(), sizeof(float), device_, stream, cudaMemcpyDeviceToDevice);
+    memory::copy_bytes(&scaler_->state()->found_inf, step_flag(), sizeof(float), device_, stream,
+                       cudaMemcpyDeviceToDevice);
     scaler_->update(stream);
   }
 }
@@ -518,10 +533,12 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
         }
       });
   float* staging = static_cast<float*>(hold.get());
-  memory::copy_bytes(staging, order.data(), n * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  memory::copy_bytes(staging, order.data(), n * sizeof(float), device_, side_.stream(),
+                     cudaMemcpyHostToDevice);
   comm_.collective(comm::owned_buffers_call(comm::Collective::kBroadcast, staging, staging, n, gcommFloat32,
                                             side_.stream(), gcommSum, /*root=*/0));
-  memory::copy_bytes(order.data(), staging, n * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
+  memory::copy_bytes(order.data(), staging, n * sizeof(float), device_, side_.stream(),
+                     cudaMemcpyDeviceToHost);
   side_.synchronize();
   hold.reset();
   PlanOptions po = plan_options();
@@ -551,8 +568,10 @@ void* Reducer::grad_data(size_t index) const {
 gcommTensor_t Reducer::checked_move(size_t index, void* data) const {
   check_index(index);
   if (options_.grad_as_bucket_view)
-    fail(gcommInvalidState, "gradient ", index, " lives in gradcomm's bucket (grad_as_bucket_view); it cannot move");
-  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "gradients cannot move during a step (call finalize first)");
+    fail(gcommInvalidState, "gradient ", index,
+         " lives in gradcomm's bucket (grad_as_bucket_view); it cannot move");
+  if (phase_ != Phase::kIdle)
+    fail(gcommInvalidState, "gradients cannot move during a step (call finalize first)");
   gcommTensor_t moved = grads_[index];
   moved.data = data;
   require(data != nullptr || moved.count == 0, "data is NULL but gradient ", index, " has ", moved.count,
@@ -609,8 +628,9 @@ void Reducer::start_trace(const std::string& path, uint64_t steps) {
   require(!path.empty(), "the trace path is empty");
   const uint64_t next = stats_.synced_steps + 1;
   timeline_.stop_trace();  // one running already is written first (and its failure reported)
-  timeline_.start_trace(std::make_unique<ChromeTrace>(per_rank_path(path, comm_.rank(), comm_.size()), comm_.rank(),
-                                                      comm_.size(), describe_device(device_), next, steps));
+  timeline_.start_trace(std::make_unique<ChromeTrace>(per_rank_path(path, comm_.rank(), comm_.size()),
+                                                      comm_.rank(), comm_.size(), describe_device(device_),
+                                                      next, steps));
 }
 
 void Reducer::stop_trace() {
@@ -622,21 +642,24 @@ void Reducer::stop_trace() {
 
 std::string Reducer::describe() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return cat("reducer: ", grads_.size(), " gradients, ", plan_.buckets.size(), " buckets, ", wire_payload_bytes_,
-             " wire bytes per step on ", describe_device(device_), " (rank ", comm_.rank(), " of ", comm_.size(), ")",
-             stats_.rebuilt ? ", rebuilt in ready order" : "", "\n", describe_plan(plan_));
+  return cat("reducer: ", grads_.size(), " gradients, ", plan_.buckets.size(), " buckets, ",
+             wire_payload_bytes_, " wire bytes per step on ", describe_device(device_), " (rank ",
+             comm_.rank(), " of ", comm_.size(), ")", stats_.rebuilt ? ", rebuilt in ready order" : "", "\n",
+             describe_plan(plan_));
 }
 
 template <class Make>
 void Reducer::install(const char* name, Make&& make, const size_t* grad_rows) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
-  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "compression (", name, ") can only be enabled between steps");
+  if (phase_ != Phase::kIdle)
+    fail(gcommInvalidState, "compression (", name, ") can only be enabled between steps");
   if (strategy_->kind() != gcommCompressionNone)
-    fail(gcommInvalidState, "cannot enable ", name, ": this reducer already compresses with ", strategy_->name(),
-         " (one compression strategy per reducer)");
-  const StrategySetup setup{grads_, grad_rows, options_.grad_as_bucket_view, options_.sharded, comm_.size(),
-                            comm_.rank(), *allocator_, side_, device_};
+    fail(gcommInvalidState, "cannot enable ", name, ": this reducer already compresses with ",
+         strategy_->name(), " (one compression strategy per reducer)");
+  const StrategySetup setup{grads_,           grad_rows,    options_.grad_as_bucket_view,
+                            options_.sharded, comm_.size(), comm_.rank(),
+                            *allocator_,      side_,        device_};
   std::unique_ptr<CompressionStrategy> strategy = make(setup);
   // Gradients the strategy carries itself take no bytes of the wire but count
   // toward the buckets' caps (GradSpec::carried); the plan keeps its order.
@@ -670,14 +693,16 @@ void Reducer::install(const char* name, Make&& make, const size_t* grad_rows) {
 
 void Reducer::enable_compression(gcommCompression_t kind, const void* config, const size_t* grad_rows) {
   const CompressionEntry& entry = compression_entry(kind);
-  install(entry.name, [&](const StrategySetup& setup) { return entry.from_config(config, setup); }, grad_rows);
+  install(
+      entry.name, [&](const StrategySetup& setup) { return entry.from_config(config, setup); }, grad_rows);
 }
 
 void Reducer::enable_compression(const std::string& spec, const size_t* grad_rows) {
   std::string text;
   const CompressionEntry& entry = compression_entry_of_text(spec, &text);
   OptionText options(entry.name, text);
-  install(entry.name, [&](const StrategySetup& setup) { return entry.from_text(options, setup); }, grad_rows);
+  install(
+      entry.name, [&](const StrategySetup& setup) { return entry.from_text(options, setup); }, grad_rows);
 }
 
 gcommCompression_t Reducer::compression() const {
@@ -696,21 +721,23 @@ std::vector<Counter> Reducer::compression_counters(gcommCompression_t kind) cons
 
 std::vector<uint8_t> Reducer::save_compression() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the compression state can only be saved between steps");
+  if (phase_ != Phase::kIdle)
+    fail(gcommInvalidState, "the compression state can only be saved between steps");
   return strategy_->save();
 }
 
 void Reducer::load_compression(const uint8_t* data, size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
-  if (phase_ != Phase::kIdle) fail(gcommInvalidState, "the compression state can only be loaded between steps");
+  if (phase_ != Phase::kIdle)
+    fail(gcommInvalidState, "the compression state can only be loaded between steps");
   strategy_->load(data, bytes);
 }
 
 void Reducer::agree_on_found_inf() {
   TimedSpan span(timeline_, "found-inf max", SpanKind::kComm, -1, side_.stream());
-  comm_.collective(comm::owned_buffers_call(comm::Collective::kAllReduce, step_flag(), step_flag(), 1, gcommFloat32,
-                                            side_.stream(), gcommMax));
+  comm_.collective(comm::owned_buffers_call(comm::Collective::kAllReduce, step_flag(), step_flag(), 1,
+                                            gcommFloat32, side_.stream(), gcommMax));
 }
 
 void Reducer::require_sharded(const char* what) const {
@@ -721,13 +748,14 @@ void Reducer::require_sharded(const char* what) const {
 std::vector<ShardPiece> Reducer::shard(size_t bucket, gcommTensor_t* wire_shard) const {
   std::lock_guard<std::mutex> lock(mutex_);
   require_sharded("a shard");
-  require(bucket < plan_.buckets.size(), "bucket ", bucket, " is out of range (", plan_.buckets.size(), " buckets)");
+  require(bucket < plan_.buckets.size(), "bucket ", bucket, " is out of range (", plan_.buckets.size(),
+          " buckets)");
   const Bucket& b = plan_.buckets[bucket];
   const size_t shards = static_cast<size_t>(comm_.size()), rank = static_cast<size_t>(comm_.rank());
   if (wire_shard != nullptr) {
     const size_t n = b.shard_elements(shards);
-    *wire_shard = gcommTensor_t{static_cast<char*>(bucket_wire_[bucket]) + rank * n * dtype_size(b.wire_dtype), n,
-                                b.wire_dtype};
+    *wire_shard = gcommTensor_t{
+        static_cast<char*>(bucket_wire_[bucket]) + rank * n * dtype_size(b.wire_dtype), n, b.wire_dtype};
   }
   return my_pieces_[bucket];
 }
@@ -745,10 +773,12 @@ void Reducer::set_params(const gcommTensor_t* params, size_t n) {
     require(p.count == grads_[i].count && p.dtype == grads_[i].dtype, "params[", i, "] has ", p.count, " ",
             dtype_name(p.dtype), " elements but gradient ", i, " has ", grads_[i].count, " ",
             dtype_name(grads_[i].dtype));
-    require(p.data != nullptr || p.count == 0, "params[", i, "] has ", p.count, " elements but its data is NULL");
+    require(p.data != nullptr || p.count == 0, "params[", i, "] has ", p.count,
+            " elements but its data is NULL");
     checked_span(p.data, p.count, p.dtype, cat("params[", i, "]").c_str());
-    if (p.count > 0) require_usable(pointer_info(p.data), device_, "params", static_cast<long long>(i),
-                                    "the communicator is on");
+    if (p.count > 0)
+      require_usable(pointer_info(p.data), device_, "params", static_cast<long long>(i),
+                     "the communicator is on");
     checked[i] = p;
   }
   GradAddresses overlap_check(checked);  // no two parameters share memory
@@ -785,8 +815,8 @@ void Reducer::all_gather_params(size_t bucket, gcommStream_t stream) {
   require_sharded("gathering parameters");
   if (params_.empty()) fail(gcommInvalidState, "no parameters registered: call gcommReducerSetParams first");
   if (phase_ != Phase::kIdle) fail(gcommInvalidState, "parameters can only be gathered between steps");
-  require(bucket == GCOMM_ALL_BUCKETS || bucket < plan_.buckets.size(), "bucket ", bucket, " is out of range (",
-          plan_.buckets.size(), " buckets)");
+  require(bucket == GCOMM_ALL_BUCKETS || bucket < plan_.buckets.size(), "bucket ", bucket,
+          " is out of range (", plan_.buckets.size(), " buckets)");
   or_fail([&] {
     side_.wait_for(stream);
     if (bucket == GCOMM_ALL_BUCKETS)
@@ -817,15 +847,16 @@ void Reducer::all_gather_params_of(size_t b) {
   }
   kernels::pack(mine.data(), mine.size(), offsets.data(), staging, dtype, 1.0f, nullptr, target);
   void* my_block = static_cast<char*>(staging) + rank * shard * dtype_size(dtype);
-  comm_.collective(
-      comm::owned_buffers_call(comm::Collective::kAllGather, my_block, staging, shard, dtype, side_.stream()));
+  comm_.collective(comm::owned_buffers_call(comm::Collective::kAllGather, my_block, staging, shard, dtype,
+                                            side_.stream()));
   std::vector<gcommTensor_t> all;
   offsets.clear();
   for (const BucketEntry& e : bucket.entries) {
     all.push_back(params_[e.grad]);
     offsets.push_back(e.offset);
   }
-  kernels::unpack(staging, dtype, offsets.data(), all.data(), all.size(), 1.0f, nullptr, false, nullptr, target);
+  kernels::unpack(staging, dtype, offsets.data(), all.data(), all.size(), 1.0f, nullptr, false, nullptr,
+                  target);
 }
 
 std::vector<gcommTensor_t> Reducer::owned_grad_parts() const {
@@ -851,10 +882,13 @@ const float* Reducer::clip_grad_norm(float max_norm, gcommStream_t stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
   refuse_in_group("gcommReducerClipGradNorm");
-  require(max_norm >= 0.0f && std::isfinite(max_norm), "max_norm must be 0 (the norm only) or a positive finite "
-          "number, not ", max_norm);
+  require(max_norm >= 0.0f && std::isfinite(max_norm),
+          "max_norm must be 0 (the norm only) or a positive finite "
+          "number, not ",
+          max_norm);
   if (phase_ != Phase::kIdle || !synced_result_)
-    fail(gcommInvalidState, "the gradient norm is taken of a synced step's result: call it after the finalize of a "
+    fail(gcommInvalidState,
+         "the gradient norm is taken of a synced step's result: call it after the finalize of a "
          "synced step and before the next gcommReducerBeginStep");
   const std::vector<gcommTensor_t> parts = owned_grad_parts();
   or_fail([&] {
@@ -862,14 +896,15 @@ const float* Reducer::clip_grad_norm(float max_norm, gcommStream_t stream) {
     side_.wait_for(stream);
     const size_t bytes = target.cuda() ? kernels::norm_workspace_bytes(parts.data(), parts.size()) : 0;
     auto release = [this](void* p) { allocator_->deallocate(p, side_.stream()); };
-    std::unique_ptr<void, decltype(release)> workspace(bytes > 0 ? allocator_->allocate(bytes, side_.stream()) : nullptr,
-                                                       release);
+    std::unique_ptr<void, decltype(release)> workspace(
+        bytes > 0 ? allocator_->allocate(bytes, side_.stream()) : nullptr, release);
     if (options_.sharded) {
       double* mine = rank_squares() + comm_.rank();
-      kernels::l2_norm(parts.data(), parts.size(), grad_norm(), nullptr, workspace.get(), bytes, target, mine);
+      kernels::l2_norm(parts.data(), parts.size(), grad_norm(), nullptr, workspace.get(), bytes, target,
+                       mine);
       // A double is moved as two floats: an all-gather only moves bytes.
-      comm_.collective(comm::owned_buffers_call(comm::Collective::kAllGather, mine, rank_squares(), 2, gcommFloat32,
-                                                side_.stream()));
+      comm_.collective(comm::owned_buffers_call(comm::Collective::kAllGather, mine, rank_squares(), 2,
+                                                gcommFloat32, side_.stream()));
       kernels::norm_of_sums(rank_squares(), static_cast<size_t>(comm_.size()), grad_norm(), target);
     } else {
       kernels::l2_norm(parts.data(), parts.size(), grad_norm(), nullptr, workspace.get(), bytes, target);

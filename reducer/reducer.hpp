@@ -16,14 +16,14 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "gradcomm/reducer.h"
+#include "kernels/grad_scaler.hpp"
+#include "memory/caching_allocator.hpp"
 #include "reducer/bucket_plan.hpp"
 #include "reducer/grad_addresses.hpp"
 #include "reducer/side_stream.hpp"
 #include "reducer/step_timeline.hpp"
 #include "reducer/strategy.hpp"
-#include "gradcomm/reducer.h"
-#include "kernels/grad_scaler.hpp"
-#include "memory/caching_allocator.hpp"
 
 namespace gradcomm::reducer {
 

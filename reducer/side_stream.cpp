@@ -8,8 +8,12 @@
 namespace gradcomm::reducer {
 
 namespace {
-cudaStream_t as_stream(gcommStream_t s) { return static_cast<cudaStream_t>(s); }
-cudaEvent_t as_event(void* e) { return static_cast<cudaEvent_t>(e); }
+cudaStream_t as_stream(gcommStream_t s) {
+  return static_cast<cudaStream_t>(s);
+}
+cudaEvent_t as_event(void* e) {
+  return static_cast<cudaEvent_t>(e);
+}
 }  // namespace
 
 SideStream::SideStream(gcommDevice_t device, comm::HostLane* lane)
@@ -103,7 +107,9 @@ void SideStream::wait_for_marked() {
   mark_pending_ = false;
 }
 
-void SideStream::synchronize() { synchronize(stream_); }
+void SideStream::synchronize() {
+  synchronize(stream_);
+}
 
 void SideStream::synchronize(gcommStream_t other) {
   if (!cuda_) {

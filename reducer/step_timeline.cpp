@@ -15,14 +15,18 @@ namespace gradcomm::reducer {
 namespace {
 
 double now_us() noexcept {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
-cudaEvent_t as_event(void* e) { return static_cast<cudaEvent_t>(e); }
+cudaEvent_t as_event(void* e) {
+  return static_cast<cudaEvent_t>(e);
+}
 
 }  // namespace
 
-StepTiming timing_of(uint64_t step, double step_us, double backward_us, const std::vector<MeasuredSpan>& spans) {
+StepTiming timing_of(uint64_t step, double step_us, double backward_us,
+                     const std::vector<MeasuredSpan>& spans) {
   StepTiming t;
   t.step = step;
   t.step_us = step_us;
@@ -96,7 +100,8 @@ StepTimeline::Stamp StepTimeline::stamp(Record& r, gcommStream_t stream) noexcep
       }
       r.events.push_back(e);
     }
-    if (cudaEventRecord(as_event(r.events[r.events_used]), static_cast<cudaStream_t>(stream)) != cudaSuccess) {
+    if (cudaEventRecord(as_event(r.events[r.events_used]), static_cast<cudaStream_t>(stream)) !=
+        cudaSuccess) {
       (void)cudaGetLastError();
       r.broken = true;
       GCOMM_WARN("reducer step timing: cudaEventRecord failed; step ", r.step, " is not measured");
@@ -128,7 +133,8 @@ void StepTimeline::instant(const char* name, int bucket) noexcept {
   }
 }
 
-size_t StepTimeline::open(const char* name, SpanKind kind, Track track, int bucket, gcommStream_t stream) noexcept {
+size_t StepTimeline::open(const char* name, SpanKind kind, Track track, int bucket,
+                          gcommStream_t stream) noexcept {
   std::lock_guard<std::mutex> lock(stamps_);
   if (current_ == nullptr) return 0;
   Record& r = *current_;
@@ -244,9 +250,10 @@ void StepTimeline::poll(bool wait) {
 void StepTimeline::take(const MeasuredStep& m) {
   last_ = m.timing;
   ++measured_;
-  GCOMM_TRACE(REDUCER, "step ", m.timing.step, " timing: ", m.timing.step_us, " us, backward ", m.timing.backward_us,
-              " us, communication ", m.timing.comm_us, " us of which ", m.timing.overlapped_comm_us,
-              " us overlapped backward (", static_cast<int>(m.timing.overlap() * 100 + 0.5), "%)");
+  GCOMM_TRACE(REDUCER, "step ", m.timing.step, " timing: ", m.timing.step_us, " us, backward ",
+              m.timing.backward_us, " us, communication ", m.timing.comm_us, " us of which ",
+              m.timing.overlapped_comm_us, " us overlapped backward (",
+              static_cast<int>(m.timing.overlap() * 100 + 0.5), "%)");
   if (trace_ == nullptr) return;
   try {
     if (trace_->wants(m.timing.step)) trace_->add(m);

@@ -56,7 +56,8 @@ struct MeasuredStep {
 };
 
 // Overlap of a step: each communication span's part before `backward_us`.
-StepTiming timing_of(uint64_t step, double step_us, double backward_us, const std::vector<MeasuredSpan>& spans);
+StepTiming timing_of(uint64_t step, double step_us, double backward_us,
+                     const std::vector<MeasuredSpan>& spans);
 
 class StepTimeline {
  public:

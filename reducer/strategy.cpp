@@ -15,7 +15,8 @@ std::vector<uint8_t> CompressionStrategy::save() {
 }
 
 void CompressionStrategy::load(const uint8_t* /*data*/, size_t /*bytes*/) {
-  fail(gcommInvalidState, "no compression is enabled on this reducer: enable the one the state was saved with "
+  fail(gcommInvalidState,
+       "no compression is enabled on this reducer: enable the one the state was saved with "
        "first");
 }
 

@@ -37,8 +37,8 @@ struct StrategyContext {
   bool average;                             // divide the sum by the world size
   bool views;                               // grad_as_bucket_view: the gradients live in the buckets
   bool sharded;                             // reduce-scatter: this rank reduces only its shard of each bucket
-  bool epilogue_at_finalize;                // GRADCOMM_REDUCER_EPILOGUE=finalize: the plain buckets' epilogues at
-                                            // end_step, fused (else each right after its bucket's collective)
+  bool epilogue_at_finalize;  // GRADCOMM_REDUCER_EPILOGUE=finalize: the plain buckets' epilogues at
+                              // end_step, fused (else each right after its bucket's collective)
   const std::vector<ShardPiece>* my_pieces;  // sharded: per bucket, the gradients' parts in this rank's shard
   const float* inv_scale;                    // device 1/loss scale, or NULL (no scaler)
   float* step_flag;                          // device: this step's found-inf (> 0: Inf/NaN seen)

@@ -10,13 +10,14 @@
 typedef gcommStatus_t (*ReportFn)(char*, size_t, size_t*);
 
 static void usage(FILE* out) {
-  fputs("Usage: gradcomm-info [--json] [--version] [--help]\n"
-        "What gradcomm sees on this machine: its version, the CUDA runtime and driver,\n"
-        "the NCCL it was built against and the one it loads (and where from), the GPUs.\n"
-        "  -j, --json     the same facts as one JSON object\n"
-        "  -V, --version  gradcomm's version only\n"
-        "  -h, --help     this text\n",
-        out);
+  fputs(
+      "Usage: gradcomm-info [--json] [--version] [--help]\n"
+      "What gradcomm sees on this machine: its version, the CUDA runtime and driver,\n"
+      "the NCCL it was built against and the one it loads (and where from), the GPUs.\n"
+      "  -j, --json     the same facts as one JSON object\n"
+      "  -V, --version  gradcomm's version only\n"
+      "  -h, --help     this text\n",
+      out);
 }
 
 static int print_report(ReportFn report) {
@@ -45,10 +46,18 @@ int main(int argc, char** argv) {
   int json = 0, c;
   while ((c = getopt_long(argc, argv, "jVh", options, NULL)) != -1) {
     switch (c) {
-      case 'j': json = 1; break;
-      case 'V': printf("gradcomm-info %s\n", gcommGetVersionString()); return 0;
-      case 'h': usage(stdout); return 0;
-      default: usage(stderr); return 2;
+      case 'j':
+        json = 1;
+        break;
+      case 'V':
+        printf("gradcomm-info %s\n", gcommGetVersionString());
+        return 0;
+      case 'h':
+        usage(stdout);
+        return 0;
+      default:
+        usage(stderr);
+        return 2;
     }
   }
   if (optind < argc) {

@@ -19,6 +19,7 @@ command -v mpirun >/dev/null || need+=(openmpi-bin)  # the launcher tests (mpiru
 command -v slurmd >/dev/null || need+=(slurm-wlm)  # launchers.real_slurm (a private single-node cluster)
 command -v tc >/dev/null || need+=(iproute2)        # tools/netlab: network namespaces and tc (its tests)
 command -v pgrep >/dev/null || need+=(procps)       # tools/netlab's tests look for leftover processes
+command -v clang-format >/dev/null || need+=(clang-format)  # tools/format_check.sh
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "install_deps: installing ${need[*]}"

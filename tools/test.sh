@@ -2,6 +2,7 @@
 # Builds gradcomm from scratch and runs the whole test suite — the README's test
 # command; .ci/run runs exactly this. GPU tests skip, with the reason, on a
 # machine without a GPU. Stages:
+#   0. formatting: every C, C++ and CUDA file as .clang-format says (tools/format_check.sh)
 #   1. normal build, every test (CTest; the torchrun example with the venv's PyTorch)
 #   2. the Python package with real PyTorch (tools/python_tests.sh: a virtual
 #      environment from PyPI, pip install ./python, pytest)
@@ -30,6 +31,9 @@ stage() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
 
 common=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
 light=(-DGRADCOMM_BUILD_BENCH=OFF -DGRADCOMM_BUILD_EXAMPLES=OFF)
+
+stage "0/6 formatting"
+tools/format_check.sh
 
 stage "1/6 build and test"
 cmake -S . -B build "${common[@]}" -DGRADCOMM_TORCH_PYTHON="$torch_python"

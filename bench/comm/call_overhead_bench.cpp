@@ -88,9 +88,11 @@ void measure_gpu(std::vector<Row>& rows, int calls, size_t count) {
                             [&] { (void)gradcomm::pointer_info(send); }));
   rows.push_back(time_calls("cuPointerGetAttributes, 5 attributes (gradcomm::pointer_range)", calls, nullptr,
                             [&] { (void)gradcomm::pointer_range(send); }));
-  rows.push_back(time_calls("cudaEventRecord", calls, stream, [&] { cuda(cudaEventRecord(event, stream), "record"); }));
+  rows.push_back(
+      time_calls("cudaEventRecord", calls, stream, [&] { cuda(cudaEventRecord(event, stream), "record"); }));
   rows.push_back(time_calls("ncclAllReduce, out of place (raw NCCL)", calls, stream, [&] {
-    if (ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, nccl, stream) != ncclSuccess) die("ncclAllReduce");
+    if (ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, nccl, stream) != ncclSuccess)
+      die("ncclAllReduce");
   }));
   rows.push_back(time_calls("gcommAllReduce, out of place (2 pointer checks + event)", calls, stream, [&] {
     gcomm(gcommAllReduce(comm, send, recv, count, gcommFloat32, gcommSum, gs), "gcommAllReduce");
@@ -114,9 +116,12 @@ int main(int argc, char** argv) {
   size_t bytes = 8;
   std::string json_path;
   const char* program = "gradcomm-call-overhead-bench";
-  CLI::App app{"Where a small collective's host time goes: pointer checks, the watchdog's event, the whole C API "
-               "call against raw NCCL on the same communicator (without a GPU: the host part only)."};
-  app.add_option("--calls", calls, "calls per timed run")->capture_default_str()->check(CLI::Range(1, 100000000));
+  CLI::App app{
+      "Where a small collective's host time goes: pointer checks, the watchdog's event, the whole C API "
+      "call against raw NCCL on the same communicator (without a GPU: the host part only)."};
+  app.add_option("--calls", calls, "calls per timed run")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000000));
   app.add_option("--bytes", bytes, "bytes per call (f32, at least 4)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{4}, size_t{1} << 32));
@@ -134,10 +139,12 @@ int main(int argc, char** argv) {
     gcomm(gcommCommInitLocal(1, gcommHostDevice(), nullptr, &host), "gcommCommInitLocal");
     std::vector<float> a(count, 1.0f), b(count, 0.0f);
     rows.push_back(time_calls("gcommAllReduce, out of place, 1 local rank on the host", calls, nullptr, [&] {
-      gcomm(gcommAllReduce(host, a.data(), b.data(), count, gcommFloat32, gcommSum, nullptr), "gcommAllReduce");
+      gcomm(gcommAllReduce(host, a.data(), b.data(), count, gcommFloat32, gcommSum, nullptr),
+            "gcommAllReduce");
     }));
     rows.push_back(time_calls("gcommAllReduce, in place, 1 local rank on the host", calls, nullptr, [&] {
-      gcomm(gcommAllReduce(host, b.data(), b.data(), count, gcommFloat32, gcommSum, nullptr), "gcommAllReduce");
+      gcomm(gcommAllReduce(host, b.data(), b.data(), count, gcommFloat32, gcommSum, nullptr),
+            "gcommAllReduce");
     }));
     gcomm(gcommCommDestroy(host), "gcommCommDestroy");
   }
@@ -145,13 +152,16 @@ int main(int argc, char** argv) {
   if (gpu) measure_gpu(rows, calls, count);
   std::printf("# %s, %zu-byte float all-reduce, %d calls per run, median of 5 runs\n",
               gpu ? "one GPU" : "no GPU (host rows only)", count * sizeof(float), calls);
-  if (!gpu) std::printf("# no usable GPU (%s): the GPU rows were not measured\n", gradcomm::no_gpu_reason().c_str());
+  if (!gpu)
+    std::printf("# no usable GPU (%s): the GPU rows were not measured\n", gradcomm::no_gpu_reason().c_str());
   std::printf("%-66s %10s %10s\n", "call", "host_us", "wall_us");
   for (const Row& r : rows) {
     std::printf("%-66s %10.3f %10.3f\n", r.what, r.host_us, r.wall_us);
     if (json != nullptr)
-      std::fprintf(json, "{\"bench\": \"call_overhead\", \"call\": \"%s\", \"bytes\": %zu, \"host_us\": %.4f, "
-                   "\"wall_us\": %.4f, \"calls\": %d}\n", r.what, count * sizeof(float), r.host_us, r.wall_us, calls);
+      std::fprintf(json,
+                   "{\"bench\": \"call_overhead\", \"call\": \"%s\", \"bytes\": %zu, \"host_us\": %.4f, "
+                   "\"wall_us\": %.4f, \"calls\": %d}\n",
+                   r.what, count * sizeof(float), r.host_us, r.wall_us, calls);
   }
   if (json != nullptr) std::fclose(json);
   return 0;

@@ -42,10 +42,10 @@ using Clock = std::chrono::steady_clock;
 using gradcomm::bench::Barrier;
 using gradcomm::bench::check;
 using gradcomm::bench::check_cuda;
-using gradcomm::bench::median;
 using gradcomm::bench::grad_rows;
 using gradcomm::bench::grad_set;
 using gradcomm::bench::lowrank_value;
+using gradcomm::bench::median;
 
 struct Config {
   std::string set = "resnet50";
@@ -53,7 +53,7 @@ struct Config {
   int rank = 4;
   bool gpu = false;
   int iters = 10;
-  int error_steps = 0;  // > 0: only the per-step errors of that many compressed steps
+  int error_steps = 0;                  // > 0: only the per-step errors of that many compressed steps
   std::string compressor = "powersgd";  // --error-steps: powersgd, f16, or a compression's text form
   bool error_feedback = true;
   bool seed_given = false;  // --seed S: the initial Q's seed, else the config's default
@@ -100,14 +100,19 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Res
   std::vector<void*> mem(sizes.size());
   std::vector<gcommTensor_t> grads;
   for (size_t k = 0; k < sizes.size(); ++k) {
-    if (c.gpu) check_cuda(cudaMalloc(&mem[k], sizes[k] * 4), "cudaMalloc");
-    else mem[k] = std::malloc(sizes[k] * 4);
+    if (c.gpu)
+      check_cuda(cudaMalloc(&mem[k], sizes[k] * 4), "cudaMalloc");
+    else
+      mem[k] = std::malloc(sizes[k] * 4);
     grads.push_back(gcommTensor_t{mem[k], sizes[k], gcommFloat32});
   }
   auto upload = [&] {
     for (size_t k = 0; k < sizes.size(); ++k) {
-      if (c.gpu) check_cuda(cudaMemcpyAsync(mem[k], host[k].data(), sizes[k] * 4, cudaMemcpyHostToDevice, stream), "copy");
-      else std::memcpy(mem[k], host[k].data(), sizes[k] * 4);
+      if (c.gpu)
+        check_cuda(cudaMemcpyAsync(mem[k], host[k].data(), sizes[k] * 4, cudaMemcpyHostToDevice, stream),
+                   "copy");
+      else
+        std::memcpy(mem[k], host[k].data(), sizes[k] * 4);
     }
   };
   auto time_steps = [&](gcommReducer_t r, int iters) {
@@ -132,8 +137,10 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Res
     std::vector<float> got;
     for (size_t k = 0; k < sizes.size(); ++k) {
       got.resize(sizes[k]);
-      if (c.gpu) check_cuda(cudaMemcpy(got.data(), mem[k], sizes[k] * 4, cudaMemcpyDeviceToHost), "copy back");
-      else std::memcpy(got.data(), mem[k], sizes[k] * 4);
+      if (c.gpu)
+        check_cuda(cudaMemcpy(got.data(), mem[k], sizes[k] * 4, cudaMemcpyDeviceToHost), "copy back");
+      else
+        std::memcpy(got.data(), mem[k], sizes[k] * 4);
       for (size_t e = 0; e < sizes[k]; ++e) {
         double d = got[e] - host[k][e];
         num += d * d;
@@ -153,11 +160,14 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Res
     gcommReducer_t r = nullptr;
     if (c.compressor == "f16") rc.wire_dtype = gcommFloat16;
     check(gcommReducerCreate(comm, grads.data(), grads.size(), &rc, &r), "create");
-    if (c.compressor == "powersgd") check(gcommReducerEnableCompression(r, gcommCompressionPowerSgd, &pc, rows.data()), "enable PowerSGD");
+    if (c.compressor == "powersgd")
+      check(gcommReducerEnableCompression(r, gcommCompressionPowerSgd, &pc, rows.data()), "enable PowerSGD");
     if (c.compressor != "powersgd" && c.compressor != "f16") {
-      const std::string spec = c.compressor + (c.error_feedback ? "" : (c.compressor.find(':') == std::string::npos
-                                                                            ? ":error_feedback=0"
-                                                                            : ",error_feedback=0"));
+      const std::string spec =
+          c.compressor +
+          (c.error_feedback
+               ? ""
+               : (c.compressor.find(':') == std::string::npos ? ":error_feedback=0" : ",error_feedback=0"));
       check(gcommReducerEnableCompressionText(r, spec.c_str(), rows.data()), ("enable " + spec).c_str());
     }
     for (int s = 0; s < c.error_steps; ++s) {
@@ -203,26 +213,34 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Res
 Result run(const Config& c) {
   std::vector<gcommComm_t> comms(c.ranks, nullptr);
   gcommCommConfig_t cc = GCOMM_COMM_CONFIG_INITIALIZER;
-  check(gcommCommInitLocal(c.ranks, c.gpu ? gcommCudaDevice(0) : gcommHostDevice(), &cc, comms.data()), "init");
+  check(gcommCommInitLocal(c.ranks, c.gpu ? gcommCudaDevice(0) : gcommHostDevice(), &cc, comms.data()),
+        "init");
   const auto& host = values_of(c.set);
   Barrier barrier(c.ranks);
   std::vector<Result> results(c.ranks);
-  gradcomm::bench::on_rank_threads(comms, [&](int q) { run_rank(c, q, comms[q], barrier, results[q], host); });
+  gradcomm::bench::on_rank_threads(comms,
+                                   [&](int q) { run_rank(c, q, comms[q], barrier, results[q], host); });
   return results[0];
 }
 
 void report_errors(const Config& c, const Result& r) {
-  std::printf("%-12s ranks %d %s %s error feedback %s: relative error per step:", c.set.c_str(), c.ranks,
-              c.compressor == "powersgd" ? ("PowerSGD r " + std::to_string(c.rank)).c_str() : c.compressor.c_str(),
-              c.gpu ? "gpu" : "host", c.error_feedback ? "on" : "off");
+  std::printf(
+      "%-12s ranks %d %s %s error feedback %s: relative error per step:", c.set.c_str(), c.ranks,
+      c.compressor == "powersgd" ? ("PowerSGD r " + std::to_string(c.rank)).c_str() : c.compressor.c_str(),
+      c.gpu ? "gpu" : "host", c.error_feedback ? "on" : "off");
   for (double e : r.step_errors) std::printf(" %.5f", e);
   std::printf("\n");
   if (c.json != nullptr) {
-    std::fprintf(c.json, "{\"bench\": \"powersgd_error_steps\", \"compressor\": \"%s\", \"set\": \"%s\", "
+    std::fprintf(c.json,
+                 "{\"bench\": \"powersgd_error_steps\", \"compressor\": \"%s\", \"set\": \"%s\", "
                  "\"ranks\": %d, \"rank\": %d, "
-                 "\"device\": \"%s\", \"error_feedback\": %d, \"seed\": %llu, \"errors\": [", c.compressor.c_str(), c.set.c_str(), c.ranks,
-                 c.rank, c.gpu ? "gpu" : "host", c.error_feedback ? 1 : 0, static_cast<unsigned long long>(c.seed_given ? c.seed : gcommPowerSgdConfig_t(GCOMM_POWERSGD_CONFIG_INITIALIZER).seed));
-    for (size_t i = 0; i < r.step_errors.size(); ++i) std::fprintf(c.json, "%s%.6f", i ? ", " : "", r.step_errors[i]);
+                 "\"device\": \"%s\", \"error_feedback\": %d, \"seed\": %llu, \"errors\": [",
+                 c.compressor.c_str(), c.set.c_str(), c.ranks, c.rank, c.gpu ? "gpu" : "host",
+                 c.error_feedback ? 1 : 0,
+                 static_cast<unsigned long long>(
+                     c.seed_given ? c.seed : gcommPowerSgdConfig_t(GCOMM_POWERSGD_CONFIG_INITIALIZER).seed));
+    for (size_t i = 0; i < r.step_errors.size(); ++i)
+      std::fprintf(c.json, "%s%.6f", i ? ", " : "", r.step_errors[i]);
     std::fprintf(c.json, "]}\n");
     std::fflush(c.json);
   }
@@ -231,23 +249,24 @@ void report_errors(const Config& c, const Result& r) {
 void report(const Config& c, const Result& r, bool header) {
   if (c.error_steps > 0) return report_errors(c, r);
   if (header)
-    std::printf("%-12s %5s %4s %4s %10s %10s %9s %11s %9s %9s\n", "set", "ranks", "r", "dev", "plain_us", "psgd_us",
-                "matrices", "wire_MiB", "ratio", "rel_err");
+    std::printf("%-12s %5s %4s %4s %10s %10s %9s %11s %9s %9s\n", "set", "ranks", "r", "dev", "plain_us",
+                "psgd_us", "matrices", "wire_MiB", "ratio", "rel_err");
   double ratio = r.wire_bytes > 0 ? static_cast<double>(r.f32_bytes) / r.wire_bytes : 0.0;
   std::printf("%-12s %5d %4d %4s %10.1f %10.1f %9zu %11.2f %8.1fx %9.4f\n", c.set.c_str(), c.ranks, c.rank,
-              c.gpu ? "gpu" : "host", r.plain_us, r.psgd_us, r.stats.compressed_matrices, r.wire_bytes / 1048576.0,
-              ratio, r.rel_error);
+              c.gpu ? "gpu" : "host", r.plain_us, r.psgd_us, r.stats.compressed_matrices,
+              r.wire_bytes / 1048576.0, ratio, r.rel_error);
   std::fflush(stdout);
   if (c.json != nullptr) {
-    std::fprintf(c.json,
-                 "{\"bench\": \"powersgd_step\", \"set\": \"%s\", \"ranks\": %d, \"rank\": %d, \"device\": \"%s\", "
-                 "\"plain_step_us\": %.2f, \"powersgd_step_us\": %.2f, \"compressed_matrices\": %zu, "
-                 "\"uncompressed_tensors\": %zu, \"wire_bytes\": %zu, \"f32_allreduce_bytes\": %zu, "
-                 "\"pq_bytes\": %zu, \"compressed_f32_bytes\": %zu, \"compression_ratio\": %.3f, "
-                 "\"relative_error\": %.6f, \"iters\": %d}\n",
-                 c.set.c_str(), c.ranks, c.rank, c.gpu ? "gpu" : "host", r.plain_us, r.psgd_us,
-                 r.stats.compressed_matrices, r.stats.uncompressed_tensors, r.wire_bytes, r.f32_bytes,
-                 r.stats.bytes_last_step, r.stats.uncompressed_bytes_equivalent, ratio, r.rel_error, c.iters);
+    std::fprintf(
+        c.json,
+        "{\"bench\": \"powersgd_step\", \"set\": \"%s\", \"ranks\": %d, \"rank\": %d, \"device\": \"%s\", "
+        "\"plain_step_us\": %.2f, \"powersgd_step_us\": %.2f, \"compressed_matrices\": %zu, "
+        "\"uncompressed_tensors\": %zu, \"wire_bytes\": %zu, \"f32_allreduce_bytes\": %zu, "
+        "\"pq_bytes\": %zu, \"compressed_f32_bytes\": %zu, \"compression_ratio\": %.3f, "
+        "\"relative_error\": %.6f, \"iters\": %d}\n",
+        c.set.c_str(), c.ranks, c.rank, c.gpu ? "gpu" : "host", r.plain_us, r.psgd_us,
+        r.stats.compressed_matrices, r.stats.uncompressed_tensors, r.wire_bytes, r.f32_bytes,
+        r.stats.bytes_last_step, r.stats.uncompressed_bytes_equivalent, ratio, r.rel_error, c.iters);
     std::fflush(c.json);
   }
 }
@@ -261,28 +280,33 @@ int main(int argc, char** argv) {
   Config base;
   std::string device = have_gpu ? "gpu" : "host", json_path;
   const char* program = "gradcomm-powersgd-bench";
-  CLI::App app{"A step with PowerSGD against the plain step, and the bytes each sends; with --error-steps, the "
-               "per-step error of a compressor instead. Without --set or --ranks: a matrix for this machine."};
+  CLI::App app{
+      "A step with PowerSGD against the plain step, and the bytes each sends; with --error-steps, the "
+      "per-step error of a compressor instead. Without --set or --ranks: a matrix for this machine."};
   CLI::Option* set_option =
       app.add_option("--set", base.set, "gradient set")->check(CLI::IsMember({"resnet50", "gpt2_medium"}));
-  CLI::Option* ranks_option = app.add_option("--ranks", base.ranks, "local ranks")->check(CLI::Range(1, 1024));
+  CLI::Option* ranks_option =
+      app.add_option("--ranks", base.ranks, "local ranks")->check(CLI::Range(1, 1024));
   app.add_option("--rank", base.rank, "PowerSGD's rank")->capture_default_str()->check(CLI::Range(1, 1024));
   app.add_option("--device", device, "host, or local ranks on GPU 0 (default: gpu where present)")
       ->check(CLI::IsMember({"host", "gpu"}));
   app.add_option("--iters", base.iters, "timed steps")->capture_default_str()->check(CLI::Range(1, 1000000));
-  app.add_option("--error-steps", base.error_steps, "> 0: only the per-step errors of that many compressed steps")
+  app.add_option("--error-steps", base.error_steps,
+                 "> 0: only the per-step errors of that many compressed steps")
       ->check(CLI::Range(0, 1000000));
   app.add_option("--compressor", base.compressor,
                  "with --error-steps: powersgd, f16, or a compression's text form (int8, fp8:format=e5m2)")
       ->capture_default_str();
   app.add_flag("!--no-error-feedback", base.error_feedback, "with --error-steps: no error feedback");
-  CLI::Option* seed_option = app.add_option("--seed", base.seed, "the initial Q's seed (default: the config's)");
+  CLI::Option* seed_option =
+      app.add_option("--seed", base.seed, "the initial Q's seed (default: the config's)");
   app.add_option("-J", json_path, "JSON lines file");
   if (auto code = gradcomm::bench::parse_command_line(app, argc, argv, program)) return *code;
   const bool matrix = set_option->count() == 0 && ranks_option->count() == 0;
   base.gpu = device == "gpu";
   base.seed_given = seed_option->count() > 0;
-  if (base.gpu && !have_gpu) return gradcomm::bench::refuse(program, "--device gpu, but no usable GPU is present");
+  if (base.gpu && !have_gpu)
+    return gradcomm::bench::refuse(program, "--device gpu, but no usable GPU is present");
   if (!gradcomm::bench::open_json(json_path, program, base.json)) return 2;
   std::vector<Config> configs;
   if (!matrix) {
@@ -298,9 +322,10 @@ int main(int argc, char** argv) {
         configs.push_back(c);
       }
   }
-  std::printf("# gradcomm-powersgd-bench: %s; step = begin + mark all + finalize until idle, median; ratio = f32 "
-              "all-reduce bytes / bytes sent\n",
-              base.gpu ? "local ranks on GPU 0" : "host ranks");
+  std::printf(
+      "# gradcomm-powersgd-bench: %s; step = begin + mark all + finalize until idle, median; ratio = f32 "
+      "all-reduce bytes / bytes sent\n",
+      base.gpu ? "local ranks on GPU 0" : "host ranks");
   bool header = true;
   for (const Config& c : configs) {
     try {

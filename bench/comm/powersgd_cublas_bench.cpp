@@ -32,7 +32,8 @@ using gradcomm::bench::median;
 namespace psgd = gradcomm::kernels::powersgd;
 
 void check_cublas(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(s));
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(s));
 }
 
 struct Set {
@@ -116,7 +117,8 @@ Gemm gemm_of(const psgd::LowRankMatrix& x, int r, bool mq, float* out) {
 }
 
 // max |a - b| / max |b| over the matrices (a, b device arrays of the same layout).
-double max_rel_diff(const std::vector<float*>& a, const std::vector<float*>& b, const std::vector<size_t>& counts) {
+double max_rel_diff(const std::vector<float*>& a, const std::vector<float*>& b,
+                    const std::vector<size_t>& counts) {
   double diff = 0, scale = 0;
   for (size_t k = 0; k < a.size(); ++k) {
     std::vector<float> ha(counts[k]), hb(counts[k]);
@@ -130,7 +132,8 @@ double max_rel_diff(const std::vector<float*>& a, const std::vector<float*>& b, 
   return scale > 0 ? diff / scale : diff;
 }
 
-void run_set(const std::string& name, int r, int iters, cublasHandle_t handle, cudaStream_t stream, FILE* json) {
+void run_set(const std::string& name, int r, int iters, cublasHandle_t handle, cudaStream_t stream,
+             FILE* json) {
   Set s;
   make_set(name, r, s);
   const size_t n = s.mats.size();
@@ -153,14 +156,16 @@ void run_set(const std::string& name, int r, int iters, cublasHandle_t handle, c
       gemms.push_back(gemm_of(x, r, mq, out));
     }
     auto run_ours = [&] {
-      if (mq) psgd::cuda::multiply_mq(s.mats.data(), n, r, gs);
-      else psgd::cuda::multiply_mtp(s.mats.data(), n, r, nullptr, gs);
+      if (mq)
+        psgd::cuda::multiply_mq(s.mats.data(), n, r, gs);
+      else
+        psgd::cuda::multiply_mtp(s.mats.data(), n, r, nullptr, gs);
     };
     const float one = 1.0f, zero = 0.0f;
     auto run_loop = [&] {
       for (const Gemm& g : gemms)
-        check_cublas(cublasSgemm(handle, CUBLAS_OP_N, g.tb, g.mm, g.nn, g.kk, &one, g.a, g.lda, g.b, g.ldb, &zero, g.c,
-                                 g.ldc),
+        check_cublas(cublasSgemm(handle, CUBLAS_OP_N, g.tb, g.mm, g.nn, g.kk, &one, g.a, g.lda, g.b, g.ldb,
+                                 &zero, g.c, g.ldc),
                      "cublasSgemm");
     };
     // Grouped: host arrays of shapes, device arrays of pointers.
@@ -192,7 +197,8 @@ void run_set(const std::string& name, int r, int iters, cublasHandle_t handle, c
     run_loop();
     check_cuda(cudaStreamSynchronize(stream), "sync");
     const double loop_diff = max_rel_diff(theirs, ours, counts);
-    for (size_t k = 0; k < n; ++k) check_cuda(cudaMemsetAsync(theirs[k], 0, counts[k] * sizeof(float), stream), "clear");
+    for (size_t k = 0; k < n; ++k)
+      check_cuda(cudaMemsetAsync(theirs[k], 0, counts[k] * sizeof(float), stream), "clear");
     run_grouped();
     check_cuda(cudaStreamSynchronize(stream), "sync");
     const double grouped_diff = max_rel_diff(theirs, ours, counts);
@@ -204,13 +210,16 @@ void run_set(const std::string& name, int r, int iters, cublasHandle_t handle, c
     const double grouped_us = time_us(run_grouped, stream, iters);
     cudaFree(dptr);
     const char* op = mq ? "P=MQ" : "Q=MtP";
-    std::printf("%-12s %-6s %4zu matrices  gradcomm %9.1f us  cuBLAS per matrix %9.1f us (%.2fx)  cuBLAS grouped %9.1f us "
-                "(%.2fx)  max rel diff %.1e\n",
-                name.c_str(), op, n, ours_us, loop_us, loop_us / ours_us, grouped_us, grouped_us / ours_us,
-                std::max(loop_diff, grouped_diff));
+    std::printf(
+        "%-12s %-6s %4zu matrices  gradcomm %9.1f us  cuBLAS per matrix %9.1f us (%.2fx)  cuBLAS grouped "
+        "%9.1f us "
+        "(%.2fx)  max rel diff %.1e\n",
+        name.c_str(), op, n, ours_us, loop_us, loop_us / ours_us, grouped_us, grouped_us / ours_us,
+        std::max(loop_diff, grouped_diff));
     if (json != nullptr)
       std::fprintf(json,
-                   "{\"bench\": \"powersgd_products\", \"set\": \"%s\", \"op\": \"%s\", \"rank\": %d, \"matrices\": %zu, "
+                   "{\"bench\": \"powersgd_products\", \"set\": \"%s\", \"op\": \"%s\", \"rank\": %d, "
+                   "\"matrices\": %zu, "
                    "\"gradcomm_us\": %.2f, \"cublas_loop_us\": %.2f, \"cublas_grouped_us\": %.2f, "
                    "\"max_rel_diff\": %.3g}\n",
                    name.c_str(), op, r, n, ours_us, loop_us, grouped_us, std::max(loop_diff, grouped_diff));
@@ -223,10 +232,13 @@ int main(int argc, char** argv) {
   int r = 4, iters = 20;
   std::string json_path;
   const char* program = "gradcomm-powersgd-cublas-bench";
-  CLI::App app{"PowerSGD's two products (P = M Q, Q = Mt P) on both gradient sets: gradcomm's grouped kernels "
-               "against one cublasSgemm per matrix and one grouped cuBLAS call (a GPU is needed)."};
+  CLI::App app{
+      "PowerSGD's two products (P = M Q, Q = Mt P) on both gradient sets: gradcomm's grouped kernels "
+      "against one cublasSgemm per matrix and one grouped cuBLAS call (a GPU is needed)."};
   app.add_option("--rank", r, "PowerSGD's rank")->capture_default_str()->check(CLI::Range(1, psgd::kMaxRank));
-  app.add_option("--iters", iters, "timed repetitions (median)")->capture_default_str()->check(CLI::Range(1, 100000));
+  app.add_option("--iters", iters, "timed repetitions (median)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   app.add_option("-J", json_path, "JSON lines file");
   if (auto code = gradcomm::bench::parse_command_line(app, argc, argv, program)) return *code;
   int gpus = 0;
@@ -244,8 +256,9 @@ int main(int argc, char** argv) {
     cublasHandle_t handle = nullptr;
     check_cublas(cublasCreate(&handle), "cublasCreate");
     check_cublas(cublasSetStream(handle, stream), "cublasSetStream");
-    std::printf("# gradcomm-powersgd-cublas-bench: rank %d, CUDA-event medians of %d runs; (x) = cuBLAS / gradcomm\n", r,
-                iters);
+    std::printf(
+        "# gradcomm-powersgd-cublas-bench: rank %d, CUDA-event medians of %d runs; (x) = cuBLAS / gradcomm\n",
+        r, iters);
     for (const char* set : {"resnet50", "gpt2_medium"}) run_set(set, r, iters, handle, stream, json);
     cublasDestroy(handle);
     cudaStreamDestroy(stream);

@@ -76,8 +76,8 @@ void* alloc_filled(size_t bytes, bool gpu) {
   if (gpu) {
     check_cuda(cudaMalloc(&p, std::max<size_t>(bytes, 1)), "cudaMalloc");
     for (size_t off = 0; off < bytes; off += pattern.size() * 2)
-      check_cuda(cudaMemcpy(static_cast<char*>(p) + off, pattern.data(), std::min(pattern.size() * 2, bytes - off),
-                            cudaMemcpyHostToDevice),
+      check_cuda(cudaMemcpy(static_cast<char*>(p) + off, pattern.data(),
+                            std::min(pattern.size() * 2, bytes - off), cudaMemcpyHostToDevice),
                  "cudaMemcpy");
   } else {
     p = std::malloc(std::max<size_t>(bytes, 1));
@@ -86,7 +86,9 @@ void* alloc_filled(size_t bytes, bool gpu) {
   }
   return p;
 }
-void release(void* p, bool gpu) { gpu ? (void)cudaFree(p) : std::free(p); }
+void release(void* p, bool gpu) {
+  gpu ? (void)cudaFree(p) : std::free(p);
+}
 
 // Every rank waits until all have arrived (a thread barrier, or a collective one
 // between processes).
@@ -108,7 +110,8 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, const WaitAll& barrie
   void* slab = c.view ? nullptr : alloc_filled(slab_bytes, c.gpu);
   std::vector<gcommTensor_t> grads;
   for (size_t k = 0; k < sizes.size(); ++k)
-    grads.push_back(gcommTensor_t{c.view ? nullptr : static_cast<char*>(slab) + offsets[k], sizes[k], gcommFloat32});
+    grads.push_back(
+        gcommTensor_t{c.view ? nullptr : static_cast<char*>(slab) + offsets[k], sizes[k], gcommFloat32});
   gcommReducerConfig_t cfg = GCOMM_REDUCER_CONFIG_INITIALIZER;
   cfg.wire_dtype = c.wire;
   cfg.grad_as_bucket_view = c.view ? 1 : 0;
@@ -140,12 +143,14 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, const WaitAll& barrie
     if (counts) check(gcommCommBytesSent(comm, &at_begin), "gcommCommBytesSent");
     auto t0 = Clock::now();
     check(gcommReducerBeginStep(reducer, 1), "gcommReducerBeginStep");
-    for (size_t k = sizes.size(); k-- > 0;) check(gcommReducerMarkReady(reducer, k, stream), "gcommReducerMarkReady");
+    for (size_t k = sizes.size(); k-- > 0;)
+      check(gcommReducerMarkReady(reducer, k, stream), "gcommReducerMarkReady");
     check(gcommReducerFinalize(reducer, stream, nullptr), "gcommReducerFinalize");
     auto t1 = Clock::now();
     if (counts) check(gcommCommBytesSent(comm, &at_finalize), "gcommCommBytesSent");
     if (it >= c.warmup) grad_phase_bytes += at_finalize - at_begin;
-    if (c.sharded) check(gcommReducerAllGatherParams(reducer, GCOMM_ALL_BUCKETS, stream), "gcommReducerAllGatherParams");
+    if (c.sharded)
+      check(gcommReducerAllGatherParams(reducer, GCOMM_ALL_BUCKETS, stream), "gcommReducerAllGatherParams");
     auto tg = Clock::now();
     sync();
     barrier();
@@ -167,12 +172,14 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, const WaitAll& barrie
   if (slab != nullptr) release(slab, c.gpu);
 
   // The raw collective on the same wire bytes: one flat buffer, then cut at the caps.
-  gcommDataType_t wire = c.wire == GCOMM_WIRE_SAME_AS_GRAD ? gcommFloat32 : static_cast<gcommDataType_t>(c.wire);
+  gcommDataType_t wire =
+      c.wire == GCOMM_WIRE_SAME_AS_GRAD ? gcommFloat32 : static_cast<gcommDataType_t>(c.wire);
   size_t elem = wire == gcommFloat32 ? 4 : 2;
   size_t count = out.stats.wire_bytes_per_step / elem;
   void* flat = alloc_filled(count * elem, c.gpu);
   std::vector<size_t> pieces;
-  for (size_t done = 0, cap = cfg.first_bucket_bytes / elem; done < count; cap = cfg.bucket_cap_bytes / elem) {
+  for (size_t done = 0, cap = cfg.first_bucket_bytes / elem; done < count;
+       cap = cfg.bucket_cap_bytes / elem) {
     pieces.push_back(std::min(cap, count - done));
     done += pieces.back();
   }
@@ -186,8 +193,8 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, const WaitAll& barrie
       } else {
         size_t off = 0;
         for (size_t n : pieces) {
-          check(gcommAllReduce(comm, static_cast<char*>(flat) + off * elem, static_cast<char*>(flat) + off * elem, n,
-                               wire, gcommSum, stream),
+          check(gcommAllReduce(comm, static_cast<char*>(flat) + off * elem,
+                               static_cast<char*>(flat) + off * elem, n, wire, gcommSum, stream),
                 "gcommAllReduce");
           off += n;
         }
@@ -221,7 +228,10 @@ Result run(const Config& c) {
   }
   Barrier barrier(c.ranks);
   std::vector<Result> results(c.ranks);
-  gradcomm::bench::on_rank_threads(comms, [&](int r) { run_rank(c, r, comms[r], [&] { barrier.wait(); }, results[r]); });
+  gradcomm::bench::on_rank_threads(comms, [&](int r) {
+    run_rank(
+        c, r, comms[r], [&] { barrier.wait(); }, results[r]);
+  });
   return results[0];
 }
 
@@ -256,34 +266,43 @@ Result run_process_rank(const Config& c, gcommComm_t comm, int rank) {
 }
 
 const char* wire_name(int w) {
-  return w == GCOMM_WIRE_SAME_AS_GRAD ? "same" : w == gcommFloat16 ? "f16" : w == gcommBfloat16 ? "bf16" : "f32";
+  return w == GCOMM_WIRE_SAME_AS_GRAD ? "same"
+         : w == gcommFloat16          ? "f16"
+         : w == gcommBfloat16         ? "bf16"
+                                      : "f32";
 }
 
 // The wire column: the compression's text form, else the wire dtype.
-const char* wire_label(const Config& c) { return c.compression.empty() ? wire_name(c.wire) : c.compression.c_str(); }
+const char* wire_label(const Config& c) {
+  return c.compression.empty() ? wire_name(c.wire) : c.compression.c_str();
+}
 
 void report(const Config& c, const Result& r, bool header) {
   if (header)
-    std::printf("%-12s %-9s %5s %-4s %-4s %5s %-8s %9s %9s %11s %11s %11s %11s %11s %9s\n", "set", "transport",
-                "ranks", "dev", "wire", "view", "mode", "wire_MiB", "grad_sent", "step_us", "host_us", "gather_us",
-                "flat_us", "bucket_us", "overhead");
+    std::printf("%-12s %-9s %5s %-4s %-4s %5s %-8s %9s %9s %11s %11s %11s %11s %11s %9s\n", "set",
+                "transport", "ranks", "dev", "wire", "view", "mode", "wire_MiB", "grad_sent", "step_us",
+                "host_us", "gather_us", "flat_us", "bucket_us", "overhead");
   double overhead = r.bucketed_us > 0 ? (r.step_us / r.bucketed_us - 1.0) * 100.0 : 0.0;
   double mib = r.stats.wire_bytes_per_step / 1048576.0;
   std::printf("%-12s %-9s %5d %-4s %-4s %5d %-8s %9.1f %9.1f %11.1f %11.1f %11.1f %11.1f %11.1f %8.1f%%\n",
-              c.set.c_str(), c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", wire_label(c), c.view ? 1 : 0,
-              c.sharded ? "sharded" : "allreduce", mib, r.sent_grad_bytes_per_step / 1048576.0, r.step_us, r.host_us,
-              r.gather_us, r.flat_us, r.bucketed_us, overhead);
+              c.set.c_str(), c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", wire_label(c),
+              c.view ? 1 : 0, c.sharded ? "sharded" : "allreduce", mib,
+              r.sent_grad_bytes_per_step / 1048576.0, r.step_us, r.host_us, r.gather_us, r.flat_us,
+              r.bucketed_us, overhead);
   std::fflush(stdout);
   if (c.json != nullptr) {
-    std::fprintf(c.json,
-                 "{\"bench\": \"reducer_step\", \"set\": \"%s\", \"transport\": \"%s\", \"ranks\": %d, \"device\": "
-                 "\"%s\", \"wire\": \"%s\", \"view\": %d, \"mode\": \"%s\", \"buckets\": %zu, \"wire_bytes\": %zu, "
-                 "\"grad_bytes\": %zu, \"sent_bytes_per_step\": %.0f, \"sent_grad_bytes_per_step\": %.0f, \"step_us\": %.2f, \"host_us\": %.2f, "
-                 "\"gather_us\": %.2f, \"flat_allreduce_us\": %.2f, \"bucketed_allreduce_us\": %.2f, "
-                 "\"overhead_vs_bucketed_pct\": %.2f, \"iters\": %d}\n",
-                 c.set.c_str(), c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", wire_label(c), c.view ? 1 : 0, c.sharded ? "sharded" : "allreduce", r.stats.num_buckets, r.stats.wire_bytes_per_step,
-                 r.stats.grad_bytes, r.sent_bytes_per_step, r.sent_grad_bytes_per_step, r.step_us, r.host_us, r.gather_us, r.flat_us,
-                 r.bucketed_us, overhead, c.iters);
+    std::fprintf(
+        c.json,
+        "{\"bench\": \"reducer_step\", \"set\": \"%s\", \"transport\": \"%s\", \"ranks\": %d, \"device\": "
+        "\"%s\", \"wire\": \"%s\", \"view\": %d, \"mode\": \"%s\", \"buckets\": %zu, \"wire_bytes\": %zu, "
+        "\"grad_bytes\": %zu, \"sent_bytes_per_step\": %.0f, \"sent_grad_bytes_per_step\": %.0f, "
+        "\"step_us\": %.2f, \"host_us\": %.2f, "
+        "\"gather_us\": %.2f, \"flat_allreduce_us\": %.2f, \"bucketed_allreduce_us\": %.2f, "
+        "\"overhead_vs_bucketed_pct\": %.2f, \"iters\": %d}\n",
+        c.set.c_str(), c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", wire_label(c), c.view ? 1 : 0,
+        c.sharded ? "sharded" : "allreduce", r.stats.num_buckets, r.stats.wire_bytes_per_step,
+        r.stats.grad_bytes, r.sent_bytes_per_step, r.sent_grad_bytes_per_step, r.step_us, r.host_us,
+        r.gather_us, r.flat_us, r.bucketed_us, overhead, c.iters);
     std::fflush(c.json);
   }
 }
@@ -297,21 +316,28 @@ int main(int argc, char** argv) {
   Config base;
   std::string json_path, device = "host", wire_name = "same", mode = "allreduce";
   const char* program = "gradcomm-reducer-bench";
-  CLI::App app{"The reducer's step time against a flat all-reduce of the same bytes. With no option that picks "
-               "a configuration (--set, --transport, --device, --ranks, --wire, --view, --mode): a matrix for "
-               "this machine."};
+  CLI::App app{
+      "The reducer's step time against a flat all-reduce of the same bytes. With no option that picks "
+      "a configuration (--set, --transport, --device, --ranks, --wire, --view, --mode): a matrix for "
+      "this machine."};
   std::vector<CLI::Option*> picks = {
-      app.add_option("--set", base.set, "gradient set")->check(CLI::IsMember({"resnet50", "gpt2_medium", "tiny"})),
-      app.add_option("--transport", base.transport, "ranks as threads on")->check(CLI::IsMember({"local", "nccl"})),
+      app.add_option("--set", base.set, "gradient set")
+          ->check(CLI::IsMember({"resnet50", "gpt2_medium", "tiny"})),
+      app.add_option("--transport", base.transport, "ranks as threads on")
+          ->check(CLI::IsMember({"local", "nccl"})),
       app.add_option("--device", device, "where the gradients live")->check(CLI::IsMember({"host", "gpu"})),
       app.add_option("--ranks", base.ranks, "ranks (threads)")->check(CLI::Range(1, 1024)),
-      app.add_option("--wire", wire_name, "wire dtype")->check(CLI::IsMember({"same", "f32", "f16", "bf16", "int8"})),
-      app.add_option("--compression", base.compression,
-                     "a compression's text form for the f32 buckets (int8, fp8:format=e5m2; docs/compression.md)"),
+      app.add_option("--wire", wire_name, "wire dtype")
+          ->check(CLI::IsMember({"same", "f32", "f16", "bf16", "int8"})),
+      app.add_option(
+          "--compression", base.compression,
+          "a compression's text form for the f32 buckets (int8, fp8:format=e5m2; docs/compression.md)"),
       app.add_flag("--view", base.view, "gradients as bucket views"),
       app.add_option("--mode", mode, "reducer mode")->check(CLI::IsMember({"allreduce", "sharded"}))};
   app.add_option("--iters", base.iters, "timed steps")->capture_default_str()->check(CLI::Range(1, 1000000));
-  app.add_option("--warmup", base.warmup, "untimed steps first")->capture_default_str()->check(CLI::Range(0, 1000000));
+  app.add_option("--warmup", base.warmup, "untimed steps first")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
   app.add_option("-J", json_path, "JSON lines file");
   if (auto code = gradcomm::bench::parse_command_line(app, argc, argv, program)) return *code;
   bool matrix = true;
@@ -323,7 +349,8 @@ int main(int argc, char** argv) {
               : wire_name == "f32"  ? gcommFloat32
                                     : GCOMM_WIRE_SAME_AS_GRAD;
   base.sharded = mode == "sharded";
-  if (base.gpu && !have_gpu) return gradcomm::bench::refuse(program, "--device gpu, but no usable GPU is present");
+  if (base.gpu && !have_gpu)
+    return gradcomm::bench::refuse(program, "--device gpu, but no usable GPU is present");
   gcommComm_t job = nullptr;
   int job_rank = 0;
   int world = 0;
@@ -337,7 +364,8 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (job_rank == 0 && !gradcomm::bench::open_json(json_path, program, base.json)) {  // rank 0 reports for the job
+  if (job_rank == 0 &&
+      !gradcomm::bench::open_json(json_path, program, base.json)) {  // rank 0 reports for the job
     if (job != nullptr) gcommCommDestroy(job);
     return 2;
   }
@@ -387,16 +415,21 @@ int main(int argc, char** argv) {
   } else {
     for (int wire : {GCOMM_WIRE_SAME_AS_GRAD, static_cast<int>(gcommFloat16), -2, -3}) {  // -2: int8, -3: fp8
       Config c = base;
-      c.set = "resnet50", c.transport = "local", c.ranks = 2, c.wire = wire < 0 ? GCOMM_WIRE_SAME_AS_GRAD : wire;
+      c.set = "resnet50", c.transport = "local", c.ranks = 2,
+      c.wire = wire < 0 ? GCOMM_WIRE_SAME_AS_GRAD : wire;
       c.compression = wire == -2 ? "int8" : wire == -3 ? "fp8" : "";
       c.iters = std::min(c.iters, 5);
       configs.push_back(c);
     }
   }
   if (job_rank == 0)
-    std::printf("# gradcomm-reducer-bench: %s; step = begin + mark all ready (backward order) + finalize, until every "
-                "rank's stream is idle; medians\n",
-                job != nullptr ? "one rank per process" : have_gpu ? "GPU present" : "no GPU: host ranks");
+    std::printf(
+        "# gradcomm-reducer-bench: %s; step = begin + mark all ready (backward order) + finalize, until "
+        "every "
+        "rank's stream is idle; medians\n",
+        job != nullptr ? "one rank per process"
+        : have_gpu     ? "GPU present"
+                       : "no GPU: host ranks");
   bool header = true;
   int status = 0;
   for (const Config& c : configs) {

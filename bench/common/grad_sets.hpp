@@ -54,8 +54,18 @@ inline std::vector<GradShape> gpt2_medium_shapes() {
   const size_t d = 1024;
   std::vector<GradShape> s = {{50257 * d, 50257}, {1024 * d, 1024}};
   for (int layer = 0; layer < 24; ++layer)
-    s.insert(s.end(), {{d, 0}, {d, 0}, {d * 3 * d, d}, {3 * d, 0}, {d * d, d}, {d, 0}, {d, 0}, {d, 0},
-                       {d * 4 * d, d}, {4 * d, 0}, {4 * d * d, 4 * d}, {d, 0}});
+    s.insert(s.end(), {{d, 0},
+                       {d, 0},
+                       {d * 3 * d, d},
+                       {3 * d, 0},
+                       {d * d, d},
+                       {d, 0},
+                       {d, 0},
+                       {d, 0},
+                       {d * 4 * d, d},
+                       {4 * d, 0},
+                       {4 * d * d, 4 * d},
+                       {d, 0}});
   s.insert(s.end(), {{d, 0}, {d, 0}});
   return s;
 }
@@ -91,7 +101,8 @@ inline std::vector<size_t> grad_rows(const std::string& name) {
 inline float lowrank_value(size_t tensor, size_t i, size_t j) {
   float v = 0.0f;
   for (int c = 1; c <= 4; ++c)
-    v += std::sin(0.37f * c * static_cast<float>(i + 1 + tensor)) * std::cos(0.23f * c * static_cast<float>(j + 1)) / c;
+    v += std::sin(0.37f * c * static_cast<float>(i + 1 + tensor)) *
+         std::cos(0.23f * c * static_cast<float>(j + 1)) / c;
   uint32_t h = static_cast<uint32_t>(i * 73856093u) ^ static_cast<uint32_t>(j * 19349663u) ^
                static_cast<uint32_t>(tensor * 83492791u);
   h ^= h >> 16;

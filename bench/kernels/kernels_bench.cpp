@@ -61,7 +61,8 @@ struct Workload {
     workspace = alloc(workspace_bytes);
   }
   ~Workload() {
-    for (void* p : {grad_mem, bucket, workspace, static_cast<void*>(scalars)}) gpu ? (void)cudaFree(p) : free(p);
+    for (void* p : {grad_mem, bucket, workspace, static_cast<void*>(scalars)})
+      gpu ? (void)cudaFree(p) : free(p);
   }
   void* alloc(size_t bytes) {
     void* p = nullptr;
@@ -73,32 +74,46 @@ struct Workload {
     return p;
   }
   void copy_in(void* dst, const void* src, size_t bytes) {
-    if (gpu) cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice); else memcpy(dst, src, bytes);
+    if (gpu)
+      cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+    else
+      memcpy(dst, src, bytes);
   }
   Target target() const { return Target{gpu ? gcommCudaDevice(0) : gcommHostDevice(), nullptr}; }
 
   void run(Op op) {
     switch (op) {
-      case Op::kUnscale: unscale_and_check(grads.data(), grads.size(), scalars, scalars + 1, target()); break;
-      case Op::kPack: pack(grads.data(), grads.size(), nullptr, bucket, gcommFloat16, 0.125f, nullptr, target()); break;
+      case Op::kUnscale:
+        unscale_and_check(grads.data(), grads.size(), scalars, scalars + 1, target());
+        break;
+      case Op::kPack:
+        pack(grads.data(), grads.size(), nullptr, bucket, gcommFloat16, 0.125f, nullptr, target());
+        break;
       case Op::kUnpack:
-        unpack(bucket, gcommFloat16, nullptr, grads.data(), grads.size(), 0.125f, scalars + 2, true, scalars + 1,
-               target());
+        unpack(bucket, gcommFloat16, nullptr, grads.data(), grads.size(), 0.125f, scalars + 2, true,
+               scalars + 1, target());
         break;
       case Op::kNorm:
         l2_norm(grads.data(), grads.size(), scalars + 3, nullptr, workspace, workspace_bytes, target());
         break;
-      case Op::kCopy: cudaMemcpyAsync(bucket, grad_mem, elements * 2, cudaMemcpyDeviceToDevice, nullptr); break;
+      case Op::kCopy:
+        cudaMemcpyAsync(bucket, grad_mem, elements * 2, cudaMemcpyDeviceToDevice, nullptr);
+        break;
     }
   }
   // Bytes each op must move at least (read + write).
   size_t bytes(Op op) const {
     switch (op) {
-      case Op::kUnscale: return elements * 8;
-      case Op::kPack: return elements * 6;
-      case Op::kUnpack: return elements * 10;
-      case Op::kNorm: return elements * 4;
-      case Op::kCopy: return elements * 4;  // elements*2 read + elements*2 written
+      case Op::kUnscale:
+        return elements * 8;
+      case Op::kPack:
+        return elements * 6;
+      case Op::kUnpack:
+        return elements * 10;
+      case Op::kNorm:
+        return elements * 4;
+      case Op::kCopy:
+        return elements * 4;  // elements*2 read + elements*2 written
     }
     return 0;
   }
@@ -125,11 +140,13 @@ void BM_Gpu(benchmark::State& state, Op op, const char* set) {
     cudaEventElapsedTime(&ms, start, stop);
     state.SetIterationTime(ms / 1e3);
   }
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w.bytes(op)) * state.iterations(),
-                                              benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(w.bytes(op)) * state.iterations(), benchmark::Counter::kIsRate);
   size_t nonempty = w.grads.size();
-  state.counters["launches"] = op == Op::kCopy ? 1 : (nonempty + kMaxTensorsPerLaunch - 1) / kMaxTensorsPerLaunch +
-                                                         (op == Op::kNorm ? 2 : 0);
+  state.counters["launches"] =
+      op == Op::kCopy
+          ? 1
+          : (nonempty + kMaxTensorsPerLaunch - 1) / kMaxTensorsPerLaunch + (op == Op::kNorm ? 2 : 0);
   state.counters["tensors"] = static_cast<double>(w.grads.size());
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
@@ -138,15 +155,18 @@ void BM_Gpu(benchmark::State& state, Op op, const char* set) {
 void BM_Host(benchmark::State& state, Op op, const char* set) {
   Workload w(grad_set(set), false);
   for (auto _ : state) w.run(op);
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w.bytes(op)) * state.iterations(),
-                                              benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(w.bytes(op)) * state.iterations(), benchmark::Counter::kIsRate);
 }
 
 const struct {
   Op op;
   const char* name;
-} kOps[] = {{Op::kUnscale, "unscale"}, {Op::kPack, "pack_f16"}, {Op::kUnpack, "unpack_epilogue"},
-            {Op::kNorm, "l2norm"}, {Op::kCopy, "copy_baseline"}};
+} kOps[] = {{Op::kUnscale, "unscale"},
+            {Op::kPack, "pack_f16"},
+            {Op::kUnpack, "unpack_epilogue"},
+            {Op::kNorm, "l2norm"},
+            {Op::kCopy, "copy_baseline"}};
 
 int register_all() {
   for (const char* set : kSets)

@@ -18,7 +18,9 @@ int main(int argc, char** argv) {
   app.add_option("--jitter", params.jitter, "sequence-length jitter (0: static shapes)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.99));
-  app.add_option("--steps", params.steps, "training steps")->capture_default_str()->check(CLI::Range(1, 100000));
+  app.add_option("--steps", params.steps, "training steps")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   app.add_option("--seed", params.seed, "generator seed")->capture_default_str();
   app.add_option("-o,--out", out, "output file ('-': standard output)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);

@@ -8,10 +8,10 @@
 #include "comm/group.hpp"
 #include "comm/local/local_transport.hpp"
 #include "comm/transports.hpp"
-#include "common/device.hpp"
 #include "common/api/out_string.hpp"
 #include "common/api_guard.hpp"
 #include "common/config.hpp"
+#include "common/device.hpp"
 #include "common/env.hpp"
 #include "common/handle_registry.hpp"
 
@@ -99,7 +99,8 @@ GCOMM_API gcommStatus_t gcommCommTransport(gcommComm_t comm, gcommTransport_t* t
 GCOMM_API const char* gcommGetTransportName(gcommTransport_t transport) {
   if (transport == gcommTransportAuto) return "auto";
   if (const TransportEntry* t = find_transport(transport)) return t->name;
-  set_last_error(cat("gcommGetTransportName: ", static_cast<int>(transport), " is not a gcommTransport_t value"));
+  set_last_error(
+      cat("gcommGetTransportName: ", static_cast<int>(transport), " is not a gcommTransport_t value"));
   return "unknown";
 }
 
@@ -107,7 +108,8 @@ GCOMM_API gcommStatus_t gcommCommDumpFlightRecord(gcommComm_t comm, const char* 
   return GCOMM_API_CALL({ comms().get(comm)->comm.dump_flight_record(path != nullptr ? path : ""); });
 }
 
-GCOMM_API gcommStatus_t gcommCommGetFlightRecord(gcommComm_t comm, char* buffer, size_t size, size_t* required) {
+GCOMM_API gcommStatus_t gcommCommGetFlightRecord(gcommComm_t comm, char* buffer, size_t size,
+                                                 size_t* required) {
   return GCOMM_API_CALL({
     const std::string json = comms().get(comm)->comm.flight_record("requested");
     copy_out_string(json, buffer, size, required);
@@ -143,46 +145,58 @@ GCOMM_API gcommStatus_t gcommCommSynchronize(gcommComm_t comm) {
 
 GCOMM_API gcommStatus_t gcommAllReduce(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                        gcommDataType_t dtype, gcommRedOp_t op, gcommStream_t stream) {
-  return GCOMM_API_CALL({ run(comm, Collective::kAllReduce, sendbuf, recvbuf, count, dtype, op, 0, stream); });
+  return GCOMM_API_CALL(
+      { run(comm, Collective::kAllReduce, sendbuf, recvbuf, count, dtype, op, 0, stream); });
 }
 
 GCOMM_API gcommStatus_t gcommBroadcast(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                        gcommDataType_t dtype, int root, gcommStream_t stream) {
-  return GCOMM_API_CALL({ run(comm, Collective::kBroadcast, sendbuf, recvbuf, count, dtype, gcommSum, root, stream); });
+  return GCOMM_API_CALL(
+      { run(comm, Collective::kBroadcast, sendbuf, recvbuf, count, dtype, gcommSum, root, stream); });
 }
 
 GCOMM_API gcommStatus_t gcommReduce(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                     gcommDataType_t dtype, gcommRedOp_t op, int root, gcommStream_t stream) {
-  return GCOMM_API_CALL({ run(comm, Collective::kReduce, sendbuf, recvbuf, count, dtype, op, root, stream); });
+  return GCOMM_API_CALL(
+      { run(comm, Collective::kReduce, sendbuf, recvbuf, count, dtype, op, root, stream); });
 }
 
 GCOMM_API gcommStatus_t gcommAllGather(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t sendcount,
                                        gcommDataType_t dtype, gcommStream_t stream) {
-  return GCOMM_API_CALL({ run(comm, Collective::kAllGather, sendbuf, recvbuf, sendcount, dtype, gcommSum, 0, stream); });
+  return GCOMM_API_CALL(
+      { run(comm, Collective::kAllGather, sendbuf, recvbuf, sendcount, dtype, gcommSum, 0, stream); });
 }
 
-GCOMM_API gcommStatus_t gcommReduceScatter(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t recvcount,
-                                           gcommDataType_t dtype, gcommRedOp_t op, gcommStream_t stream) {
-  return GCOMM_API_CALL({ run(comm, Collective::kReduceScatter, sendbuf, recvbuf, recvcount, dtype, op, 0, stream); });
+GCOMM_API gcommStatus_t gcommReduceScatter(gcommComm_t comm, const void* sendbuf, void* recvbuf,
+                                           size_t recvcount, gcommDataType_t dtype, gcommRedOp_t op,
+                                           gcommStream_t stream) {
+  return GCOMM_API_CALL(
+      { run(comm, Collective::kReduceScatter, sendbuf, recvbuf, recvcount, dtype, op, 0, stream); });
 }
 
 GCOMM_API gcommStatus_t gcommAllToAll(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                       gcommDataType_t dtype, gcommStream_t stream) {
-  return GCOMM_API_CALL({ run(comm, Collective::kAllToAll, sendbuf, recvbuf, count, dtype, gcommSum, 0, stream); });
+  return GCOMM_API_CALL(
+      { run(comm, Collective::kAllToAll, sendbuf, recvbuf, count, dtype, gcommSum, 0, stream); });
 }
 
-GCOMM_API gcommStatus_t gcommSend(gcommComm_t comm, const void* sendbuf, size_t count, gcommDataType_t dtype, int peer,
-                                  gcommStream_t stream) {
-  return GCOMM_API_CALL({ comms().get(comm)->comm.collective(p2p_call(Collective::kSend, sendbuf, count, dtype, peer, stream)); });
+GCOMM_API gcommStatus_t gcommSend(gcommComm_t comm, const void* sendbuf, size_t count, gcommDataType_t dtype,
+                                  int peer, gcommStream_t stream) {
+  return GCOMM_API_CALL({
+    comms().get(comm)->comm.collective(p2p_call(Collective::kSend, sendbuf, count, dtype, peer, stream));
+  });
 }
 
-GCOMM_API gcommStatus_t gcommRecv(gcommComm_t comm, void* recvbuf, size_t count, gcommDataType_t dtype, int peer,
-                                  gcommStream_t stream) {
-  return GCOMM_API_CALL({ comms().get(comm)->comm.collective(p2p_call(Collective::kRecv, recvbuf, count, dtype, peer, stream)); });
+GCOMM_API gcommStatus_t gcommRecv(gcommComm_t comm, void* recvbuf, size_t count, gcommDataType_t dtype,
+                                  int peer, gcommStream_t stream) {
+  return GCOMM_API_CALL({
+    comms().get(comm)->comm.collective(p2p_call(Collective::kRecv, recvbuf, count, dtype, peer, stream));
+  });
 }
 
 GCOMM_API gcommStatus_t gcommBarrier(gcommComm_t comm, gcommStream_t stream) {
-  return GCOMM_API_CALL({ run(comm, Collective::kBarrier, nullptr, nullptr, 0, gcommFloat32, gcommSum, 0, stream); });
+  return GCOMM_API_CALL(
+      { run(comm, Collective::kBarrier, nullptr, nullptr, 0, gcommFloat32, gcommSum, 0, stream); });
 }
 
 GCOMM_API gcommStatus_t gcommGroupStart(void) {
@@ -195,11 +209,16 @@ GCOMM_API gcommStatus_t gcommGroupEnd(void) {
 
 GCOMM_API const char* gcommRedOpName(gcommRedOp_t op) {
   switch (op) {
-    case gcommSum: return "sum";
-    case gcommAvg: return "avg";
-    case gcommMax: return "max";
-    case gcommMin: return "min";
-    default: return "unknown";
+    case gcommSum:
+      return "sum";
+    case gcommAvg:
+      return "avg";
+    case gcommMax:
+      return "max";
+    case gcommMin:
+      return "min";
+    default:
+      return "unknown";
   }
 }
 
@@ -214,7 +233,8 @@ gcommComm_t publish_communicator(std::unique_ptr<Transport> transport, double ti
   return comm.release();
 }
 
-void publish_communicators(std::vector<std::unique_ptr<Transport>> transports, double timeout_s, gcommComm_t* out) {
+void publish_communicators(std::vector<std::unique_ptr<Transport>> transports, double timeout_s,
+                           gcommComm_t* out) {
   std::vector<std::unique_ptr<gcommComm>> made;
   for (auto& t : transports) made.push_back(std::make_unique<gcommComm>(std::move(t), timeout_s));
   // Nothing is published until every rank's communicator exists.
@@ -229,6 +249,10 @@ double timeout_from(const gcommCommConfig_t& c) {
   return c.timeout_s > 0 ? c.timeout_s : knobs::timeout_seconds();
 }
 
-Communicator& acquire_communicator(gcommComm_t handle) { return comms().acquire(handle).comm; }
-void release_communicator(gcommComm_t handle) noexcept { comms().release(handle); }
+Communicator& acquire_communicator(gcommComm_t handle) {
+  return comms().acquire(handle).comm;
+}
+void release_communicator(gcommComm_t handle) noexcept {
+  comms().release(handle);
+}
 }  // namespace gradcomm::comm

@@ -41,7 +41,8 @@ GCOMM_API gcommStatus_t gcommCommInitFromEnv(const gcommCommConfig_t* config, gc
     }
     const bootstrap::EnvLookup env = bootstrap::process_environment();
     const BootstrapChoice choice = bootstrap_choice(c, env);
-    if (choice == BootstrapChoice::kMpi || (choice == BootstrapChoice::kMpiIfFound && mpi_plugin_found(nullptr))) {
+    if (choice == BootstrapChoice::kMpi ||
+        (choice == BootstrapChoice::kMpiIfFound && mpi_plugin_found(nullptr))) {
       MpiBootstrap met;
       mpi_bootstrap(c, GCOMM_MPI_COMM_WORLD, env, met);
       *comm = create(bootstrap::launch_from_config(met.config, env));
@@ -51,7 +52,8 @@ GCOMM_API gcommStatus_t gcommCommInitFromEnv(const gcommCommConfig_t* config, gc
   });
 }
 
-GCOMM_API gcommStatus_t gcommCommInitMpi(const gcommCommConfig_t* config, int mpi_comm_fortran, gcommComm_t* comm) {
+GCOMM_API gcommStatus_t gcommCommInitMpi(const gcommCommConfig_t* config, int mpi_comm_fortran,
+                                         gcommComm_t* comm) {
   return GCOMM_API_CALL({
     GCOMM_REQUIRE_NOT_NULL(comm);
     const gcommCommConfig_t defaults = GCOMM_COMM_CONFIG_INITIALIZER;

@@ -9,15 +9,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/nccl/nccl_version.hpp"
 #include "common/api/out_string.hpp"
 #include "common/api_guard.hpp"
 #include "common/device.hpp"
-#include "comm/nccl/nccl_version.hpp"
 
 using namespace gradcomm;
 
 namespace {
-std::string cuda_version_string(int code) { return cat(code / 1000, ".", (code % 1000) / 10); }
+std::string cuda_version_string(int code) {
+  return cat(code / 1000, ".", (code % 1000) / 10);
+}
 
 struct GpuFacts {
   int ordinal = 0;
@@ -150,15 +152,11 @@ GCOMM_API const char* gcommGetVersionString(void) {
 }
 
 GCOMM_API gcommStatus_t gcommGetEnvironmentReport(char* buffer, size_t size, size_t* required) {
-  return GCOMM_API_CALL({
-    copy_out_string(environment_text(gather()), buffer, size, required);
-  });
+  return GCOMM_API_CALL({ copy_out_string(environment_text(gather()), buffer, size, required); });
 }
 
 GCOMM_API gcommStatus_t gcommGetEnvironmentJson(char* buffer, size_t size, size_t* required) {
-  return GCOMM_API_CALL({
-    copy_out_string(environment_json(gather()), buffer, size, required);
-  });
+  return GCOMM_API_CALL({ copy_out_string(environment_json(gather()), buffer, size, required); });
 }
 
 }  // extern "C"

@@ -34,7 +34,8 @@ Bootstrap::Bootstrap(const RendezvousOptions& options)
   address_ = host_port(options.master_addr, port_);
   c.address = address_;
   client_ = std::make_unique<StoreClient>(c, deadline_);
-  GCOMM_INFO(STORE, "rank ", options.rank, " of ", options.world_size, " connected to the store at ", address_);
+  GCOMM_INFO(STORE, "rank ", options.rank, " of ", options.world_size, " connected to the store at ",
+             address_);
 }
 
 Bootstrap::~Bootstrap() {
@@ -108,12 +109,14 @@ RendezvousOptions rendezvous_options(const LaunchConfig& launch) {
 }
 
 void agree_on_transport(Bootstrap& boot, const std::string& mine) {
-  auto all = boot.store().gather("transport", std::vector<uint8_t>(mine.begin(), mine.end()), boot.deadline());
+  auto all =
+      boot.store().gather("transport", std::vector<uint8_t>(mine.begin(), mine.end()), boot.deadline());
   for (size_t q = 0; q < all.size(); ++q) {
     std::string theirs(all[q].begin(), all[q].end());
     if (theirs != mine)
-      fail(gcommInvalidArgument, "rank ", boot.rank(), " uses the ", mine, " transport but rank ", q, " uses the ",
-           theirs, " transport: every rank needs the same kind of device (all GPUs for nccl, all host for socket)");
+      fail(gcommInvalidArgument, "rank ", boot.rank(), " uses the ", mine, " transport but rank ", q,
+           " uses the ", theirs,
+           " transport: every rank needs the same kind of device (all GPUs for nccl, all host for socket)");
   }
 }
 

@@ -6,9 +6,9 @@
 
 #include "comm/bootstrap/launchers.hpp"
 #include "comm/bootstrap/wire.hpp"
-#include "common/log.hpp"
 #include "common/env.hpp"
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 namespace gradcomm::comm::bootstrap {
 
@@ -83,7 +83,8 @@ LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_
     require(!lc.master_addr.empty(), "config.master_addr is empty: use NULL to leave it unset");
   } else if (use_env) {
     lc.master_addr = env("MASTER_ADDR").value_or(implied ? implied->addr : "");
-    if (!env("MASTER_ADDR") && !lc.master_addr.empty()) lc.rendezvous_note += cat("address ", implied->how, "; ");
+    if (!env("MASTER_ADDR") && !lc.master_addr.empty())
+      lc.rendezvous_note += cat("address ", implied->how, "; ");
   }
   if (lc.master_addr.empty()) {
     require(
@@ -91,7 +92,8 @@ LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_
         use_env
             ? "MASTER_ADDR is not set (nor config.master_addr): rank 0's store listens on that host and the "
               "other ranks connect to it. torchrun sets it, srun and single-host mpirun imply it; mpirun "
-              "across hosts meets through MPI when gradcomm's MPI plugin is installed (libgradcomm_mpi.so.0), "
+              "across hosts meets through MPI when gradcomm's MPI plugin is installed "
+              "(libgradcomm_mpi.so.0), "
               "else needs MASTER_ADDR=<rank 0's host> exported to every rank (mpirun -x MASTER_ADDR)"
             : "config.master_addr is required when world_size > 1: the host of rank 0, whose store listens "
               "on "
@@ -113,13 +115,15 @@ LaunchConfig resolve(const gcommCommConfig_t& c, const EnvLookup& env, bool use_
     // listens there itself (the TCPStore that torch.distributed workers share), so
     // gradcomm's store takes the next port, the same on every rank.
     if (env("TORCHELASTIC_RUN_ID")) {
-      require(lc.master_port < 65535, "MASTER_PORT=65535 under torchrun, whose agent holds that port: gradcomm's "
+      require(lc.master_port < 65535,
+              "MASTER_PORT=65535 under torchrun, whose agent holds that port: gradcomm's "
               "store would listen on MASTER_PORT + 1; set GRADCOMM_MASTER_PORT to a free port instead");
       lc.master_port += 1;
     }
   } else if (implied) {
     lc.master_port = implied->port;
-    lc.rendezvous_note += cat("port ", lc.master_port, " from the launch id (set MASTER_PORT if it is taken)");
+    lc.rendezvous_note +=
+        cat("port ", lc.master_port, " from the launch id (set MASTER_PORT if it is taken)");
   } else {
     require(
         lc.world_size == 1,
@@ -164,7 +168,8 @@ LaunchConfig launch_from_env(const gcommCommConfig_t& config, const EnvLookup& e
   LaunchConfig lc = resolve(config, env, true);
   if (!lc.launcher_warning.empty()) GCOMM_WARN(lc.launcher_warning);
   if (!lc.rendezvous_note.empty())
-    GCOMM_INFO(INIT, "rank 0's store at ", lc.master_addr, ":", lc.master_port, " (", lc.rendezvous_note, ")");
+    GCOMM_INFO(INIT, "rank 0's store at ", lc.master_addr, ":", lc.master_port, " (", lc.rendezvous_note,
+               ")");
   return lc;
 }
 
@@ -179,8 +184,8 @@ std::optional<LauncherPlacement> launcher_placement(const EnvLookup& env) {
   p.launcher = launcher->name;
   p.rank = launcher_rank(*launcher, env);
   p.world_size = launcher_world_size(*launcher, env);
-  require(p.rank < p.world_size, launcher->rank, "=", p.rank, " is not below ", launcher->size, "=", p.world_size,
-          " (ranks are 0..", p.world_size - 1, ")");
+  require(p.rank < p.world_size, launcher->rank, "=", p.rank, " is not below ", launcher->size, "=",
+          p.world_size, " (ranks are 0..", p.world_size - 1, ")");
   return p;
 }
 

@@ -42,10 +42,10 @@ struct LaunchConfig {
   std::string master_addr;  // rank 0's host
   int master_port = -1;     // 0 only for a world of one
   std::string job_key;
-  gcommDevice_t device{gcommDeviceCuda, -1};  // host, or a CUDA ordinal (resolved from local_rank)
+  gcommDevice_t device{gcommDeviceCuda, -1};        // host, or a CUDA ordinal (resolved from local_rank)
   gcommTransport_t transport = gcommTransportAuto;  // as asked: comm/transports.hpp resolves it
   double timeout_s = 300;
-  std::string source;  // where rank and world size came from, for messages
+  std::string source;            // where rank and world size came from, for messages
   std::string launcher_warning;  // hand-set RANK/WORLD_SIZE that lost to the launcher (logged)
   std::string rendezvous_note;   // how the store's address or port was implied (logged at INFO)
 };

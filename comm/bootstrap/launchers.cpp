@@ -18,9 +18,12 @@ const Launcher kOpenMpi{"Open MPI",
                         "OMPI_COMM_WORLD_SIZE",
                         "OMPI_COMM_WORLD_LOCAL_RANK",
                         {{"PMIX_NAMESPACE"}, {"OMPI_MCA_ess_base_jobid"}, {"OMPI_MCA_orte_ess_jobid"}}};
-const Launcher kSlurm{"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", {{"SLURM_JOB_ID", "SLURM_STEP_ID"}}};
+const Launcher kSlurm{
+    "Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", {{"SLURM_JOB_ID", "SLURM_STEP_ID"}}};
 
-bool is_set(const EnvLookup& env, const char* name) { return env(name).has_value(); }
+bool is_set(const EnvLookup& env, const char* name) {
+  return env(name).has_value();
+}
 
 // The id of this launch (see Launcher::launch_ids), or "" if the launcher names none.
 std::string launch_id(const Launcher& l, const EnvLookup& env) {
@@ -58,25 +61,32 @@ std::string hand_set_values(const EnvLookup& env) {
 // is a stale RANK: the launcher's per-process rank wins, with a warning.
 std::string disagreement(const Launcher& started, const EnvLookup& env) {
   const int rank = launcher_rank(started, env), size = launcher_world_size(started, env);
-  const int hand_rank = parse_env_int("RANK", *env("RANK"), 0, INT_MAX - 1, "set by hand: no TORCHELASTIC_RUN_ID");
+  const int hand_rank =
+      parse_env_int("RANK", *env("RANK"), 0, INT_MAX - 1, "set by hand: no TORCHELASTIC_RUN_ID");
   if (auto ws = env("WORLD_SIZE")) {
     const int hand_size = parse_env_int("WORLD_SIZE", *ws, 1, INT_MAX, "set by hand");
-    require(hand_size == size, hand_set_values(env), " (no TORCHELASTIC_RUN_ID, so not torchrun's) disagree with ",
-            started.rank, "=", rank, " ", started.size, "=", size, " set by ", started.name,
-            ", which started this process. If RANK and WORLD_SIZE are left from an earlier run, unset them; if "
-            "a launcher started by ", started.name, " set them for workers of its own, unset ", started.rank,
-            " and ", started.size, " in those workers (or start them with torchrun)");
+    require(
+        hand_size == size, hand_set_values(env),
+        " (no TORCHELASTIC_RUN_ID, so not torchrun's) disagree with ", started.rank, "=", rank, " ",
+        started.size, "=", size, " set by ", started.name,
+        ", which started this process. If RANK and WORLD_SIZE are left from an earlier run, unset them; if "
+        "a launcher started by ",
+        started.name, " set them for workers of its own, unset ", started.rank, " and ", started.size,
+        " in those workers (or start them with torchrun)");
   }
   if (hand_rank == rank) return "";
-  return cat(hand_set_values(env), " (set by hand or left from an earlier run: no TORCHELASTIC_RUN_ID, so not "
-             "torchrun's) disagree with ", started.rank, "=", rank, " set by ", started.name,
+  return cat(hand_set_values(env),
+             " (set by hand or left from an earlier run: no TORCHELASTIC_RUN_ID, so not "
+             "torchrun's) disagree with ",
+             started.rank, "=", rank, " set by ", started.name,
              ", which started this process, on the same world size: using ", started.name,
              "'s. Unset RANK and WORLD_SIZE to silence this");
 }
 
 }  // namespace
 
-int parse_env_int(const std::string& name, const std::string& text, long long lo, long long hi, const char* who) {
+int parse_env_int(const std::string& name, const std::string& text, long long lo, long long hi,
+                  const char* who) {
   errno = 0;
   char* end = nullptr;
   long long v = std::strtoll(text.c_str(), &end, 10);
@@ -86,7 +96,9 @@ int parse_env_int(const std::string& name, const std::string& text, long long lo
   return static_cast<int>(v);
 }
 
-bool is_open_mpi(const Launcher* l) noexcept { return l == &kOpenMpi; }
+bool is_open_mpi(const Launcher* l) noexcept {
+  return l == &kOpenMpi;
+}
 
 int launcher_rank(const Launcher& l, const EnvLookup& env) {
   return parse_env_int(l.rank, *env(l.rank), 0, INT_MAX - 1, l.name);
@@ -116,9 +128,11 @@ LauncherChoice choose_launcher(const EnvLookup& env) {
   const int procid = launcher_rank(kSlurm, env);
   if (ntasks > 1 && procid == 0 && !slurm_step) {
     LauncherChoice batch;
-    batch.batch_refusal = cat("SLURM_NTASKS=", ntasks, " but this process was not started by srun (no "
+    batch.batch_refusal = cat("SLURM_NTASKS=", ntasks,
+                              " but this process was not started by srun (no "
                               "SLURM_STEP_ID: it is sbatch's batch script, a single process), so the other ",
-                              ntasks - 1, " rank(s) would never connect. Start the ranks with srun inside the "
+                              ntasks - 1,
+                              " rank(s) would never connect. Start the ranks with srun inside the "
                               "script (srun ./program), or mpirun/torchrun");
     return batch;
   }
@@ -154,7 +168,8 @@ std::optional<ImpliedRendezvous> implied_rendezvous(const Launcher* launcher, co
     if (nodes && *nodes == "1") {
       r.addr = "127.0.0.1";
       r.how = "the job step runs on one node (SLURM_STEP_NUM_NODES=1)";
-    } else if (auto list = env("SLURM_STEP_NODELIST") ? env("SLURM_STEP_NODELIST") : env("SLURM_JOB_NODELIST")) {
+    } else if (auto list =
+                   env("SLURM_STEP_NODELIST") ? env("SLURM_STEP_NODELIST") : env("SLURM_JOB_NODELIST")) {
       r.addr = slurm_first_host(*list);
       r.how = cat("task 0 runs on the first node of ", *list);
     } else {

@@ -48,7 +48,8 @@ LauncherChoice choose_launcher(const EnvLookup& env);
 
 // A decimal integer in [lo, hi], nothing else; else gcommInvalidArgument naming
 // the variable and `who` sets it.
-int parse_env_int(const std::string& name, const std::string& text, long long lo, long long hi, const char* who);
+int parse_env_int(const std::string& name, const std::string& text, long long lo, long long hi,
+                  const char* who);
 
 // Whether `l` is Open MPI's mpirun (the launcher the MPI bootstrap serves).
 bool is_open_mpi(const Launcher* l) noexcept;
@@ -68,7 +69,7 @@ std::string default_job_key(const Launcher* launcher, const EnvLookup& env);
 struct ImpliedRendezvous {
   std::string addr;  // "" when only the port is implied
   int port = 0;
-  std::string how;   // for messages
+  std::string how;  // for messages
 };
 std::optional<ImpliedRendezvous> implied_rendezvous(const Launcher* launcher, const EnvLookup& env);
 

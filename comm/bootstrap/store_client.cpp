@@ -47,7 +47,8 @@ StoreClient::StoreClient(const StoreClientOptions& options, Deadline deadline)
   auto elapsed = [&] { return seconds_text(std::chrono::duration<double>(Clock::now() - start).count()); };
   int full = 0;  // hellos the store turned away because it was full
   std::string full_message;
-  for (auto pause = std::chrono::milliseconds(20);; pause = std::min(2 * pause, std::chrono::milliseconds(500))) {
+  for (auto pause = std::chrono::milliseconds(20);;
+       pause = std::min(2 * pause, std::chrono::milliseconds(500))) {
     std::string error;
     bool fatal = false;
     socket_ = connect_until(options.host, options.port, deadline, error, fatal);
@@ -58,8 +59,8 @@ StoreClient::StoreClient(const StoreClientOptions& options, Deadline deadline)
       if (full > 0)
         fail(gcommTimeout, "rank ", options.rank, " of ", options.world_size, " could not join the store at ",
              address_, " within ", elapsed(), " s: it was full ", full, " time(s) (", full_message, ")");
-      fail(gcommTimeout, "rank ", options.rank, " of ", options.world_size, " could not connect to ", address_,
-           " within ", elapsed(), " s (last attempt: ", error,
+      fail(gcommTimeout, "rank ", options.rank, " of ", options.world_size, " could not connect to ",
+           address_, " within ", elapsed(), " s (last attempt: ", error,
            "); check that rank 0 was started and that MASTER_ADDR and MASTER_PORT point at it");
     }
     Writer hello;
@@ -82,9 +83,10 @@ StoreClient::StoreClient(const StoreClientOptions& options, Deadline deadline)
       if (left <= Clock::duration::zero())
         fail(gcommTimeout, "rank ", options.rank, " of ", options.world_size, " could not join the store at ",
              address_, " within ", elapsed(), " s: it was full ", full, " time(s) (", full_message, ")");
-      GCOMM_INFO(STORE, "rank ", options.rank, ": the store at ", address_, " is full; trying again in ", pause.count(),
-                 " ms");
-      std::this_thread::sleep_for(std::min<Clock::duration>(pause, left));  // then one more try, at the deadline
+      GCOMM_INFO(STORE, "rank ", options.rank, ": the store at ", address_, " is full; trying again in ",
+                 pause.count(), " ms");
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(pause, left));  // then one more try, at the deadline
     }
   }
 }
@@ -130,8 +132,8 @@ void StoreClient::abort(const std::string& reason) noexcept {
     w.str(reason.size() > 4096 ? reason.substr(0, 4096) + "..." : reason);
     (void)request(w.frame(MsgType::kAbort, tag_), Clock::now() + std::chrono::seconds(1), "abort");
   } catch (const std::exception& e) {
-    GCOMM_INFO(STORE, "rank ", options_.rank, " could not report its failure to the store at ", address_, ": ",
-               e.what());
+    GCOMM_INFO(STORE, "rank ", options_.rank, " could not report its failure to the store at ", address_,
+               ": ", e.what());
   }
 }
 

@@ -11,9 +11,9 @@
 
 #include "comm/bootstrap/store_state.hpp"
 #include "comm/bootstrap/wire.hpp"
-#include "common/warn_limiter.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/warn_limiter.hpp"
 
 namespace gradcomm::comm::bootstrap {
 
@@ -77,7 +77,8 @@ class Loop {
   void close_all();
   // Answers with an error (in the peer's own job-key tag, so that it can read it), then closes.
   // `status` gcommOutOfMemory: the store is full; the client may retry.
-  void refuse(Conn& c, uint64_t tag, const std::string& why, Deadline now, gcommStatus_t status = gcommInvalidArgument);
+  void refuse(Conn& c, uint64_t tag, const std::string& why, Deadline now,
+              gcommStatus_t status = gcommInvalidArgument);
   size_t open_connections() const;
   size_t lingering() const;  // refused, still delivering the reason
   Conn* oldest_without_hello();
@@ -404,15 +405,13 @@ void Loop::drop(ConnId id, Conn& c, const std::string& why) {
 }
 
 size_t Loop::open_connections() const {
-  return static_cast<size_t>(std::count_if(conns_.begin(), conns_.end(), [](const auto& kv) {
-    return !kv.second.dead && !kv.second.closing;
-  }));
+  return static_cast<size_t>(std::count_if(
+      conns_.begin(), conns_.end(), [](const auto& kv) { return !kv.second.dead && !kv.second.closing; }));
 }
 
 size_t Loop::lingering() const {
-  return static_cast<size_t>(std::count_if(conns_.begin(), conns_.end(), [](const auto& kv) {
-    return !kv.second.dead && kv.second.closing;
-  }));
+  return static_cast<size_t>(std::count_if(
+      conns_.begin(), conns_.end(), [](const auto& kv) { return !kv.second.dead && kv.second.closing; }));
 }
 
 Conn* Loop::oldest_without_hello() {
@@ -423,7 +422,8 @@ Conn* Loop::oldest_without_hello() {
 
 void Loop::refuse(Conn& c, uint64_t tag, const std::string& why, Deadline now, gcommStatus_t status) {
   warnings_.warn(now, cat("refused ", c.peer, ": ", why));
-  std::vector<uint8_t> frame = Writer().u32(static_cast<uint32_t>(status)).str(why).frame(MsgType::kError, tag);
+  std::vector<uint8_t> frame =
+      Writer().u32(static_cast<uint32_t>(status)).str(why).frame(MsgType::kError, tag);
   c.out.insert(c.out.end(), frame.begin(), frame.end());
   c.in.clear();
   c.closing = true;
@@ -442,8 +442,8 @@ StoreServer::StoreServer(const StoreServerOptions& options) : options_(options) 
     fail(gcommInternalError, "pipe2() failed: ", errno_text(errno));
   wake_read_ = Socket(fds[0]);
   wake_write_ = Socket(fds[1]);
-  GCOMM_INFO(STORE, "store listening on port ", port_, " for ", options.world_size, " ranks (", options_.address,
-             ")");
+  GCOMM_INFO(STORE, "store listening on port ", port_, " for ", options.world_size, " ranks (",
+             options_.address, ")");
   thread_ = std::thread([this] { run(); });
 }
 

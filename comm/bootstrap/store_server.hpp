@@ -22,8 +22,8 @@ struct StoreServerOptions {
   int port = 0;      // 0: the kernel picks a free port (see port())
   std::string job_key;
   int world_size = 1;
-  double hello_timeout_s = 30;  // a connection that has not said hello by then is dropped
-  std::string address;          // names the store in messages; "" = "host:port"
+  double hello_timeout_s = 30;      // a connection that has not said hello by then is dropped
+  std::string address;              // names the store in messages; "" = "host:port"
   Deadline started = Clock::now();  // when the ranks began to meet ("never connected within <since then>")
 };
 

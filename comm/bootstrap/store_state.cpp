@@ -10,7 +10,9 @@ namespace gradcomm::comm::bootstrap {
 
 namespace {
 
-Deadline after(Deadline now, double seconds) { return deadline_after(seconds, now); }
+Deadline after(Deadline now, double seconds) {
+  return deadline_after(seconds, now);
+}
 
 }  // namespace
 

@@ -35,14 +35,19 @@ struct Slices {
 class ExchangeTransport final : public Transport, public P2PBatchRunner {
  public:
   ExchangeTransport(std::unique_ptr<PeerExchange> links, gcommTransport_t kind, double timeout_s)
-      : links_(std::move(links)), kind_(kind), timeout_s_(timeout_s), sent_to_(links_->size()),
+      : links_(std::move(links)),
+        kind_(kind),
+        timeout_s_(timeout_s),
+        sent_to_(links_->size()),
         received_from_(links_->size()) {}
 
   int rank() const noexcept override { return links_->rank(); }
   int size() const noexcept override { return links_->size(); }
   gcommDevice_t device() const noexcept override { return gcommHostDevice(); }
   gcommTransport_t kind() const noexcept override { return kind_; }
-  std::optional<uint64_t> payload_bytes_sent() const noexcept override { return links_->payload_bytes_sent(); }
+  std::optional<uint64_t> payload_bytes_sent() const noexcept override {
+    return links_->payload_bytes_sent();
+  }
   bool other_threads_may_call() const noexcept override { return links_->other_threads_may_call(); }
 
   void run(const CollectiveArgs& a) override {
@@ -58,12 +63,24 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
     deadline_ = deadline_after(timeout_s_);
     try {
       switch (a.op) {
-        case Collective::kAllReduce: all_reduce(a, what); break;
-        case Collective::kReduceScatter: reduce_scatter(a, what); break;
-        case Collective::kReduce: reduce(a, what); break;
-        case Collective::kBroadcast: broadcast(a, what); break;
-        case Collective::kAllGather: all_gather(a, what); break;
-        case Collective::kAllToAll: all_to_all(a, what); break;
+        case Collective::kAllReduce:
+          all_reduce(a, what);
+          break;
+        case Collective::kReduceScatter:
+          reduce_scatter(a, what);
+          break;
+        case Collective::kReduce:
+          reduce(a, what);
+          break;
+        case Collective::kBroadcast:
+          broadcast(a, what);
+          break;
+        case Collective::kAllGather:
+          all_gather(a, what);
+          break;
+        case Collective::kAllToAll:
+          all_to_all(a, what);
+          break;
         case Collective::kBarrier: {
           std::vector<PeerTransfer> t(size());
           for (auto& x : t) x.sends = x.receives = true;
@@ -71,7 +88,8 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
           break;
         }
         case Collective::kSend:
-        case Collective::kRecv: break;  // run_p2p_batch
+        case Collective::kRecv:
+          break;  // run_p2p_batch
       }
     } catch (const Error& e) {
       break_links(e);
@@ -83,8 +101,8 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
   // order; a send to this rank itself meets its receive here, in order.
   void run_p2p_batch(const std::vector<CollectiveArgs>& calls, bool grouped) override {
     const std::string what = calls.size() == 1 ? cat(call_id(calls[0]))
-                                               : cat("a group of ", calls.size(), " sends and receives, the first ",
-                                                     call_id(calls[0]));
+                                               : cat("a group of ", calls.size(),
+                                                     " sends and receives, the first ", call_id(calls[0]));
     refuse_if_broken(what);
     std::vector<PeerQueue> queues(n());
     std::vector<const CollectiveArgs*> to_self, from_self;
@@ -114,7 +132,8 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
     } catch (const Error& e) {
       break_links(e);
       if (e.status() == gcommTimeout && !grouped)
-        fail(gcommTimeout, e.message(), "; outside a group a send larger than the connection's buffers waits for its "
+        fail(gcommTimeout, e.message(),
+             "; outside a group a send larger than the connection's buffers waits for its "
              "receive: two ranks that send to each other first need a group (gcommGroupStart/End)");
       throw;
     }
@@ -131,8 +150,8 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
       const CollectiveArgs& r = *recvs[i];
       if (s.count != r.count || s.dtype != r.dtype) {
         if (error.empty())
-          error = cat(call_id(r), " (", r.count, " elements of ", dtype_name(r.dtype), ") does not match ", call_id(s),
-                      " (", s.count, " elements of ", dtype_name(s.dtype), ")");
+          error = cat(call_id(r), " (", r.count, " elements of ", dtype_name(r.dtype), ") does not match ",
+                      call_id(s), " (", s.count, " elements of ", dtype_name(s.dtype), ")");
         continue;
       }
       const size_t bytes = s.count * dtype_size(s.dtype);
@@ -146,8 +165,10 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
 
   void refuse_if_broken(const std::string& what) const {
     if (!broken_.empty())
-      fail(gcommInvalidState, what, ": the connections to the other ranks are out of step since an earlier "
-           "failure (", broken_, "); destroy this communicator");
+      fail(gcommInvalidState, what,
+           ": the connections to the other ranks are out of step since an earlier "
+           "failure (",
+           broken_, "); destroy this communicator");
   }
 
   // The streams may hold half a message: nothing more can go through them.
@@ -176,7 +197,8 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
   int n() const { return size(); }
   int me() const { return rank(); }
 
-  void phase(std::vector<PeerTransfer>& t, const std::string& what, const std::function<void()>& progress = {}) {
+  void phase(std::vector<PeerTransfer>& t, const std::string& what,
+             const std::function<void()>& progress = {}) {
     if (n() > 1) links_->run_phase(t, tag_, deadline_, what, progress);
     ++tag_.phase;
   }
@@ -210,7 +232,8 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
   // the phase would wait for the network, the elements every peer has delivered
   // so far are reduced (in runs of at least kMinReduceRun), so the reduction
   // overlaps the transfer instead of following it.
-  void reduce_slices(const CollectiveArgs& a, const char* send, const Slices& s, void* out, const std::string& what) {
+  void reduce_slices(const CollectiveArgs& a, const char* send, const Slices& s, void* out,
+                     const std::string& what) {
     const size_t es = dtype_size(a.dtype);
     char* staging = scratch(static_cast<size_t>(n()) * s.longest * es);
     std::vector<PeerTransfer> t(n());
@@ -225,7 +248,7 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
     size_t done = 0;
     auto reduce_upto = [&](size_t upto) {
       kernels::reduce_host::reduce_to_typed(inputs.data(), n(), done, upto - done, a.dtype, a.redop,
-                                  static_cast<char*>(out) + done * es);
+                                            static_cast<char*>(out) + done * es);
       done = upto;
     };
     phase(t, what, [&] {
@@ -242,8 +265,8 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
     std::vector<PeerTransfer> t(n());
     for (int q = 0; q < n(); ++q)
       if (q != me())
-        t[q] = PeerTransfer{buf + s.offset[me()] * es, s.length[me()] * es, true, buf + s.offset[q] * es,
-                            s.length[q] * es, true};
+        t[q] = PeerTransfer{buf + s.offset[me()] * es, s.length[me()] * es, true,
+                            buf + s.offset[q] * es,    s.length[q] * es,    true};
     phase(t, what);
   }
 
@@ -286,8 +309,10 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
       std::vector<PeerTransfer> t(n());
       for (int q = 0; q < n(); ++q) {
         if (q == me()) continue;
-        if (root) t[q] = PeerTransfer{nullptr, 0, false, recv + s.offset[q] * es, s.length[q] * es, true};
-        else if (q == a.root) t[q] = PeerTransfer{reduced_.data(), s.length[me()] * es, true, nullptr, 0, false};
+        if (root)
+          t[q] = PeerTransfer{nullptr, 0, false, recv + s.offset[q] * es, s.length[q] * es, true};
+        else if (q == a.root)
+          t[q] = PeerTransfer{reduced_.data(), s.length[me()] * es, true, nullptr, 0, false};
       }
       phase(t, what);
     });
@@ -305,8 +330,10 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
       std::vector<PeerTransfer> t(n());
       for (int q = 0; q < n(); ++q) {
         if (q == me()) continue;
-        if (root) t[q] = PeerTransfer{recv + s.offset[q] * es, s.length[q] * es, true, nullptr, 0, false};
-        else if (q == a.root) t[q] = PeerTransfer{nullptr, 0, false, recv + s.offset[me()] * es, s.length[me()] * es, true};
+        if (root)
+          t[q] = PeerTransfer{recv + s.offset[q] * es, s.length[q] * es, true, nullptr, 0, false};
+        else if (q == a.root)
+          t[q] = PeerTransfer{nullptr, 0, false, recv + s.offset[me()] * es, s.length[me()] * es, true};
       }
       phase(t, what);
       // ... and every rank passes its slice to the others but the root, which has them all.
@@ -335,7 +362,8 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
     if (own != a.send && block > 0) std::memcpy(own, a.send, block);
     std::vector<PeerTransfer> t(n());
     for (int q = 0; q < n(); ++q)
-      if (q != me()) t[q] = PeerTransfer{own, block, true, recv + static_cast<size_t>(q) * block, block, true};
+      if (q != me())
+        t[q] = PeerTransfer{own, block, true, recv + static_cast<size_t>(q) * block, block, true};
     phase(t, what);
   }
 
@@ -361,10 +389,10 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
   double timeout_s_;
   PhaseTag tag_;
   Deadline deadline_{};
-  std::vector<char> scratch_;  // the slices received for a reduction
-  std::vector<char> reduced_;  // reduce: this rank's reduced slice, for the root
+  std::vector<char> scratch_;                      // the slices received for a reduction
+  std::vector<char> reduced_;                      // reduce: this rank's reduced slice, for the root
   std::vector<uint64_t> sent_to_, received_from_;  // messages per peer so far (the p2p header's seq)
-  std::string broken_;  // why the streams cannot be used any more ("" while usable)
+  std::string broken_;               // why the streams cannot be used any more ("" while usable)
   std::atomic<bool> failed_{false};  // broken_ is set (readable from any thread)
 };
 

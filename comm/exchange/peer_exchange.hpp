@@ -75,7 +75,8 @@ class PeerExchange {
                          const std::string& what, const std::function<void()>& progress) = 0;
   // Any number of messages to and from each peer (queues indexed by peer rank;
   // this rank's entry is ignored), each peer's in order, every peer at once.
-  virtual void run_messages(const std::vector<PeerQueue>& queues, Deadline deadline, const std::string& what) = 0;
+  virtual void run_messages(const std::vector<PeerQueue>& queues, Deadline deadline,
+                            const std::string& what) = 0;
   // Payload bytes received so far from rank q in the phase being run.
   virtual size_t received_bytes(int q) const = 0;
 

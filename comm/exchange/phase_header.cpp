@@ -11,7 +11,7 @@ namespace gradcomm::comm {
 
 namespace {
 
-constexpr uint32_t kPhaseMagic = 0x50534347;   // "GCSP"
+constexpr uint32_t kPhaseMagic = 0x50534347;    // "GCSP"
 constexpr uint32_t kFailureMagic = 0x46534347;  // "GCSF": a failure notice; the payload is the reason
 constexpr size_t kHeaderBytes = kPhaseHeaderBytes;
 
@@ -51,8 +51,8 @@ std::string describe_message(const PhaseTag& t, int sender) {
 std::string mismatch(const PhaseTag& mine, const PhaseTag& theirs, int peer, int me) {
   const bool p2p_mine = mine.sig.op == Collective::kSend, p2p_theirs = theirs.sig.op == Collective::kSend;
   if (p2p_mine && p2p_theirs)
-    return cat("a send and its receive differ: rank ", me, " expected ", describe_message(mine, peer), ", it sent ",
-               theirs.sig.count, " elements of ", dtype_name(theirs.sig.dtype),
+    return cat("a send and its receive differ: rank ", me, " expected ", describe_message(mine, peer),
+               ", it sent ", theirs.sig.count, " elements of ", dtype_name(theirs.sig.dtype),
                " (the k-th send from a rank to another meets the other's k-th receive from it)");
   if (p2p_mine)
     return cat("rank ", me, " expected ", describe_message(mine, peer), ", but rank ", peer, " called ",
@@ -60,25 +60,31 @@ std::string mismatch(const PhaseTag& mine, const PhaseTag& theirs, int peer, int
   if (p2p_theirs)
     return cat("rank ", me, " called ", describe(mine.sig), " as collective #", mine.seq, ", but rank ", peer,
                " sent it a message (", describe_message(theirs, peer), ") this rank has not received");
-  return cat("ranks called different collectives: rank ", me, " called ", describe(mine.sig), " as collective #",
-             mine.seq, ", rank ", peer, " called ", describe(theirs.sig), " as collective #", theirs.seq);
+  return cat("ranks called different collectives: rank ", me, " called ", describe(mine.sig),
+             " as collective #", mine.seq, ", rank ", peer, " called ", describe(theirs.sig),
+             " as collective #", theirs.seq);
 }
 
 }  // namespace
 
-bool is_failure_notice(const uint8_t* h) { return get_u32(h) == kFailureMagic; }
+bool is_failure_notice(const uint8_t* h) {
+  return get_u32(h) == kFailureMagic;
+}
 
-size_t failure_reason_bytes(const uint8_t* h) { return std::min<size_t>(get_u64(h + 32), kMaxReasonBytes); }
+size_t failure_reason_bytes(const uint8_t* h) {
+  return std::min<size_t>(get_u64(h + 32), kMaxReasonBytes);
+}
 
-gcommStatus_t check_phase_header(const uint8_t* h, const PhaseTag& mine, uint64_t expected_payload, int peer, int me,
-                                 std::string& why) {
+gcommStatus_t check_phase_header(const uint8_t* h, const PhaseTag& mine, uint64_t expected_payload, int peer,
+                                 int me, std::string& why) {
   if (get_u32(h) != kPhaseMagic) {
     why = cat("rank ", peer, " sent bytes that are not a gradcomm message (a foreign or corrupted stream)");
     return gcommRemoteError;
   }
   // The enum fields are compared as bytes and turned into enums only when valid.
   if (h[16] > static_cast<uint8_t>(kLastCall) || h[17] >= gcommNumDataTypes || h[18] >= gcommNumRedOps) {
-    why = cat("rank ", peer, " sent a header with an unknown collective, dtype or operator (a corrupted stream?)");
+    why = cat("rank ", peer,
+              " sent a header with an unknown collective, dtype or operator (a corrupted stream?)");
     return gcommRemoteError;
   }
   PhaseTag theirs;

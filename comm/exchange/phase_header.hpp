@@ -29,7 +29,7 @@ size_t failure_reason_bytes(const uint8_t* header);
 // (ranks called different collectives, or a send and its receive differ: the
 // caller's mistake) or gcommRemoteError (bytes that are not this protocol, or a
 // peer out of step), with `why` set.
-gcommStatus_t check_phase_header(const uint8_t* header, const PhaseTag& mine, uint64_t expected_payload, int peer,
-                                 int me, std::string& why);
+gcommStatus_t check_phase_header(const uint8_t* header, const PhaseTag& mine, uint64_t expected_payload,
+                                 int peer, int me, std::string& why);
 
 }  // namespace gradcomm::comm

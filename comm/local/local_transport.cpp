@@ -5,13 +5,13 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/reduce/reduce.hpp"
 #include "comm/local/mailbox.hpp"
 #include "comm/local/rendezvous.hpp"
 #include "comm/p2p_group.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
 #include "common/dtype.hpp"
+#include "kernels/reduce/reduce.hpp"
 
 namespace gradcomm::comm {
 
@@ -78,7 +78,9 @@ class LocalTransport final : public Transport, public P2PBatchRunner {
     return gcommSuccess;  // failures surface in run(); the group is poisoned for peers
   }
 
-  void abort() noexcept override { group_->rv.fail(rank_, gcommAborted, cat("rank ", rank_, " aborted its communicator")); }
+  void abort() noexcept override {
+    group_->rv.fail(rank_, gcommAborted, cat("rank ", rank_, " aborted its communicator"));
+  }
 
  private:
   bool gpu() const { return group_->device.kind == gcommDeviceCuda; }
@@ -106,16 +108,18 @@ class LocalTransport final : public Transport, public P2PBatchRunner {
         size_t lo, hi;
         slice(a.count, n, rank_, lo, hi);
         kernels::reduce_host::reduce_to_float(sends(0, a).data(), n, lo, hi - lo, a.dtype, a.redop,
-                                    group_->host_scratch.data() + lo);
+                                              group_->host_scratch.data() + lo);
         rv.arrive_and_wait(rank_, what);
         kernels::reduce_host::float_to_typed(group_->host_scratch.data(), a.recv, a.count, a.dtype);
         break;
       }
       case Collective::kReduce:
-        if (rank_ == a.root) kernels::reduce_host::reduce_to_typed(sends(0, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv);
+        if (rank_ == a.root)
+          kernels::reduce_host::reduce_to_typed(sends(0, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv);
         break;
       case Collective::kReduceScatter:
-        kernels::reduce_host::reduce_to_typed(sends(rank_ * a.count, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv);
+        kernels::reduce_host::reduce_to_typed(sends(rank_ * a.count, a).data(), n, 0, a.count, a.dtype,
+                                              a.redop, a.recv);
         break;
       case Collective::kBroadcast:
         if (a.recv != rv.send_of(a.root)) std::memcpy(a.recv, rv.send_of(a.root), a.count * es(a));
@@ -133,9 +137,11 @@ class LocalTransport final : public Transport, public P2PBatchRunner {
           for (int q = 0; q < n; ++q)
             std::memcpy(recv_at(rank_, q * a.count, a), send_at(q, rank_ * a.count, a), a.count * es(a));
         break;
-      case Collective::kBarrier: break;
+      case Collective::kBarrier:
+        break;
       case Collective::kSend:
-      case Collective::kRecv: break;  // run_p2p_batch
+      case Collective::kRecv:
+        break;  // run_p2p_batch
     }
     // Nobody returns (and reuses its buffers) before every rank has read them.
     rv.arrive_and_wait(rank_, what);
@@ -171,26 +177,30 @@ class LocalTransport final : public Transport, public P2PBatchRunner {
       case Collective::kAllReduce: {
         size_t lo, hi;
         slice(a.count, n, rank_, lo, hi);
-        kernels::reduce_cuda::reduce_to_float(sends(0, a).data(), n, lo, hi - lo, a.dtype, a.redop, g.dev_scratch + lo, a.stream);
+        kernels::reduce_cuda::reduce_to_float(sends(0, a).data(), n, lo, hi - lo, a.dtype, a.redop,
+                                              g.dev_scratch + lo, a.stream);
         break;
       }
       case Collective::kReduce:
         if (rank_ == a.root)
-          kernels::reduce_cuda::reduce_to_typed(sends(0, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv, a.stream);
+          kernels::reduce_cuda::reduce_to_typed(sends(0, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv,
+                                                a.stream);
         break;
       case Collective::kReduceScatter:
-        kernels::reduce_cuda::reduce_to_typed(sends(rank_ * a.count, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv,
-                                    a.stream);
+        kernels::reduce_cuda::reduce_to_typed(sends(rank_ * a.count, a).data(), n, 0, a.count, a.dtype,
+                                              a.redop, a.recv, a.stream);
         break;
       case Collective::kBroadcast:
         if (a.recv != rv.send_of(a.root) && a.count > 0)
-          GCOMM_CUDA_CHECK(cudaMemcpyAsync(a.recv, rv.send_of(a.root), a.count * es(a), cudaMemcpyDeviceToDevice, stream));
+          GCOMM_CUDA_CHECK(
+              cudaMemcpyAsync(a.recv, rv.send_of(a.root), a.count * es(a), cudaMemcpyDeviceToDevice, stream));
         break;
       case Collective::kAllGather:
         for (int q = 0; q < n; ++q) {
           void* dst = recv_at(rank_, q * a.count, a);
           if (dst != rv.send_of(q) && a.count > 0)
-            GCOMM_CUDA_CHECK(cudaMemcpyAsync(dst, rv.send_of(q), a.count * es(a), cudaMemcpyDeviceToDevice, stream));
+            GCOMM_CUDA_CHECK(
+                cudaMemcpyAsync(dst, rv.send_of(q), a.count * es(a), cudaMemcpyDeviceToDevice, stream));
         }
         break;
       case Collective::kAllToAll:
@@ -199,9 +209,11 @@ class LocalTransport final : public Transport, public P2PBatchRunner {
             GCOMM_CUDA_CHECK(cudaMemcpyAsync(recv_at(rank_, q * a.count, a), send_at(q, rank_ * a.count, a),
                                              a.count * es(a), cudaMemcpyDeviceToDevice, stream));
         break;
-      case Collective::kBarrier: break;
+      case Collective::kBarrier:
+        break;
       case Collective::kSend:
-      case Collective::kRecv: break;  // run_p2p_batch
+      case Collective::kRecv:
+        break;  // run_p2p_batch
     }
     GCOMM_CUDA_CHECK(cudaEventRecord(g.computed[rank_], stream));
     rv.arrive_and_wait(rank_, what);
@@ -221,8 +233,10 @@ class LocalTransport final : public Transport, public P2PBatchRunner {
 
 }  // namespace
 
-std::vector<std::unique_ptr<Transport>> make_local_transports(int nranks, gcommDevice_t device, double timeout_s) {
-  require(nranks >= 1 && nranks <= kernels::kMaxReduceInputs, "nranks must be in [1, ", kernels::kMaxReduceInputs, "], not ", nranks);
+std::vector<std::unique_ptr<Transport>> make_local_transports(int nranks, gcommDevice_t device,
+                                                              double timeout_s) {
+  require(nranks >= 1 && nranks <= kernels::kMaxReduceInputs, "nranks must be in [1, ",
+          kernels::kMaxReduceInputs, "], not ", nranks);
   require(timeout_s > 0, "timeout must be positive, not ", timeout_s);
   device = validate_device(device);
   auto group = std::make_shared<LocalGroup>(nranks, device, timeout_s);

@@ -18,6 +18,7 @@
 
 namespace gradcomm::comm {
 
-std::vector<std::unique_ptr<Transport>> make_local_transports(int nranks, gcommDevice_t device, double timeout_s);
+std::vector<std::unique_ptr<Transport>> make_local_transports(int nranks, gcommDevice_t device,
+                                                              double timeout_s);
 
 }  // namespace gradcomm::comm

@@ -35,7 +35,9 @@ cudaEvent_t new_event() {
   GCOMM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   return e;
 }
-cudaStream_t stream_of(const CollectiveArgs& a) { return reinterpret_cast<cudaStream_t>(a.stream); }
+cudaStream_t stream_of(const CollectiveArgs& a) {
+  return reinterpret_cast<cudaStream_t>(a.stream);
+}
 }  // namespace
 
 Mailbox::Mailbox(Rendezvous& rv, gcommDevice_t device)
@@ -135,10 +137,11 @@ std::string Mailbox::receive_all(int rank, const std::vector<const CollectiveArg
       letter = c.front();
       c.erase(c.begin());
       if (letter->count != recv->count || letter->dtype != recv->dtype) {
-        letter->refusal = cat(call_id(*recv), " (", recv->count, " elements of ", dtype_name(recv->dtype),
-                              ") does not match rank ", from, "'s send #", letter->seq, " (", letter->count,
-                              " elements of ", dtype_name(letter->dtype),
-                              "): the k-th send from a rank to another meets the other's k-th receive from it");
+        letter->refusal =
+            cat(call_id(*recv), " (", recv->count, " elements of ", dtype_name(recv->dtype),
+                ") does not match rank ", from, "'s send #", letter->seq, " (", letter->count,
+                " elements of ", dtype_name(letter->dtype),
+                "): the k-th send from a rank to another meets the other's k-th receive from it");
         letter->state = Letter::State::kRefused;
         rv_.notify_all();
         if (refusal.empty()) refusal = letter->refusal;
@@ -157,7 +160,8 @@ void Mailbox::copy(int rank, const CollectiveArgs& recv, Letter& letter) {
     if (device_.kind == gcommDeviceCuda) {
       cudaStream_t s = stream_of(recv);
       GCOMM_CUDA_CHECK(cudaStreamWaitEvent(s, letter.ready, 0));
-      if (bytes > 0) GCOMM_CUDA_CHECK(cudaMemcpyAsync(recv.recv, letter.data, bytes, cudaMemcpyDeviceToDevice, s));
+      if (bytes > 0)
+        GCOMM_CUDA_CHECK(cudaMemcpyAsync(recv.recv, letter.data, bytes, cudaMemcpyDeviceToDevice, s));
       letter.copied = new_event();
       GCOMM_CUDA_CHECK(cudaEventRecord(letter.copied, s));
     } else if (bytes > 0 && recv.recv != letter.data) {
@@ -165,7 +169,8 @@ void Mailbox::copy(int rank, const CollectiveArgs& recv, Letter& letter) {
     }
   } catch (const std::exception& e) {
     auto held = rv_.lock();
-    letter.refusal = cat("rank ", rank, " could not copy rank ", recv.root, "'s send #", letter.seq, ": ", e.what());
+    letter.refusal =
+        cat("rank ", rank, " could not copy rank ", recv.root, "'s send #", letter.seq, ": ", e.what());
     letter.state = Letter::State::kFailed;
     rv_.notify_all();
     throw;
@@ -178,7 +183,9 @@ void Mailbox::copy(int rank, const CollectiveArgs& recv, Letter& letter) {
 std::string Mailbox::wait_taken(int rank, const CollectiveArgs& send, Letter& letter, Deadline deadline,
                                 bool grouped) {
   auto held = rv_.lock();
-  auto settled = [&] { return letter.state != Letter::State::kPosted && letter.state != Letter::State::kCopying; };
+  auto settled = [&] {
+    return letter.state != Letter::State::kPosted && letter.state != Letter::State::kCopying;
+  };
   const bool done = rv_.wait_until(held, deadline, [&] { return settled() || rv_.failed_locked(); });
   if (!settled()) {
     if (rv_.failed_locked()) rv_.throw_failure_locked(rank);
@@ -190,7 +197,8 @@ std::string Mailbox::wait_taken(int rank, const CollectiveArgs& send, Letter& le
   const Letter::State state = letter.state;
   const std::string why = letter.refusal;
   held.unlock();
-  if (state != Letter::State::kTaken) {  // refused or failed: nothing was copied, and nothing waits on its event
+  if (state !=
+      Letter::State::kTaken) {  // refused or failed: nothing was copied, and nothing waits on its event
     if (letter.ready != nullptr) GCOMM_CUDA_WARN(cudaEventDestroy(letter.ready));
     letter.ready = nullptr;
     if (state == Letter::State::kFailed) fail(gcommRemoteError, call_id(send), ": ", why);
@@ -221,7 +229,8 @@ void Mailbox::withdraw(const std::vector<std::shared_ptr<Letter>>& posted) noexc
   if (device_.kind == gcommDeviceCuda)
     for (const auto& letter : posted) {
       // A copy already enqueued out of this buffer: the sender's stream goes on after it.
-      if (letter->copied != nullptr) GCOMM_CUDA_WARN(cudaStreamWaitEvent(letter->sender_stream, letter->copied, 0));
+      if (letter->copied != nullptr)
+        GCOMM_CUDA_WARN(cudaStreamWaitEvent(letter->sender_stream, letter->copied, 0));
       if (letter->ready != nullptr) GCOMM_CUDA_WARN(cudaEventDestroy(letter->ready));
       if (letter->copied != nullptr) GCOMM_CUDA_WARN(cudaEventDestroy(letter->copied));
       letter->ready = letter->copied = nullptr;
@@ -229,12 +238,13 @@ void Mailbox::withdraw(const std::vector<std::shared_ptr<Letter>>& posted) noexc
 }
 
 void Mailbox::time_out(int rank, const CollectiveArgs& call, const char* what_peer_did, bool grouped) {
-  const std::string msg =
-      cat(call_id(call), grouped ? " (in a group)" : "", ": rank ", call.root, " ", what_peer_did, " within ",
-          rv_.timeout_s(), " s (local transport",
-          grouped ? "; a rank that is stuck, or that never calls the matching send or receive)"
-                  : ": a send completes when its peer receives it; two ranks that send to each other first need a "
-                    "group, gcommGroupStart/End)");
+  const std::string msg = cat(
+      call_id(call), grouped ? " (in a group)" : "", ": rank ", call.root, " ", what_peer_did, " within ",
+      rv_.timeout_s(), " s (local transport",
+      grouped
+          ? "; a rank that is stuck, or that never calls the matching send or receive)"
+          : ": a send completes when its peer receives it; two ranks that send to each other first need a "
+            "group, gcommGroupStart/End)");
   rv_.fail(rank, gcommTimeout, msg);
   GCOMM_WARN(msg);
   fail(gcommTimeout, msg);

@@ -14,8 +14,8 @@
 //
 // A receive whose count or dtype differs from the letter's refuses it: both
 // ranks get gcommInvalidArgument naming both calls, the rest of both batches
-// still runs, and the communicators stay usable (in a group too: comm/p2p_group.hpp). A send or receive not matched
-// within the timeout fails the group as a collective's timeout does.
+// still runs, and the communicators stay usable (in a group too: comm/p2p_group.hpp). A send or receive not
+// matched within the timeout fails the group as a collective's timeout does.
 #pragma once
 
 #include <memory>
@@ -45,11 +45,13 @@ class Mailbox {
   // Every receive of the batch: whenever a peer with a receive pending has a
   // letter waiting, its oldest pending receive takes it, so no receive waits on
   // another's peer. Returns the first refusal ("" if every count and dtype matched).
-  std::string receive_all(int rank, const std::vector<const CollectiveArgs*>& recvs, Deadline deadline, bool grouped);
+  std::string receive_all(int rank, const std::vector<const CollectiveArgs*>& recvs, Deadline deadline,
+                          bool grouped);
   void copy(int rank, const CollectiveArgs& recv, Letter& letter);
   // Waits until `letter` was taken or refused; returns the refusal ("" if taken);
   // throws gcommRemoteError when the receiver's copy failed.
-  std::string wait_taken(int rank, const CollectiveArgs& send, Letter& letter, Deadline deadline, bool grouped);
+  std::string wait_taken(int rank, const CollectiveArgs& send, Letter& letter, Deadline deadline,
+                         bool grouped);
   // After a failure part way: letters not yet taken are withdrawn, and copies
   // in progress out of this rank's buffers are waited for.
   void withdraw(const std::vector<std::shared_ptr<Letter>>& posted) noexcept;

@@ -79,7 +79,8 @@ void Rendezvous::arrive_and_wait(int rank, const CallId& what) {
   if (spin_.count() > 0) {
     lock.unlock();
     const auto spin_end = std::chrono::steady_clock::now() + spin_;
-    while (published_generation_.load(std::memory_order_acquire) == gen && std::chrono::steady_clock::now() < spin_end)
+    while (published_generation_.load(std::memory_order_acquire) == gen &&
+           std::chrono::steady_clock::now() < spin_end)
       cpu_relax();
     lock.lock();
     if (generation_ != gen) return;  // completed while spinning
@@ -94,8 +95,9 @@ void Rendezvous::arrive_and_wait(int rank, const CallId& what) {
     for (int r = 0; r < nranks_; ++r)
       if (arrived_gen_[r] != gen + 1) missing << (n_missing++ ? "," : "") << r;
     std::string msg = cat(what, ": rank", n_missing > 1 ? "s " : " ", missing.str(), " never arrived within ",
-                          timeout_.count(), " s (local transport; every rank's thread must call the same collectives "
-                                            "in the same order)");
+                          timeout_.count(),
+                          " s (local transport; every rank's thread must call the same collectives "
+                          "in the same order)");
     lock.unlock();
     fail(rank, gcommTimeout, msg);
     GCOMM_WARN(msg);
@@ -103,7 +105,8 @@ void Rendezvous::arrive_and_wait(int rank, const CallId& what) {
   }
 }
 
-void Rendezvous::exchange(int rank, const CallSignature& sig, const void* send, void* recv, const CallId& what) {
+void Rendezvous::exchange(int rank, const CallSignature& sig, const void* send, void* recv,
+                          const CallId& what) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     sig_[rank] = sig;
@@ -115,8 +118,8 @@ void Rendezvous::exchange(int rank, const CallSignature& sig, const void* send, 
   std::unique_lock<std::mutex> lock(mutex_);
   for (int r = 0; r < nranks_; ++r) {
     if (sig_[r] == sig_[0]) continue;
-    std::string msg = cat(what, ": ranks called different collectives: rank 0 called ", describe(sig_[0]), ", rank ",
-                          r, " called ", describe(sig_[r]));
+    std::string msg = cat(what, ": ranks called different collectives: rank 0 called ", describe(sig_[0]),
+                          ", rank ", r, " called ", describe(sig_[r]));
     lock.unlock();
     // Wait for every rank to read the signatures before anyone may overwrite them.
     arrive_and_wait(rank, what);

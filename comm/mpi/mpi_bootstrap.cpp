@@ -46,7 +46,8 @@ Rendezvous choose_rendezvous(const gcommCommConfig_t& c, const bootstrap::EnvLoo
     int port = c.master_port != -1 ? c.master_port : 0;
     for (const char* var : {"GRADCOMM_MASTER_PORT", "MASTER_PORT"})
       if (port == 0)
-        if (auto text = env(var)) port = bootstrap::parse_env_int(var, *text, 1, 65535, "the port of rank 0's store");
+        if (auto text = env(var))
+          port = bootstrap::parse_env_int(var, *text, 1, 65535, "the port of rank 0's store");
     if (port == 0) {
       // A free port, from the kernel; released just before the store takes it.
       std::string loopback;
@@ -54,7 +55,8 @@ Rendezvous choose_rendezvous(const gcommCommConfig_t& c, const bootstrap::EnvLoo
     }
     std::string key = c.job_key != nullptr ? c.job_key : env("GRADCOMM_JOB_KEY").value_or("");
     if (key.empty()) key = cat("gradcomm-mpi:", addr, ":", getpid(), ":", port);
-    require(addr.size() < sizeof(r.addr), "the master address has ", addr.size(), " characters (at most 255)");
+    require(addr.size() < sizeof(r.addr), "the master address has ", addr.size(),
+            " characters (at most 255)");
     require(key.size() < sizeof(r.key), "the job key has ", key.size(), " bytes; the limit is ",
             bootstrap::kMaxNameBytes);
     r.port = port;
@@ -93,9 +95,11 @@ MpiPlace mpi_world(int mpi_comm_f) {
 
 std::string mpi_place_mismatch(const gcommCommConfig_t& config, const MpiPlace& p) {
   if (config.rank != -1 && config.rank != p.rank)
-    return cat("config.rank is ", config.rank, " but this process is rank ", p.rank, " of the MPI communicator");
+    return cat("config.rank is ", config.rank, " but this process is rank ", p.rank,
+               " of the MPI communicator");
   if (config.world_size != -1 && config.world_size != p.size)
-    return cat("config.world_size is ", config.world_size, " but the MPI communicator has ", p.size, " ranks");
+    return cat("config.world_size is ", config.world_size, " but the MPI communicator has ", p.size,
+               " ranks");
   return "";
 }
 
@@ -112,7 +116,8 @@ void mpi_bootstrap(const gcommCommConfig_t& config, int mpi_comm_f, const bootst
   if (mpi.bcast(mpi_comm_f, &r, static_cast<int>(sizeof(r)), err, sizeof(err)) != 0)
     fail(gcommRemoteError, "MPI bootstrap: ", err);
   if (r.status != gcommSuccess)
-    fail(static_cast<gcommStatus_t>(r.status), "MPI bootstrap: rank 0 could not choose its store: ", r.message);
+    fail(static_cast<gcommStatus_t>(r.status),
+         "MPI bootstrap: rank 0 could not choose its store: ", r.message);
   out.master_addr = r.addr;
   out.job_key = r.key;
   out.config = config;
@@ -122,8 +127,8 @@ void mpi_bootstrap(const gcommCommConfig_t& config, int mpi_comm_f, const bootst
   out.config.master_addr = out.master_addr.c_str();
   out.config.master_port = r.port;
   out.config.job_key = out.job_key.c_str();
-  GCOMM_INFO(INIT, "MPI bootstrap: rank ", rank, " of ", size, " (local rank ", local_rank, "), rank 0's store at ",
-             net::host_port(out.master_addr, r.port));
+  GCOMM_INFO(INIT, "MPI bootstrap: rank ", rank, " of ", size, " (local rank ", local_rank,
+             "), rank 0's store at ", net::host_port(out.master_addr, r.port));
 }
 
 }  // namespace gradcomm::comm

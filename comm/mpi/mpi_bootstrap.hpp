@@ -47,5 +47,4 @@ void mpi_bootstrap(const gcommCommConfig_t& config, int mpi_comm_f, const bootst
 enum class BootstrapChoice { kTcp, kMpi, kMpiIfFound };
 BootstrapChoice bootstrap_choice(const gcommCommConfig_t& config, const bootstrap::EnvLookup& env);
 
-
 }  // namespace gradcomm::comm

@@ -17,11 +17,15 @@ namespace {
 
 constexpr size_t kPieceBytes = size_t{1} << 30;  // MPI counts are ints
 constexpr size_t kHeaderRoom = kPhaseHeaderBytes + kMaxReasonBytes;
-constexpr std::chrono::microseconds kSpin(50);   // polling without sleeping first
-constexpr std::chrono::microseconds kNap(20);    // then between polls
+constexpr std::chrono::microseconds kSpin(50);  // polling without sleeping first
+constexpr std::chrono::microseconds kNap(20);   // then between polls
 
-size_t pieces(size_t bytes) { return (bytes + kPieceBytes - 1) / kPieceBytes; }
-int piece_bytes(size_t bytes, size_t k) { return static_cast<int>(std::min(kPieceBytes, bytes - k * kPieceBytes)); }
+size_t pieces(size_t bytes) {
+  return (bytes + kPieceBytes - 1) / kPieceBytes;
+}
+int piece_bytes(size_t bytes, size_t k) {
+  return static_cast<int>(std::min(kPieceBytes, bytes - k * kPieceBytes));
+}
 
 }  // namespace
 
@@ -56,7 +60,8 @@ void MpiLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& t
   run(lists, deadline, what, progress);
 }
 
-void MpiLinks::run_messages(const std::vector<PeerQueue>& queues, Deadline deadline, const std::string& what) {
+void MpiLinks::run_messages(const std::vector<PeerQueue>& queues, Deadline deadline,
+                            const std::string& what) {
   std::vector<Lists> lists(size_);
   for (int q = 0; q < size_; ++q)
     if (q != rank_)
@@ -82,8 +87,8 @@ void MpiLinks::post(const std::vector<Lists>& lists, const std::string& what) {
           r);
       for (size_t k = 0; k < pieces(m.bytes); ++k) {
         Request d{0, q, false, false, i, 0, 0, false};
-        add(mpi_.isend(comm_f_, static_cast<const char*>(m.data) + k * kPieceBytes, piece_bytes(m.bytes, k), q,
-                       kDataTag, &d.handle, err, sizeof(err)),
+        add(mpi_.isend(comm_f_, static_cast<const char*>(m.data) + k * kPieceBytes, piece_bytes(m.bytes, k),
+                       q, kDataTag, &d.handle, err, sizeof(err)),
             d);
       }
     }
@@ -91,8 +96,8 @@ void MpiLinks::post(const std::vector<Lists>& lists, const std::string& what) {
       const InMessage& m = l.ins[i];
       in_headers_.emplace_back(kHeaderRoom);
       Request r{0, q, true, true, i, kPhaseHeaderBytes, in_headers_.size() - 1, false};
-      add(mpi_.irecv(comm_f_, in_headers_.back().data(), static_cast<int>(kHeaderRoom), q, kHeaderTag, &r.handle, err,
-                     sizeof(err)),
+      add(mpi_.irecv(comm_f_, in_headers_.back().data(), static_cast<int>(kHeaderRoom), q, kHeaderTag,
+                     &r.handle, err, sizeof(err)),
           r);
       for (size_t k = 0; k < pieces(m.bytes); ++k) {
         const int n = piece_bytes(m.bytes, k);
@@ -155,8 +160,10 @@ void MpiLinks::run(const std::vector<Lists>& lists, Deadline deadline, const std
       }
       if (progress) progress();
       if (Clock::now() >= deadline) time_out(what);
-      if (Clock::now() - idle_since < kSpin) cpu_relax();
-      else std::this_thread::sleep_for(kNap);
+      if (Clock::now() - idle_since < kSpin)
+        cpu_relax();
+      else
+        std::this_thread::sleep_for(kNap);
     }
   } catch (...) {
     cancel_pending();
@@ -169,7 +176,8 @@ void MpiLinks::run(const std::vector<Lists>& lists, Deadline deadline, const std
   requests_.clear();
 }
 
-void MpiLinks::explain_with_header(const Request& data, const std::vector<Lists>& lists, const std::string& what) {
+void MpiLinks::explain_with_header(const Request& data, const std::vector<Lists>& lists,
+                                   const std::string& what) {
   for (Request& h : requests_) {
     if (!(h.receive && h.header && h.peer == data.peer && h.message == data.message)) continue;
     int done = h.done ? 1 : 0, bytes = static_cast<int>(kPhaseHeaderBytes);
@@ -185,8 +193,8 @@ void MpiLinks::check_header(const Request& r, const Lists& l, int received, cons
   const uint8_t* h = in_headers_[r.slot].data();
   if (received >= static_cast<int>(kPhaseHeaderBytes) && is_failure_notice(h)) {
     const size_t n = std::min(failure_reason_bytes(h), static_cast<size_t>(received) - kPhaseHeaderBytes);
-    fail(gcommRemoteError, what, ": rank ", r.peer, " failed: ",
-         std::string(reinterpret_cast<const char*>(h) + kPhaseHeaderBytes, n));
+    fail(gcommRemoteError, what, ": rank ", r.peer,
+         " failed: ", std::string(reinterpret_cast<const char*>(h) + kPhaseHeaderBytes, n));
   }
   if (received != static_cast<int>(kPhaseHeaderBytes))
     fail(gcommRemoteError, what, ": rank ", r.peer, " sent a header of ", received, " bytes (out of step)");
@@ -207,9 +215,11 @@ void MpiLinks::time_out(const std::string& what) {
   std::sort(stuck.begin(), stuck.end());
   std::string detail;
   if (!silent.empty()) detail = cat("waiting for data from ", bootstrap::rank_list(silent));
-  if (!stuck.empty()) detail += cat(detail.empty() ? "" : "; ", bootstrap::rank_list(stuck), " did not take this rank's data");
+  if (!stuck.empty())
+    detail += cat(detail.empty() ? "" : "; ", bootstrap::rank_list(stuck), " did not take this rank's data");
   fail(gcommTimeout, what, " did not complete within the timeout on rank ", rank_, ": ", detail,
-       " (MPI transport; a rank that is stuck, slower by more than the timeout, or calling other collectives)");
+       " (MPI transport; a rank that is stuck, slower by more than the timeout, or calling other "
+       "collectives)");
 }
 
 void MpiLinks::cancel_pending() noexcept {
@@ -267,8 +277,8 @@ void MpiLinks::fail_all(const std::string& reason, double grace_s) noexcept {
     char err[256] = {};
     for (int q = 0; q < size_; ++q) {
       int h = 0;
-      if (q != rank_ && mpi_.isend(comm_f_, notice.data(), static_cast<int>(notice.size()), q, kHeaderTag, &h, err,
-                                   sizeof(err)) == 0)
+      if (q != rank_ && mpi_.isend(comm_f_, notice.data(), static_cast<int>(notice.size()), q, kHeaderTag, &h,
+                                   err, sizeof(err)) == 0)
         handles.push_back(h);
     }
     // Best effort, bounded: a peer that is gone never takes it.

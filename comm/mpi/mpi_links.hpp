@@ -38,7 +38,8 @@ class MpiLinks final : public PeerExchange {
   int size() const override { return size_; }
   void run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& tag, Deadline deadline,
                  const std::string& what, const std::function<void()>& progress) override;
-  void run_messages(const std::vector<PeerQueue>& queues, Deadline deadline, const std::string& what) override;
+  void run_messages(const std::vector<PeerQueue>& queues, Deadline deadline,
+                    const std::string& what) override;
   size_t received_bytes(int q) const override { return received_[q]; }
   void abort() noexcept override { aborted_.store(true); }
   void fail_all(const std::string& reason, double grace_s) noexcept override;
@@ -58,7 +59,7 @@ class MpiLinks final : public PeerExchange {
   };
   // A posted MPI request, and what it carries.
   struct Request {
-    int handle = 0;    // the MPI request's Fortran handle
+    int handle = 0;  // the MPI request's Fortran handle
     int peer = 0;
     bool receive = false;
     bool header = false;
@@ -88,11 +89,11 @@ class MpiLinks final : public PeerExchange {
   std::vector<Request> requests_;
   std::vector<std::vector<uint8_t>> out_headers_;  // kept until their sends complete
   std::vector<std::vector<uint8_t>> in_headers_;   // room for a failure notice
-  std::vector<OutMessage> phase_out_;  // run_phase's one message each way per peer
+  std::vector<OutMessage> phase_out_;              // run_phase's one message each way per peer
   std::vector<InMessage> phase_in_;
   std::vector<size_t> received_;  // payload bytes per peer in the current run
   std::atomic<bool> aborted_{false};
-  bool failed_ = false;  // fail_all ran: nothing more goes through
+  bool failed_ = false;          // fail_all ran: nothing more goes through
   std::vector<uint8_t> notice_;  // the failure notice fail_all sent
   std::atomic<uint64_t> sent_{0};
 };

@@ -23,10 +23,11 @@ bool find(void* handle, const char* name, Fn& out) {
 // Every entry point of this version, or false.
 bool resolve(void* handle, MpiPlugin& p) {
   return find(handle, "gradcomm_mpi_world", p.world) && find(handle, "gradcomm_mpi_bcast", p.bcast) &&
-         find(handle, "gradcomm_mpi_comm_dup", p.comm_dup) && find(handle, "gradcomm_mpi_comm_free", p.comm_free) &&
-         find(handle, "gradcomm_mpi_isend", p.isend) && find(handle, "gradcomm_mpi_irecv", p.irecv) &&
-         find(handle, "gradcomm_mpi_test", p.test) && find(handle, "gradcomm_mpi_cancel", p.cancel) &&
-         find(handle, "gradcomm_mpi_all_ok", p.all_ok) && find(handle, "gradcomm_mpi_request_free", p.request_free);
+         find(handle, "gradcomm_mpi_comm_dup", p.comm_dup) &&
+         find(handle, "gradcomm_mpi_comm_free", p.comm_free) && find(handle, "gradcomm_mpi_isend", p.isend) &&
+         find(handle, "gradcomm_mpi_irecv", p.irecv) && find(handle, "gradcomm_mpi_test", p.test) &&
+         find(handle, "gradcomm_mpi_cancel", p.cancel) && find(handle, "gradcomm_mpi_all_ok", p.all_ok) &&
+         find(handle, "gradcomm_mpi_request_free", p.request_free);
 }
 
 MpiPlugin load_plugin() {
@@ -49,17 +50,22 @@ MpiPlugin load_plugin() {
       tried += cat(tried.empty() ? "" : "; ", e != nullptr ? e : file.c_str());
       continue;
     }
-    auto version = reinterpret_cast<gradcomm_mpi_plugin_version_fn>(dlsym(handle, "gradcomm_mpi_plugin_version"));
+    auto version =
+        reinterpret_cast<gradcomm_mpi_plugin_version_fn>(dlsym(handle, "gradcomm_mpi_plugin_version"));
     if (version != nullptr && version() == GRADCOMM_MPI_PLUGIN_VERSION && resolve(handle, p)) return p;
     tried += cat(tried.empty() ? "" : "; ", file, ": not gradcomm's MPI plugin of version ",
                  GRADCOMM_MPI_PLUGIN_VERSION);
     dlclose(handle);
   }
   p = MpiPlugin{};
-  p.error = cat("gradcomm's MPI plugin (", kPlugin, ", built where MPI is found at build time) could not be "
-                "loaded: ", tried, ". Build gradcomm with MPI (apt-get install libopenmpi-dev) or set "
-                "GRADCOMM_MPI_PLUGIN to the file; without MPI, set MASTER_ADDR and MASTER_PORT for the socket "
-                "transport instead");
+  p.error =
+      cat("gradcomm's MPI plugin (", kPlugin,
+          ", built where MPI is found at build time) could not be "
+          "loaded: ",
+          tried,
+          ". Build gradcomm with MPI (apt-get install libopenmpi-dev) or set "
+          "GRADCOMM_MPI_PLUGIN to the file; without MPI, set MASTER_ADDR and MASTER_PORT for the socket "
+          "transport instead");
   return p;
 }
 

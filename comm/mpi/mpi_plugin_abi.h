@@ -32,11 +32,12 @@ typedef int (*gradcomm_mpi_all_ok_fn)(int comm_f, int ok, int* all_ok, char* err
 /* A duplicate of the communicator, whose errors are returned rather than fatal
  * (MPI_ERRORS_RETURN), and MPI's thread level: 0 single, 1 funneled, 2
  * serialized, 3 multiple. */
-typedef int (*gradcomm_mpi_comm_dup_fn)(int comm_f, int* dup_f, int* thread_level, char* err, size_t err_bytes);
+typedef int (*gradcomm_mpi_comm_dup_fn)(int comm_f, int* dup_f, int* thread_level, char* err,
+                                        size_t err_bytes);
 typedef int (*gradcomm_mpi_comm_free_fn)(int comm_f, char* err, size_t err_bytes);
 /* MPI_Isend / MPI_Irecv of `bytes` bytes (MPI_BYTE) with `peer` under `tag`. */
-typedef int (*gradcomm_mpi_isend_fn)(int comm_f, const void* buffer, int bytes, int peer, int tag, int* request_f,
-                                     char* err, size_t err_bytes);
+typedef int (*gradcomm_mpi_isend_fn)(int comm_f, const void* buffer, int bytes, int peer, int tag,
+                                     int* request_f, char* err, size_t err_bytes);
 typedef int (*gradcomm_mpi_irecv_fn)(int comm_f, void* buffer, int bytes, int peer, int tag, int* request_f,
                                      char* err, size_t err_bytes);
 /* MPI_Test: *done 1 when complete (the request is then freed and *request_f is

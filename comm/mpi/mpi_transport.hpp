@@ -19,6 +19,7 @@ namespace gradcomm::comm {
 // This process's rank over a duplicate of the MPI communicator (its Fortran
 // handle, or GCOMM_MPI_COMM_WORLD). Collective over the communicator. Refuses a
 // device that is not the host, and config rank / world size that differ from MPI's.
-std::unique_ptr<Transport> make_mpi_transport(const gcommCommConfig_t& config, int mpi_comm_f, double timeout_s);
+std::unique_ptr<Transport> make_mpi_transport(const gcommCommConfig_t& config, int mpi_comm_f,
+                                              double timeout_s);
 
 }  // namespace gradcomm::comm

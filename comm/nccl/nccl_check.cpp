@@ -15,7 +15,8 @@ void throw_nccl_error(ncclResult_t result, const char* expr, const char* file, i
   const NcclLibrary& lib = nccl();
   const char* detail = lib.last_error(nullptr);
   // "nccl().CommCount(...)" is named as NCCL names it: "ncclCommCount".
-  std::string msg = cat(called_function(expr), " failed: ", lib.GetErrorString(result), " at ", file, ":", line);
+  std::string msg =
+      cat(called_function(expr), " failed: ", lib.GetErrorString(result), " at ", file, ":", line);
   if (detail[0] != '\0') msg += cat(" (NCCL: ", detail, ")");
   GCOMM_INFO(CALL, msg);
   gcommStatus_t status = gcommNcclError;
@@ -24,7 +25,9 @@ void throw_nccl_error(ncclResult_t result, const char* expr, const char* file, i
   throw Error(status, msg);
 }
 
-int nccl_built_version() noexcept { return NCCL_VERSION_CODE; }
+int nccl_built_version() noexcept {
+  return NCCL_VERSION_CODE;
+}
 
 int nccl_loaded_version() noexcept {
   static int version = [] {

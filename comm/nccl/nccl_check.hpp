@@ -12,9 +12,8 @@ namespace gradcomm {
 
 }  // namespace gradcomm
 
-#define GCOMM_NCCL_CHECK(expr)                                                          \
-  do {                                                                                  \
-    ncclResult_t gcomm_res_ = (expr);                                                   \
-    if (gcomm_res_ != ncclSuccess)                                                      \
-      ::gradcomm::throw_nccl_error(gcomm_res_, #expr, __FILE__, __LINE__);              \
+#define GCOMM_NCCL_CHECK(expr)                                                                          \
+  do {                                                                                                  \
+    ncclResult_t gcomm_res_ = (expr);                                                                   \
+    if (gcomm_res_ != ncclSuccess) ::gradcomm::throw_nccl_error(gcomm_res_, #expr, __FILE__, __LINE__); \
   } while (0)

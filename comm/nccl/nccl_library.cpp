@@ -11,8 +11,8 @@
 #include "comm/nccl/nccl_search.hpp"
 #include "comm/nccl/nccl_version.hpp"
 #include "common/env.hpp"
-#include "common/library_folder.hpp"
 #include "common/error.hpp"
+#include "common/library_folder.hpp"
 #include "common/log.hpp"
 
 namespace gradcomm {
@@ -39,7 +39,8 @@ std::string joined(const std::vector<std::string>& parts) {
 // The file a handle came from (for an NCCL someone else loaded).
 std::string handle_file(void* handle) {
   link_map* map = nullptr;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr) return map->l_name;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr)
+    return map->l_name;
   return "libnccl.so.2";
 }
 
@@ -119,13 +120,15 @@ Loaded load() {
     NcclLibrary lib;
     std::string unusable = bind(handle, lib);
     if (unusable.empty()) {
-      lib.path = c.already_loaded ? cat(handle_file(handle), " (already loaded in the process)") : handle_file(handle);
+      lib.path = c.already_loaded ? cat(handle_file(handle), " (already loaded in the process)")
+                                  : handle_file(handle);
       if (c.already_loaded && places.explicit_file) {
         char* asked = realpath(places.explicit_file->c_str(), nullptr);
         char* got = realpath(handle_file(handle).c_str(), nullptr);
         if (asked == nullptr || got == nullptr || std::string(asked) != got)
-          GCOMM_WARN("GRADCOMM_NCCL_LIBRARY=", *places.explicit_file, " is not used: the process already holds ",
-                     handle_file(handle), " (one process holds one libnccl.so.2)");
+          GCOMM_WARN("GRADCOMM_NCCL_LIBRARY=", *places.explicit_file,
+                     " is not used: the process already holds ", handle_file(handle),
+                     " (one process holds one libnccl.so.2)");
         std::free(asked);
         std::free(got);
       }

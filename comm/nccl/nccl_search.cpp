@@ -30,10 +30,12 @@ std::vector<NcclCandidate> nccl_candidates(const NcclSearchPlaces& places, const
   // search: it is the NCCL PyTorch loads, and one process holds one libnccl.so.2
   // (a system NCCL loaded first makes a later `import torch` fail on a newer symbol).
   if (!places.own_folder.empty())
-    add_file(out, cat(places.own_folder, "/../nvidia/nccl/lib/", kSoname), "the Python package beside gradcomm");
+    add_file(out, cat(places.own_folder, "/../nvidia/nccl/lib/", kSoname),
+             "the Python package beside gradcomm");
   out.push_back({kSoname, "the dynamic loader's search", false, false});
   for (const auto& env : places.environments)
-    for (const std::string& file : glob(cat(env.folder, "/lib/python3*/site-packages/nvidia/nccl/lib/", kSoname)))
+    for (const std::string& file :
+         glob(cat(env.folder, "/lib/python3*/site-packages/nvidia/nccl/lib/", kSoname)))
       add_file(out, file, cat("the Python package in ", env.variable, "=", env.folder));
   if (!places.build_folder.empty())
     add_file(out, cat(places.build_folder, "/", kSoname), "the folder the build found NCCL in");

@@ -23,8 +23,8 @@ struct NcclSearchPlaces {
 };
 
 struct NcclCandidate {
-  std::string file;     // a path, or a bare soname for the loader's search
-  std::string where;    // for messages, before dlerror's "<file>: <why>": "NCCL_ROOT=/x"
+  std::string file;             // a path, or a bare soname for the loader's search
+  std::string where;            // for messages, before dlerror's "<file>: <why>": "NCCL_ROOT=/x"
   bool already_loaded = false;  // only look for an NCCL the process has loaded
   bool final = false;           // stop here whatever happens (an explicit choice)
 };

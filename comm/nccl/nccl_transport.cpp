@@ -7,15 +7,15 @@
 #include <algorithm>
 #include <thread>
 
-#include "common/cpu_relax.hpp"
-#include "common/deadline.hpp"
-#include "common/cuda_check.hpp"
-#include "common/device.hpp"
-#include "common/dtype.hpp"
-#include "common/log.hpp"
 #include "comm/nccl/nccl_check.hpp"
 #include "comm/nccl/nccl_library.hpp"
 #include "comm/nccl/store_meet.hpp"
+#include "common/cpu_relax.hpp"
+#include "common/cuda_check.hpp"
+#include "common/deadline.hpp"
+#include "common/device.hpp"
+#include "common/dtype.hpp"
+#include "common/log.hpp"
 
 namespace gradcomm::comm {
 
@@ -23,18 +23,25 @@ namespace {
 
 ncclDataType_t nccl_type(gcommDataType_t d) {
   switch (d) {
-    case gcommFloat16: return ncclFloat16;
-    case gcommBfloat16: return ncclBfloat16;
-    default: return ncclFloat32;
+    case gcommFloat16:
+      return ncclFloat16;
+    case gcommBfloat16:
+      return ncclBfloat16;
+    default:
+      return ncclFloat32;
   }
 }
 
 ncclRedOp_t nccl_op(gcommRedOp_t op) {
   switch (op) {
-    case gcommAvg: return ncclAvg;
-    case gcommMax: return ncclMax;
-    case gcommMin: return ncclMin;
-    default: return ncclSum;
+    case gcommAvg:
+      return ncclAvg;
+    case gcommMax:
+      return ncclMax;
+    case gcommMin:
+      return ncclMin;
+    default:
+      return ncclSum;
   }
 }
 
@@ -57,7 +64,8 @@ void check_call(ncclComm_t comm, ncclResult_t r, const char* expr, const Collect
 // collective's enqueue usually finishes within microseconds, and a fixed 200 us
 // nap there would cost 40 times an 8-byte all-reduce; an init takes seconds and
 // is polled gently.
-void wait_nccl_ready(ncclComm_t comm, std::chrono::steady_clock::time_point deadline, const std::string& what) {
+void wait_nccl_ready(ncclComm_t comm, std::chrono::steady_clock::time_point deadline,
+                     const std::string& what) {
   using std::chrono::microseconds;
   const auto start = std::chrono::steady_clock::now();
   microseconds pause(50);
@@ -118,13 +126,16 @@ void NcclTransport::run(const CollectiveArgs& a) {
 void NcclTransport::enqueue(const CollectiveArgs& a, ncclDataType_t t, cudaStream_t stream) {
   switch (a.op) {
     case Collective::kAllReduce:
-      check_call(comm_, nccl().AllReduce(a.send, a.recv, a.count, t, nccl_op(a.redop), comm_, stream), "ncclAllReduce", a);
+      check_call(comm_, nccl().AllReduce(a.send, a.recv, a.count, t, nccl_op(a.redop), comm_, stream),
+                 "ncclAllReduce", a);
       break;
     case Collective::kBroadcast:
-      check_call(comm_, nccl().Broadcast(a.send, a.recv, a.count, t, a.root, comm_, stream), "ncclBroadcast", a);
+      check_call(comm_, nccl().Broadcast(a.send, a.recv, a.count, t, a.root, comm_, stream), "ncclBroadcast",
+                 a);
       break;
     case Collective::kReduce:
-      check_call(comm_, nccl().Reduce(a.send, a.recv, a.count, t, nccl_op(a.redop), a.root, comm_, stream), "ncclReduce", a);
+      check_call(comm_, nccl().Reduce(a.send, a.recv, a.count, t, nccl_op(a.redop), a.root, comm_, stream),
+                 "ncclReduce", a);
       break;
     case Collective::kAllGather:
       check_call(comm_, nccl().AllGather(a.send, a.recv, a.count, t, comm_, stream), "ncclAllGather", a);
@@ -137,7 +148,8 @@ void NcclTransport::enqueue(const CollectiveArgs& a, ncclDataType_t t, cudaStrea
       all_to_all(a, t, stream);
       break;
     case Collective::kBarrier:
-      check_call(comm_, nccl().AllReduce(barrier_buffer_, barrier_buffer_, 1, ncclFloat32, ncclSum, comm_, stream),
+      check_call(comm_,
+                 nccl().AllReduce(barrier_buffer_, barrier_buffer_, 1, ncclFloat32, ncclSum, comm_, stream),
                  "ncclAllReduce (barrier)", a);
       break;
     // Inside a group, NCCL's own group (join_group) launches them together at its end.
@@ -172,16 +184,21 @@ void NcclTransport::all_to_all(const CollectiveArgs& a, ncclDataType_t t, cudaSt
 
 namespace {
 // NCCL's flat group, opened at the first NCCL call inside ours and launched at its end.
-void nccl_group_open() { GCOMM_NCCL_CHECK(nccl().GroupStart()); }
+void nccl_group_open() {
+  GCOMM_NCCL_CHECK(nccl().GroupStart());
+}
 void nccl_group_close() {
   const ncclResult_t launched = nccl().GroupEnd();
   // In progress: a non-blocking communicator still enqueueing (wait_group_launched).
-  if (launched != ncclSuccess && launched != ncclInProgress) throw_nccl_error(launched, "ncclGroupEnd", __FILE__, __LINE__);
+  if (launched != ncclSuccess && launched != ncclInProgress)
+    throw_nccl_error(launched, "ncclGroupEnd", __FILE__, __LINE__);
 }
 const TransportGroupHooks kNcclGroup{nccl_group_open, nccl_group_close};
 }  // namespace
 
-void NcclTransport::join_group() { join_transport_group(kNcclGroup); }
+void NcclTransport::join_group() {
+  join_transport_group(kNcclGroup);
+}
 
 void NcclTransport::wait_group_launched(std::chrono::steady_clock::time_point deadline) {
   if (aborted_) fail(gcommAborted, "the NCCL communicator was aborted");
@@ -201,7 +218,8 @@ gcommStatus_t NcclTransport::poll_async_error(std::string& message) noexcept {
   if (nccl().CommGetAsyncError(comm_, &state) != ncclSuccess) return gcommSuccess;
   if (state == ncclSuccess || state == ncclInProgress) return gcommSuccess;
   try {
-    message = cat("NCCL asynchronous error: ", nccl().GetErrorString(state), " (", nccl().last_error(comm_), ")");
+    message =
+        cat("NCCL asynchronous error: ", nccl().GetErrorString(state), " (", nccl().last_error(comm_), ")");
   } catch (...) {
   }
   return state == ncclRemoteError ? gcommRemoteError : gcommNcclError;
@@ -227,7 +245,8 @@ std::vector<std::unique_ptr<Transport>> make_nccl_transports_all(int ndev, const
   }
   std::vector<std::unique_ptr<Transport>> result;
   try {
-    for (int i = 0; i < ndev; ++i) result.push_back(std::make_unique<NcclTransport>(comms[i], true, gcommCudaDevice(list[i])));
+    for (int i = 0; i < ndev; ++i)
+      result.push_back(std::make_unique<NcclTransport>(comms[i], true, gcommCudaDevice(list[i])));
   } catch (...) {
     for (size_t i = result.size(); i < comms.size(); ++i) (void)nccl().CommDestroy(comms[i]);
     throw;
@@ -237,7 +256,8 @@ std::vector<std::unique_ptr<Transport>> make_nccl_transports_all(int ndev, const
 
 std::unique_ptr<Transport> make_nccl_transport_from_id(const ncclUniqueId& id, int rank, int nranks,
                                                        gcommDevice_t device, double timeout_s) {
-  require(nranks >= 1 && rank >= 0 && rank < nranks, "rank ", rank, " / world size ", nranks, " is not valid");
+  require(nranks >= 1 && rank >= 0 && rank < nranks, "rank ", rank, " / world size ", nranks,
+          " is not valid");
   require(device.kind == gcommDeviceCuda, "the NCCL transport needs a CUDA device");
   device = validate_device(device);
   nccl();  // loaded (or refused, naming where it looked) before its version gates a feature
@@ -248,7 +268,8 @@ std::unique_ptr<Transport> make_nccl_transport_from_id(const ncclUniqueId& id, i
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclResult_t r = nccl().CommInitRankConfig(&comm, nranks, id, rank, &config);
-    if (r != ncclSuccess && r != ncclInProgress) throw_nccl_error(r, "ncclCommInitRankConfig", __FILE__, __LINE__);
+    if (r != ncclSuccess && r != ncclInProgress)
+      throw_nccl_error(r, "ncclCommInitRankConfig", __FILE__, __LINE__);
     auto deadline = deadline_after(timeout_s);
     try {
       wait_nccl_ready(comm, deadline, what);

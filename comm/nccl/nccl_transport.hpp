@@ -58,6 +58,7 @@ std::unique_ptr<Transport> make_nccl_transport_from_id(const ncclUniqueId& id, i
 
 // Waits, bounded by `deadline`, until a non-blocking communicator is no longer
 // ncclInProgress; throws on error or timeout (the caller aborts it).
-void wait_nccl_ready(ncclComm_t comm, std::chrono::steady_clock::time_point deadline, const std::string& what);
+void wait_nccl_ready(ncclComm_t comm, std::chrono::steady_clock::time_point deadline,
+                     const std::string& what);
 
 }  // namespace gradcomm::comm

@@ -12,18 +12,24 @@ std::string nccl_version_string(int code) {
 
 int nccl_feature_min_version(NcclFeature feature) noexcept {
   switch (feature) {
-    case NcclFeature::kNonBlockingInit: return 21400;
-    case NcclFeature::kCommSplit: return 21800;
-    case NcclFeature::kCommShrink: return 22700;
+    case NcclFeature::kNonBlockingInit:
+      return 21400;
+    case NcclFeature::kCommSplit:
+      return 21800;
+    case NcclFeature::kCommShrink:
+      return 22700;
   }
   return 0;
 }
 
 const char* nccl_feature_name(NcclFeature feature) noexcept {
   switch (feature) {
-    case NcclFeature::kNonBlockingInit: return "non-blocking init";
-    case NcclFeature::kCommSplit: return "ncclCommSplit";
-    case NcclFeature::kCommShrink: return "ncclCommShrink";
+    case NcclFeature::kNonBlockingInit:
+      return "non-blocking init";
+    case NcclFeature::kCommSplit:
+      return "ncclCommSplit";
+    case NcclFeature::kCommShrink:
+      return "ncclCommShrink";
   }
   return "?";
 }

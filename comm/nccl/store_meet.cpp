@@ -59,8 +59,9 @@ std::vector<int> nccl_device_list(int ndev, const int* devices) {
     list[i] = devices != nullptr ? devices[i] : i;
     validate_device(gcommCudaDevice(list[i]), "devices");
     for (int j = 0; j < i; ++j)
-      require(list[j] != list[i], "cuda:", list[i], " is listed twice: NCCL needs one rank per GPU (use the local "
-                                  "transport, gcommCommInitLocal, for several ranks on one GPU)");
+      require(list[j] != list[i], "cuda:", list[i],
+              " is listed twice: NCCL needs one rank per GPU (use the local "
+              "transport, gcommCommInitLocal, for several ranks on one GPU)");
   }
   return list;
 }

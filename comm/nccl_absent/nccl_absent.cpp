@@ -15,9 +15,15 @@ constexpr const char* kWhy =
     "transports";
 }
 
-int nccl_built_version() noexcept { return 0; }
-int nccl_loaded_version() noexcept { return 0; }
-bool nccl_has(NcclFeature) noexcept { return false; }
+int nccl_built_version() noexcept {
+  return 0;
+}
+int nccl_loaded_version() noexcept {
+  return 0;
+}
+bool nccl_has(NcclFeature) noexcept {
+  return false;
+}
 
 NcclLoadReport nccl_load_report() noexcept {
   NcclLoadReport r;
@@ -43,7 +49,8 @@ using namespace gradcomm;
 
 extern "C" {
 
-GCOMM_API gcommStatus_t gcommCommInitFromUniqueId(const gcommCommConfig_t*, const void*, size_t, gcommComm_t* out) {
+GCOMM_API gcommStatus_t gcommCommInitFromUniqueId(const gcommCommConfig_t*, const void*, size_t,
+                                                  gcommComm_t* out) {
   return GCOMM_API_CALL({
     GCOMM_REQUIRE_NOT_NULL(out);
     fail(gcommNotSupported, kWhy);

@@ -76,7 +76,8 @@ std::string local_host(const Socket& s) {
   socklen_t len = sizeof(addr);
   char host[NI_MAXHOST] = {};
   if (getsockname(s.fd(), reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
-      getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) != 0)
+      getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) !=
+          0)
     return "";
   return host;
 }
@@ -142,11 +143,10 @@ Socket listen_on(const std::string& host, int port, int& bound_port, std::string
   }
   if (::bind(s.fd(), reinterpret_cast<sockaddr*>(&any), len) != 0) {
     int err = errno;
-    require(
-        false, "rank 0 cannot listen on port ", port, ": ", errno_text(err),
-        err == EADDRINUSE ? " (another job, an earlier run or a torch.distributed store holds it: choose "
-                            "another MASTER_PORT, or set GRADCOMM_MASTER_PORT for gradcomm's store alone)"
-                          : "");
+    require(false, "rank 0 cannot listen on port ", port, ": ", errno_text(err),
+            err == EADDRINUSE ? " (another job, an earlier run or a torch.distributed store holds it: choose "
+                                "another MASTER_PORT, or set GRADCOMM_MASTER_PORT for gradcomm's store alone)"
+                              : "");
   }
   if (::listen(s.fd(), SOMAXCONN) != 0) fail(gcommInternalError, "listen() failed: ", errno_text(errno));
   sockaddr_storage bound{};

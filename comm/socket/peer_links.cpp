@@ -36,7 +36,8 @@ int remaining(uint8_t* header, void* payload, size_t payload_bytes, size_t done,
 // already read (`have` bytes at `early`), then the rest, read with a short deadline.
 std::string read_reason(const Socket& s, const uint8_t* h, const void* early, size_t have) {
   size_t n = failure_reason_bytes(h);
-  std::string reason = have > 0 ? std::string(static_cast<const char*>(early), std::min(have, n)) : std::string();
+  std::string reason =
+      have > 0 ? std::string(static_cast<const char*>(early), std::min(have, n)) : std::string();
   if (reason.size() < n) {
     std::string rest(n - reason.size(), '\0');
     std::string error;
@@ -99,7 +100,8 @@ void PeerLinks::peer_gone(int q, const std::string& how, const std::string& what
       fail(gcommRemoteError, what, ": rank ", q, " failed: ", read_reason(peers_[q], h, nullptr, 0));
     }
   }
-  fail(gcommRemoteError, what, ": rank ", q, " ", how, " (it exited, aborted or failed: its own error says why)");
+  fail(gcommRemoteError, what, ": rank ", q, " ", how,
+       " (it exited, aborted or failed: its own error says why)");
 }
 
 ssize_t PeerLinks::send_more(int q, int flags) {
@@ -162,7 +164,8 @@ void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& 
   run_flows(deadline, what, progress);
 }
 
-void PeerLinks::run_messages(const std::vector<PeerQueue>& queues, Deadline deadline, const std::string& what) {
+void PeerLinks::run_messages(const std::vector<PeerQueue>& queues, Deadline deadline,
+                             const std::string& what) {
   for (int q = 0; q < size(); ++q) {
     flows_[q] = Flow{};
     if (q == rank_) continue;
@@ -217,8 +220,10 @@ void PeerLinks::run_flows(Deadline deadline, const std::string& what, const std:
     if (rc == 0 && Clock::now() >= deadline) {
       std::vector<int> silent, stuck;
       for (size_t i = 0; i < fds.size(); ++i) {
-        if (fds[i].events & POLLIN) silent.push_back(who[i]);
-        else stuck.push_back(who[i]);
+        if (fds[i].events & POLLIN)
+          silent.push_back(who[i]);
+        else
+          stuck.push_back(who[i]);
       }
       std::string detail;
       if (!silent.empty()) detail = cat("waiting for data from ", rank_list(silent));
@@ -250,8 +255,8 @@ void PeerLinks::run_flows(Deadline deadline, const std::string& what, const std:
         f.in_done += static_cast<size_t>(got);
         if (before < kHeaderBytes && f.in_done >= kHeaderBytes) {  // the header is complete: check it once
           if (is_failure_notice(f.in_header))
-            fail(gcommRemoteError, what, ": rank ", q, " failed: ",
-                 read_reason(peers_[q], f.in_header, m.data, f.in_done - kHeaderBytes));
+            fail(gcommRemoteError, what, ": rank ", q,
+                 " failed: ", read_reason(peers_[q], f.in_header, m.data, f.in_done - kHeaderBytes));
           std::string why;
           gcommStatus_t st = check_phase_header(f.in_header, m.tag, m.bytes, q, rank_, why);
           if (st != gcommSuccess) fail(st, what, ": ", why);

@@ -52,7 +52,8 @@ class PeerLinks final : public PeerExchange {
   // Any number of messages to and from each peer (queues indexed by peer rank;
   // this rank's entry is ignored), each peer's in order, every peer at once:
   // the sends and receives of a group (comm/p2p_group.hpp). Throws as run_phase.
-  void run_messages(const std::vector<PeerQueue>& queues, Deadline deadline, const std::string& what) override;
+  void run_messages(const std::vector<PeerQueue>& queues, Deadline deadline,
+                    const std::string& what) override;
   // Payload bytes received so far from rank q in the phase being run.
   size_t received_bytes(int q) const override {
     const Flow& f = flows_[q];
@@ -80,7 +81,7 @@ class PeerLinks final : public PeerExchange {
     uint8_t out_header[kHeaderBytes];
     uint8_t in_header[kHeaderBytes];
     size_t out_done = 0, out_total = 0;  // header + payload
-    const void* out = nullptr;            // the payload
+    const void* out = nullptr;           // the payload
     size_t in_done = 0, in_total = 0;
     const OutMessage* outs = nullptr;  // the queue, and the next message of it
     size_t n_out = 0, next_out = 0;

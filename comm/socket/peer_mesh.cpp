@@ -10,8 +10,8 @@
 #include "comm/bootstrap/wire.hpp"
 #include "comm/exchange/little_endian.hpp"
 #include "common/error.hpp"
-#include "common/warn_limiter.hpp"
 #include "common/log.hpp"
+#include "common/warn_limiter.hpp"
 
 namespace gradcomm::comm::sock {
 
@@ -45,14 +45,16 @@ void encode(const Hello& h, uint8_t* out) {
 // "" if the hello is for this rank of this job, else why not.
 std::string check(const uint8_t* in, const Hello& expect, int& from) {
   if (get_u32(in) != kHelloMagic) return "not a gradcomm socket-transport hello";
-  if (get_u32(in + 4) != kMeshVersion) return cat("mesh protocol version ", get_u32(in + 4), ", not ", kMeshVersion);
+  if (get_u32(in + 4) != kMeshVersion)
+    return cat("mesh protocol version ", get_u32(in + 4), ", not ", kMeshVersion);
   if (get_u64(in + 8) != expect.job) return "another job key";
   int world = static_cast<int>(get_u32(in + 16));
   from = static_cast<int>(get_u32(in + 20));
   int to = static_cast<int>(get_u32(in + 24));
   if (world != expect.world) return cat("world size ", world, ", not ", expect.world);
   if (to != expect.to) return cat("it wants rank ", to, ", this is rank ", expect.to);
-  if (from <= expect.to || from >= expect.world) return cat("rank ", from, " should not connect to rank ", expect.to);
+  if (from <= expect.to || from >= expect.world)
+    return cat("rank ", from, " should not connect to rank ", expect.to);
   return "";
 }
 
@@ -72,7 +74,8 @@ void parse_address(const std::vector<uint8_t>& bytes, int rank, std::string& hos
 
 }  // namespace
 
-std::vector<Socket> connect_peer_mesh(Bootstrap& boot, const std::string& master_addr, const std::string& job_key) {
+std::vector<Socket> connect_peer_mesh(Bootstrap& boot, const std::string& master_addr,
+                                      const std::string& job_key) {
   const int me = boot.rank(), n = boot.size();
   std::vector<Socket> peers(n);
   if (n == 1) return peers;
@@ -99,16 +102,16 @@ std::vector<Socket> connect_peer_mesh(Bootstrap& boot, const std::string& master
     Socket s = connect_until(peer_host, peer_port, deadline, error, fatal);
     const std::string where = host_port(peer_host, peer_port);
     if (!s.valid())
-      fail(fatal ? gcommRemoteError : gcommTimeout, "rank ", me, " could not connect to rank ", q, " at ", where,
-           ": ", error, " (a firewall between the hosts, or rank ", q, " gone?)");
+      fail(fatal ? gcommRemoteError : gcommTimeout, "rank ", me, " could not connect to rank ", q, " at ",
+           where, ": ", error, " (a firewall between the hosts, or rank ", q, " gone?)");
     uint8_t hello[kHelloBytes];
     encode(Hello{job, n, me, q}, hello);
     IoResult r = send_all(s, hello, sizeof(hello), deadline, error);
     uint8_t ack[kAckBytes];
     if (r == IoResult::kOk) r = recv_exact(s, ack, sizeof(ack), deadline, error);
     if (r != IoResult::kOk)
-      fail(r == IoResult::kTimeout ? gcommTimeout : gcommRemoteError, "rank ", me, " connected to rank ", q, " at ",
-           where, " but got no acknowledgement: ", io_failure(r, error));
+      fail(r == IoResult::kTimeout ? gcommTimeout : gcommRemoteError, "rank ", me, " connected to rank ", q,
+           " at ", where, " but got no acknowledgement: ", io_failure(r, error));
     if (get_u32(ack) != kAckMagic || static_cast<int>(get_u32(ack + 4)) != q)
       fail(gcommRemoteError, "the process at ", where, " is not rank ", q, " of this job");
     peers[q] = std::move(s);
@@ -141,7 +144,8 @@ std::vector<Socket> connect_peer_mesh(Bootstrap& boot, const std::string& master
     std::string why = r == IoResult::kOk ? check(hello, Hello{job, n, 0, me}, from) : io_failure(r, error);
     if (why.empty() && peers[from].valid()) why = cat("rank ", from, " is already connected");
     if (!why.empty()) {
-      dropped.warn(Clock::now(), cat("dropped a connection from ", peer_text, " to its socket transport: ", why));
+      dropped.warn(Clock::now(),
+                   cat("dropped a connection from ", peer_text, " to its socket transport: ", why));
       continue;
     }
     uint8_t ack[kAckBytes];
@@ -149,8 +153,8 @@ std::vector<Socket> connect_peer_mesh(Bootstrap& boot, const std::string& master
     put_u32(ack + 4, static_cast<uint32_t>(me));
     r = send_all(s, ack, sizeof(ack), deadline, error);
     if (r != IoResult::kOk) {
-      GCOMM_WARN("rank ", me, ": rank ", from, " connected from ", peer_text, " but left before the acknowledgement: ",
-                 io_failure(r, error));
+      GCOMM_WARN("rank ", me, ": rank ", from, " connected from ", peer_text,
+                 " but left before the acknowledgement: ", io_failure(r, error));
       continue;
     }
     peers[from] = std::move(s);

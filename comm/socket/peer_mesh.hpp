@@ -22,6 +22,6 @@ namespace gradcomm::comm::sock {
 // gcommTimeout naming the ranks that never connected, gcommRemoteError when a
 // peer refused or closed the connection.
 std::vector<net::Socket> connect_peer_mesh(bootstrap::Bootstrap& boot, const std::string& master_addr,
-                                                 const std::string& job_key);
+                                           const std::string& job_key);
 
 }  // namespace gradcomm::comm::sock

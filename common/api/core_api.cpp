@@ -25,9 +25,13 @@ GCOMM_API const char* gcommGetStatusString(gcommStatus_t status) {
   return "unknown status";
 }
 
-GCOMM_API const char* gcommGetLastError(void) { return last_error(); }
+GCOMM_API const char* gcommGetLastError(void) {
+  return last_error();
+}
 
-GCOMM_API void gcommClearLastError(void) { clear_last_error(); }
+GCOMM_API void gcommClearLastError(void) {
+  clear_last_error();
+}
 
 GCOMM_API gcommStatus_t gcommDataTypeSize(gcommDataType_t dtype, size_t* bytes) {
   return GCOMM_API_CALL({
@@ -57,7 +61,8 @@ GCOMM_API gcommStatus_t gcommSetLogConfig(const gcommLogConfig_t* config) {
     gcommLogConfig_t c = read_config(config, defaults, "gcommLogConfig_t");
     int level = static_cast<int>(c.level);
     require(level == -1 || (level >= gcommLogNone && level <= gcommLogTrace),
-            "gcommLogConfig_t.level: ", level, " is not a gcommLogLevel_t (0..3, or GCOMM_LOG_LEVEL_FROM_ENV)");
+            "gcommLogConfig_t.level: ", level,
+            " is not a gcommLogLevel_t (0..3, or GCOMM_LOG_LEVEL_FROM_ENV)");
     LogLevel effective = level == -1 ? knobs::debug_level() : static_cast<LogLevel>(level);
     set_log_config(effective, c.callback, c.user_data);
   });

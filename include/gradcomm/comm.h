@@ -38,9 +38,10 @@ typedef enum gcommRedOp {
 
 /** Which transport moves the bytes. */
 typedef enum gcommTransport {
-  gcommTransportAuto = 0,  /**< NCCL for CUDA devices; for the host: local (InitLocal) or socket (Init/InitFromEnv) */
-  gcommTransportNccl = 1,  /**< NCCL (CUDA devices only) */
-  gcommTransportLocal = 2, /**< ranks as threads of one process (gcommCommInitLocal) */
+  gcommTransportAuto =
+      0, /**< NCCL for CUDA devices; for the host: local (InitLocal) or socket (Init/InitFromEnv) */
+  gcommTransportNccl = 1,   /**< NCCL (CUDA devices only) */
+  gcommTransportLocal = 2,  /**< ranks as threads of one process (gcommCommInitLocal) */
   gcommTransportSocket = 3, /**< host ranks in separate processes, over TCP (gcommCommInit/InitFromEnv
                                 with a host device) */
   gcommTransportMpi = 4     /**< host ranks in separate processes, over MPI's point-to-point calls
@@ -56,21 +57,24 @@ typedef struct gcommCommConfig {
   size_t size;
   uint32_t magic;
   uint32_t version;
-  int rank;              /**< -1: unset */
-  int world_size;        /**< -1: unset */
-  int local_rank;        /**< -1: unset (selects the GPU when device.ordinal is -1) */
-  int master_port;       /**< -1: unset (GRADCOMM_MASTER_PORT, else MASTER_PORT; + 1 under torchrun) */
+  int rank;                /**< -1: unset */
+  int world_size;          /**< -1: unset */
+  int local_rank;          /**< -1: unset (selects the GPU when device.ordinal is -1) */
+  int master_port;         /**< -1: unset (GRADCOMM_MASTER_PORT, else MASTER_PORT; + 1 under torchrun) */
   const char* master_addr; /**< NULL: unset. Rank 0 listens here; the others connect. */
-  const char* job_key;   /**< NULL: GRADCOMM_JOB_KEY, else derived from the launch (see gcommCommInitFromEnv). Peers with another key are refused. */
-  gcommDevice_t device;  /**< host, or CUDA ordinal; a CUDA ordinal of -1 means "from local_rank" */
-  double timeout_s;      /**< <= 0: GRADCOMM_TIMEOUT_S, else 300 s. Init and every collective. */
+  const char* job_key;  /**< NULL: GRADCOMM_JOB_KEY, else derived from the launch (see gcommCommInitFromEnv).
+                           Peers with another key are refused. */
+  gcommDevice_t device; /**< host, or CUDA ordinal; a CUDA ordinal of -1 means "from local_rank" */
+  double timeout_s;     /**< <= 0: GRADCOMM_TIMEOUT_S, else 300 s. Init and every collective. */
   gcommTransport_t transport;
-  int32_t reserved_v1;   /**< keeps the version-1 fields 8-byte aligned; leave 0 */
+  int32_t reserved_v1; /**< keeps the version-1 fields 8-byte aligned; leave 0 */
 } gcommCommConfig_t;
 
-#define GCOMM_COMM_CONFIG_INITIALIZER                                                       \
-  { GCOMM_CONFIG_HEADER(gcommCommConfig_t), -1, -1, -1, -1, NULL, NULL, {gcommDeviceCuda, -1}, \
-    0.0, gcommTransportAuto, 0 }
+#define GCOMM_COMM_CONFIG_INITIALIZER                                                               \
+  {                                                                                                 \
+    GCOMM_CONFIG_HEADER(gcommCommConfig_t), -1, -1, -1, -1, NULL, NULL, {gcommDeviceCuda, -1}, 0.0, \
+        gcommTransportAuto, 0                                                                       \
+  }
 
 /** Creates this process's rank of a multi-process job, meeting the other ranks
  *  through gradcomm's TCP rendezvous store: rank 0 listens on
@@ -91,12 +95,11 @@ typedef struct gcommCommConfig {
  *  else the step's first node; a port from the job and step ids), and so does
  *  mpirun with every rank on one host; torchrun sets them. Under torchrun (TORCHELASTIC_RUN_ID set), whose
  *  agent listens on MASTER_PORT itself, gradcomm's store takes MASTER_PORT + 1;
- *  GRADCOMM_MASTER_PORT, if set, names the store's port with any launcher. The GPU is config->device, else cuda:<local
- *  rank>, checked against the visible devices. Job key: config->job_key, else
- *  GRADCOMM_JOB_KEY, else "gradcomm" joined with the launcher's id of the launch
- *  (TORCHELASTIC_RUN_ID; PMIX_NAMESPACE or Open MPI's job id; SLURM_JOB_ID and
- *  SLURM_STEP_ID), so that two launches on one port stay apart; a peer with another
- *  key is refused.
+ *  GRADCOMM_MASTER_PORT, if set, names the store's port with any launcher. The GPU is config->device, else
+ * cuda:<local rank>, checked against the visible devices. Job key: config->job_key, else GRADCOMM_JOB_KEY,
+ * else "gradcomm" joined with the launcher's id of the launch (TORCHELASTIC_RUN_ID; PMIX_NAMESPACE or Open
+ * MPI's job id; SLURM_JOB_ID and SLURM_STEP_ID), so that two launches on one port stay apart; a peer with
+ * another key is refused.
  *
  *  Errors (every rank fails, none hangs past the timeout):
  *  gcommInvalidArgument for bad or missing values (naming the variable or field);
@@ -136,7 +139,8 @@ GCOMM_API gcommStatus_t gcommCommInitFromEnv(const gcommCommConfig_t* config, gc
  *  bits; every wait is bounded by the timeout. gcommCommInitFromEnv builds it over
  *  MPI_COMM_WORLD the same way. MPI must allow the calling thread to call it (MPI
  *  initialized by gradcomm is MPI_THREAD_MULTIPLE). */
-GCOMM_API gcommStatus_t gcommCommInitMpi(const gcommCommConfig_t* config, int mpi_comm_fortran, gcommComm_t* comm);
+GCOMM_API gcommStatus_t gcommCommInitMpi(const gcommCommConfig_t* config, int mpi_comm_fortran,
+                                         gcommComm_t* comm);
 
 /** The rank and world size a launcher set for this process, read and checked as
  *  gcommCommInitFromEnv reads them (the launcher that started the process wins
@@ -213,7 +217,8 @@ GCOMM_API gcommStatus_t gcommCommBytesSent(gcommComm_t comm, uint64_t* bytes);
  *  Dump: to `path`, or with path NULL to GRADCOMM_FLIGHT_RECORDER_FILE.
  *  Get: into `buffer` (output-string convention: `required` gets the length + 1). */
 GCOMM_API gcommStatus_t gcommCommDumpFlightRecord(gcommComm_t comm, const char* path);
-GCOMM_API gcommStatus_t gcommCommGetFlightRecord(gcommComm_t comm, char* buffer, size_t size, size_t* required);
+GCOMM_API gcommStatus_t gcommCommGetFlightRecord(gcommComm_t comm, char* buffer, size_t size,
+                                                 size_t* required);
 
 /** gcommSuccess while healthy; otherwise the status that aborted the communicator
  *  (its message is put in the last-error message). Does not block. */
@@ -259,10 +264,10 @@ GCOMM_API gcommStatus_t gcommAllToAll(gcommComm_t comm, const void* sendbuf, voi
  *  transports run a group's sends and receives at gcommGroupEnd; its buffers must
  *  stay untouched until then, and a buffer sent must not also be received into in
  *  the same group. */
-GCOMM_API gcommStatus_t gcommSend(gcommComm_t comm, const void* sendbuf, size_t count, gcommDataType_t dtype, int peer,
-                                  gcommStream_t stream);
-GCOMM_API gcommStatus_t gcommRecv(gcommComm_t comm, void* recvbuf, size_t count, gcommDataType_t dtype, int peer,
-                                  gcommStream_t stream);
+GCOMM_API gcommStatus_t gcommSend(gcommComm_t comm, const void* sendbuf, size_t count, gcommDataType_t dtype,
+                                  int peer, gcommStream_t stream);
+GCOMM_API gcommStatus_t gcommRecv(gcommComm_t comm, void* recvbuf, size_t count, gcommDataType_t dtype,
+                                  int peer, gcommStream_t stream);
 /** Completes when every rank reached it (stream-ordered on a CUDA communicator). */
 GCOMM_API gcommStatus_t gcommBarrier(gcommComm_t comm, gcommStream_t stream);
 

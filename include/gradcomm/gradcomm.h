@@ -17,11 +17,11 @@
 
 /* The umbrella header: it only includes. types.h is the leaf every header
  * includes; each layer's header declares that layer's functions. */
-#include "gradcomm/types.h"
-#include "gradcomm/core.h"
-#include "gradcomm/memory.h"
 #include "gradcomm/comm.h"
+#include "gradcomm/core.h"
 #include "gradcomm/kernels.h"
+#include "gradcomm/memory.h"
 #include "gradcomm/reducer.h"
+#include "gradcomm/types.h"
 
 #endif /* GRADCOMM_GRADCOMM_H */

@@ -27,8 +27,9 @@ extern "C" {
 
 /** grads[k] *= *inv_scale in place; *found_inf = 1 if any result is Inf/NaN
  *  (found_inf may be NULL). Any number of tensors, any mix of dtypes. */
-GCOMM_API gcommStatus_t gcommUnscaleAndCheck(const gcommTensor_t* grads, size_t num_grads, const float* inv_scale,
-                                             float* found_inf, gcommDevice_t device, gcommStream_t stream);
+GCOMM_API gcommStatus_t gcommUnscaleAndCheck(const gcommTensor_t* grads, size_t num_grads,
+                                             const float* inv_scale, float* found_inf, gcommDevice_t device,
+                                             gcommStream_t stream);
 
 /** *found_inf = 1 if any element of the tensors is Inf/NaN; the tensors are only
  *  read (half the memory traffic of an unscale by 1). Any mix of dtypes. */
@@ -38,21 +39,23 @@ GCOMM_API gcommStatus_t gcommCheckFinite(const gcommTensor_t* grads, size_t num_
 /** Gathers @p num_src tensors into @p bucket of @p bucket_dtype, casting, times
  *  @p scale and *device_scale (device_scale may be NULL). Tensor k goes to
  *  elements [offsets[k], offsets[k] + count) (offsets NULL: back to back). */
-GCOMM_API gcommStatus_t gcommPack(const gcommTensor_t* src, size_t num_src, const size_t* offsets, void* bucket,
-                                  gcommDataType_t bucket_dtype, float scale, const float* device_scale,
-                                  gcommDevice_t device, gcommStream_t stream);
+GCOMM_API gcommStatus_t gcommPack(const gcommTensor_t* src, size_t num_src, const size_t* offsets,
+                                  void* bucket, gcommDataType_t bucket_dtype, float scale,
+                                  const float* device_scale, gcommDevice_t device, gcommStream_t stream);
 
 /** Scatters @p bucket back into @p num_dst tensors in one pass: cast to each
  *  tensor's dtype, times @p scale and *device_scale, added to the destination if
  *  @p accumulate is non-zero, *found_inf = 1 on a non-finite result. Destination
  *  tensors must not overlap. */
 GCOMM_API gcommStatus_t gcommUnpack(const void* bucket, gcommDataType_t bucket_dtype, const size_t* offsets,
-                                    const gcommTensor_t* dst, size_t num_dst, float scale, const float* device_scale,
-                                    int accumulate, float* found_inf, gcommDevice_t device, gcommStream_t stream);
+                                    const gcommTensor_t* dst, size_t num_dst, float scale,
+                                    const float* device_scale, int accumulate, float* found_inf,
+                                    gcommDevice_t device, gcommStream_t stream);
 
 /** Bytes of workspace gcommL2Norm / gcommClipByGlobalNorm need for this list on a
  *  CUDA device (0 is fine on the host). */
-GCOMM_API gcommStatus_t gcommNormWorkspaceSize(const gcommTensor_t* tensors, size_t num_tensors, size_t* bytes);
+GCOMM_API gcommStatus_t gcommNormWorkspaceSize(const gcommTensor_t* tensors, size_t num_tensors,
+                                               size_t* bytes);
 
 /** *global_norm = the L2 norm of all elements; per_tensor[k] (may be NULL) the
  *  norm of tensor k. Deterministic (same bits every run). @p workspace: device
@@ -67,9 +70,10 @@ GCOMM_API gcommStatus_t gcommL2Norm(const gcommTensor_t* tensors, size_t num_ten
  *  tensor is changed: the values stay as they were, so the step can be skipped
  *  (PyTorch's clip_grad_norm_ instead multiplies everything by NaN, which cannot
  *  be undone). Use gcommClipByGlobalNormAndCheck to have that reported in a flag. */
-GCOMM_API gcommStatus_t gcommClipByGlobalNorm(const gcommTensor_t* tensors, size_t num_tensors, float max_norm,
-                                              float* global_norm, void* workspace, size_t workspace_bytes,
-                                              gcommDevice_t device, gcommStream_t stream);
+GCOMM_API gcommStatus_t gcommClipByGlobalNorm(const gcommTensor_t* tensors, size_t num_tensors,
+                                              float max_norm, float* global_norm, void* workspace,
+                                              size_t workspace_bytes, gcommDevice_t device,
+                                              gcommStream_t stream);
 
 /** gcommClipByGlobalNorm that reports a non-finite norm: *found_inf (in the
  *  target's memory, like gcommUnscaleAndCheck's) is set to 1 when the norm is Inf
@@ -82,8 +86,9 @@ GCOMM_API gcommStatus_t gcommClipByGlobalNormAndCheck(const gcommTensor_t* tenso
 
 /** dst = src converted, round to nearest even. f32 -> f16 overflows to +-Inf from
  *  65520 up; NaN stays NaN. */
-GCOMM_API gcommStatus_t gcommCast(const void* src, gcommDataType_t src_dtype, void* dst, gcommDataType_t dst_dtype,
-                                  size_t count, gcommDevice_t device, gcommStream_t stream);
+GCOMM_API gcommStatus_t gcommCast(const void* src, gcommDataType_t src_dtype, void* dst,
+                                  gcommDataType_t dst_dtype, size_t count, gcommDevice_t device,
+                                  gcommStream_t stream);
 
 /* ------------------------------------------------------------------------- */
 /* Grad scaler                                                               */
@@ -95,12 +100,12 @@ typedef struct gcommGradScalerConfig {
   size_t size;
   uint32_t magic;
   uint32_t version;
-  float init_scale;       /**< 65536 */
-  float growth_factor;    /**< 2.0, > 1 */
-  float backoff_factor;   /**< 0.5, in (0, 1) */
+  float init_scale;        /**< 65536 */
+  float growth_factor;     /**< 2.0, > 1 */
+  float backoff_factor;    /**< 0.5, in (0, 1) */
   int32_t growth_interval; /**< 2000, >= 1 */
-  int32_t hysteresis;     /**< 1 (back off on every overflow); DeepSpeed uses 2 */
-  float min_scale;        /**< 0: none; the scale never backs off below it */
+  int32_t hysteresis;      /**< 1 (back off on every overflow); DeepSpeed uses 2 */
+  float min_scale;         /**< 0: none; the scale never backs off below it */
 } gcommGradScalerConfig_t;
 
 #define GCOMM_GRAD_SCALER_CONFIG_INITIALIZER \
@@ -129,10 +134,10 @@ GCOMM_API gcommStatus_t gcommGradScalerDeviceState(gcommGradScaler_t scaler, con
 /** The scaler's state as a checkpoint holds it (torch.amp.GradScaler's state_dict
  *  has the same scale and growth tracker). */
 typedef struct gcommGradScalerState {
-  float scale;              /**< the loss scale, positive and finite */
-  int32_t growth_tracker;   /**< clean steps since the last growth or backoff, 0 .. growth_interval-1 */
-  int32_t hysteresis_left;  /**< overflows still tolerated before a backoff, 1 .. hysteresis */
-  int32_t skipped_last;     /**< 1 if the last update saw an overflow */
+  float scale;             /**< the loss scale, positive and finite */
+  int32_t growth_tracker;  /**< clean steps since the last growth or backoff, 0 .. growth_interval-1 */
+  int32_t hysteresis_left; /**< overflows still tolerated before a backoff, 1 .. hysteresis */
+  int32_t skipped_last;    /**< 1 if the last update saw an overflow */
 } gcommGradScalerState_t;
 
 /** Reads the state (SYNCHRONIZES @p stream, like the host reads below). */
@@ -149,8 +154,10 @@ GCOMM_API gcommStatus_t gcommGradScalerSetState(gcommGradScaler_t scaler, const 
 
 /** Host reads; they SYNCHRONIZE @p stream (wait for the scaler's pending work). */
 GCOMM_API gcommStatus_t gcommGradScalerGetScale(gcommGradScaler_t scaler, gcommStream_t stream, float* scale);
-GCOMM_API gcommStatus_t gcommGradScalerGetFoundInf(gcommGradScaler_t scaler, gcommStream_t stream, int* found_inf);
-GCOMM_API gcommStatus_t gcommGradScalerGetSkipped(gcommGradScaler_t scaler, gcommStream_t stream, int* skipped);
+GCOMM_API gcommStatus_t gcommGradScalerGetFoundInf(gcommGradScaler_t scaler, gcommStream_t stream,
+                                                   int* found_inf);
+GCOMM_API gcommStatus_t gcommGradScalerGetSkipped(gcommGradScaler_t scaler, gcommStream_t stream,
+                                                  int* skipped);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -44,14 +44,13 @@
 extern "C" {
 #endif
 
-
 /** wire_dtype value: send each gradient in its own dtype. */
 #define GCOMM_WIRE_SAME_AS_GRAD (-1)
 
 /** What finalize does with a gradient that was never marked ready in a synced step. */
 typedef enum gcommUnusedGrads {
-  gcommUnusedError = 0,  /**< finalize fails with gcommInvalidState listing the indices */
-  gcommUnusedAsZero = 1  /**< the gradient contributes zero and receives the others' average */
+  gcommUnusedError = 0, /**< finalize fails with gcommInvalidState listing the indices */
+  gcommUnusedAsZero = 1 /**< the gradient contributes zero and receives the others' average */
 } gcommUnusedGrads_t;
 
 /** What a synced step leaves on each rank. The values are part of the ABI. */
@@ -78,23 +77,25 @@ typedef struct gcommReducerConfig {
   int rebuild_buckets;       /**< 1: rebuild the plan once after the first synced step (not with views) */
   int mode;                  /**< gcommReducerMode_t, gcommReducerAllReduce (was reserved_v1, which had
                                   to be 0: the same layout and meaning) */
-  gcommGradScaler_t scaler; /**< NULL, or a scaler on the communicator's device: the epilogue
-                                  multiplies by its 1/scale and finalize runs its update */
+  gcommGradScaler_t scaler;  /**< NULL, or a scaler on the communicator's device: the epilogue
+                                   multiplies by its 1/scale and finalize runs its update */
 } gcommReducerConfig_t;
 
-#define GCOMM_REDUCER_CONFIG_INITIALIZER                                                              \
-  { GCOMM_CONFIG_HEADER(gcommReducerConfig_t), (size_t)25 << 20, (size_t)1 << 20, GCOMM_WIRE_SAME_AS_GRAD, \
-    0, 1, gcommUnusedError, 1, 0, NULL }
+#define GCOMM_REDUCER_CONFIG_INITIALIZER                                                                   \
+  {                                                                                                        \
+    GCOMM_CONFIG_HEADER(gcommReducerConfig_t), (size_t)25 << 20, (size_t)1 << 20, GCOMM_WIRE_SAME_AS_GRAD, \
+        0, 1, gcommUnusedError, 1, 0, NULL                                                                 \
+  }
 
 /** Counters since creation. */
 typedef struct gcommReducerStats {
-  uint64_t synced_steps;        /**< finalized synced steps */
-  uint64_t accumulation_steps;  /**< finalized no-sync steps */
-  uint64_t buckets_launched;    /**< all-reduces issued */
-  size_t num_buckets;           /**< in the current plan */
-  size_t wire_bytes_per_step;   /**< bytes each rank contributes per synced step */
-  size_t grad_bytes;            /**< bytes of the registered gradients */
-  int rebuilt;                  /**< 1 once the plan was rebuilt in the observed order */
+  uint64_t synced_steps;       /**< finalized synced steps */
+  uint64_t accumulation_steps; /**< finalized no-sync steps */
+  uint64_t buckets_launched;   /**< all-reduces issued */
+  size_t num_buckets;          /**< in the current plan */
+  size_t wire_bytes_per_step;  /**< bytes each rank contributes per synced step */
+  size_t grad_bytes;           /**< bytes of the registered gradients */
+  int rebuilt;                 /**< 1 once the plan was rebuilt in the observed order */
   int reserved;
 } gcommReducerStats_t;
 
@@ -130,7 +131,8 @@ GCOMM_API gcommStatus_t gcommReducerFoundInf(gcommReducer_t reducer, const float
  *  each rank takes the norm of its shard's pieces and the partial norms are
  *  all-gathered and combined in rank order, so every rank gets the same bits, the
  *  norm of the whole averaged gradient. A step with Inf/NaN gives Inf or NaN. */
-GCOMM_API gcommStatus_t gcommReducerGradNorm(gcommReducer_t reducer, gcommStream_t stream, const float** device_norm);
+GCOMM_API gcommStatus_t gcommReducerGradNorm(gcommReducer_t reducer, gcommStream_t stream,
+                                             const float** device_norm);
 /** gcommReducerGradNorm, then every gradient element this rank's step result
  *  covers (every gradient; in sharded mode its shard's pieces) is multiplied by
  *  max_norm / (norm + 1e-6) when that is below 1 (torch.nn.utils.clip_grad_norm_).
@@ -156,7 +158,8 @@ GCOMM_API gcommStatus_t gcommReducerSetGradData(gcommReducer_t reducer, size_t i
  *  @p num_grads entries (the number registered). The new addresses are checked as
  *  a whole (gradients may trade places, which one call at a time would refuse as a
  *  passing overlap); on any error nothing changes. */
-GCOMM_API gcommStatus_t gcommReducerSetAllGradData(gcommReducer_t reducer, void* const* data, size_t num_grads);
+GCOMM_API gcommStatus_t gcommReducerSetAllGradData(gcommReducer_t reducer, void* const* data,
+                                                   size_t num_grads);
 /** gcommReducerMarkReady with a guard: @p data is where the caller's gradient is
  *  now. If the reducer has gradient @p index elsewhere (its memory was replaced
  *  since registration), the call fails with gcommInvalidArgument naming both
@@ -170,7 +173,8 @@ GCOMM_API gcommStatus_t gcommReducerGetStats(gcommReducer_t reducer, gcommReduce
  *  to @p size); @p required (may be NULL) receives the full length + 1. The output
  *  string convention of every header (the parameters were named buf, capacity,
  *  needed before 0.1: the same positions and types, so callers are unaffected). */
-GCOMM_API gcommStatus_t gcommReducerDescribe(gcommReducer_t reducer, char* buffer, size_t size, size_t* required);
+GCOMM_API gcommStatus_t gcommReducerDescribe(gcommReducer_t reducer, char* buffer, size_t size,
+                                             size_t* required);
 
 /* ---- Step timing and the step trace (docs/observability.md) ---- */
 
@@ -271,7 +275,8 @@ GCOMM_API gcommStatus_t gcommReducerSaveCompressionState(gcommReducer_t reducer,
                                                          size_t* required);
 /** Restores a state saved by the same rank of a reducer with the same gradients, plan
  *  and compression config; anything else is refused, changing nothing. */
-GCOMM_API gcommStatus_t gcommReducerLoadCompressionState(gcommReducer_t reducer, const void* data, size_t bytes);
+GCOMM_API gcommStatus_t gcommReducerLoadCompressionState(gcommReducer_t reducer, const void* data,
+                                                         size_t bytes);
 
 /* PowerSGD (docs/powersgd.md): for f32 gradients, with grad_rows (the gradient is
  * viewed as rows x count/rows). The bucket plan is rebuilt with the compressed
@@ -311,7 +316,8 @@ typedef struct gcommPowerSgdStats {
   uint64_t uncompressed_bytes_equivalent; /**< the compressed gradients' bytes as an f32 all-reduce */
 } gcommPowerSgdStats_t;
 
-#define GCOMM_POWERSGD_STATS_INITIALIZER { GCOMM_CONFIG_HEADER(gcommPowerSgdStats_t), 0, 0, 0, 0, 0 }
+#define GCOMM_POWERSGD_STATS_INITIALIZER \
+  { GCOMM_CONFIG_HEADER(gcommPowerSgdStats_t), 0, 0, 0, 0, 0 }
 
 /* The int8 wire (docs/reducer.md, "The int8 wire"): every bucket whose wire is f32
  * is quantized to int8 blocks (one f32 scale per block), exchanged with an
@@ -336,7 +342,8 @@ typedef struct gcommInt8Config {
                             (the count is part of the saved state) */
 } gcommInt8Config_t;
 
-#define GCOMM_INT8_CONFIG_INITIALIZER { GCOMM_CONFIG_HEADER(gcommInt8Config_t), 256, 1, 0 }
+#define GCOMM_INT8_CONFIG_INITIALIZER \
+  { GCOMM_CONFIG_HEADER(gcommInt8Config_t), 256, 1, 0 }
 
 /** int8 wire statistics (versioned output struct, version 1). */
 typedef struct gcommInt8Stats {
@@ -350,7 +357,8 @@ typedef struct gcommInt8Stats {
   uint64_t error_feedback_bytes; /**< memory held by the error feedback */
 } gcommInt8Stats_t;
 
-#define GCOMM_INT8_STATS_INITIALIZER { GCOMM_CONFIG_HEADER(gcommInt8Stats_t), 0, 0, 0, 0, 0 }
+#define GCOMM_INT8_STATS_INITIALIZER \
+  { GCOMM_CONFIG_HEADER(gcommInt8Stats_t), 0, 0, 0, 0, 0 }
 
 /* The fp8 wire (docs/compression.md, "fp8"): the int8 wire's round with fp8 codes
  * (OCP FP8: e4m3, 3 mantissa bits, largest 448, no infinities; or e5m2, 2 mantissa
@@ -378,7 +386,8 @@ typedef struct gcommFp8Config {
   uint64_t start_iter; /**< 0: synced steps after enabling all-reduced in f32 before quantization starts */
 } gcommFp8Config_t;
 
-#define GCOMM_FP8_CONFIG_INITIALIZER { GCOMM_CONFIG_HEADER(gcommFp8Config_t), gcommFp8E4M3, 256, 1, 0, 0 }
+#define GCOMM_FP8_CONFIG_INITIALIZER \
+  { GCOMM_CONFIG_HEADER(gcommFp8Config_t), gcommFp8E4M3, 256, 1, 0, 0 }
 
 /** fp8 wire statistics (versioned output struct, version 1): gcommInt8Stats_t's fields. */
 typedef struct gcommFp8Stats {
@@ -392,7 +401,8 @@ typedef struct gcommFp8Stats {
   uint64_t error_feedback_bytes; /**< memory held by the error feedback */
 } gcommFp8Stats_t;
 
-#define GCOMM_FP8_STATS_INITIALIZER { GCOMM_CONFIG_HEADER(gcommFp8Stats_t), 0, 0, 0, 0, 0 }
+#define GCOMM_FP8_STATS_INITIALIZER \
+  { GCOMM_CONFIG_HEADER(gcommFp8Stats_t), 0, 0, 0, 0, 0 }
 
 /* ------------------------------------------------------------------------- */
 /* Sharded gradients (mode gcommReducerSharded)                               */
@@ -420,7 +430,8 @@ typedef struct gcommShardPiece {
  *  exactly these parameter elements. The layout is fixed when the reducer is
  *  created: sharded mode never rebuilds the plan (rebuild_buckets is ignored). */
 GCOMM_API gcommStatus_t gcommReducerGetShard(gcommReducer_t reducer, size_t bucket, gcommTensor_t* shard,
-                                             gcommShardPiece_t* pieces, size_t max_pieces, size_t* num_pieces);
+                                             gcommShardPiece_t* pieces, size_t max_pieces,
+                                             size_t* num_pieces);
 
 /** Registers the parameters (sharded mode): params[i] has gradient i's count and
  *  dtype, on the communicator's device. A staging buffer of the buckets' layout is
@@ -434,7 +445,8 @@ GCOMM_API gcommStatus_t gcommReducerSetParams(gcommReducer_t reducer, const gcom
  *  @p stream so far; later work on @p stream waits for it. Every rank must call it
  *  with the same buckets in the same order; one bucket at a time lets the next
  *  forward pass start on the first buckets while the others are in flight. */
-GCOMM_API gcommStatus_t gcommReducerAllGatherParams(gcommReducer_t reducer, size_t bucket, gcommStream_t stream);
+GCOMM_API gcommStatus_t gcommReducerAllGatherParams(gcommReducer_t reducer, size_t bucket,
+                                                    gcommStream_t stream);
 #define GCOMM_ALL_BUCKETS ((size_t)-1)
 
 #ifdef __cplusplus

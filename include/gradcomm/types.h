@@ -20,24 +20,23 @@ extern "C" {
 #define GCOMM_VERSION_MAJOR 0
 #define GCOMM_VERSION_MINOR 1
 #define GCOMM_VERSION_PATCH 0
-#define GCOMM_VERSION_NUMBER(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
-#define GCOMM_VERSION_CODE \
-  GCOMM_VERSION_NUMBER(GCOMM_VERSION_MAJOR, GCOMM_VERSION_MINOR, GCOMM_VERSION_PATCH)
+#define GCOMM_VERSION_NUMBER(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
+#define GCOMM_VERSION_CODE GCOMM_VERSION_NUMBER(GCOMM_VERSION_MAJOR, GCOMM_VERSION_MINOR, GCOMM_VERSION_PATCH)
 /** @} */
 
 /** Result of every gradcomm call. The values are part of the ABI and never change. */
 typedef enum gcommStatus {
-  gcommSuccess = 0,          /**< The call did what it says. */
-  gcommInvalidArgument = 1,  /**< An argument was wrong (NULL, out of range, bad config). */
-  gcommInvalidState = 2,     /**< The object is not in a state that allows this call. */
-  gcommOutOfMemory = 3,      /**< Host or device memory could not be had. */
-  gcommCudaError = 4,        /**< A CUDA call failed. */
-  gcommNcclError = 5,        /**< An NCCL call failed. */
-  gcommTimeout = 6,          /**< An operation did not complete within its timeout. */
-  gcommRemoteError = 7,      /**< A peer rank failed or sent something invalid. */
-  gcommAborted = 8,          /**< The object was aborted; it only accepts destroy. */
-  gcommNotSupported = 9,     /**< Not supported by this build, device or NCCL version. */
-  gcommInternalError = 10,   /**< A bug in gradcomm: please report it with the message. */
+  gcommSuccess = 0,         /**< The call did what it says. */
+  gcommInvalidArgument = 1, /**< An argument was wrong (NULL, out of range, bad config). */
+  gcommInvalidState = 2,    /**< The object is not in a state that allows this call. */
+  gcommOutOfMemory = 3,     /**< Host or device memory could not be had. */
+  gcommCudaError = 4,       /**< A CUDA call failed. */
+  gcommNcclError = 5,       /**< An NCCL call failed. */
+  gcommTimeout = 6,         /**< An operation did not complete within its timeout. */
+  gcommRemoteError = 7,     /**< A peer rank failed or sent something invalid. */
+  gcommAborted = 8,         /**< The object was aborted; it only accepts destroy. */
+  gcommNotSupported = 9,    /**< Not supported by this build, device or NCCL version. */
+  gcommInternalError = 10,  /**< A bug in gradcomm: please report it with the message. */
   gcommNumStatuses = 11
 } gcommStatus_t;
 
@@ -110,10 +109,10 @@ typedef struct CUstream_st* gcommStream_t;
 
 /** @name Opaque handles
  *  One per object kind; created and destroyed by the header that owns the kind. @{ */
-typedef struct gcommAllocator* gcommAllocator_t;     /**< memory.h */
-typedef struct gcommComm* gcommComm_t;               /**< comm.h */
-typedef struct gcommGradScaler* gcommGradScaler_t;   /**< kernels.h */
-typedef struct gcommReducer* gcommReducer_t;         /**< reducer.h */
+typedef struct gcommAllocator* gcommAllocator_t;   /**< memory.h */
+typedef struct gcommComm* gcommComm_t;             /**< comm.h */
+typedef struct gcommGradScaler* gcommGradScaler_t; /**< kernels.h */
+typedef struct gcommReducer* gcommReducer_t;       /**< reducer.h */
 /** @} */
 
 #ifdef __cplusplus

@@ -22,7 +22,9 @@ uint64_t mix(uint64_t x) {
 }
 
 // (0, 1], from the top 53 bits.
-double unit(uint64_t bits) { return (static_cast<double>(bits >> 11) + 1.0) * (1.0 / 9007199254740992.0); }
+double unit(uint64_t bits) {
+  return (static_cast<double>(bits >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+}
 
 }  // namespace
 
@@ -31,10 +33,14 @@ void validate(const LowRankMatrix* mats, size_t n, int r) {
   require(mats != nullptr || n == 0, "the matrix list is NULL but its count is ", n);
   for (size_t k = 0; k < n; ++k) {
     const LowRankMatrix& a = mats[k];
-    require(a.rows > 0 && a.cols > 0, "matrix ", k, " is ", a.rows, " x ", a.cols, ": both sizes must be > 0");
-    require(a.rows <= SIZE_MAX / a.cols / sizeof(float), "matrix ", k, ": ", a.rows, " x ", a.cols, " overflows");
-    require(a.rows <= UINT32_MAX && a.cols <= UINT32_MAX, "matrix ", k, ": sizes above 2^32 are not supported");
-    require(a.m != nullptr && a.p != nullptr && a.q != nullptr, "matrix ", k, ": m, p and q must not be NULL");
+    require(a.rows > 0 && a.cols > 0, "matrix ", k, " is ", a.rows, " x ", a.cols,
+            ": both sizes must be > 0");
+    require(a.rows <= SIZE_MAX / a.cols / sizeof(float), "matrix ", k, ": ", a.rows, " x ", a.cols,
+            " overflows");
+    require(a.rows <= UINT32_MAX && a.cols <= UINT32_MAX, "matrix ", k,
+            ": sizes above 2^32 are not supported");
+    require(a.m != nullptr && a.p != nullptr && a.q != nullptr, "matrix ", k,
+            ": m, p and q must not be NULL");
   }
 }
 
@@ -51,31 +57,39 @@ void initial_q(uint64_t seed, uint64_t index, size_t cols, int r, float* out) {
 
 void add_error(const LowRankMatrix* mats, size_t n, const Target& t) {
   validate(mats, n, 1);
-  dispatch(t, [&] { host::add_error(mats, n); }, [&] { cuda::add_error(mats, n, t.stream); });
+  dispatch(
+      t, [&] { host::add_error(mats, n); }, [&] { cuda::add_error(mats, n, t.stream); });
 }
 void multiply_mq(const LowRankMatrix* mats, size_t n, int r, const Target& t) {
   validate(mats, n, r);
-  dispatch(t, [&] { host::multiply_mq(mats, n, r); }, [&] { cuda::multiply_mq(mats, n, r, t.stream); });
+  dispatch(
+      t, [&] { host::multiply_mq(mats, n, r); }, [&] { cuda::multiply_mq(mats, n, r, t.stream); });
 }
 void add_error_multiply_mq(const LowRankMatrix* mats, size_t n, int r, const Target& t) {
   validate(mats, n, r);
-  dispatch(t, [&] { host::add_error_multiply_mq(mats, n, r); },
-           [&] { cuda::add_error_multiply_mq(mats, n, r, t.stream); });
+  dispatch(
+      t, [&] { host::add_error_multiply_mq(mats, n, r); },
+      [&] { cuda::add_error_multiply_mq(mats, n, r, t.stream); });
 }
 void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps, const Target& t) {
   validate(mats, n, r);
   require(eps >= 0.0f && std::isfinite(eps), "eps must be a finite number >= 0, not ", eps);
-  dispatch(t, [&] { host::orthogonalize(mats, n, r, eps); }, [&] { cuda::orthogonalize(mats, n, r, eps, t.stream); });
+  dispatch(
+      t, [&] { host::orthogonalize(mats, n, r, eps); },
+      [&] { cuda::orthogonalize(mats, n, r, eps, t.stream); });
 }
 void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip, const Target& t) {
   validate(mats, n, r);
-  dispatch(t, [&] { host::multiply_mtp(mats, n, r, skip); }, [&] { cuda::multiply_mtp(mats, n, r, skip, t.stream); });
+  dispatch(
+      t, [&] { host::multiply_mtp(mats, n, r, skip); },
+      [&] { cuda::multiply_mtp(mats, n, r, skip, t.stream); });
 }
 void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const float* skip, const Target& t,
                 const DecompressOutput& out) {
   validate(mats, n, r);
-  dispatch(t, [&] { host::decompress(mats, n, r, scale, skip, out); },
-           [&] { cuda::decompress(mats, n, r, scale, skip, out, t.stream); });
+  dispatch(
+      t, [&] { host::decompress(mats, n, r, scale, skip, out); },
+      [&] { cuda::decompress(mats, n, r, scale, skip, out, t.stream); });
 }
 
 }  // namespace gradcomm::kernels::powersgd

@@ -115,7 +115,8 @@ __global__ void __launch_bounds__(kThreads) mq_kernel(const __grid_constant__ Ba
 constexpr int kMtpGroups = kThreads / 32;
 
 template <int R>
-__global__ void __launch_bounds__(kThreads) mtp_kernel(const __grid_constant__ Batch b, int r, const float* skip) {
+__global__ void __launch_bounds__(kThreads)
+    mtp_kernel(const __grid_constant__ Batch b, int r, const float* skip) {
   if (skip != nullptr && *skip > 0.0f) return;  // a non-finite step keeps the warm-start q
   const MatArg& a = b.a[blockIdx.y];
   __shared__ float tile[32 * kMaxRank];
@@ -129,7 +130,8 @@ __global__ void __launch_bounds__(kThreads) mtp_kernel(const __grid_constant__ B
     for (unsigned i0 = 0; i0 < a.rows; i0 += 32) {
       const unsigned rows = min(32u, a.rows - i0);
       __syncthreads();
-      for (unsigned t = threadIdx.x; t < rows * r; t += blockDim.x) tile[t] = a.p[static_cast<size_t>(i0) * r + t];
+      for (unsigned t = threadIdx.x; t < rows * r; t += blockDim.x)
+        tile[t] = a.p[static_cast<size_t>(i0) * r + t];
       __syncthreads();
       if (j < a.cols)
         for (unsigned ii = group; ii < rows; ii += kMtpGroups) {
@@ -161,7 +163,8 @@ __device__ double column_dot(const MatArg& a, int r, int c, int d, double* share
   return block_sum<kThreads>(s, shared);
 }
 
-__global__ void __launch_bounds__(kThreads) orthogonalize_kernel(const __grid_constant__ Batch b, int r, float eps) {
+__global__ void __launch_bounds__(kThreads)
+    orthogonalize_kernel(const __grid_constant__ Batch b, int r, float eps) {
   const MatArg& a = b.a[blockIdx.x];
   __shared__ double shared[kThreads];
   double before[kMaxRank];
@@ -222,7 +225,9 @@ void with_rank(int r, Launch&& launch) {
     launch(std::integral_constant<int, 32>{});
 }
 
-cudaStream_t as_stream(gcommStream_t s) { return static_cast<cudaStream_t>(s); }
+cudaStream_t as_stream(gcommStream_t s) {
+  return static_cast<cudaStream_t>(s);
+}
 
 // p = m q, with m += e fused into the same pass when ADD_ERROR.
 template <bool ADD_ERROR>
@@ -264,7 +269,9 @@ void orthogonalize(const LowRankMatrix* mats, size_t n, int r, float eps, gcommS
 void multiply_mtp(const LowRankMatrix* mats, size_t n, int r, const float* skip, gcommStream_t stream) {
   for_each_batch(mats, n, [&](const Batch& b) {
     dim3 grid(blocks_for(b.max_cols, 32), b.count);
-    with_rank(r, [&](auto R) { mtp_kernel<decltype(R)::value><<<grid, kThreads, 0, as_stream(stream)>>>(b, r, skip); });
+    with_rank(r, [&](auto R) {
+      mtp_kernel<decltype(R)::value><<<grid, kThreads, 0, as_stream(stream)>>>(b, r, skip);
+    });
     GCOMM_CUDA_CHECK(cudaGetLastError());
   });
 }
@@ -280,6 +287,5 @@ void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const f
     GCOMM_CUDA_CHECK(cudaGetLastError());
   });
 }
-
 
 }  // namespace gradcomm::kernels::powersgd::cuda

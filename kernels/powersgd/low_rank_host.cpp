@@ -23,12 +23,18 @@ constexpr size_t kBlock = 256;
 template <class Fn>
 void with_rank(int r, Fn&& fn) {
   switch (r) {
-    case 1: return fn(std::integral_constant<int, 1>{});
-    case 2: return fn(std::integral_constant<int, 2>{});
-    case 4: return fn(std::integral_constant<int, 4>{});
-    case 8: return fn(std::integral_constant<int, 8>{});
-    case 16: return fn(std::integral_constant<int, 16>{});
-    default: return fn(std::integral_constant<int, 0>{});
+    case 1:
+      return fn(std::integral_constant<int, 1>{});
+    case 2:
+      return fn(std::integral_constant<int, 2>{});
+    case 4:
+      return fn(std::integral_constant<int, 4>{});
+    case 8:
+      return fn(std::integral_constant<int, 8>{});
+    case 16:
+      return fn(std::integral_constant<int, 16>{});
+    default:
+      return fn(std::integral_constant<int, 0>{});
   }
 }
 
@@ -174,8 +180,8 @@ void decompress(const LowRankMatrix* mats, size_t n, int r, float scale, const f
   bool nonfinite = false;
   with_rank(r, [&](auto rank) {
     for (size_t k = 0; k < n; ++k)
-      nonfinite |= decompress_matrix<decltype(rank)::value>(mats[k], r, scale, mats[k].e != nullptr && !keep_state,
-                                                            out_scale);
+      nonfinite |= decompress_matrix<decltype(rank)::value>(mats[k], r, scale,
+                                                            mats[k].e != nullptr && !keep_state, out_scale);
   });
   if (nonfinite && out.found_inf != nullptr) *out.found_inf = 1.0f;
 }

@@ -7,8 +7,8 @@
 namespace gradcomm::kernels::quant {
 
 #ifdef GRADCOMM_KERNELS_CUDA
-#define GCOMM_FP8_CUDA(format) cuda::fp8_##format##_quantize, cuda::fp8_##format##_sum_requantize, \
-                               cuda::fp8_##format##_dequantize
+#define GCOMM_FP8_CUDA(format) \
+  cuda::fp8_##format##_quantize, cuda::fp8_##format##_sum_requantize, cuda::fp8_##format##_dequantize
 #else
 #define GCOMM_FP8_CUDA(format) nullptr, nullptr, nullptr
 #endif

@@ -38,9 +38,9 @@ struct MiniFloat {
   GCOMM_HD static float value(uint8_t code) {
     const int field = (code >> kManBits) & ((1 << kExpBits) - 1);
     const int mantissa = code & ((1 << kManBits) - 1);
-    const float magnitude = field == 0 ? mul_rn(static_cast<float>(mantissa), pow2(kMinExp - kManBits))
-                                       : mul_rn(static_cast<float>(mantissa + (1 << kManBits)),
-                                                pow2(field - kBias - kManBits));
+    const float magnitude =
+        field == 0 ? mul_rn(static_cast<float>(mantissa), pow2(kMinExp - kManBits))
+                   : mul_rn(static_cast<float>(mantissa + (1 << kManBits)), pow2(field - kBias - kManBits));
     return (code & 0x80u) != 0 ? -magnitude : magnitude;
   }
 };

@@ -25,9 +25,10 @@ struct Int8 {
 const Codec& int8_codec();
 
 namespace cuda {  // int8_cuda.cu (a build with CUDA)
-void int8_quantize(const float* x, const float* e, const Layout& l, void* out, float* residual, gcommStream_t stream);
-void int8_sum_requantize(const void* in, size_t ranks, const Layout& l, const float* e, void* out, float* residual,
-                         gcommStream_t stream);
+void int8_quantize(const float* x, const float* e, const Layout& l, void* out, float* residual,
+                   gcommStream_t stream);
+void int8_sum_requantize(const void* in, size_t ranks, const Layout& l, const float* e, void* out,
+                         float* residual, gcommStream_t stream);
 void int8_dequantize(const void* in, const Layout& l, float* out, gcommStream_t stream);
 }  // namespace cuda
 

@@ -11,8 +11,8 @@ namespace gradcomm::kernels::quant {
 namespace {
 
 void require_layout(const Layout& l) {
-  require(l.block >= kMinBlock && l.block <= kMaxBlock && (l.block & (l.block - 1)) == 0, "block size ", l.block,
-          " is not a power of two in ", kMinBlock, "..", kMaxBlock);
+  require(l.block >= kMinBlock && l.block <= kMaxBlock && (l.block & (l.block - 1)) == 0, "block size ",
+          l.block, " is not a power of two in ", kMinBlock, "..", kMaxBlock);
   require(l.chunks >= 1, "a quantized bucket needs at least one chunk");
   require(l.padded() >= l.n, "the layout's ", l.padded(), " elements cannot hold ", l.n);
 }
@@ -38,38 +38,42 @@ namespace {
 template <class Fn>
 Fn cuda_path(Fn fn, const Codec& codec) {
   if (fn == nullptr)
-    fail(gcommNotSupported, "the ", codec.name, " blocks need a CUDA kernel, and gradcomm was built without CUDA "
+    fail(gcommNotSupported, "the ", codec.name,
+         " blocks need a CUDA kernel, and gradcomm was built without CUDA "
          "(GRADCOMM_CUDA=OFF)");
   return fn;
 }
 
 }  // namespace
 
-void quantize(const Codec& codec, const float* x, const float* e, const Layout& layout, void* out, float* residual,
-              const Target& t) {
+void quantize(const Codec& codec, const float* x, const float* e, const Layout& layout, void* out,
+              float* residual, const Target& t) {
   require_layout(layout);
   if (layout.padded() == 0) return;
   require(out != nullptr && (x != nullptr || layout.n == 0), "quantize: NULL buffer");
-  dispatch(t, [&] { codec.host_quantize(x, e, layout, out, residual); },
-           [&] { cuda_path(codec.cuda_quantize, codec)(x, e, layout, out, residual, t.stream); });
+  dispatch(
+      t, [&] { codec.host_quantize(x, e, layout, out, residual); },
+      [&] { cuda_path(codec.cuda_quantize, codec)(x, e, layout, out, residual, t.stream); });
 }
 
-void sum_requantize(const Codec& codec, const void* in, size_t ranks, const Layout& layout, const float* e, void* out,
-                    float* residual, const Target& t) {
+void sum_requantize(const Codec& codec, const void* in, size_t ranks, const Layout& layout, const float* e,
+                    void* out, float* residual, const Target& t) {
   require_layout(layout);
   require(ranks >= 1, "sum_requantize needs at least one rank's chunk");
   if (layout.chunk_elements() == 0) return;
   require(in != nullptr && out != nullptr, "sum_requantize: NULL buffer");
-  dispatch(t, [&] { codec.host_sum_requantize(in, ranks, layout, e, out, residual); },
-           [&] { cuda_path(codec.cuda_sum_requantize, codec)(in, ranks, layout, e, out, residual, t.stream); });
+  dispatch(
+      t, [&] { codec.host_sum_requantize(in, ranks, layout, e, out, residual); },
+      [&] { cuda_path(codec.cuda_sum_requantize, codec)(in, ranks, layout, e, out, residual, t.stream); });
 }
 
 void dequantize(const Codec& codec, const void* in, const Layout& layout, float* out, const Target& t) {
   require_layout(layout);
   if (layout.n == 0) return;
   require(in != nullptr && out != nullptr, "dequantize: NULL buffer");
-  dispatch(t, [&] { codec.host_dequantize(in, layout, out); },
-           [&] { cuda_path(codec.cuda_dequantize, codec)(in, layout, out, t.stream); });
+  dispatch(
+      t, [&] { codec.host_dequantize(in, layout, out); },
+      [&] { cuda_path(codec.cuda_dequantize, codec)(in, layout, out, t.stream); });
 }
 
 }  // namespace gradcomm::kernels::quant

@@ -66,8 +66,8 @@ struct Codec {
 // values, or NULL) into `out` (layout.total_bytes()). With `residual` (n values,
 // may be x itself), also writes residual = (x + e) - decoded: what this rank's
 // contribution lost, the next error feedback.
-void quantize(const Codec& codec, const float* x, const float* e, const Layout& layout, void* out, float* residual,
-              const Target& t);
+void quantize(const Codec& codec, const float* x, const float* e, const Layout& layout, void* out,
+              float* residual, const Target& t);
 
 // The owner's reduction of one chunk: `in` holds `ranks` quantized chunks (each
 // layout.chunk_bytes(), in rank order); their decoded values are summed in rank
@@ -75,8 +75,8 @@ void quantize(const Codec& codec, const float* x, const float* e, const Layout& 
 // (layout.chunk_elements() values, or NULL) last, and the sums quantized again into
 // `out` (one chunk, which may be a slot of the all-gather buffer). With `residual`
 // (chunk_elements values), also writes residual = sum - decoded.
-void sum_requantize(const Codec& codec, const void* in, size_t ranks, const Layout& layout, const float* e, void* out,
-                    float* residual, const Target& t);
+void sum_requantize(const Codec& codec, const void* in, size_t ranks, const Layout& layout, const float* e,
+                    void* out, float* residual, const Target& t);
 
 // Decodes the whole bucket (every chunk of layout, `in` as quantize writes it) into
 // out[0..n): the padding is not written.

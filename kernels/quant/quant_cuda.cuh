@@ -20,14 +20,17 @@ namespace detail {
 
 constexpr int kThreads = 256;
 
-inline cudaStream_t as_stream(gcommStream_t s) { return static_cast<cudaStream_t>(s); }
+inline cudaStream_t as_stream(gcommStream_t s) {
+  return static_cast<cudaStream_t>(s);
+}
 
 // Every thread gets the block's max |v| (NaN if any thread saw NaN), in a fixed tree.
 __device__ inline float block_amax(float v, float* shared) {
   shared[threadIdx.x] = v;
   __syncthreads();
   for (unsigned stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) shared[threadIdx.x] = amax_merge(shared[threadIdx.x], shared[threadIdx.x + stride]);
+    if (threadIdx.x < stride)
+      shared[threadIdx.x] = amax_merge(shared[threadIdx.x], shared[threadIdx.x + stride]);
     __syncthreads();
   }
   const float total = shared[0];
@@ -47,7 +50,8 @@ __global__ void quantize_kernel(const float* x, const float* e, Layout l, void* 
   const size_t chunk = k / l.blocks_per_chunk, b = k % l.blocks_per_chunk;
   const size_t first = k * l.block;
   float amax = 0.0f;
-  for (size_t j = threadIdx.x; j < l.block; j += blockDim.x) amax = amax_add(amax, value_at(x, e, l.n, first + j));
+  for (size_t j = threadIdx.x; j < l.block; j += blockDim.x)
+    amax = amax_add(amax, value_at(x, e, l.n, first + j));
   amax = block_amax(amax, shared);
   const float scale = scale_of<F>(amax);
   const Encoder enc = encoder_for<F>(amax);
@@ -72,7 +76,8 @@ __global__ void sum_requantize_kernel(const void* in, size_t ranks, Layout l, co
   float amax = 0.0f;
   for (size_t j = threadIdx.x; j < l.block; j += blockDim.x) {
     float s = 0.0f;
-    for (size_t r = 0; r < ranks; ++r) s = add_rn(s, decode<F>(codes_of(in, l, r, b)[j], scales_of(in, l, r)[b]));
+    for (size_t r = 0; r < ranks; ++r)
+      s = add_rn(s, decode<F>(codes_of(in, l, r, b)[j], scales_of(in, l, r)[b]));
     if (e != nullptr) s = add_rn(s, e[b * l.block + j]);
     sums[j] = s;
     amax = amax_add(amax, s);
@@ -100,16 +105,20 @@ __global__ void dequantize_kernel(const void* in, Layout l, float* out) {
   }
 }
 
-inline unsigned threads_for(const Layout& l) { return static_cast<unsigned>(std::min<size_t>(l.block, kThreads)); }
+inline unsigned threads_for(const Layout& l) {
+  return static_cast<unsigned>(std::min<size_t>(l.block, kThreads));
+}
 }  // namespace detail
 
 template <class F>
-void quantize(const float* x, const float* e, const Layout& l, void* out, float* residual, gcommStream_t stream) {
+void quantize(const float* x, const float* e, const Layout& l, void* out, float* residual,
+              gcommStream_t stream) {
   using namespace detail;
   const size_t blocks = l.chunks * l.blocks_per_chunk;
   if (blocks == 0) return;
   require(blocks <= 0x7fffffffu, "quantize: ", blocks, " blocks exceed one grid");
-  quantize_kernel<F><<<static_cast<unsigned>(blocks), threads_for(l), 0, as_stream(stream)>>>(x, e, l, out, residual);
+  quantize_kernel<F>
+      <<<static_cast<unsigned>(blocks), threads_for(l), 0, as_stream(stream)>>>(x, e, l, out, residual);
   GCOMM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -118,10 +127,12 @@ void sum_requantize(const void* in, size_t ranks, const Layout& l, const float* 
                     gcommStream_t stream) {
   using namespace detail;
   if (l.blocks_per_chunk == 0) return;
-  require(l.blocks_per_chunk <= 0x7fffffffu, "sum_requantize: ", l.blocks_per_chunk, " blocks exceed one grid");
+  require(l.blocks_per_chunk <= 0x7fffffffu, "sum_requantize: ", l.blocks_per_chunk,
+          " blocks exceed one grid");
   const size_t shared = (kThreads + l.block) * sizeof(float);  // at most (256 + 4096) * 4 bytes
-  sum_requantize_kernel<F><<<static_cast<unsigned>(l.blocks_per_chunk), threads_for(l), shared, as_stream(stream)>>>(
-      in, ranks, l, e, out, residual);
+  sum_requantize_kernel<F>
+      <<<static_cast<unsigned>(l.blocks_per_chunk), threads_for(l), shared, as_stream(stream)>>>(
+          in, ranks, l, e, out, residual);
   GCOMM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -129,7 +140,8 @@ template <class F>
 void dequantize(const void* in, const Layout& l, float* out, gcommStream_t stream) {
   using namespace detail;
   if (l.n == 0) return;
-  const unsigned grid = static_cast<unsigned>(std::min<size_t>((l.n + kThreads * 4 - 1) / (kThreads * 4), 4096));
+  const unsigned grid =
+      static_cast<unsigned>(std::min<size_t>((l.n + kThreads * 4 - 1) / (kThreads * 4), 4096));
   dequantize_kernel<F><<<grid, kThreads, 0, as_stream(stream)>>>(in, l, out);
   GCOMM_CUDA_CHECK(cudaGetLastError());
 }

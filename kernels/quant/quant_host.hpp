@@ -46,7 +46,8 @@ void quantize(const float* x, const float* e, const Layout& l, void* out, float*
 }
 
 template <class F>
-void sum_requantize(const void* in, size_t ranks, const Layout& l, const float* e, void* out, float* residual) {
+void sum_requantize(const void* in, size_t ranks, const Layout& l, const float* e, void* out,
+                    float* residual) {
   const size_t block = l.block;
   std::vector<float> sums(block);
   float* s = sums.data();

@@ -36,7 +36,9 @@ GCOMM_HD float amax_merge(float a, float b) {
   if (a != a || b != b) return a + b;  // NaN
   return b > a ? b : a;
 }
-GCOMM_HD float amax_add(float a, float v) { return amax_merge(a, fabsf(v)); }
+GCOMM_HD float amax_add(float a, float v) {
+  return amax_merge(a, fabsf(v));
+}
 
 // A block's scale: 0 for a block of zeros, NaN for one with Inf or NaN.
 template <class F>
@@ -68,7 +70,9 @@ GCOMM_HD float round_even(float x) {
 }
 
 // A power of two as a float, exactly, for -126 <= k <= 127.
-GCOMM_HD float pow2(int k) { return bits_to_float(static_cast<uint32_t>(k + 127) << 23); }
+GCOMM_HD float pow2(int k) {
+  return bits_to_float(static_cast<uint32_t>(k + 127) << 23);
+}
 
 // The code of v. A block without codes (inverse 0) gives 0.
 template <class F>
@@ -86,7 +90,8 @@ GCOMM_HD const uint8_t* codes_of(const void* base, const Layout& l, size_t chunk
   return static_cast<const uint8_t*>(base) + chunk * l.chunk_bytes() + block_in_chunk * l.block;
 }
 GCOMM_HD const float* scales_of(const void* base, const Layout& l, size_t chunk) {
-  return reinterpret_cast<const float*>(static_cast<const char*>(base) + chunk * l.chunk_bytes() + l.chunk_elements());
+  return reinterpret_cast<const float*>(static_cast<const char*>(base) + chunk * l.chunk_bytes() +
+                                        l.chunk_elements());
 }
 
 }  // namespace gradcomm::kernels::quant

@@ -3,12 +3,11 @@
 
 #include <algorithm>
 
+#include "common/cuda_check.hpp"
 #include "kernels/reduce/reduce.hpp"
 #include "kernels/reduce/reduce_math.hpp"
-#include "common/cuda_check.hpp"
 
 namespace gradcomm::kernels::reduce_cuda {
-
 
 namespace {
 

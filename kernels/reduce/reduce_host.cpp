@@ -16,7 +16,6 @@
 
 namespace gradcomm::kernels::reduce_host {
 
-
 namespace {
 
 constexpr size_t kBlock = 1024;  // 4 KiB of float accumulators: stays in L1
@@ -61,9 +60,15 @@ void reduce_block(const void* const* sends, int n, size_t first, size_t m, gcomm
   for (int q = 1; q < n; ++q) {
     const T* in = static_cast<const T*>(sends[q]) + first;
     switch (op) {
-      case gcommMax: fold(acc, in, m, [](float a, float v) { return combine(gcommMax, a, v); }); break;
-      case gcommMin: fold(acc, in, m, [](float a, float v) { return combine(gcommMin, a, v); }); break;
-      default: fold(acc, in, m, [](float a, float v) { return a + v; }); break;  // sum, avg: combine's default
+      case gcommMax:
+        fold(acc, in, m, [](float a, float v) { return combine(gcommMax, a, v); });
+        break;
+      case gcommMin:
+        fold(acc, in, m, [](float a, float v) { return combine(gcommMin, a, v); });
+        break;
+      default:
+        fold(acc, in, m, [](float a, float v) { return a + v; });
+        break;  // sum, avg: combine's default
     }
   }
   if (op == gcommAvg)
@@ -72,7 +77,8 @@ void reduce_block(const void* const* sends, int n, size_t first, size_t m, gcomm
 
 // Calls sink(block_start, m, acc) for consecutive blocks of the reduction.
 template <class T, class Sink>
-void reduce_blocks(const void* const* sends, int n, size_t offset, size_t count, gcommRedOp_t op, Sink&& sink) {
+void reduce_blocks(const void* const* sends, int n, size_t offset, size_t count, gcommRedOp_t op,
+                   Sink&& sink) {
   float acc[kBlock];
   for (size_t b = 0; b < count; b += kBlock) {
     const size_t m = std::min(kBlock, count - b);

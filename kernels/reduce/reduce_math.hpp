@@ -11,9 +11,12 @@ namespace gradcomm::kernels {
 
 GCOMM_HD float combine(gcommRedOp_t op, float acc, float v) {
   switch (op) {
-    case gcommMax: return (acc != acc || v != v) ? acc + v : (v > acc ? v : acc);
-    case gcommMin: return (acc != acc || v != v) ? acc + v : (v < acc ? v : acc);
-    default: return acc + v;  // sum, avg
+    case gcommMax:
+      return (acc != acc || v != v) ? acc + v : (v > acc ? v : acc);
+    case gcommMin:
+      return (acc != acc || v != v) ? acc + v : (v < acc ? v : acc);
+    default:
+      return acc + v;  // sum, avg
   }
 }
 

@@ -12,8 +12,8 @@
 //  - a failed call raises while still on the calling thread, carrying the status
 //    and that thread's last-error message (gradcomm.Error and its subclasses).
 #include <nanobind/nanobind.h>
-#include <nanobind/stl/optional.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -37,8 +37,8 @@ struct ApiError {
   std::string message;
 };
 
-// Set by gradcomm/__init__.py to gradcomm/errors.py's from_status: factory(status, name, message) -> exception
-// instance.
+// Set by gradcomm/__init__.py to gradcomm/errors.py's from_status: factory(status, name, message) ->
+// exception instance.
 nb::object& error_factory() {
   static nb::object* factory = new nb::object();  // never destroyed: outlives the interpreter's teardown
   return *factory;
@@ -53,9 +53,15 @@ void check(gcommStatus_t status) {
 using Ptr = std::uintptr_t;
 using TensorTuple = std::tuple<Ptr, size_t, int>;  // (address, count, dtype)
 
-void* to_ptr(Ptr p) { return reinterpret_cast<void*>(p); }
-gcommStream_t to_stream(Ptr s) { return reinterpret_cast<gcommStream_t>(s); }
-Ptr from_ptr(const void* p) { return reinterpret_cast<Ptr>(p); }
+void* to_ptr(Ptr p) {
+  return reinterpret_cast<void*>(p);
+}
+gcommStream_t to_stream(Ptr s) {
+  return reinterpret_cast<gcommStream_t>(s);
+}
+Ptr from_ptr(const void* p) {
+  return reinterpret_cast<Ptr>(p);
+}
 
 gcommDevice_t make_device(int kind, int ordinal) {
   gcommDevice_t d;
@@ -67,7 +73,8 @@ gcommDevice_t make_device(int kind, int ordinal) {
 std::vector<gcommTensor_t> to_tensors(const std::vector<TensorTuple>& list) {
   std::vector<gcommTensor_t> out;
   out.reserve(list.size());
-  for (const auto& [p, n, dt] : list) out.push_back(gcommTensor_t{to_ptr(p), n, static_cast<gcommDataType_t>(dt)});
+  for (const auto& [p, n, dt] : list)
+    out.push_back(gcommTensor_t{to_ptr(p), n, static_cast<gcommDataType_t>(dt)});
   return out;
 }
 
@@ -150,10 +157,13 @@ struct CommConfig {
   }
 };
 
-nb::object optional_string(bool has, const std::string& s) { return has ? nb::object(nb::str(s.c_str())) : nb::none(); }
+nb::object optional_string(bool has, const std::string& s) {
+  return has ? nb::object(nb::str(s.c_str())) : nb::none();
+}
 
 void bind_structs(nb::module_& m) {
-  StructBinding<gcommDevice_t>(m, "Device", gcommHostDevice()).field("kind", &gcommDevice_t::kind)
+  StructBinding<gcommDevice_t>(m, "Device", gcommHostDevice())
+      .field("kind", &gcommDevice_t::kind)
       .field("ordinal", &gcommDevice_t::ordinal);
 
   // gcommCommConfig_t, through its owner.
@@ -161,9 +171,10 @@ void bind_structs(nb::module_& m) {
     nb::class_<CommConfig> cls(m, "CommConfig");
     cls.def(nb::init<>());
     std::vector<std::string> names;
-#define GCOMM_COMM_FIELD(name)                                                                    \
-  cls.def_prop_rw(#name, [](const CommConfig& s) { return s.c.name; },                           \
-                  [](CommConfig& s, decltype(gcommCommConfig_t::name) v) { s.c.name = v; }); \
+#define GCOMM_COMM_FIELD(name)                                                   \
+  cls.def_prop_rw(                                                               \
+      #name, [](const CommConfig& s) { return s.c.name; },                       \
+      [](CommConfig& s, decltype(gcommCommConfig_t::name) v) { s.c.name = v; }); \
   names.emplace_back(#name)
     GCOMM_COMM_FIELD(rank);
     GCOMM_COMM_FIELD(world_size);
@@ -306,7 +317,9 @@ void bind_enums(nb::module_& m) {
       .value("Float32", gcommFloat32)
       .value("Float16", gcommFloat16)
       .value("Bfloat16", gcommBfloat16);
-  nb::enum_<gcommDeviceKind_t>(m, "DeviceKind", nb::is_arithmetic()).value("Host", gcommDeviceHost).value("Cuda", gcommDeviceCuda);
+  nb::enum_<gcommDeviceKind_t>(m, "DeviceKind", nb::is_arithmetic())
+      .value("Host", gcommDeviceHost)
+      .value("Cuda", gcommDeviceCuda);
   nb::enum_<gcommRedOp_t>(m, "RedOp", nb::is_arithmetic())
       .value("Sum", gcommSum)
       .value("Avg", gcommAvg)
@@ -344,8 +357,10 @@ void bind_core(nb::module_& m) {
     return v;
   });
   m.def("status_name", [](int s) { return std::string(gcommGetStatusName(static_cast<gcommStatus_t>(s))); });
-  m.def("status_string", [](int s) { return std::string(gcommGetStatusString(static_cast<gcommStatus_t>(s))); });
-  m.def("data_type_name", [](int d) { return std::string(gcommDataTypeName(static_cast<gcommDataType_t>(d))); });
+  m.def("status_string",
+        [](int s) { return std::string(gcommGetStatusString(static_cast<gcommStatus_t>(s))); });
+  m.def("data_type_name",
+        [](int d) { return std::string(gcommDataTypeName(static_cast<gcommDataType_t>(d))); });
   m.def("cuda_device_count", [] {
     int n = 0;
     check(gcommGetCudaDeviceCount(&n));
@@ -374,26 +389,39 @@ void bind_core(nb::module_& m) {
   });
   // A view of memory gradcomm owns (bucket-view gradients, the scaler's scalars)
   // as a tensor of `framework` ("torch" or "numpy"); `owner` stays alive with it.
-  m.def("tensor_view", [](Ptr data, std::vector<size_t> shape, int dtype, int device_kind, int ordinal,
-                          nb::handle owner, const std::string& framework) -> nb::object {
-    nb::dlpack::dtype dt{};
-    switch (dtype) {
-      case gcommFloat32: dt = nb::dtype<float>(); break;
-      case gcommFloat16: dt = {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1}; break;
-      case gcommBfloat16: dt = {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1}; break;
-      case 100: dt = nb::dtype<int32_t>(); break;  // the scaler's skipped flag
-      default: throw nb::value_error("tensor_view: unknown dtype");
-    }
-    int dev = device_kind == gcommDeviceCuda ? nb::device::cuda::value : nb::device::cpu::value;
-    int id = device_kind == gcommDeviceCuda ? ordinal : 0;
-    if (framework == "torch")
-      return nb::cast(nb::ndarray<nb::pytorch>(to_ptr(data), shape.size(), shape.data(), owner, nullptr, dt, dev, id));
-    return nb::cast(nb::ndarray<nb::numpy>(to_ptr(data), shape.size(), shape.data(), owner, nullptr, dt, dev, id));
-  });
+  m.def("tensor_view",
+        [](Ptr data, std::vector<size_t> shape, int dtype, int device_kind, int ordinal, nb::handle owner,
+           const std::string& framework) -> nb::object {
+          nb::dlpack::dtype dt{};
+          switch (dtype) {
+            case gcommFloat32:
+              dt = nb::dtype<float>();
+              break;
+            case gcommFloat16:
+              dt = {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
+              break;
+            case gcommBfloat16:
+              dt = {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
+              break;
+            case 100:
+              dt = nb::dtype<int32_t>();
+              break;  // the scaler's skipped flag
+            default:
+              throw nb::value_error("tensor_view: unknown dtype");
+          }
+          int dev = device_kind == gcommDeviceCuda ? nb::device::cuda::value : nb::device::cpu::value;
+          int id = device_kind == gcommDeviceCuda ? ordinal : 0;
+          if (framework == "torch")
+            return nb::cast(nb::ndarray<nb::pytorch>(to_ptr(data), shape.size(), shape.data(), owner, nullptr,
+                                                     dt, dev, id));
+          return nb::cast(
+              nb::ndarray<nb::numpy>(to_ptr(data), shape.size(), shape.data(), owner, nullptr, dt, dev, id));
+        });
 }
 
 // All-gather and all-to-all: (comm, send, recv, count per block, dtype, stream).
-using BlockwiseCall = gcommStatus_t (*)(gcommComm_t, const void*, void*, size_t, gcommDataType_t, gcommStream_t);
+using BlockwiseCall = gcommStatus_t (*)(gcommComm_t, const void*, void*, size_t, gcommDataType_t,
+                                        gcommStream_t);
 void bind_blockwise(nb::module_& m, const char* name, BlockwiseCall call) {
   m.def(
       name,
@@ -426,7 +454,8 @@ void bind_comm(nb::module_& m) {
   m.def(
       "comm_init_local",
       [](int n, gcommDevice_t device, const CommConfig& c) {
-        if (n < 1 || n > 4096) throw ApiError{gcommInvalidArgument, "nranks must be in 1 .. 4096, not " + std::to_string(n)};
+        if (n < 1 || n > 4096)
+          throw ApiError{gcommInvalidArgument, "nranks must be in 1 .. 4096, not " + std::to_string(n)};
         gcommCommConfig_t r = c.resolved();
         std::vector<gcommComm_t> hs(static_cast<size_t>(n));
         check(gcommCommInitLocal(n, device, &r, hs.data()));
@@ -435,7 +464,8 @@ void bind_comm(nb::module_& m) {
         return out;
       },
       Release());
-  m.def("comm_destroy", [](Ptr h) { check(gcommCommDestroy(reinterpret_cast<gcommComm_t>(h))); }, Release());
+  m.def(
+      "comm_destroy", [](Ptr h) { check(gcommCommDestroy(reinterpret_cast<gcommComm_t>(h))); }, Release());
   m.def("comm_abort", [](Ptr h) { check(gcommCommAbort(reinterpret_cast<gcommComm_t>(h))); });
   m.def("comm_rank", [](Ptr h) {
     int v = 0;
@@ -463,8 +493,9 @@ void bind_comm(nb::module_& m) {
     return v;
   });
   m.def("comm_flight_record", [](Ptr h) {
-    return read_string(
-        [h](char* b, size_t n, size_t* r) { return gcommCommGetFlightRecord(reinterpret_cast<gcommComm_t>(h), b, n, r); });
+    return read_string([h](char* b, size_t n, size_t* r) {
+      return gcommCommGetFlightRecord(reinterpret_cast<gcommComm_t>(h), b, n, r);
+    });
   });
   m.def(
       "comm_dump_flight_record",
@@ -477,12 +508,15 @@ void bind_comm(nb::module_& m) {
     check(gcommCommGetAsyncError(reinterpret_cast<gcommComm_t>(h), &s));
     if (s != gcommSuccess) throw ApiError{s, gcommGetLastError()};
   });
-  m.def("comm_synchronize", [](Ptr h) { check(gcommCommSynchronize(reinterpret_cast<gcommComm_t>(h))); }, Release());
+  m.def(
+      "comm_synchronize", [](Ptr h) { check(gcommCommSynchronize(reinterpret_cast<gcommComm_t>(h))); },
+      Release());
   m.def(
       "all_reduce",
       [](Ptr h, Ptr send, Ptr recv, size_t count, int dt, int op, Ptr stream) {
         check(gcommAllReduce(reinterpret_cast<gcommComm_t>(h), to_ptr(send), to_ptr(recv), count,
-                             static_cast<gcommDataType_t>(dt), static_cast<gcommRedOp_t>(op), to_stream(stream)));
+                             static_cast<gcommDataType_t>(dt), static_cast<gcommRedOp_t>(op),
+                             to_stream(stream)));
       },
       Release());
   m.def(
@@ -497,32 +531,37 @@ void bind_comm(nb::module_& m) {
       "reduce_scatter",
       [](Ptr h, Ptr send, Ptr recv, size_t count, int dt, int op, Ptr stream) {
         check(gcommReduceScatter(reinterpret_cast<gcommComm_t>(h), to_ptr(send), to_ptr(recv), count,
-                                 static_cast<gcommDataType_t>(dt), static_cast<gcommRedOp_t>(op), to_stream(stream)));
+                                 static_cast<gcommDataType_t>(dt), static_cast<gcommRedOp_t>(op),
+                                 to_stream(stream)));
       },
       Release());
   bind_blockwise(m, "all_to_all", gcommAllToAll);
   m.def(
       "send",
       [](Ptr h, Ptr buf, size_t count, int dt, int peer, Ptr stream) {
-        check(gcommSend(reinterpret_cast<gcommComm_t>(h), to_ptr(buf), count, static_cast<gcommDataType_t>(dt), peer,
-                        to_stream(stream)));
+        check(gcommSend(reinterpret_cast<gcommComm_t>(h), to_ptr(buf), count,
+                        static_cast<gcommDataType_t>(dt), peer, to_stream(stream)));
       },
       Release());
   m.def(
       "recv",
       [](Ptr h, Ptr buf, size_t count, int dt, int peer, Ptr stream) {
-        check(gcommRecv(reinterpret_cast<gcommComm_t>(h), to_ptr(buf), count, static_cast<gcommDataType_t>(dt), peer,
-                        to_stream(stream)));
+        check(gcommRecv(reinterpret_cast<gcommComm_t>(h), to_ptr(buf), count,
+                        static_cast<gcommDataType_t>(dt), peer, to_stream(stream)));
       },
       Release());
   m.def("group_start", [] { check(gcommGroupStart()); });
-  m.def("group_end", [] { check(gcommGroupEnd()); }, Release());
   m.def(
-      "barrier", [](Ptr h, Ptr stream) { check(gcommBarrier(reinterpret_cast<gcommComm_t>(h), to_stream(stream))); },
+      "group_end", [] { check(gcommGroupEnd()); }, Release());
+  m.def(
+      "barrier",
+      [](Ptr h, Ptr stream) { check(gcommBarrier(reinterpret_cast<gcommComm_t>(h), to_stream(stream))); },
       Release());
 }
 
-gcommReducer_t R(Ptr h) { return reinterpret_cast<gcommReducer_t>(h); }
+gcommReducer_t R(Ptr h) {
+  return reinterpret_cast<gcommReducer_t>(h);
+}
 
 void bind_reducer(nb::module_& m) {
   m.def(
@@ -534,10 +573,13 @@ void bind_reducer(nb::module_& m) {
         return from_ptr(h);
       },
       Release());
-  m.def("reducer_destroy", [](Ptr h) { check(gcommReducerDestroy(R(h))); }, Release());
-  m.def("reducer_begin_step", [](Ptr h, int sync) { check(gcommReducerBeginStep(R(h), sync)); }, Release());
   m.def(
-      "reducer_mark_ready", [](Ptr h, size_t i, Ptr stream) { check(gcommReducerMarkReady(R(h), i, to_stream(stream))); },
+      "reducer_destroy", [](Ptr h) { check(gcommReducerDestroy(R(h))); }, Release());
+  m.def(
+      "reducer_begin_step", [](Ptr h, int sync) { check(gcommReducerBeginStep(R(h), sync)); }, Release());
+  m.def(
+      "reducer_mark_ready",
+      [](Ptr h, size_t i, Ptr stream) { check(gcommReducerMarkReady(R(h), i, to_stream(stream))); },
       Release());
   m.def(
       "reducer_mark_ready_at",
@@ -582,7 +624,8 @@ void bind_reducer(nb::module_& m) {
     check(gcommReducerGradData(R(h), i, &p));
     return from_ptr(p);
   });
-  m.def("reducer_set_grad_data", [](Ptr h, size_t i, Ptr p) { check(gcommReducerSetGradData(R(h), i, to_ptr(p))); });
+  m.def("reducer_set_grad_data",
+        [](Ptr h, size_t i, Ptr p) { check(gcommReducerSetGradData(R(h), i, to_ptr(p))); });
   m.def("reducer_set_all_grad_data", [](Ptr h, const std::vector<Ptr>& ptrs) {
     std::vector<void*> v;
     for (Ptr p : ptrs) v.push_back(to_ptr(p));
@@ -607,9 +650,12 @@ void bind_reducer(nb::module_& m) {
       Release());
   m.def(
       "reducer_start_trace",
-      [](Ptr h, const std::string& path, uint64_t steps) { check(gcommReducerStartTrace(R(h), path.c_str(), steps)); },
+      [](Ptr h, const std::string& path, uint64_t steps) {
+        check(gcommReducerStartTrace(R(h), path.c_str(), steps));
+      },
       Release());
-  m.def("reducer_stop_trace", [](Ptr h) { check(gcommReducerStopTrace(R(h))); }, Release());
+  m.def(
+      "reducer_stop_trace", [](Ptr h) { check(gcommReducerStopTrace(R(h))); }, Release());
   m.def("reducer_describe", [](Ptr h) {
     return read_string([h](char* b, size_t n, size_t* r) { return gcommReducerDescribe(R(h), b, n, r); });
   });
@@ -624,11 +670,13 @@ void bind_reducer(nb::module_& m) {
   m.def(
       "reducer_describe_compression",
       [](Ptr h) {
-        return read_string([h](char* b, size_t n, size_t* r) { return gcommReducerDescribeCompression(R(h), b, n, r); });
+        return read_string(
+            [h](char* b, size_t n, size_t* r) { return gcommReducerDescribeCompression(R(h), b, n, r); });
       },
       Release());  // may wait for the communicator's lane (and, through it, for other ranks)
   m.def("reducer_save_compression_state", [](Ptr h) {
-    return read_bytes([h](char* b, size_t n, size_t* r) { return gcommReducerSaveCompressionState(R(h), b, n, r); });
+    return read_bytes(
+        [h](char* b, size_t n, size_t* r) { return gcommReducerSaveCompressionState(R(h), b, n, r); });
   });
   m.def("reducer_load_compression_state", [](Ptr h, nb::bytes data) {
     check(gcommReducerLoadCompressionState(R(h), data.c_str(), data.size()));
@@ -648,11 +696,15 @@ void bind_reducer(nb::module_& m) {
   });
   m.def(
       "reducer_all_gather_params",
-      [](Ptr h, size_t bucket, Ptr stream) { check(gcommReducerAllGatherParams(R(h), bucket, to_stream(stream))); },
+      [](Ptr h, size_t bucket, Ptr stream) {
+        check(gcommReducerAllGatherParams(R(h), bucket, to_stream(stream)));
+      },
       Release());
 }
 
-gcommGradScaler_t S(Ptr h) { return reinterpret_cast<gcommGradScaler_t>(h); }
+gcommGradScaler_t S(Ptr h) {
+  return reinterpret_cast<gcommGradScaler_t>(h);
+}
 
 void bind_scaler(nb::module_& m) {
   m.def("scaler_create", [](gcommDevice_t device, const gcommGradScalerConfig_t& c) {
@@ -683,11 +735,15 @@ void bind_scaler(nb::module_& m) {
       Release());
   m.def(
       "scaler_set_state",
-      [](Ptr h, const gcommGradScalerState_t& s, Ptr stream) { check(gcommGradScalerSetState(S(h), &s, to_stream(stream))); },
+      [](Ptr h, const gcommGradScalerState_t& s, Ptr stream) {
+        check(gcommGradScalerSetState(S(h), &s, to_stream(stream)));
+      },
       Release());
 }
 
-gcommAllocator_t A(Ptr h) { return reinterpret_cast<gcommAllocator_t>(h); }
+gcommAllocator_t A(Ptr h) {
+  return reinterpret_cast<gcommAllocator_t>(h);
+}
 
 void bind_allocator(nb::module_& m) {
   m.def("allocator_create", [](gcommDevice_t device, const gcommAllocatorConfig_t& c) {
@@ -701,7 +757,8 @@ void bind_allocator(nb::module_& m) {
     check(gcommAllocatorMalloc(A(h), bytes, to_stream(stream), &p));
     return from_ptr(p);
   });
-  m.def("allocator_free", [](Ptr h, Ptr p, Ptr stream) { check(gcommAllocatorFree(A(h), to_ptr(p), to_stream(stream))); });
+  m.def("allocator_free",
+        [](Ptr h, Ptr p, Ptr stream) { check(gcommAllocatorFree(A(h), to_ptr(p), to_stream(stream))); });
   m.def("allocator_stats", [](Ptr h) {
     gcommAllocatorStats_t s = GCOMM_ALLOCATOR_STATS_INITIALIZER;
     check(gcommAllocatorGetStats(A(h), &s));

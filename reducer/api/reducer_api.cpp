@@ -6,13 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/api/handles.hpp"
-#include "kernels/api/handles.hpp"
-#include "reducer/compressions.hpp"
-#include "reducer/reducer.hpp"
 #include "common/api/out_string.hpp"
 #include "common/api_guard.hpp"
 #include "common/config.hpp"
 #include "common/handle_registry.hpp"
+#include "kernels/api/handles.hpp"
+#include "reducer/compressions.hpp"
+#include "reducer/reducer.hpp"
 
 using namespace gradcomm;
 using namespace gradcomm::comm;
@@ -38,13 +38,16 @@ HandleRegistry<gcommReducer>& reducers() {
   return registry;
 }
 
-Reducer& reducer_of(gcommReducer_t handle) { return *reducers().get(handle)->reducer; }
+Reducer& reducer_of(gcommReducer_t handle) {
+  return *reducers().get(handle)->reducer;
+}
 
 // A saved strategy state into the caller's buffer (size 0: only *required).
 void copy_state_out(const std::vector<uint8_t>& state, void* buffer, size_t size, size_t* required) {
   if (required != nullptr) *required = state.size();
   if (size == 0) return;
-  require(size >= state.size(), "size ", size, " is below the state's ", state.size(), " bytes (ask with size 0)");
+  require(size >= state.size(), "size ", size, " is below the state's ", state.size(),
+          " bytes (ask with size 0)");
   std::memcpy(buffer, state.data(), state.size());
 }
 
@@ -122,7 +125,8 @@ GCOMM_API gcommStatus_t gcommReducerFoundInf(gcommReducer_t reducer, const float
   });
 }
 
-GCOMM_API gcommStatus_t gcommReducerGradNorm(gcommReducer_t reducer, gcommStream_t stream, const float** device_norm) {
+GCOMM_API gcommStatus_t gcommReducerGradNorm(gcommReducer_t reducer, gcommStream_t stream,
+                                             const float** device_norm) {
   return GCOMM_API_CALL({
     const float* norm = reducer_of(reducer).clip_grad_norm(0.0f, stream);
     if (device_norm != nullptr) *device_norm = norm;
@@ -150,7 +154,8 @@ GCOMM_API gcommStatus_t gcommReducerSetGradData(gcommReducer_t reducer, size_t i
   return GCOMM_API_CALL({ reducer_of(reducer).set_grad_data(index, data); });
 }
 
-GCOMM_API gcommStatus_t gcommReducerSetAllGradData(gcommReducer_t reducer, void* const* data, size_t num_grads) {
+GCOMM_API gcommStatus_t gcommReducerSetAllGradData(gcommReducer_t reducer, void* const* data,
+                                                   size_t num_grads) {
   return GCOMM_API_CALL({ reducer_of(reducer).set_all_grad_data(data, num_grads); });
 }
 
@@ -166,7 +171,8 @@ GCOMM_API gcommStatus_t gcommReducerGetStats(gcommReducer_t reducer, gcommReduce
   });
 }
 
-GCOMM_API gcommStatus_t gcommReducerDescribe(gcommReducer_t reducer, char* buffer, size_t size, size_t* required) {
+GCOMM_API gcommStatus_t gcommReducerDescribe(gcommReducer_t reducer, char* buffer, size_t size,
+                                             size_t* required) {
   return GCOMM_API_CALL({ copy_out_string(reducer_of(reducer).describe(), buffer, size, required); });
 }
 
@@ -261,7 +267,8 @@ GCOMM_API gcommStatus_t gcommReducerSaveCompressionState(gcommReducer_t reducer,
   });
 }
 
-GCOMM_API gcommStatus_t gcommReducerLoadCompressionState(gcommReducer_t reducer, const void* data, size_t bytes) {
+GCOMM_API gcommStatus_t gcommReducerLoadCompressionState(gcommReducer_t reducer, const void* data,
+                                                         size_t bytes) {
   return GCOMM_API_CALL({
     Reducer& r = reducer_of(reducer);
     require(data != nullptr || bytes == 0, "data is NULL but bytes is ", bytes);
@@ -274,7 +281,8 @@ GCOMM_API gcommStatus_t gcommReducerLoadCompressionState(gcommReducer_t reducer,
 extern "C" {
 
 GCOMM_API gcommStatus_t gcommReducerGetShard(gcommReducer_t reducer, size_t bucket, gcommTensor_t* shard,
-                                             gcommShardPiece_t* pieces, size_t max_pieces, size_t* num_pieces) {
+                                             gcommShardPiece_t* pieces, size_t max_pieces,
+                                             size_t* num_pieces) {
   return GCOMM_API_CALL({
     require(pieces != nullptr || max_pieces == 0, "pieces is NULL but max_pieces is ", max_pieces);
     gcommTensor_t wire{};
@@ -282,7 +290,8 @@ GCOMM_API gcommStatus_t gcommReducerGetShard(gcommReducer_t reducer, size_t buck
     if (shard != nullptr) *shard = wire;
     if (num_pieces != nullptr) *num_pieces = found.size();
     for (size_t k = 0; k < found.size() && k < max_pieces; ++k)
-      pieces[k] = gcommShardPiece_t{found[k].grad, found[k].grad_offset, found[k].count, found[k].shard_offset};
+      pieces[k] =
+          gcommShardPiece_t{found[k].grad, found[k].grad_offset, found[k].count, found[k].shard_offset};
   });
 }
 
@@ -291,7 +300,8 @@ GCOMM_API gcommStatus_t gcommReducerSetParams(gcommReducer_t reducer, const gcom
   return GCOMM_API_CALL({ reducer_of(reducer).set_params(params, num_params); });
 }
 
-GCOMM_API gcommStatus_t gcommReducerAllGatherParams(gcommReducer_t reducer, size_t bucket, gcommStream_t stream) {
+GCOMM_API gcommStatus_t gcommReducerAllGatherParams(gcommReducer_t reducer, size_t bucket,
+                                                    gcommStream_t stream) {
   return GCOMM_API_CALL({ reducer_of(reducer).all_gather_params(bucket, stream); });
 }
 

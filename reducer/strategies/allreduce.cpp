@@ -25,8 +25,8 @@ void bucket_grads(const Bucket& bucket, const StrategyContext& ctx, bool marked_
 // The epilogue's kernel over `dst`: with views, unscaled in place (without a scaler
 // only checked: there is nothing to multiply); otherwise unpacked from `src`, laid
 // out per `offsets` in `dtype`. Inf/NaN go into the step flag either way.
-void finish_grads(const void* src, gcommDataType_t dtype, const size_t* offsets, const gcommTensor_t* dst, size_t n,
-                  const StrategyContext& ctx) {
+void finish_grads(const void* src, gcommDataType_t dtype, const size_t* offsets, const gcommTensor_t* dst,
+                  size_t n, const StrategyContext& ctx) {
   if (!ctx.views)
     kernels::unpack(src, dtype, offsets, dst, n, 1.0f, ctx.inv_scale, false, ctx.step_flag, ctx.target());
   else if (ctx.inv_scale != nullptr)
@@ -150,19 +150,20 @@ void pack_bucket(size_t b, bool complete, void* wire, const StrategyContext& ctx
   auto span = ctx.span("pack", SpanKind::kCompute, b);
   if (!complete) memory::zero_bytes(wire, bucket.wire_bytes(), ctx.device, ctx.side.stream());
   const float world = static_cast<float>(ctx.comm.size());
-  kernels::pack(src.data(), src.size(), offsets.data(), wire, bucket.wire_dtype, ctx.average ? 1.0f / world : 1.0f,
-                unscale ? ctx.inv_scale : nullptr, ctx.target());
+  kernels::pack(src.data(), src.size(), offsets.data(), wire, bucket.wire_dtype,
+                ctx.average ? 1.0f / world : 1.0f, unscale ? ctx.inv_scale : nullptr, ctx.target());
 }
 
-void unpack_bucket(size_t b, const void* src, gcommDataType_t dtype, const StrategyContext& ctx, bool unscale) {
+void unpack_bucket(size_t b, const void* src, gcommDataType_t dtype, const StrategyContext& ctx,
+                   bool unscale) {
   const Bucket& bucket = ctx.plan.buckets[b];
   std::vector<gcommTensor_t> dst;
   std::vector<size_t> offsets;
   bucket_grads(bucket, ctx, /*marked_only=*/false, dst, offsets);
   if (dst.empty()) return;
   auto span = ctx.span("epilogue", SpanKind::kCompute, b);
-  kernels::unpack(src, dtype, offsets.data(), dst.data(), dst.size(), 1.0f, unscale ? ctx.inv_scale : nullptr, false,
-                  ctx.step_flag, ctx.target());
+  kernels::unpack(src, dtype, offsets.data(), dst.data(), dst.size(), 1.0f, unscale ? ctx.inv_scale : nullptr,
+                  false, ctx.step_flag, ctx.target());
 }
 
 }  // namespace gradcomm::reducer

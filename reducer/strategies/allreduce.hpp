@@ -41,6 +41,7 @@ class AllReduceStrategy final : public CompressionStrategy {
 // true gradient units). unpack_bucket: `src` (laid out like the bucket, in `dtype`)
 // into the gradients, times 1/loss scale when `unscale`, Inf/NaN into the step flag.
 void pack_bucket(size_t b, bool complete, void* wire, const StrategyContext& ctx, bool unscale = false);
-void unpack_bucket(size_t b, const void* src, gcommDataType_t dtype, const StrategyContext& ctx, bool unscale = true);
+void unpack_bucket(size_t b, const void* src, gcommDataType_t dtype, const StrategyContext& ctx,
+                   bool unscale = true);
 
 }  // namespace gradcomm::reducer

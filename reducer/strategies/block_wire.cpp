@@ -8,8 +8,8 @@
 #include "common/log.hpp"
 #include "kernels/ops.hpp"
 #include "memory/device_bytes.hpp"
-#include "reducer/strategies/state_bytes.hpp"
 #include "reducer/strategies/allreduce.hpp"
+#include "reducer/strategies/state_bytes.hpp"
 
 namespace gradcomm::reducer {
 
@@ -35,16 +35,24 @@ BlockWireOptions block_wire_options(int block_size, int error_feedback, uint64_t
 
 void refuse_unsupported_setup(const char* wire, const StrategySetup& setup) {
   if (setup.sharded)
-    fail(gcommNotSupported, "the ", wire, " wire in sharded mode is not built (its reduce-scatter half would be); "
+    fail(gcommNotSupported, "the ", wire,
+         " wire in sharded mode is not built (its reduce-scatter half would be); "
          "use gcommReducerAllReduce mode");
   if (setup.views)
-    fail(gcommNotSupported, "the ", wire, " wire keeps each bucket's residual in its wire buffer, which "
+    fail(gcommNotSupported, "the ", wire,
+         " wire keeps each bucket's residual in its wire buffer, which "
          "grad_as_bucket_view makes the gradients themselves; create the reducer without views");
 }
 
 BlockWire::BlockWire(const BlockWireKind& kind, const BlockWireOptions& options, int world, int rank,
                      memory::CachingAllocator& allocator, SideStream& side, gcommDevice_t device)
-    : kind_(kind), options_(options), world_(world), rank_(rank), allocator_(allocator), side_(side), device_(device) {}
+    : kind_(kind),
+      options_(options),
+      world_(world),
+      rank_(rank),
+      allocator_(allocator),
+      side_(side),
+      device_(device) {}
 
 BlockWire::~BlockWire() {
   try {
@@ -54,12 +62,15 @@ BlockWire::~BlockWire() {
   }
 }
 
-void* BlockWire::alloc(size_t bytes) { return bytes == 0 ? nullptr : allocator_.allocate(bytes, side_.stream()); }
+void* BlockWire::alloc(size_t bytes) {
+  return bytes == 0 ? nullptr : allocator_.allocate(bytes, side_.stream());
+}
 
 void BlockWire::release() {
   side_.quiesce();  // teardown too: a failed step's error is not this call's
-  for (void** b : {reinterpret_cast<void**>(&e_), reinterpret_cast<void**>(&e2_), reinterpret_cast<void**>(&r2_),
-                   &send_, &recv_, &gather_, reinterpret_cast<void**>(&decoded_)}) {
+  for (void** b :
+       {reinterpret_cast<void**>(&e_), reinterpret_cast<void**>(&e2_), reinterpret_cast<void**>(&r2_), &send_,
+        &recv_, &gather_, reinterpret_cast<void**>(&decoded_)}) {
     if (*b != nullptr) allocator_.deallocate(*b, side_.stream());
     *b = nullptr;
   }
@@ -135,20 +146,20 @@ void BlockWire::run_bucket(size_t b, bool complete, const StrategyContext& ctx) 
   const size_t words = l.chunk_bytes() / sizeof(float);  // chunks move as f32 words, bit for bit
   {
     auto span = ctx.span("all_to_all", SpanKind::kComm, b);
-    ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kAllToAll, send_, recv_, words, gcommFloat32,
-                                                 side_.stream()));
+    ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kAllToAll, send_, recv_, words,
+                                                 gcommFloat32, side_.stream()));
   }
   char* mine = static_cast<char*>(gather_) + static_cast<size_t>(rank_) * l.chunk_bytes();
   {
     auto span = ctx.span("sum, requantize", SpanKind::kCompute, b);
     const bool ef = options_.error_feedback;
-    kq::sum_requantize(kind_.codec, recv_, static_cast<size_t>(world_), l, ef ? e2_ + e2_offset_[b] : nullptr, mine,
-                       ef ? r2_ + e2_offset_[b] : nullptr, target());
+    kq::sum_requantize(kind_.codec, recv_, static_cast<size_t>(world_), l, ef ? e2_ + e2_offset_[b] : nullptr,
+                       mine, ef ? r2_ + e2_offset_[b] : nullptr, target());
   }
   {
     auto span = ctx.span("all_gather", SpanKind::kComm, b);
-    ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kAllGather, mine, gather_, words, gcommFloat32,
-                                                 side_.stream()));
+    ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kAllGather, mine, gather_, words,
+                                                 gcommFloat32, side_.stream()));
   }
   {
     auto span = ctx.span("decode", SpanKind::kCompute, b);
@@ -165,10 +176,10 @@ void BlockWire::end_step(const StrategyContext& ctx) {
   // epilogue has written the step flag by now, identically on every rank).
   for (size_t b : pending_) {
     auto span = ctx.span("error feedback", SpanKind::kCompute, b);
-    kernels::copy_unless_flagged(e_ + e_offset_[b], static_cast<const float*>(ctx.bucket_wire[b]), layouts_[b].n,
-                              ctx.step_flag, target());
-    kernels::copy_unless_flagged(e2_ + e2_offset_[b], r2_ + e2_offset_[b], layouts_[b].chunk_elements(), ctx.step_flag,
-                              target());
+    kernels::copy_unless_flagged(e_ + e_offset_[b], static_cast<const float*>(ctx.bucket_wire[b]),
+                                 layouts_[b].n, ctx.step_flag, target());
+    kernels::copy_unless_flagged(e2_ + e2_offset_[b], r2_ + e2_offset_[b], layouts_[b].chunk_elements(),
+                                 ctx.step_flag, target());
   }
   pending_.clear();
   if (step_quantized_) ++stats_.compressed_steps;
@@ -185,9 +196,12 @@ std::vector<Counter> BlockWire::counters() const {
 
 std::vector<uint8_t> BlockWire::save() {
   std::vector<float> e(e_total_ + e2_total_);
-  if (e_total_ > 0) memory::copy_bytes(e.data(), e_, e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
+  if (e_total_ > 0)
+    memory::copy_bytes(e.data(), e_, e_total_ * sizeof(float), device_, side_.stream(),
+                       cudaMemcpyDeviceToHost);
   if (e2_total_ > 0)
-    memory::copy_bytes(e.data() + e_total_, e2_, e2_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
+    memory::copy_bytes(e.data() + e_total_, e2_, e2_total_ * sizeof(float), device_, side_.stream(),
+                       cudaMemcpyDeviceToHost);
   side_.synchronize();
   std::vector<uint8_t> out(kind_.state_magic, kind_.state_magic + sizeof kind_.state_magic);
   put(out, kStateVersion);
@@ -197,7 +211,8 @@ std::vector<uint8_t> BlockWire::save() {
   put(out, step_);
   put(out, static_cast<uint8_t>(options_.error_feedback ? 1 : 0));
   put(out, static_cast<uint64_t>(layouts_.size()));
-  for (size_t b = 0; b < layouts_.size(); ++b) put(out, static_cast<uint64_t>(quantized_[b] ? layouts_[b].n : 0));
+  for (size_t b = 0; b < layouts_.size(); ++b)
+    put(out, static_cast<uint64_t>(quantized_[b] ? layouts_[b].n : 0));
   const auto* eb = reinterpret_cast<const uint8_t*>(e.data());
   out.insert(out.end(), eb, eb + e.size() * sizeof(float));
   return out;
@@ -209,8 +224,9 @@ void BlockWire::load(const uint8_t* data, size_t bytes) {
   require(data != nullptr || bytes == 0, kStateName, ": data is NULL");
   const uint8_t* p = data;
   const uint8_t* end = data + bytes;
-  require(bytes >= sizeof kind_.state_magic && std::memcmp(p, kind_.state_magic, sizeof kind_.state_magic) == 0,
-          "not an ", kStateName, " (wrong magic)");
+  require(
+      bytes >= sizeof kind_.state_magic && std::memcmp(p, kind_.state_magic, sizeof kind_.state_magic) == 0,
+      "not an ", kStateName, " (wrong magic)");
   p += sizeof kind_.state_magic;
   const auto version = take<uint32_t>(p, end, kStateName, "the version");
   require(version == kStateVersion, kStateName, " version ", version, " is not supported (expected ",
@@ -220,18 +236,21 @@ void BlockWire::load(const uint8_t* data, size_t bytes) {
           options_.block);
   const auto world = take<uint32_t>(p, end, kStateName, "the world size");
   const auto rank = take<uint32_t>(p, end, kStateName, "the rank");
-  require(world == static_cast<uint32_t>(world_) && rank == static_cast<uint32_t>(rank_), "the state was saved by rank ",
-          rank, " of ", world, ", this is rank ", rank_, " of ", world_, " (each rank loads its own state)");
+  require(world == static_cast<uint32_t>(world_) && rank == static_cast<uint32_t>(rank_),
+          "the state was saved by rank ", rank, " of ", world, ", this is rank ", rank_, " of ", world_,
+          " (each rank loads its own state)");
   const auto step = take<uint64_t>(p, end, kStateName, "the step");
   const auto ef = take<uint8_t>(p, end, kStateName, "the error feedback flag");
   require((ef == 1) == options_.error_feedback, "the state was saved with error_feedback ", int{ef},
           ", this reducer uses ", options_.error_feedback ? 1 : 0);
   const auto buckets = take<uint64_t>(p, end, kStateName, "the bucket count");
-  require(buckets == layouts_.size(), "the state has ", buckets, " buckets, this reducer's plan ", layouts_.size());
+  require(buckets == layouts_.size(), "the state has ", buckets, " buckets, this reducer's plan ",
+          layouts_.size());
   for (size_t b = 0; b < layouts_.size(); ++b) {
     const auto n = take<uint64_t>(p, end, kStateName, "a bucket size");
     const size_t want = quantized_[b] ? layouts_[b].n : 0;
-    require(n == want, "bucket ", b, " has ", n, " quantized values in the state, ", want, " in this reducer's plan");
+    require(n == want, "bucket ", b, " has ", n, " quantized values in the state, ", want,
+            " in this reducer's plan");
   }
   const size_t floats = e_total_ + e2_total_;
   require(static_cast<size_t>(end - p) == floats * sizeof(float), kStateName, ": ",
@@ -239,9 +258,12 @@ void BlockWire::load(const uint8_t* data, size_t bytes) {
   std::vector<float> e(floats);
   if (floats > 0) {
     std::memcpy(e.data(), p, floats * sizeof(float));
-    if (e_total_ > 0) memory::copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+    if (e_total_ > 0)
+      memory::copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(),
+                         cudaMemcpyHostToDevice);
     if (e2_total_ > 0)
-      memory::copy_bytes(e2_, e.data() + e_total_, e2_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+      memory::copy_bytes(e2_, e.data() + e_total_, e2_total_ * sizeof(float), device_, side_.stream(),
+                         cudaMemcpyHostToDevice);
     side_.synchronize();  // e is about to go
   }
   step_ = step;

@@ -22,9 +22,9 @@
 // The values are unscaled (times 1/loss scale) in the pack, so E and E2 hold
 // true gradient units whatever the loss scale does. Buckets whose wire is not f32,
 // buckets too small to save bytes (W chunks of whole blocks >= 4 bytes a value),
-// and steps before start_iter go through the wrapped all-reduce strategy. Bucket views and sharded mode are refused at
-// enable (the views are the wire, which holds the residual; a sharded quantized
-// reduce-scatter is not built).
+// and steps before start_iter go through the wrapped all-reduce strategy. Bucket views and sharded mode are
+// refused at enable (the views are the wire, which holds the residual; a sharded quantized reduce-scatter is
+// not built).
 #pragma once
 
 #include <cstdint>
@@ -98,18 +98,18 @@ class BlockWire final : public CompressionStrategy {
   memory::CachingAllocator& allocator_;
   SideStream& side_;
   gcommDevice_t device_;
-  std::vector<uint8_t> quantized_;        // per bucket: 1 when it goes through this strategy
+  std::vector<uint8_t> quantized_;  // per bucket: 1 when it goes through this strategy
   std::vector<kernels::quant::Layout> layouts_;
-  std::vector<size_t> e_offset_;          // per bucket: its E in e_ (floats)
-  std::vector<size_t> e2_offset_;         // per bucket: its E2 in e2_ and r2_ (floats)
-  float* e_ = nullptr;   // this rank's contribution: what its codes lost
-  float* e2_ = nullptr;  // this rank's chunks as their owner: what the requantization lost
-  float* r2_ = nullptr;  // this step's owner residuals, committed to e2_ at end_step
+  std::vector<size_t> e_offset_;   // per bucket: its E in e_ (floats)
+  std::vector<size_t> e2_offset_;  // per bucket: its E2 in e2_ and r2_ (floats)
+  float* e_ = nullptr;             // this rank's contribution: what its codes lost
+  float* e2_ = nullptr;            // this rank's chunks as their owner: what the requantization lost
+  float* r2_ = nullptr;            // this step's owner residuals, committed to e2_ at end_step
   size_t e_total_ = 0, e2_total_ = 0;
-  void* send_ = nullptr;     // this rank's quantized bucket, W chunks
-  void* recv_ = nullptr;     // everyone's chunk `rank_`
-  void* gather_ = nullptr;   // the reduced chunks, all ranks'
-  float* decoded_ = nullptr; // the bucket decoded, for the epilogue
+  void* send_ = nullptr;         // this rank's quantized bucket, W chunks
+  void* recv_ = nullptr;         // everyone's chunk `rank_`
+  void* gather_ = nullptr;       // the reduced chunks, all ranks'
+  float* decoded_ = nullptr;     // the bucket decoded, for the epilogue
   std::vector<size_t> pending_;  // this step's quantized buckets (E committed at end_step)
   uint64_t step_ = 0;
   bool step_quantized_ = false;

@@ -12,6 +12,7 @@ namespace gradcomm::reducer {
 // The compression table's factories (compressions.cpp): a gcommInt8Config_t (NULL:
 // defaults) or its text form; refused with views and in sharded mode.
 std::unique_ptr<CompressionStrategy> make_int8_wire(const void* config, const StrategySetup& setup);
-std::unique_ptr<CompressionStrategy> make_int8_wire_from_text(OptionText& options, const StrategySetup& setup);
+std::unique_ptr<CompressionStrategy> make_int8_wire_from_text(OptionText& options,
+                                                              const StrategySetup& setup);
 
 }  // namespace gradcomm::reducer

@@ -50,14 +50,18 @@ std::unique_ptr<CompressionStrategy> make_powersgd(const void* config, const Str
   const gcommPowerSgdConfig_t defaults = GCOMM_POWERSGD_CONFIG_INITIALIZER;
   const PowerSgdOptions options = powersgd_options_from(
       read_config(static_cast<const gcommPowerSgdConfig_t*>(config), defaults, "gcommPowerSgdConfig_t"));
-  require(setup.grad_rows != nullptr, "PowerSGD needs grad_rows: each gradient's first dimension (0: not a matrix)");
+  require(setup.grad_rows != nullptr,
+          "PowerSGD needs grad_rows: each gradient's first dimension (0: not a matrix)");
   if (setup.sharded)
-    fail(gcommNotSupported, "PowerSGD with sharded gradients is not defined: its P and Q are all-reduced "
+    fail(gcommNotSupported,
+         "PowerSGD with sharded gradients is not defined: its P and Q are all-reduced "
          "whole and decompressed on every rank; use gcommReducerAllReduce mode for PowerSGD");
-  return std::make_unique<PowerSgd>(setup.grads, setup.grad_rows, options, setup.allocator, setup.side, setup.device);
+  return std::make_unique<PowerSgd>(setup.grads, setup.grad_rows, options, setup.allocator, setup.side,
+                                    setup.device);
 }
 
-std::unique_ptr<CompressionStrategy> make_powersgd_from_text(OptionText& options, const StrategySetup& setup) {
+std::unique_ptr<CompressionStrategy> make_powersgd_from_text(OptionText& options,
+                                                             const StrategySetup& setup) {
   gcommPowerSgdConfig_t c = GCOMM_POWERSGD_CONFIG_INITIALIZER;
   options.take("rank", c.rank);
   options.take("min_compression_rate", c.min_compression_rate);
@@ -70,15 +74,16 @@ std::unique_ptr<CompressionStrategy> make_powersgd_from_text(OptionText& options
   return make_powersgd(&c, setup);
 }
 
-PowerSgd::PowerSgd(const std::vector<gcommTensor_t>& grads, const size_t* rows, const PowerSgdOptions& options,
-                   memory::CachingAllocator& allocator, SideStream& side, gcommDevice_t device)
+PowerSgd::PowerSgd(const std::vector<gcommTensor_t>& grads, const size_t* rows,
+                   const PowerSgdOptions& options, memory::CachingAllocator& allocator, SideStream& side,
+                   gcommDevice_t device)
     : options_(options), allocator_(allocator), side_(side), device_(device), slot_of_(grads.size(), kNone) {
   const double r = options_.rank;
   for (size_t i = 0; i < grads.size(); ++i) {
     const gcommTensor_t& g = grads[i];
     if (rows[i] == 0) continue;
-    require(g.count % rows[i] == 0, "rows[", i, "] = ", rows[i], " does not divide gradient ", i, "'s ", g.count,
-            " elements");
+    require(g.count % rows[i] == 0, "rows[", i, "] = ", rows[i], " does not divide gradient ", i, "'s ",
+            g.count, " elements");
     size_t cols = g.count / rows[i];
     bool worth = (static_cast<double>(rows[i]) + cols) * r * options_.min_compression_rate <
                  static_cast<double>(rows[i]) * cols;
@@ -142,9 +147,11 @@ void PowerSgd::set_layout(const BucketPlan& plan) {
   std::vector<float> host_q(q_total_);
   for (size_t k = 0; k < slots_.size(); ++k)
     kp::initial_q(options_.seed, k, slots_[k].cols, options_.rank, host_q.data() + slots_[k].q_off);
-  memory::copy_bytes(q_, host_q.data(), q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  memory::copy_bytes(q_, host_q.data(), q_total_ * sizeof(float), device_, side_.stream(),
+                     cudaMemcpyHostToDevice);
   std::vector<float> zeros(std::max<size_t>(e_total_, 1), 0.0f);
-  memory::copy_bytes(e_, zeros.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  memory::copy_bytes(e_, zeros.data(), e_total_ * sizeof(float), device_, side_.stream(),
+                     cudaMemcpyHostToDevice);
   side_.synchronize();
   for (const Slot& s : slots_) stats_.uncompressed_bytes_equivalent += s.rows * s.cols * sizeof(float);
 }
@@ -161,8 +168,10 @@ void PowerSgd::begin_step(const StrategyContext& ctx) {
       // A fresh Q each step, still the same on every rank.
       std::vector<float> host_q(q_total_);
       for (size_t k = 0; k < slots_.size(); ++k)
-        kp::initial_q(options_.seed + step_ + 1, k, slots_[k].cols, options_.rank, host_q.data() + slots_[k].q_off);
-      memory::copy_bytes(q_, host_q.data(), q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+        kp::initial_q(options_.seed + step_ + 1, k, slots_[k].cols, options_.rank,
+                      host_q.data() + slots_[k].q_off);
+      memory::copy_bytes(q_, host_q.data(), q_total_ * sizeof(float), device_, side_.stream(),
+                         cudaMemcpyHostToDevice);
       if (device_.kind == gcommDeviceCuda) side_.synchronize();  // host_q is about to go
     }
     stats_.bytes_last_step = (p_total_ + q_total_) * sizeof(float);
@@ -175,8 +184,8 @@ void PowerSgd::run_bucket(size_t bucket, bool complete, const StrategyContext& c
   if (!complete)
     for (size_t k : ks)
       if (!ctx.marked[slots_[k].grad])
-        memory::zero_bytes(ctx.grads[slots_[k].grad].data, slots_[k].rows * slots_[k].cols * sizeof(float), device_,
-                   side_.stream());
+        memory::zero_bytes(ctx.grads[slots_[k].grad].data, slots_[k].rows * slots_[k].cols * sizeof(float),
+                           device_, side_.stream());
   if (rest_ != nullptr) rest_->run_bucket(bucket, complete, ctx);
   if (ks.empty()) return;
   const std::vector<gcommTensor_t>& grads = ctx.grads;
@@ -185,15 +194,16 @@ void PowerSgd::run_bucket(size_t bucket, bool complete, const StrategyContext& c
   auto all_reduce = [&](const char* what, float* buf, size_t count, gcommRedOp_t op) {
     auto span = ctx.span(what, SpanKind::kComm, bucket);
     // P, Q and registered gradients: buffers known.
-    communicator.collective(
-        comm::owned_buffers_call(comm::Collective::kAllReduce, buf, buf, count, gcommFloat32, side_.stream(), op));
+    communicator.collective(comm::owned_buffers_call(comm::Collective::kAllReduce, buf, buf, count,
+                                                     gcommFloat32, side_.stream(), op));
   };
   if (!step_compressed_) {
     // Warm-up: the whole gradient, averaged by the transport, then unscaled and checked.
     std::vector<gcommTensor_t> whole;
     for (size_t k : ks) {
       const gcommTensor_t& g = grads[slots_[k].grad];
-      all_reduce("all_reduce (PowerSGD warm-up)", static_cast<float*>(g.data), g.count, average ? gcommAvg : gcommSum);
+      all_reduce("all_reduce (PowerSGD warm-up)", static_cast<float*>(g.data), g.count,
+                 average ? gcommAvg : gcommSum);
       whole.push_back(g);
     }
     kernels::unscale_and_check(whole.data(), whole.size(), ctx.inv_scale != nullptr ? ctx.inv_scale : one_,
@@ -204,8 +214,12 @@ void PowerSgd::run_bucket(size_t bucket, bool complete, const StrategyContext& c
   std::vector<kp::LowRankMatrix> state, next;  // q = Q (read by P = MQ), q = Q' (the rest)
   for (size_t k : ks) {
     const Slot& s = slots_[k];
-    kp::LowRankMatrix m{static_cast<float*>(grads[s.grad].data), e_ != nullptr ? e_ + s.e_off : nullptr,
-                        p_ + s.p_off, q_ + s.q_off, s.rows, s.cols};
+    kp::LowRankMatrix m{static_cast<float*>(grads[s.grad].data),
+                        e_ != nullptr ? e_ + s.e_off : nullptr,
+                        p_ + s.p_off,
+                        q_ + s.q_off,
+                        s.rows,
+                        s.cols};
     state.push_back(m);
     m.q = q_next_ + s.q_off;
     next.push_back(m);
@@ -265,8 +279,9 @@ void PowerSgd::end_step(const StrategyContext& ctx) {
     std::vector<kp::LowRankMatrix> next;
     for (size_t k : bucket_slots_[bucket]) {
       const Slot& s = slots_[k];
-      next.push_back(kp::LowRankMatrix{static_cast<float*>(grads[s.grad].data), e_ != nullptr ? e_ + s.e_off : nullptr,
-                                       p_ + s.p_off, q_next_ + s.q_off, s.rows, s.cols});
+      next.push_back(kp::LowRankMatrix{static_cast<float*>(grads[s.grad].data),
+                                       e_ != nullptr ? e_ + s.e_off : nullptr, p_ + s.p_off,
+                                       q_next_ + s.q_off, s.rows, s.cols});
     }
     kp::decompress(next.data(), next.size(), r, scale, flag_, t, out);
     size_t q_begin = bucket_q_[bucket].first, q_count = bucket_q_[bucket].second - q_begin;
@@ -318,23 +333,27 @@ void PowerSgd::load(const uint8_t* data, size_t bytes) {
           "PowerSGD state: not a gradcomm PowerSGD state (bad magic)");
   p += sizeof kStateMagic;
   uint32_t version = take<uint32_t>(p, end, kStateName, "version");
-  require(version == kStateVersion, "PowerSGD state: version ", version, ", this gradcomm reads ", kStateVersion);
+  require(version == kStateVersion, "PowerSGD state: version ", version, ", this gradcomm reads ",
+          kStateVersion);
   uint32_t rank = take<uint32_t>(p, end, kStateName, "rank");
   require(rank == static_cast<uint32_t>(options_.rank), "PowerSGD state: rank ", rank, ", this reducer uses ",
           options_.rank);
   uint64_t step = take<uint64_t>(p, end, kStateName, "step");
   uint64_t count = take<uint64_t>(p, end, kStateName, "count");
-  require(count == slots_.size(), "PowerSGD state: ", count, " matrices, this reducer compresses ", slots_.size());
+  require(count == slots_.size(), "PowerSGD state: ", count, " matrices, this reducer compresses ",
+          slots_.size());
   uint8_t ef = take<uint8_t>(p, end, kStateName, "error_feedback");
   require((ef == 1) == options_.error_feedback, "PowerSGD state: error feedback ", ef ? "on" : "off",
           ", this reducer has it ", options_.error_feedback ? "on" : "off");
   // Parse everything before touching the state.
   std::vector<float> q(q_total_), e(e_total_);
   for (const Slot& s : slots_) {
-    uint64_t grad = take<uint64_t>(p, end, kStateName, "grad"), rows = take<uint64_t>(p, end, kStateName, "rows"),
+    uint64_t grad = take<uint64_t>(p, end, kStateName, "grad"),
+             rows = take<uint64_t>(p, end, kStateName, "rows"),
              cols = take<uint64_t>(p, end, kStateName, "cols");
-    require(grad == s.grad && rows == s.rows && cols == s.cols, "PowerSGD state: matrix for gradient ", grad, " (",
-            rows, " x ", cols, ") does not match this reducer's gradient ", s.grad, " (", s.rows, " x ", s.cols, ")");
+    require(grad == s.grad && rows == s.rows && cols == s.cols, "PowerSGD state: matrix for gradient ", grad,
+            " (", rows, " x ", cols, ") does not match this reducer's gradient ", s.grad, " (", s.rows, " x ",
+            s.cols, ")");
     size_t qb = s.cols * options_.rank * sizeof(float), eb = ef ? s.rows * s.cols * sizeof(float) : 0;
     require(static_cast<size_t>(end - p) >= qb + eb, "PowerSGD state: truncated in gradient ", grad);
     std::memcpy(q.data() + s.q_off, p, qb);

@@ -91,7 +91,7 @@ class PowerSgd final : public CompressionStrategy {
   gcommDevice_t device_;
   std::vector<size_t> slot_of_;  // per gradient
   std::vector<Slot> slots_;
-  std::vector<std::vector<size_t>> bucket_slots_;  // per bucket, in P/Q order
+  std::vector<std::vector<size_t>> bucket_slots_;               // per bucket, in P/Q order
   std::vector<std::pair<size_t, size_t>> bucket_p_, bucket_q_;  // [begin, end) floats
   float* p_ = nullptr;
   float* q_ = nullptr;

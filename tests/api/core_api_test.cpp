@@ -10,7 +10,9 @@
 
 namespace {
 
-std::string last() { return gcommGetLastError(); }
+std::string last() {
+  return gcommGetLastError();
+}
 
 TEST(CoreApi, VersionMatchesTheHeader) {
   int v = -1;
@@ -89,7 +91,8 @@ TEST(CoreApi, NcclVersions) {
   int built = 0, loaded = 0;
   if (!library_has_cuda()) {  // a build without CUDA has no NCCL, and says so
     ASSERT_EQ(gcommGetNcclVersion(&built, &loaded), gcommNotSupported);
-    EXPECT_NE(std::string(gcommGetLastError()).find("built without CUDA"), std::string::npos) << gcommGetLastError();
+    EXPECT_NE(std::string(gcommGetLastError()).find("built without CUDA"), std::string::npos)
+        << gcommGetLastError();
     return;
   }
   ASSERT_EQ(gcommGetNcclVersion(&built, &loaded), gcommSuccess);
@@ -121,7 +124,9 @@ TEST(CoreApi, EnvironmentReportWithSizeQueryAndTruncation) {
 struct Lines {
   std::vector<std::string> lines;
 };
-void collect(gcommLogLevel_t, const char* line, void* user) { static_cast<Lines*>(user)->lines.emplace_back(line); }
+void collect(gcommLogLevel_t, const char* line, void* user) {
+  static_cast<Lines*>(user)->lines.emplace_back(line);
+}
 
 TEST(CoreApi, LogConfigRoutesLinesToTheCallback) {
   Lines out;
@@ -133,7 +138,8 @@ TEST(CoreApi, LogConfigRoutesLinesToTheCallback) {
   EXPECT_EQ(gcommGetVersion(nullptr), gcommInvalidArgument);  // failures are logged at INFO
   ASSERT_EQ(gcommSetLogConfig(nullptr), gcommSuccess);
   ASSERT_FALSE(out.lines.empty());
-  EXPECT_NE(out.lines.back().find("[CALL] gcommGetVersion failed (gcommInvalidArgument): "), std::string::npos)
+  EXPECT_NE(out.lines.back().find("[CALL] gcommGetVersion failed (gcommInvalidArgument): "),
+            std::string::npos)
       << out.lines.back();
 }
 

@@ -58,7 +58,8 @@ TEST(CommGpu, NcclCommunicatorOfSizeOneRunsEveryCollective) {
   EXPECT_EQ(recv.get(), h);
   // All-to-all with one rank is a copy of its one block (ncclAlltoAll or grouped send/recv).
   DeviceVec other(ramp(4099, 7.0f));
-  ASSERT_EQ(gcommAllToAll(c, other.p, recv.p, h.size(), gcommFloat32, nullptr), gcommSuccess) << gcommGetLastError();
+  ASSERT_EQ(gcommAllToAll(c, other.p, recv.p, h.size(), gcommFloat32, nullptr), gcommSuccess)
+      << gcommGetLastError();
   ASSERT_EQ(gcommCommSynchronize(c), gcommSuccess) << gcommGetLastError();
   EXPECT_EQ(recv.get(), ramp(4099, 7.0f));
   EXPECT_EQ(gcommAllToAll(c, recv.p, recv.p, h.size(), gcommFloat32, nullptr), gcommInvalidArgument);
@@ -72,7 +73,8 @@ TEST(CommGpu, NcclCommunicatorOfSizeOneRunsEveryCollective) {
   EXPECT_EQ(recv.get(), ramp(4099, 3.0f));
   EXPECT_EQ(gcommSend(c, mine.p, h.size(), gcommFloat32, 0, nullptr), gcommInvalidArgument);
   // Host memory is refused before NCCL sees it.
-  EXPECT_EQ(gcommAllReduce(c, h.data(), h.data(), h.size(), gcommFloat32, gcommSum, nullptr), gcommInvalidArgument);
+  EXPECT_EQ(gcommAllReduce(c, h.data(), h.data(), h.size(), gcommFloat32, gcommSum, nullptr),
+            gcommInvalidArgument);
   EXPECT_EQ(gcommCommDestroy(c), gcommSuccess);
 }
 
@@ -165,7 +167,8 @@ TEST(CommGpu, LocalRanksOnOneGpuMatchTheHostReference) {
   const int n = 4;
   const size_t count = 65539;
   std::vector<gcommComm_t> comms(n);
-  ASSERT_EQ(gcommCommInitLocal(n, gcommCudaDevice(0), nullptr, comms.data()), gcommSuccess) << gcommGetLastError();
+  ASSERT_EQ(gcommCommInitLocal(n, gcommCudaDevice(0), nullptr, comms.data()), gcommSuccess)
+      << gcommGetLastError();
   std::vector<std::unique_ptr<DeviceVec>> bufs;
   for (int r = 0; r < n; ++r) bufs.push_back(std::make_unique<DeviceVec>(ramp(count, static_cast<float>(r))));
   // All-to-all: rank r's input block q holds 1000*r + q + i%13; its output block q must be rank q's block r.
@@ -217,11 +220,13 @@ TEST(CommGpu, LocalRanksOnOneGpuMatchTheHostReference) {
     auto got = a2a_out[r]->get();
     for (int q = 0; q < n; ++q)
       for (size_t i = 0; i < block; ++i)
-        ASSERT_EQ(got[q * block + i], 1000.0f * q + r + static_cast<float>(i % 13)) << "all-to-all " << r << " " << q;
+        ASSERT_EQ(got[q * block + i], 1000.0f * q + r + static_cast<float>(i % 13))
+            << "all-to-all " << r << " " << q;
     // The ring brought block 0 of the left rank's all-to-all input; odd ranks then got the even neighbour's.
     const int left = (r + n - 1) % n;
     auto ring = ring_out[r]->get();
-    for (size_t i = 0; i < block; ++i) ASSERT_EQ(ring[i], 1000.0f * left + static_cast<float>(i % 13)) << "ring " << r;
+    for (size_t i = 0; i < block; ++i)
+      ASSERT_EQ(ring[i], 1000.0f * left + static_cast<float>(i % 13)) << "ring " << r;
     if (r % 2 == 1) {
       auto pair = pair_out[r]->get();
       const int sender_left = (r - 1 + n - 1) % n;

@@ -72,7 +72,8 @@ TEST(GroupLaunch, AFailedLaunchFailsAndAbortsEveryCommunicatorInTheGroup) {
     FAIL() << "the group's end did not report the failed launch";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), gcommNcclError);
-    EXPECT_NE(e.message().find("the group of 3 collective(s) failed: launch failed (injected)"), std::string::npos)
+    EXPECT_NE(e.message().find("the group of 3 collective(s) failed: launch failed (injected)"),
+              std::string::npos)
         << e.message();
   }
   EXPECT_FALSE(in_group());

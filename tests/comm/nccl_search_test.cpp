@@ -29,17 +29,19 @@ TEST(NcclSearch, AlreadyLoadedFirstThenRootsWheelLoaderEnvironmentsBuild) {
     globbed.push_back(pattern);
     return std::vector<std::string>{"/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"};
   });
-  EXPECT_EQ(files(list), (std::vector<std::string>{
-                             "libnccl.so.2", "/r/lib/libnccl.so.2", "/r/lib64/libnccl.so.2", "/h/lib/libnccl.so.2",
-                             "/h/lib64/libnccl.so.2", "/sp/gradcomm/../nvidia/nccl/lib/libnccl.so.2", "libnccl.so.2",
-                             "/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2",
-                             "/usr/local/cuda/lib/libnccl.so.2"}));
+  EXPECT_EQ(files(list),
+            (std::vector<std::string>{"libnccl.so.2", "/r/lib/libnccl.so.2", "/r/lib64/libnccl.so.2",
+                                      "/h/lib/libnccl.so.2", "/h/lib64/libnccl.so.2",
+                                      "/sp/gradcomm/../nvidia/nccl/lib/libnccl.so.2", "libnccl.so.2",
+                                      "/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2",
+                                      "/usr/local/cuda/lib/libnccl.so.2"}));
   EXPECT_TRUE(list[0].already_loaded);
   for (size_t i = 1; i < list.size(); ++i) {
     EXPECT_FALSE(list[i].already_loaded) << i;
     EXPECT_FALSE(list[i].final) << i;
   }
-  EXPECT_EQ(globbed, (std::vector<std::string>{"/venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2"}));
+  EXPECT_EQ(globbed,
+            (std::vector<std::string>{"/venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2"}));
   EXPECT_EQ(list[1].where, "NCCL_ROOT=/r");
 }
 
@@ -60,8 +62,8 @@ TEST(NcclSearch, AFolderNamedTwiceIsTriedOnce) {
   p.roots = {{"NCCL_ROOT", "/same"}, {"NCCL_HOME", "/same"}};
   p.build_folder = "/same/lib";
   auto list = nccl_candidates(p, no_files());
-  EXPECT_EQ(files(list), (std::vector<std::string>{"libnccl.so.2", "/same/lib/libnccl.so.2", "/same/lib64/libnccl.so.2",
-                                                   "libnccl.so.2"}));
+  EXPECT_EQ(files(list), (std::vector<std::string>{"libnccl.so.2", "/same/lib/libnccl.so.2",
+                                                   "/same/lib64/libnccl.so.2", "libnccl.so.2"}));
 }
 
 // On this machine the build's NCCL is found; where none is (tools/check_without_nccl.sh

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "comm/transports.hpp"
-#include "gradcomm/gradcomm.h"
 #include "common/error.hpp"
+#include "gradcomm/gradcomm.h"
 
 namespace gradcomm::comm {
 namespace {

@@ -58,7 +58,8 @@ TEST(Env, TimeoutKnob) {
       ADD_FAILURE() << "accepted GRADCOMM_TIMEOUT_S=" << bad;
     } catch (const Error& e) {
       EXPECT_EQ(e.status(), gcommInvalidArgument);
-      EXPECT_NE(e.message().find(std::string("GRADCOMM_TIMEOUT_S='") + bad + "' is not a timeout"), std::string::npos)
+      EXPECT_NE(e.message().find(std::string("GRADCOMM_TIMEOUT_S='") + bad + "' is not a timeout"),
+                std::string::npos)
           << e.message();
     }
   }
@@ -188,7 +189,8 @@ TEST_F(LogTest, AnUnwritableDebugFileFallsBackToStderrWithAWarning) {
   EXPECT_NE(err.find("first line"), std::string::npos) << err;
   EXPECT_NE(err.find("second line"), std::string::npos) << err;
   size_t warnings = 0;
-  for (size_t at = err.find("GRADCOMM_DEBUG_FILE"); at != std::string::npos; at = err.find("GRADCOMM_DEBUG_FILE", at + 1))
+  for (size_t at = err.find("GRADCOMM_DEBUG_FILE"); at != std::string::npos;
+       at = err.find("GRADCOMM_DEBUG_FILE", at + 1))
     ++warnings;
   EXPECT_EQ(warnings, 1u) << err;
 }

@@ -59,7 +59,8 @@ TEST(ApiGuard, SuccessDoesNotClearTheLastError) {
 // Issue 19: messages name the failed function, never the source expression.
 TEST(Error, CalledFunctionNamesTheFunctionNotTheExpression) {
   EXPECT_EQ(called_function("cudaMalloc(&p, a.count * sizeof(float))"), "cudaMalloc");
-  EXPECT_EQ(called_function("nccl().AllReduce(a.send, a.recv, a.count, t, op, comm_, stream)"), "ncclAllReduce");
+  EXPECT_EQ(called_function("nccl().AllReduce(a.send, a.recv, a.count, t, op, comm_, stream)"),
+            "ncclAllReduce");
   EXPECT_EQ(called_function("nccl().GroupStart()"), "ncclGroupStart");
   EXPECT_EQ(called_function("::cudaFree(p)"), "cudaFree");
   EXPECT_EQ(called_function("cudaStreamWaitEvent(stream, g.ready[q], 0)"), "cudaStreamWaitEvent");

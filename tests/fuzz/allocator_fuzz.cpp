@@ -25,16 +25,22 @@ void check(bool ok) {
   if (!ok) __builtin_trap();
 }
 
-gcommStream_t stream_of(uint8_t b) { return reinterpret_cast<gcommStream_t>(uintptr_t{0x100} * (1 + b % 3)); }
+gcommStream_t stream_of(uint8_t b) {
+  return reinterpret_cast<gcommStream_t>(uintptr_t{0x100} * (1 + b % 3));
+}
 
 size_t size_of(fuzz::Input& in) {
   uint8_t scale = in.byte() % 4;
   uint32_t raw = in.take<uint32_t>();
   switch (scale) {
-    case 0: return raw % 4096;              // small pool, including 0
-    case 1: return raw % (1u << 20);        // up to 1 MiB
-    case 2: return raw % (64u << 20);       // up to 64 MiB
-    default: return raw % (512u << 20);     // up to 512 MiB
+    case 0:
+      return raw % 4096;  // small pool, including 0
+    case 1:
+      return raw % (1u << 20);  // up to 1 MiB
+    case 2:
+      return raw % (64u << 20);  // up to 64 MiB
+    default:
+      return raw % (512u << 20);  // up to 512 MiB
   }
 }
 
@@ -103,12 +109,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             if (!live.empty()) alloc.record_stream(reinterpret_cast<void*>(live.begin()->first), stream);
             break;
           case 7:
-            if (op & 0x10) events.complete_all(); else events.complete_stream(stream);
+            if (op & 0x10)
+              events.complete_all();
+            else
+              events.complete_stream(stream);
             break;
           case 8:
-            if (op & 0x10) alloc.release_cached();
-            else if (op & 0x20) alloc.reset_peak_stats();
-            else upstream.fail_after(in.byte() % 4, 1 + in.byte() % 2);
+            if (op & 0x10)
+              alloc.release_cached();
+            else if (op & 0x20)
+              alloc.reset_peak_stats();
+            else
+              upstream.fail_after(in.byte() % 4, 1 + in.byte() % 2);
             break;
         }
       } catch (const Error& e) {

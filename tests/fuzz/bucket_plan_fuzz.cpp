@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "reducer/bucket_plan.hpp"
 #include "common/error.hpp"
 #include "fuzz_input.hpp"
+#include "reducer/bucket_plan.hpp"
 
 using namespace gradcomm;
 using namespace gradcomm::reducer;
@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (auto& g : grads) {
     uint8_t kind = in.byte();
     g.count = kind & 0x80 ? in.take<uint64_t>() : in.take<uint32_t>() % (1u << 22);  // sometimes absurd
-    g.dtype = static_cast<gcommDataType_t>(kind % 4 == 3 ? in.byte() : kind % 4);   // sometimes invalid
+    g.dtype = static_cast<gcommDataType_t>(kind % 4 == 3 ? in.byte() : kind % 4);    // sometimes invalid
     g.carried = (kind & 0x40) != 0;                                                  // PowerSGD's matrices
   }
   PlanOptions o;

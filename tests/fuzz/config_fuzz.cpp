@@ -133,9 +133,13 @@ void fuzz_tensor_lists(gradcomm::fuzz::Input& in) {
     if (kind < 8) {
       // Each reaches past GCOMM_ADDRESS_LIMIT from any non-null address, for every dtype.
       const size_t esize = x.dtype == gcommFloat32 ? 4 : 2;
-      const size_t huge[] = {SIZE_MAX, SIZE_MAX / 2, SIZE_MAX / 4, SIZE_MAX / 8,
+      const size_t huge[] = {SIZE_MAX,
+                             SIZE_MAX / 2,
+                             SIZE_MAX / 4,
+                             SIZE_MAX / 8,
                              static_cast<size_t>(GCOMM_ADDRESS_LIMIT) / esize,
-                             static_cast<size_t>(GCOMM_ADDRESS_LIMIT) / 2, SIZE_MAX - 3,
+                             static_cast<size_t>(GCOMM_ADDRESS_LIMIT) / 2,
+                             SIZE_MAX - 3,
                              static_cast<size_t>(GCOMM_ADDRESS_LIMIT)};
       x.count = huge[kind];
       absurd = true;
@@ -144,12 +148,15 @@ void fuzz_tensor_lists(gradcomm::fuzz::Input& in) {
     }
   }
   uint8_t claim = in.byte();
-  const size_t claimed = claim < 250 ? n : claim == 250 ? SIZE_MAX : static_cast<size_t>(GCOMM_MAX_TENSORS) + claim;
+  const size_t claimed = claim < 250    ? n
+                         : claim == 250 ? SIZE_MAX
+                                        : static_cast<size_t>(GCOMM_MAX_TENSORS) + claim;
   const bool refusable = absurd || claimed != n;
   float found = 0, norm = 0;
   if (gcommCheckFinite(t.data(), claimed, &found, gcommHostDevice(), nullptr) == gcommSuccess && refusable)
     __builtin_trap();
-  if (gcommL2Norm(t.data(), claimed, &norm, nullptr, nullptr, 0, gcommHostDevice(), nullptr) == gcommSuccess &&
+  if (gcommL2Norm(t.data(), claimed, &norm, nullptr, nullptr, 0, gcommHostDevice(), nullptr) ==
+          gcommSuccess &&
       refusable)
     __builtin_trap();
   gcommReducer_t r = nullptr;
@@ -163,7 +170,8 @@ void fuzz_tensor_lists(gradcomm::fuzz::Input& in) {
   gcommTensor_t moved = t[k];
   size_t room = kSlab / (moved.dtype == gcommFloat32 ? 4 : 2);
   if (moved.count <= room) {
-    size_t to = (in.take<uint16_t>() % (kSlab - moved.count * (moved.dtype == gcommFloat32 ? 4 : 2) + 1)) & ~size_t{3};
+    size_t to = (in.take<uint16_t>() % (kSlab - moved.count * (moved.dtype == gcommFloat32 ? 4 : 2) + 1)) &
+                ~size_t{3};
     moved.data = reinterpret_cast<char*>(slab) + to;
     bool clash = false;
     for (size_t i = 0; i < n; ++i) clash = clash || (i != k && overlap(moved, t[i]));
@@ -182,12 +190,24 @@ void fuzz_tensor_lists(gradcomm::fuzz::Input& in) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gradcomm::fuzz::Input in(data, size);
   switch (in.byte() % 6) {
-    case 0: fuzz_log_config(in); break;
-    case 1: fuzz_allocator_config(in); break;
-    case 2: fuzz_grad_scaler_config(in); break;
-    case 3: fuzz_comm_config(in); break;
-    case 4: fuzz_reducer_config(in); break;
-    case 5: fuzz_tensor_lists(in); break;
+    case 0:
+      fuzz_log_config(in);
+      break;
+    case 1:
+      fuzz_allocator_config(in);
+      break;
+    case 2:
+      fuzz_grad_scaler_config(in);
+      break;
+    case 3:
+      fuzz_comm_config(in);
+      break;
+    case 4:
+      fuzz_reducer_config(in);
+      break;
+    case 5:
+      fuzz_tensor_lists(in);
+      break;
   }
   return 0;
 }

@@ -31,7 +31,8 @@ int connect_to(int port) {
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) __builtin_trap();  // the store must listen
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    __builtin_trap();  // the store must listen
   return fd;
 }
 
@@ -53,7 +54,8 @@ std::vector<uint8_t> drain(int fd, int ms, bool frame_only = false) {
   while (std::chrono::steady_clock::now() < end) {
     pollfd p{fd, POLLIN, 0};
     int left = static_cast<int>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count());
+        std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now())
+            .count());
     int ready = ::poll(&p, 1, left > 0 ? left : 0);
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) break;
@@ -101,7 +103,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   send_all(good, h.data(), h.size());
   std::vector<uint8_t> reply = drain(good, 2000, true);
   Header hdr;
-  if (reply.size() < kHeaderBytes || !parse_header(reply.data(), kMaxPayloadBytes, hdr).empty()) __builtin_trap();
+  if (reply.size() < kHeaderBytes || !parse_header(reply.data(), kMaxPayloadBytes, hdr).empty())
+    __builtin_trap();
   ::close(good);
   server.stop(0.0);
   return 0;

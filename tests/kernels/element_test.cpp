@@ -15,7 +15,9 @@ namespace {
 using test::ref_bf16;
 using test::ref_f16;
 
-float from_bits(uint32_t u) { return bits_to_float(u); }
+float from_bits(uint32_t u) {
+  return bits_to_float(u);
+}
 
 TEST(Element, F16EdgeCases) {
   const float inf = std::numeric_limits<float>::infinity();
@@ -23,11 +25,22 @@ TEST(Element, F16EdgeCases) {
     float in;
     uint16_t out;
   } cases[] = {
-      {0.0f, 0x0000},      {-0.0f, 0x8000},     {1.0f, 0x3c00},        {-2.0f, 0xc000},
-      {65504.0f, 0x7bff},  {65519.99f, 0x7bff}, {65520.0f, 0x7c00},    {1e10f, 0x7c00},
-      {inf, 0x7c00},       {-inf, 0xfc00},      {5.9604645e-8f, 0x0001} /* smallest subnormal */,
-      {2.9802322e-8f, 0x0000} /* 2^-25: tie to even 0 */, {4.4703484e-8f, 0x0001} /* 1.5 * 2^-25 */,
-      {6.1035156e-5f, 0x0400} /* smallest normal */, {1.0009766f, 0x3c01}, {1.00048828125f, 0x3c00} /* tie, even */,
+      {0.0f, 0x0000},
+      {-0.0f, 0x8000},
+      {1.0f, 0x3c00},
+      {-2.0f, 0xc000},
+      {65504.0f, 0x7bff},
+      {65519.99f, 0x7bff},
+      {65520.0f, 0x7c00},
+      {1e10f, 0x7c00},
+      {inf, 0x7c00},
+      {-inf, 0xfc00},
+      {5.9604645e-8f, 0x0001} /* smallest subnormal */,
+      {2.9802322e-8f, 0x0000} /* 2^-25: tie to even 0 */,
+      {4.4703484e-8f, 0x0001} /* 1.5 * 2^-25 */,
+      {6.1035156e-5f, 0x0400} /* smallest normal */,
+      {1.0009766f, 0x3c01},
+      {1.00048828125f, 0x3c00} /* tie, even */,
       {1.00146484375f, 0x3c02} /* tie, up to even */,
   };
   for (const Case& c : cases) {
@@ -97,7 +110,8 @@ TEST(Element, PlainReferenceAgreesWithCuda) {
     EXPECT_EQ(test::plain_bf16(f), ref_bf16(f)) << std::hexfloat << f;
   }
   for (uint32_t u = 0; u < 65536; ++u) {
-    const float plain = test::plain_from_f16(static_cast<uint16_t>(u)), cuda = test::ref_from_f16(static_cast<uint16_t>(u));
+    const float plain = test::plain_from_f16(static_cast<uint16_t>(u)),
+                cuda = test::ref_from_f16(static_cast<uint16_t>(u));
     if (std::isnan(cuda)) {
       ASSERT_TRUE(std::isnan(plain)) << u;
     } else {

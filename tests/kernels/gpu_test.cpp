@@ -34,7 +34,9 @@ struct DeviceCopy {
   }
   ~DeviceCopy() { cudaFree(base); }
   void* data() const { return static_cast<char*>(base) + host->offset * test::elem_size(host->dtype); }
-  gcommTensor_t tensor() const { return gcommTensor_t{host->count ? data() : nullptr, host->count, host->dtype}; }
+  gcommTensor_t tensor() const {
+    return gcommTensor_t{host->count ? data() : nullptr, host->count, host->dtype};
+  }
   TypedBuffer fetch() const {
     TypedBuffer out = *host;
     EXPECT_EQ(cudaMemcpy(out.bytes.data(), base, out.bytes.size(), cudaMemcpyDeviceToHost), cudaSuccess);
@@ -149,7 +151,8 @@ TEST_F(KernelsGpu, TensorsInTheWrongMemoryAreRefusedByIndex) {
 TEST_F(KernelsGpu, PackAndUnpackMatchHostTwinOnManyTensors) {
   for (auto bucket_dtype : kDtypes) {
     std::vector<TypedBuffer> hs;
-    for (int k = 0; k < 2000; ++k) hs.push_back(random_buffer(rng, kDtypes[k % 3], 1 + (k * 37) % 5000, k % 3 == 0));
+    for (int k = 0; k < 2000; ++k)
+      hs.push_back(random_buffer(rng, kDtypes[k % 3], 1 + (k * 37) % 5000, k % 3 == 0));
     std::vector<std::unique_ptr<DeviceCopy>> gs;
     std::vector<gcommTensor_t> ht, gt;
     size_t total = 0;
@@ -180,7 +183,8 @@ TEST_F(KernelsGpu, PackAndUnpackMatchHostTwinOnManyTensors) {
 
 TEST_F(KernelsGpu, NormsMatchHostTwinAndAreDeterministic) {
   std::vector<TypedBuffer> hs;
-  for (int k = 0; k < 300; ++k) hs.push_back(random_buffer(rng, kDtypes[k % 3], 1 + (k * 7919) % 70000, k % 2));
+  for (int k = 0; k < 300; ++k)
+    hs.push_back(random_buffer(rng, kDtypes[k % 3], 1 + (k * 7919) % 70000, k % 2));
   std::vector<std::unique_ptr<DeviceCopy>> gs;
   std::vector<gcommTensor_t> ht, gt;
   for (auto& h : hs) {

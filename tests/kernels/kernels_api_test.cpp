@@ -14,7 +14,9 @@
 namespace {
 
 const gcommDevice_t kHost = gcommHostDevice();
-std::string last() { return gcommGetLastError(); }
+std::string last() {
+  return gcommGetLastError();
+}
 
 TEST(KernelsApi, UnscalePackUnpackOnTheHost) {
   std::vector<float> a = {2, 4, 6}, b = {8, 10};
@@ -32,11 +34,13 @@ TEST(KernelsApi, UnscalePackUnpackOnTheHost) {
   b[0] = 8.0f;
   found = 0.0f;
   std::vector<uint16_t> bucket(5);
-  ASSERT_EQ(gcommPack(t, 2, nullptr, bucket.data(), gcommBfloat16, 1.0f, nullptr, kHost, nullptr), gcommSuccess);
-  EXPECT_EQ(bucket[0], 0x3f80);  // 1.0 in bf16
-  ASSERT_EQ(gcommUnpack(bucket.data(), gcommBfloat16, nullptr, t, 2, 2.0f, nullptr, 1, &found, kHost, nullptr),
+  ASSERT_EQ(gcommPack(t, 2, nullptr, bucket.data(), gcommBfloat16, 1.0f, nullptr, kHost, nullptr),
             gcommSuccess);
-  EXPECT_EQ(a[0], 3.0f);  // 1 + 1*2
+  EXPECT_EQ(bucket[0], 0x3f80);  // 1.0 in bf16
+  ASSERT_EQ(
+      gcommUnpack(bucket.data(), gcommBfloat16, nullptr, t, 2, 2.0f, nullptr, 1, &found, kHost, nullptr),
+      gcommSuccess);
+  EXPECT_EQ(a[0], 3.0f);   // 1 + 1*2
   EXPECT_EQ(b[1], 15.0f);  // 5 + 5*2
 }
 
@@ -58,7 +62,8 @@ TEST(KernelsApi, ClipReportsANonFiniteNormInAFlag) {
   std::vector<float> a = {3, std::numeric_limits<float>::infinity(), 4};
   gcommTensor_t t{a.data(), 3, gcommFloat32};
   float norm = 0, found = 0;
-  ASSERT_EQ(gcommClipByGlobalNormAndCheck(&t, 1, 1.0f, &norm, &found, nullptr, 0, kHost, nullptr), gcommSuccess)
+  ASSERT_EQ(gcommClipByGlobalNormAndCheck(&t, 1, 1.0f, &norm, &found, nullptr, 0, kHost, nullptr),
+            gcommSuccess)
       << last();
   EXPECT_EQ(found, 1.0f);
   EXPECT_EQ(a[0], 3.0f) << "nothing is scaled by a non-finite norm";
@@ -82,7 +87,8 @@ TEST(KernelsApi, BadInputIsRefusedAndNothingRuns) {
             gcommInvalidArgument);
   EXPECT_EQ(gcommCast(a.data(), gcommFloat32, a.data() + 1, gcommFloat32, 1, kHost, nullptr), gcommSuccess)
       << "disjoint neighbours are fine";
-  EXPECT_EQ(gcommCast(a.data(), gcommFloat32, reinterpret_cast<char*>(a.data()) + 2, gcommFloat16, 2, kHost, nullptr),
+  EXPECT_EQ(gcommCast(a.data(), gcommFloat32, reinterpret_cast<char*>(a.data()) + 2, gcommFloat16, 2, kHost,
+                      nullptr),
             gcommInvalidArgument);
   EXPECT_EQ(gcommNormWorkspaceSize(&t, 1, nullptr), gcommInvalidArgument);
 }
@@ -100,17 +106,20 @@ TEST(KernelsApi, AbsurdCountsAreRefusedBeforeTheListIsRead) {
     return s == gcommInvalidArgument && last().find("GCOMM_MAX_TENSORS") != std::string::npos;
   };
   for (size_t n : {SIZE_MAX, SIZE_MAX / 2, static_cast<size_t>(GCOMM_MAX_TENSORS) + 1}) {
-    EXPECT_TRUE(refused_for_length(gcommL2Norm(one.get(), n, &norm, nullptr, nullptr, 0, kHost, nullptr))) << last();
-    EXPECT_TRUE(refused_for_length(gcommUnscaleAndCheck(one.get(), n, &inv, &found, kHost, nullptr))) << last();
+    EXPECT_TRUE(refused_for_length(gcommL2Norm(one.get(), n, &norm, nullptr, nullptr, 0, kHost, nullptr)))
+        << last();
+    EXPECT_TRUE(refused_for_length(gcommUnscaleAndCheck(one.get(), n, &inv, &found, kHost, nullptr)))
+        << last();
     EXPECT_TRUE(refused_for_length(gcommCheckFinite(one.get(), n, &found, kHost, nullptr))) << last();
-    EXPECT_TRUE(refused_for_length(gcommClipByGlobalNorm(one.get(), n, 1.0f, &norm, nullptr, 0, kHost, nullptr)))
+    EXPECT_TRUE(
+        refused_for_length(gcommClipByGlobalNorm(one.get(), n, 1.0f, &norm, nullptr, 0, kHost, nullptr)))
         << last();
     EXPECT_TRUE(refused_for_length(gcommNormWorkspaceSize(one.get(), n, &ws))) << last();
-    EXPECT_TRUE(refused_for_length(gcommPack(one.get(), n, nullptr, a.data(), gcommFloat32, 1.0f, nullptr, kHost,
-                                             nullptr)))
+    EXPECT_TRUE(refused_for_length(
+        gcommPack(one.get(), n, nullptr, a.data(), gcommFloat32, 1.0f, nullptr, kHost, nullptr)))
         << last();
-    EXPECT_TRUE(refused_for_length(gcommUnpack(a.data(), gcommFloat32, nullptr, one.get(), n, 1.0f, nullptr, 0,
-                                               &found, kHost, nullptr)))
+    EXPECT_TRUE(refused_for_length(
+        gcommUnpack(a.data(), gcommFloat32, nullptr, one.get(), n, 1.0f, nullptr, 0, &found, kHost, nullptr)))
         << last();
   }
   // Element counts that fit size_t but not memory.

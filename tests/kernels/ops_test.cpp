@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include <functional>
 #include "common/api_guard.hpp"
 #include "common/device.hpp"
-#include <functional>
 #include "kernels/ops.hpp"
 #include "reference.hpp"
 
@@ -98,7 +98,8 @@ TEST(CheckFinite, FlagsInfAndNanAnywhereAndWritesNothing) {
         ASSERT_EQ(b.bytes, before.bytes);
       }
   float found = 0.0f;
-  EXPECT_NE(refused([&] { check_finite(nullptr, 1, &found, kHost); }).find("'grads' is NULL"), std::string::npos);
+  EXPECT_NE(refused([&] { check_finite(nullptr, 1, &found, kHost); }).find("'grads' is NULL"),
+            std::string::npos);
   gcommTensor_t ok{&found, 1, gcommFloat32};
   EXPECT_NE(refused([&] { check_finite(&ok, 1, nullptr, kHost); }).find("'found_inf'"), std::string::npos);
 }
@@ -121,7 +122,8 @@ TEST(Pack, GathersCastsAndScalesIntoEveryBucketDtype) {
   std::mt19937 rng(13);
   for (auto bucket_dtype : kDtypes) {
     std::vector<TypedBuffer> src;
-    for (size_t k = 0; k < 6; ++k) src.push_back(random_buffer(rng, kDtypes[k % 3], kSizes[k % 5] + k, k % 2));
+    for (size_t k = 0; k < 6; ++k)
+      src.push_back(random_buffer(rng, kDtypes[k % 3], kSizes[k % 5] + k, k % 2));
     auto t = tensors_of(src);
     std::vector<size_t> offsets;
     size_t next = 3;  // a gap before the first tensor, and padding between them
@@ -156,15 +158,16 @@ TEST(Unpack, FusedEpilogueCastsScalesAccumulatesAndFlags) {
   for (auto bucket_dtype : kDtypes)
     for (bool accumulate : {false, true}) {
       std::vector<TypedBuffer> dst;
-      for (size_t k = 0; k < 5; ++k) dst.push_back(random_buffer(rng, kDtypes[(k + 1) % 3], kSizes[k], k % 2));
+      for (size_t k = 0; k < 5; ++k)
+        dst.push_back(random_buffer(rng, kDtypes[(k + 1) % 3], kSizes[k], k % 2));
       std::vector<TypedBuffer> before = dst;
       auto t = tensors_of(dst);
       size_t total = 0;
       for (auto& d : dst) total += d.count;
       TypedBuffer bucket = random_buffer(rng, bucket_dtype, total);
       float device_scale = 0.5f, found = 0.0f;
-      unpack(bucket.data(), bucket_dtype, nullptr, t.data(), t.size(), 0.25f, &device_scale, accumulate, &found,
-             kHost);
+      unpack(bucket.data(), bucket_dtype, nullptr, t.data(), t.size(), 0.25f, &device_scale, accumulate,
+             &found, kHost);
       size_t off = 0;
       for (size_t k = 0; k < dst.size(); ++k) {
         for (size_t i = 0; i < dst[k].count; ++i) {
@@ -208,7 +211,8 @@ double ref_sq(TypedBuffer& b) {
 TEST(Norm, GlobalAndPerTensorMatchDoubleReferenceAndAreDeterministic) {
   std::mt19937 rng(17);
   std::vector<TypedBuffer> bufs;
-  for (size_t k = 0; k < 9; ++k) bufs.push_back(random_buffer(rng, kDtypes[k % 3], kSizes[k % 5] * 3 + k, k % 2));
+  for (size_t k = 0; k < 9; ++k)
+    bufs.push_back(random_buffer(rng, kDtypes[k % 3], kSizes[k % 5] * 3 + k, k % 2));
   auto t = tensors_of(bufs);
   float global = 0, again = 0;
   std::vector<float> per(t.size()), per_again(t.size());
@@ -228,7 +232,8 @@ TEST(Norm, GlobalAndPerTensorMatchDoubleReferenceAndAreDeterministic) {
 TEST(Norm, ClipScalesOnlyWhenAboveTheMaximum) {
   std::mt19937 rng(18);
   for (float max_norm : {1.0f, 1e6f}) {
-    std::vector<TypedBuffer> bufs = {random_buffer(rng, gcommFloat32, 4095), random_buffer(rng, gcommBfloat16, 7)};
+    std::vector<TypedBuffer> bufs = {random_buffer(rng, gcommFloat32, 4095),
+                                     random_buffer(rng, gcommBfloat16, 7)};
     std::vector<TypedBuffer> before = bufs;
     auto t = tensors_of(bufs);
     float norm = 0;
@@ -265,7 +270,8 @@ TEST(CopyUnlessFlagged, CopiesUnlessTheFlagIsSet) {
 TEST(Norm, ANonFiniteListIsLeftAsItWasAndReported) {
   std::mt19937 rng(21);
   for (float bad : {kInf, -kInf, std::nanf("")}) {
-    std::vector<TypedBuffer> bufs = {random_buffer(rng, gcommFloat32, 353), random_buffer(rng, gcommFloat16, 9)};
+    std::vector<TypedBuffer> bufs = {random_buffer(rng, gcommFloat32, 353),
+                                     random_buffer(rng, gcommFloat16, 9)};
     bufs[0].set(17, bad);
     std::vector<TypedBuffer> before = bufs;
     auto t = tensors_of(bufs);
@@ -273,7 +279,8 @@ TEST(Norm, ANonFiniteListIsLeftAsItWasAndReported) {
     clip_by_global_norm(t.data(), t.size(), 1e-3f, &norm, nullptr, 0, kHost, &found);
     EXPECT_FALSE(std::isfinite(norm)) << bad;
     EXPECT_EQ(found, 1.0f) << bad;
-    for (size_t k = 0; k < 2; ++k) EXPECT_EQ(bufs[k].bytes, before[k].bytes) << "tensor " << k << " changed, bad " << bad;
+    for (size_t k = 0; k < 2; ++k)
+      EXPECT_EQ(bufs[k].bytes, before[k].bytes) << "tensor " << k << " changed, bad " << bad;
   }
   std::vector<TypedBuffer> fine = {random_buffer(rng, gcommFloat32, 100)};
   auto t = tensors_of(fine);
@@ -299,7 +306,9 @@ TEST(Cast, EveryPairOfDtypes) {
 TEST(BadInput, NullDataWithElementsOrNullScalars) {
   gcommTensor_t t{nullptr, 5, gcommFloat32};
   float inv = 1, found = 0;
-  EXPECT_NE(refused([&] { unscale_and_check(&t, 1, &inv, &found, kHost); }).find("grads[0] has 5 elements but its data is NULL"),
+  EXPECT_NE(refused([&] {
+              unscale_and_check(&t, 1, &inv, &found, kHost);
+            }).find("grads[0] has 5 elements but its data is NULL"),
             std::string::npos);
   std::vector<float> x(4, 1.0f);
   gcommTensor_t ok{x.data(), 4, gcommFloat32};
@@ -317,7 +326,8 @@ TEST(BadInput, InvalidDtypesAndOverflowingCounts) {
   EXPECT_NE(refused([&] { unscale_and_check(&bad, 1, &inv, &found, kHost); }).find("grads[0].dtype"),
             std::string::npos);
   gcommTensor_t huge{x.data(), SIZE_MAX / 2, gcommFloat32};
-  EXPECT_NE(refused([&] { unscale_and_check(&huge, 1, &inv, &found, kHost); }).find("overflow"), std::string::npos);
+  EXPECT_NE(refused([&] { unscale_and_check(&huge, 1, &inv, &found, kHost); }).find("overflow"),
+            std::string::npos);
   gcommTensor_t t{x.data(), 4, gcommFloat32};
   refused([&] { pack(&t, 1, nullptr, x.data(), static_cast<gcommDataType_t>(-1), 1.0f, nullptr, kHost); });
   EXPECT_EQ(x[0], 1.0f);
@@ -327,42 +337,49 @@ TEST(BadInput, OverlappingDestinationsAndBucketRanges) {
   std::vector<float> x(16, 1.0f), bucket(32, 3.0f);
   gcommTensor_t dst[2] = {{x.data(), 8, gcommFloat32}, {x.data() + 4, 8, gcommFloat32}};
   float found = 0;
-  EXPECT_NE(refused([&] { unpack(bucket.data(), gcommFloat32, nullptr, dst, 2, 1.0f, nullptr, false, &found, kHost); })
-                .find("overlap"),
+  EXPECT_NE(refused([&] {
+              unpack(bucket.data(), gcommFloat32, nullptr, dst, 2, 1.0f, nullptr, false, &found, kHost);
+            }).find("overlap"),
             std::string::npos);
   EXPECT_EQ(x[0], 1.0f) << "nothing may run";
   // Out of address order (the check sorts only then), with the overlap not between
   // neighbours in the list.
-  gcommTensor_t shuffled[3] = {{x.data() + 12, 4, gcommFloat32}, {x.data(), 4, gcommFloat32},
-                               {x.data() + 10, 3, gcommFloat32}};
-  EXPECT_NE(refused([&] { unpack(bucket.data(), gcommFloat32, nullptr, shuffled, 3, 1.0f, nullptr, false, &found,
-                                 kHost); })
-                .find("tensors 2 and 0 overlap"),
+  gcommTensor_t shuffled[3] = {
+      {x.data() + 12, 4, gcommFloat32}, {x.data(), 4, gcommFloat32}, {x.data() + 10, 3, gcommFloat32}};
+  EXPECT_NE(refused([&] {
+              unpack(bucket.data(), gcommFloat32, nullptr, shuffled, 3, 1.0f, nullptr, false, &found, kHost);
+            }).find("tensors 2 and 0 overlap"),
             std::string::npos)
       << last_error();
-  gcommTensor_t shuffled_ok[3] = {{x.data() + 12, 4, gcommFloat32}, {x.data(), 4, gcommFloat32},
-                                  {x.data() + 4, 8, gcommFloat32}};
-  EXPECT_NO_THROW(unpack(bucket.data(), gcommFloat32, nullptr, shuffled_ok, 3, 1.0f, nullptr, false, &found, kHost));
+  gcommTensor_t shuffled_ok[3] = {
+      {x.data() + 12, 4, gcommFloat32}, {x.data(), 4, gcommFloat32}, {x.data() + 4, 8, gcommFloat32}};
+  EXPECT_NO_THROW(
+      unpack(bucket.data(), gcommFloat32, nullptr, shuffled_ok, 3, 1.0f, nullptr, false, &found, kHost));
   gcommTensor_t src[2] = {{x.data(), 8, gcommFloat32}, {x.data() + 8, 8, gcommFloat32}};
   size_t offsets[2] = {0, 4};
-  EXPECT_NE(refused([&] { pack(src, 2, offsets, bucket.data(), gcommFloat32, 1.0f, nullptr, kHost); })
-                .find("bucket offsets"),
+  EXPECT_NE(refused([&] {
+              pack(src, 2, offsets, bucket.data(), gcommFloat32, 1.0f, nullptr, kHost);
+            }).find("bucket offsets"),
             std::string::npos);
   EXPECT_EQ(bucket[0], 3.0f);
 }
 
 TEST(BadInput, CudaTargetWithoutAGpu) {
   if (gpu_available()) GTEST_SKIP() << "this machine has a GPU";
-  EXPECT_NE(refused([&] { make_target(gcommCudaDevice(0), nullptr); }).find("no usable GPU"), std::string::npos);
+  EXPECT_NE(refused([&] { make_target(gcommCudaDevice(0), nullptr); }).find("no usable GPU"),
+            std::string::npos);
 }
 
 TEST(BadInput, ClipNeedsAPositiveFiniteMaximum) {
   std::vector<float> x(4, 1.0f);
   gcommTensor_t t{x.data(), 4, gcommFloat32};
   float norm = 0;
-  for (float m : {0.0f, -1.0f, kInf, std::nanf("")}) refused([&] { clip_by_global_norm(&t, 1, m, &norm, nullptr, 0, kHost); });
+  for (float m : {0.0f, -1.0f, kInf, std::nanf("")})
+    refused([&] { clip_by_global_norm(&t, 1, m, &norm, nullptr, 0, kHost); });
   // The tensor list is checked before anything reads it.
-  EXPECT_NE(refused([&] { clip_by_global_norm(nullptr, 3, 1.0f, &norm, nullptr, 0, kHost); }).find("'tensors' is NULL"),
+  EXPECT_NE(refused([&] {
+              clip_by_global_norm(nullptr, 3, 1.0f, &norm, nullptr, 0, kHost);
+            }).find("'tensors' is NULL"),
             std::string::npos);
   gcommTensor_t huge{x.data(), SIZE_MAX / 2, gcommFloat32};
   EXPECT_NE(refused([&] { clip_by_global_norm(&huge, 1, 1.0f, &norm, nullptr, 0, kHost); }).find("overflow"),

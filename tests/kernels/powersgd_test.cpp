@@ -28,7 +28,12 @@ struct HostMatrix {
   int r;
   std::vector<float> m, e, p, q;
   HostMatrix(size_t rows_, size_t cols_, int r_, bool with_error)
-      : rows(rows_), cols(cols_), r(r_), m(rows_ * cols_), e(with_error ? rows_ * cols_ : 0), p(rows_ * r_),
+      : rows(rows_),
+        cols(cols_),
+        r(r_),
+        m(rows_ * cols_),
+        e(with_error ? rows_ * cols_ : 0),
+        p(rows_ * r_),
         q(cols_ * r_) {}
   LowRankMatrix view() {
     return LowRankMatrix{m.data(), e.empty() ? nullptr : e.data(), p.data(), q.data(), rows, cols};
@@ -94,8 +99,12 @@ double rel_error(const std::vector<float>& got, const std::vector<double>& want)
 
 TEST(PowerSgdHost, OneRoundMatchesTheFloat64Reference) {
   std::mt19937 rng(1);
-  for (auto [rows, cols, r] : {std::tuple<size_t, size_t, int>{17, 33, 1}, {64, 100, 4}, {1000, 3, 2},
-                               {3, 1000, 3}, {128, 96, 32}, {1, 7, 1}}) {
+  for (auto [rows, cols, r] : {std::tuple<size_t, size_t, int>{17, 33, 1},
+                               {64, 100, 4},
+                               {1000, 3, 2},
+                               {3, 1000, 3},
+                               {128, 96, 32},
+                               {1, 7, 1}}) {
     HostMatrix a(rows, cols, r, false);
     low_rank_plus_noise(a, 2, 0.1f, rng);
     initial_q(7, 0, cols, r, a.q.data());
@@ -319,7 +328,8 @@ TEST_F(PowerSgdGpu, EveryOperationMatchesTheHostTwin) {
       bufs.push_back(std::make_unique<DeviceBuf>(h.p));
       bufs.push_back(std::make_unique<DeviceBuf>(h.q));
       size_t b = bufs.size();
-      dv.push_back(LowRankMatrix{bufs[b - 4]->p, bufs[b - 3]->p, bufs[b - 2]->p, bufs[b - 1]->p, h.rows, h.cols});
+      dv.push_back(
+          LowRankMatrix{bufs[b - 4]->p, bufs[b - 3]->p, bufs[b - 2]->p, bufs[b - 1]->p, h.rows, h.cols});
       hv.push_back(h.view());
     }
     add_error(hv.data(), count, kHost);
@@ -402,8 +412,10 @@ TEST_F(PowerSgdGpu, FusedErrorFeedbackMatchesTheTwoPassesBitForBit) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     for (size_t k = 0; k < hs.size(); ++k) {
       const size_t f = 8 * k, s = 8 * k + 4;  // fused then split buffers of matrix k
-      EXPECT_EQ(bufs[f]->get(hs[k].m.size()), bufs[s]->get(hs[k].m.size())) << "m, r=" << r << " matrix " << k;
-      EXPECT_EQ(bufs[f + 2]->get(hs[k].p.size()), bufs[s + 2]->get(hs[k].p.size())) << "p, r=" << r << " matrix " << k;
+      EXPECT_EQ(bufs[f]->get(hs[k].m.size()), bufs[s]->get(hs[k].m.size()))
+          << "m, r=" << r << " matrix " << k;
+      EXPECT_EQ(bufs[f + 2]->get(hs[k].p.size()), bufs[s + 2]->get(hs[k].p.size()))
+          << "p, r=" << r << " matrix " << k;
     }
   }
 }

@@ -28,7 +28,9 @@ std::vector<uint16_t> random_halves(std::mt19937& rng, size_t n, bool finite) {
   return v;
 }
 
-bool is_f16_nan(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0; }
+bool is_f16_nan(uint16_t h) {
+  return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0;
+}
 
 uint16_t scalar_reduce(const std::vector<std::vector<uint16_t>>& in, size_t i, gcommRedOp_t op) {
   float acc = f16_to_f32(in[0][i]);
@@ -49,7 +51,8 @@ TEST(ReduceHost, F16BlocksMatchTheScalarTwinBitForBit) {
         for (size_t i = 0; i < count; ++i) {
           const uint16_t want = scalar_reduce(in, i, op);
           if (is_f16_nan(want))  // which NaN a sum of NaNs gives is not pinned (the vectorized f32 loops
-            ASSERT_TRUE(is_f16_nan(out[i])) << "op " << op << " i " << i;  // reorder operands), only that it is one
+            ASSERT_TRUE(is_f16_nan(out[i]))
+                << "op " << op << " i " << i;  // reorder operands), only that it is one
           else
             ASSERT_EQ(out[i], want) << "op " << op << " i " << i << " finite " << finite;
         }
@@ -77,8 +80,8 @@ TEST(ReduceHost, FloatToF16RoundsAsTheScalarTwin) {
   std::mt19937 rng(12);
   std::vector<float> in(1 << 20);
   for (auto& f : in) f = bits_to_float(static_cast<uint32_t>(rng()) & 0xbfffffffu);  // no NaN: the fast path
-  in[5] = 65520.0f;  // overflows to Inf
-  in[6] = 2.9802322e-8f;  // a tie to even 0
+  in[5] = 65520.0f;                                                                  // overflows to Inf
+  in[6] = 2.9802322e-8f;                                                             // a tie to even 0
   std::vector<uint16_t> out(in.size());
   reduce_host::float_to_typed(in.data(), out.data(), in.size(), gcommFloat16);
   for (size_t i = 0; i < in.size(); ++i) ASSERT_EQ(out[i], f32_to_f16(in[i])) << in[i];
@@ -103,8 +106,9 @@ TEST(HostTwinBlocks, F16PackAndUnpackMatchTheElementRule) {
   src[40000] = std::numeric_limits<float>::infinity();
   std::vector<uint16_t> bucket(n + 1, 0);
   gcommTensor_t t{src.data() + 1, n, gcommFloat32};  // misaligned start
-  ASSERT_EQ(gcommPack(&t, 1, nullptr, bucket.data() + 1, gcommFloat16, 0.5f, nullptr, gcommHostDevice(), nullptr),
-            gcommSuccess);
+  ASSERT_EQ(
+      gcommPack(&t, 1, nullptr, bucket.data() + 1, gcommFloat16, 0.5f, nullptr, gcommHostDevice(), nullptr),
+      gcommSuccess);
   for (size_t i = 0; i < n; ++i) {
     uint16_t want = f32_to_f16(src[i + 1] * 0.5f);
     if ((want & 0x7fffu) > 0x7c00u)

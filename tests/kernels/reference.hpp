@@ -34,9 +34,15 @@ inline uint16_t ref_bf16(float f) {
   return __nv_bfloat16_raw(__float2bfloat16_rn(f)).x;
 }
 #else
-inline uint16_t ref_f16(float f) { return plain_f16(f); }
-inline float ref_from_f16(uint16_t u) { return plain_from_f16(u); }
-inline uint16_t ref_bf16(float f) { return plain_bf16(f); }
+inline uint16_t ref_f16(float f) {
+  return plain_f16(f);
+}
+inline float ref_from_f16(uint16_t u) {
+  return plain_from_f16(u);
+}
+inline uint16_t ref_bf16(float f) {
+  return plain_bf16(f);
+}
 #endif
 inline float ref_from_bf16(uint16_t u) {
   uint32_t x = static_cast<uint32_t>(u) << 16;
@@ -45,7 +51,9 @@ inline float ref_from_bf16(uint16_t u) {
   return f;
 }
 
-inline size_t elem_size(gcommDataType_t d) { return d == gcommFloat32 ? 4 : 2; }
+inline size_t elem_size(gcommDataType_t d) {
+  return d == gcommFloat32 ? 4 : 2;
+}
 
 // A buffer of `count` elements of `dtype` (plus `offset` leading elements, so the
 // data can start misaligned) with the values kept as floats alongside.

@@ -15,7 +15,9 @@
 namespace gradcomm::kernels {
 namespace {
 
-ScalerState fresh(float scale, int hysteresis = 1) { return ScalerState{scale, 1.0f / scale, 0.0f, 0, hysteresis, 0}; }
+ScalerState fresh(float scale, int hysteresis = 1) {
+  return ScalerState{scale, 1.0f / scale, 0.0f, 0, hysteresis, 0};
+}
 
 void step(ScalerState& s, const ScalerParams& p, bool overflow) {
   s.found_inf = overflow ? 1.0f : 0.0f;

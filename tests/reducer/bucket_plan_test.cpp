@@ -42,8 +42,8 @@ TEST(BucketPlan, ReverseOrderSmallFirstBucketThenCap) {
 TEST(BucketPlan, CarriedGradientsCountTowardTheCapButTakeNoPlace) {
   // PowerSGD's matrices (carried outside the wire) between small uncompressed
   // ones: 400-byte matrices 5, 3, 1 and 40-byte biases 4, 2, 0; caps 500 B, then 1000 B.
-  std::vector<GradSpec> g = {{10, gcommFloat32}, {100, gcommFloat32, true}, {10, gcommFloat32},
-                             {100, gcommFloat32, true}, {10, gcommFloat32}, {100, gcommFloat32, true}};
+  std::vector<GradSpec> g = {{10, gcommFloat32},        {100, gcommFloat32, true}, {10, gcommFloat32},
+                             {100, gcommFloat32, true}, {10, gcommFloat32},        {100, gcommFloat32, true}};
   PlanOptions o = caps(500, 1000);
   BucketPlan p = plan_buckets(g, o);
   check_plan_invariants(g, o, p);

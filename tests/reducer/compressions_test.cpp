@@ -84,8 +84,9 @@ TEST(CompressionTable, KindsAreFoundByNameAndByValue) {
   EXPECT_EQ(options, "block_size=64");
   EXPECT_EQ(compression_entry(gcommCompressionPowerSgd).name, std::string("powersgd"));
   EXPECT_EQ(compression_name(gcommCompressionNone), std::string("none"));
-  EXPECT_NE(refusal([&] { compression_entry_of_text("none", &options); }).find("every reducer starts with none"),
-            std::string::npos);
+  EXPECT_NE(
+      refusal([&] { compression_entry_of_text("none", &options); }).find("every reducer starts with none"),
+      std::string::npos);
 }
 
 }  // namespace

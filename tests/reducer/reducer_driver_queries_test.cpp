@@ -15,11 +15,11 @@
 
 #include "comm/communicator.hpp"
 #include "comm/local/local_transport.hpp"
-#include "reducer/reducer.hpp"
-#include "reducer/reducer_rig.hpp"
 #include "common/device.hpp"
 #include "kernels/grad_scaler.hpp"
 #include "kernels/ops.hpp"
+#include "reducer/reducer.hpp"
+#include "reducer/reducer_rig.hpp"
 #include "support/gpu.hpp"
 
 namespace gradcomm::reducer {
@@ -79,7 +79,8 @@ class ReducerDriverQueries : public ::testing::TestWithParam<bool> {
     Reducer r(comm, tensors.data(), tensors.size(), o, scaler.get());
     if (v.powersgd) {
       const size_t rows[] = {10, 0, 25, 0, 64};
-      r.enable_compression("powersgd:rank=2,start_iter=1", rows);  // step 0 all-reduces whole gradients, step 1 compresses
+      r.enable_compression("powersgd:rank=2,start_iter=1",
+                           rows);  // step 0 all-reduces whole gradients, step 1 compresses
     }
     cudaStream_t stream = nullptr;
     if (gpu()) {
@@ -120,8 +121,10 @@ TEST_P(ReducerDriverQueries, CallerPointersAreStillLookedUp) {
   void* bucket = nullptr;
   size_t total = 0;
   for (auto& t : g.tensors) total += t.count;
-  if (gpu()) ASSERT_EQ(cudaMalloc(&bucket, total * 4), cudaSuccess);
-  else bucket = std::malloc(total * 4);
+  if (gpu())
+    ASSERT_EQ(cudaMalloc(&bucket, total * 4), cudaSuccess);
+  else
+    bucket = std::malloc(total * 4);
   const uint64_t before = pointer_lookups();
   kernels::pack(g.tensors.data(), g.tensors.size(), nullptr, bucket, gcommFloat32, 1.0f, nullptr,
                 kernels::Target{device(), nullptr});

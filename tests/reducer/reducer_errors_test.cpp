@@ -8,7 +8,9 @@ namespace {
 
 using ReducerErrors = ReducerRig;
 
-bool message_has(const char* needle) { return std::string(gcommGetLastError()).find(needle) != std::string::npos; }
+bool message_has(const char* needle) {
+  return std::string(gcommGetLastError()).find(needle) != std::string::npos;
+}
 
 // Rank 1 never marks gradient 2. As zero: every rank gets (rank 0's + 0) / 2 for it.
 // As an error: rank 1 fails naming index 2 after completing the step the same way
@@ -43,18 +45,22 @@ TEST_P(ReducerErrors, UnusedGradientsAsZeroOrAsAnErrorThatDoesNotHangThePeers) {
       if (mode == gcommUnusedAsZero) {
         RIG_CHECK(s);
         TypedBuffer g2 = mem[2].download(stream);
-        if (g2.get(7) != 1.0f) return "unused-as-zero gradient is " + std::to_string(g2.get(7)) + ", not (2+0)/2";
+        if (g2.get(7) != 1.0f)
+          return "unused-as-zero gradient is " + std::to_string(g2.get(7)) + ", not (2+0)/2";
         TypedBuffer g1 = mem[1].download(stream);
         if (g1.get(7) != 3.0f) return "used gradient is " + std::to_string(g1.get(7)) + ", not 3";
       } else if (rank == 1) {
         if (s != gcommInvalidState) return "an unused gradient was not reported";
-        if (!message_has("1 of 4 gradients were never marked ready in this step: 2")) return gcommGetLastError();
+        if (!message_has("1 of 4 gradients were never marked ready in this step: 2"))
+          return gcommGetLastError();
         TypedBuffer g1 = mem[1].download(stream);
-        if (g1.get(7) != 3.0f) return "a refused step left rank 1's used gradient at " + std::to_string(g1.get(7)) +
-                                      ", not rank 0's 3";
+        if (g1.get(7) != 3.0f)
+          return "a refused step left rank 1's used gradient at " + std::to_string(g1.get(7)) +
+                 ", not rank 0's 3";
         TypedBuffer g2 = mem[2].download(stream);
-        if (g2.get(7) != 1.0f) return "a refused step left the unused gradient at " + std::to_string(g2.get(7)) +
-                                      ", not rank 0's (2+0)/2";
+        if (g2.get(7) != 1.0f)
+          return "a refused step left the unused gradient at " + std::to_string(g2.get(7)) +
+                 ", not rank 0's (2+0)/2";
       } else {
         RIG_CHECK(s);  // rank 0 did its part and completes
       }
@@ -83,19 +89,27 @@ TEST_P(ReducerErrors, CallsInTheWrongOrderAreRefusedAndChangeNothing) {
     RIG_CHECK(gcommReducerCreate(comm, t, 2, nullptr, &r));
     auto expect = [&](gcommStatus_t got, gcommStatus_t want, const char* needle) -> std::string {
       if (got != want) return std::string("status ") + gcommGetStatusString(got) + " for '" + needle + "'";
-      if (!message_has(needle)) return std::string("message '") + gcommGetLastError() + "' lacks '" + needle + "'";
+      if (!message_has(needle))
+        return std::string("message '") + gcommGetLastError() + "' lacks '" + needle + "'";
       return "";
     };
     std::string e;
-    if (!(e = expect(gcommReducerMarkReady(r, 0, stream), gcommInvalidState, "outside a step")).empty()) return e;
-    if (!(e = expect(gcommReducerFinalize(r, stream, nullptr), gcommInvalidState, "without a step")).empty()) return e;
+    if (!(e = expect(gcommReducerMarkReady(r, 0, stream), gcommInvalidState, "outside a step")).empty())
+      return e;
+    if (!(e = expect(gcommReducerFinalize(r, stream, nullptr), gcommInvalidState, "without a step")).empty())
+      return e;
     RIG_CHECK(gcommReducerBeginStep(r, 1));
-    if (!(e = expect(gcommReducerBeginStep(r, 1), gcommInvalidState, "already in progress")).empty()) return e;
-    if (!(e = expect(gcommReducerMarkReady(r, 2, stream), gcommInvalidArgument, "out of range")).empty()) return e;
+    if (!(e = expect(gcommReducerBeginStep(r, 1), gcommInvalidState, "already in progress")).empty())
+      return e;
+    if (!(e = expect(gcommReducerMarkReady(r, 2, stream), gcommInvalidArgument, "out of range")).empty())
+      return e;
     RIG_CHECK(gcommReducerMarkReady(r, 1, stream));
-    if (!(e = expect(gcommReducerMarkReady(r, 1, stream), gcommInvalidState, "already marked")).empty()) return e;
-    if (!(e = expect(gcommReducerSetGradData(r, 0, a.data), gcommInvalidState, "during a step")).empty()) return e;
-    if (!(e = expect(gcommReducerBeginStep(r, 2), gcommInvalidArgument, "sync must be 0 or 1")).empty()) return e;
+    if (!(e = expect(gcommReducerMarkReady(r, 1, stream), gcommInvalidState, "already marked")).empty())
+      return e;
+    if (!(e = expect(gcommReducerSetGradData(r, 0, a.data), gcommInvalidState, "during a step")).empty())
+      return e;
+    if (!(e = expect(gcommReducerBeginStep(r, 2), gcommInvalidArgument, "sync must be 0 or 1")).empty())
+      return e;
     std::mt19937 rng(3);
     TypedBuffer va = random_buffer(rng, gcommFloat32, 64);
     a.upload(va, stream);
@@ -129,14 +143,16 @@ TEST_P(ReducerErrors, OverlappingGradientsAreRefusedAtRegistrationNamingBoth) {
       r = nullptr;
       gcommStatus_t s = gcommReducerCreate(comm, grads.data(), grads.size(), nullptr, &r);
       if (s != gcommInvalidArgument) return std::string("accepted overlapping gradients: ") + needle;
-      if (!message_has(needle)) return std::string("message '") + gcommGetLastError() + "' lacks '" + needle + "'";
+      if (!message_has(needle))
+        return std::string("message '") + gcommGetLastError() + "' lacks '" + needle + "'";
       if (r != nullptr) return "a refused create wrote its out-handle";
       return "";
     };
     std::string e;
     if (!(e = refused({t(0, 64), t(64, 64), t(0, 64)}, "grads[0] and grads[2] overlap")).empty()) return e;
     if (!(e = refused({t(0, 64), t(32, 64)}, "grads[0] and grads[1] overlap")).empty()) return e;
-    if (!(e = refused({t(0, 64), t(100, 8), t(16, 8, gcommFloat16)}, "grads[0] and grads[2] overlap")).empty())
+    if (!(e = refused({t(0, 64), t(100, 8), t(16, 8, gcommFloat16)}, "grads[0] and grads[2] overlap"))
+             .empty())
       return e;
     // Out of address order, the overlap not between list neighbours.
     if (!(e = refused({t(128, 16), t(0, 16), t(64, 16), t(136, 4)}, "grads[0] and grads[3] overlap")).empty())
@@ -145,13 +161,15 @@ TEST_P(ReducerErrors, OverlappingGradientsAreRefusedAtRegistrationNamingBoth) {
     std::vector<gcommTensor_t> grads = {t(0, 64), t(64, 64), t(128, 0), t(128, 64, gcommFloat16), t(64, 0)};
     RIG_CHECK(gcommReducerCreate(comm, grads.data(), grads.size(), nullptr, &r));
     // Moving one gradient onto another is refused and changes nothing ...
-    if (gcommReducerSetGradData(r, 1, base) != gcommInvalidArgument) return "a move onto gradient 0 was accepted";
+    if (gcommReducerSetGradData(r, 1, base) != gcommInvalidArgument)
+      return "a move onto gradient 0 was accepted";
     if (!message_has("gradient 1 at")) return gcommGetLastError();
     if (!message_has("would overlap gradient 0")) return gcommGetLastError();
     void* where = nullptr;
     RIG_CHECK(gcommReducerGradData(r, 1, &where));
     if (where != base + 64) return "a refused move changed the address";
-    if (gcommReducerSetGradData(r, 0, base + 150) != gcommInvalidArgument) return "a partial overlap was accepted";
+    if (gcommReducerSetGradData(r, 0, base + 150) != gcommInvalidArgument)
+      return "a partial overlap was accepted";
     if (!message_has("would overlap gradient 3")) return gcommGetLastError();
     // ... a move to free memory (or onto its own old place) is fine ...
     RIG_CHECK(gcommReducerSetGradData(r, 0, base + 192));
@@ -159,9 +177,11 @@ TEST_P(ReducerErrors, OverlappingGradientsAreRefusedAtRegistrationNamingBoth) {
     RIG_CHECK(gcommReducerSetGradData(r, 1, base + 40));  // overlapping only its own old range
     // ... and several at once may trade places.
     std::vector<void*> swapped = {base + 64, base, nullptr, base + 128, nullptr};
-    if (gcommReducerSetAllGradData(r, swapped.data(), 4) != gcommInvalidArgument) return "a short list was accepted";
+    if (gcommReducerSetAllGradData(r, swapped.data(), 4) != gcommInvalidArgument)
+      return "a short list was accepted";
     std::vector<void*> clash = {base, base + 32, nullptr, base + 128, nullptr};
-    if (gcommReducerSetAllGradData(r, clash.data(), 5) != gcommInvalidArgument) return "an overlapping set was accepted";
+    if (gcommReducerSetAllGradData(r, clash.data(), 5) != gcommInvalidArgument)
+      return "an overlapping set was accepted";
     if (!message_has("grads[0] and grads[1] overlap")) return gcommGetLastError();
     RIG_CHECK(gcommReducerGradData(r, 0, &where));
     if (where != base + 192) return "a refused set changed an address";
@@ -213,7 +233,8 @@ TEST_P(ReducerErrors, MarkReadyAtRefusesAGradientWhoseMemoryWasReplaced) {
     replacement.upload(va, stream);
     RIG_CHECK(gcommReducerSetGradData(r, 0, replacement.data));
     RIG_CHECK(gcommReducerBeginStep(r, 1));
-    if (gcommReducerMarkReadyAt(r, 0, a.data, stream) != gcommInvalidArgument) return "the old address passed";
+    if (gcommReducerMarkReadyAt(r, 0, a.data, stream) != gcommInvalidArgument)
+      return "the old address passed";
     RIG_CHECK(gcommReducerMarkReadyAt(r, 0, replacement.data, stream));
     RIG_CHECK(gcommReducerMarkReady(r, 1, stream));
     RIG_CHECK(gcommReducerMarkReady(r, 2, stream));
@@ -230,10 +251,12 @@ TEST_P(ReducerErrors, BadConfigurationAndHandlesAreRefusedWithTheReason) {
     GradMem a(gcommFloat32, 64, on_gpu);
     gcommTensor_t t = a.tensor();
     gcommReducer_t r = nullptr;
-    auto refused = [&](const gcommReducerConfig_t* cfg, const gcommTensor_t* ts, size_t n, const char* needle) {
+    auto refused = [&](const gcommReducerConfig_t* cfg, const gcommTensor_t* ts, size_t n,
+                       const char* needle) {
       gcommStatus_t s = gcommReducerCreate(comm, ts, n, cfg, &r);
       if (s == gcommSuccess) return std::string("accepted: ") + needle;
-      if (!message_has(needle)) return std::string("message '") + gcommGetLastError() + "' lacks '" + needle + "'";
+      if (!message_has(needle))
+        return std::string("message '") + gcommGetLastError() + "' lacks '" + needle + "'";
       return std::string();
     };
     std::string e;

@@ -12,10 +12,10 @@
 
 #include "comm/communicator.hpp"
 #include "comm/local/local_transport.hpp"
-#include "reducer/reducer.hpp"
 #include "memory/caching_allocator.hpp"
 #include "memory/events/event_source.hpp"
 #include "memory/upstream/upstream.hpp"
+#include "reducer/reducer.hpp"
 
 namespace gradcomm::reducer {
 
@@ -54,7 +54,8 @@ ReducerOptions small_buckets() {
 
 void step(Reducer& r, size_t n) {
   r.begin_step(true);
-  for (size_t i = 0; i < n; ++i) r.mark_ready(i, nullptr);  // registration order: the rebuild changes the plan
+  for (size_t i = 0; i < n; ++i)
+    r.mark_ready(i, nullptr);  // registration order: the rebuild changes the plan
   r.finalize(nullptr);
 }
 
@@ -157,8 +158,8 @@ TEST(ReducerFaults, APeerOfARankThatFailedGetsAnErrorWithinTheTimeout) {
   for (int rank = 0; rank < 2; ++rank)
     ranks.emplace_back([&, rank] {
       try {
-        Reducer r(*comms[rank], grads[rank].tensors.data(), grads[rank].tensors.size(), small_buckets(), nullptr,
-                  host_allocator());
+        Reducer r(*comms[rank], grads[rank].tensors.data(), grads[rank].tensors.size(), small_buckets(),
+                  nullptr, host_allocator());
         if (rank == 0) r.allocator().inject_failure_after(0);  // the rebuild's first allocation
         step(r, grads[rank].tensors.size());
       } catch (const Error& e) {

@@ -105,7 +105,9 @@ TEST_P(ReducerHostThread, TwoReducersAndTheCallerOnOneCommunicatorKeepProgramOrd
     gcommReducer_t ra = nullptr, rb = nullptr;
     RIG_CHECK(gcommReducerCreate(comm, ta.data(), ta.size(), &c, &ra));
     RIG_CHECK(gcommReducerCreate(comm, tb.data(), tb.size(), &c, &rb));
-    auto value = [](int model, int step, size_t i, int r) { return model * 1000.0f + step * 10.0f + i + 2 * r; };
+    auto value = [](int model, int step, size_t i, int r) {
+      return model * 1000.0f + step * 10.0f + i + 2 * r;
+    };
     for (int step = 0; step < 20; ++step) {
       for (size_t i = 0; i < kGrads; ++i) {
         std::fill_n(static_cast<float*>(a[i].data), kCount, value(1, step, i, rank));
@@ -125,12 +127,14 @@ TEST_P(ReducerHostThread, TwoReducersAndTheCallerOnOneCommunicatorKeepProgramOrd
       RIG_CHECK(gcommReducerFinalize(ra, stream, nullptr));
       RIG_CHECK(gcommReducerFinalize(rb, stream, nullptr));
       for (size_t i = 0; i < kGrads; ++i) {
-        const float want_a = value(1, step, i, 0) + 1.0f, want_b = value(-1, step, i, 0) + 1.0f;  // the two ranks' mean
+        const float want_a = value(1, step, i, 0) + 1.0f,
+                    want_b = value(-1, step, i, 0) + 1.0f;  // the two ranks' mean
         const float got_a = static_cast<const float*>(a[i].data)[kCount - 1];
         const float got_b = static_cast<const float*>(b[i].data)[0];
         if (got_a != want_a || got_b != want_b)
-          return "step " + std::to_string(step) + " gradient " + std::to_string(i) + ": " + std::to_string(got_a) +
-                 " and " + std::to_string(got_b) + ", not " + std::to_string(want_a) + " and " + std::to_string(want_b);
+          return "step " + std::to_string(step) + " gradient " + std::to_string(i) + ": " +
+                 std::to_string(got_a) + " and " + std::to_string(got_b) + ", not " + std::to_string(want_a) +
+                 " and " + std::to_string(want_b);
       }
     }
     RIG_CHECK(gcommReducerDestroy(ra));

@@ -61,7 +61,10 @@ struct GradMem {
   }
   ~GradMem() {
     if (!owned || data == nullptr) return;
-    if (gpu) cudaFree(data); else std::free(data);
+    if (gpu)
+      cudaFree(data);
+    else
+      std::free(data);
   }
   // A view of memory the reducer owns (grad_as_bucket_view).
   static GradMem view(gcommDataType_t d, size_t n, void* p, bool on_gpu) {
@@ -79,8 +82,8 @@ struct GradMem {
     size_t bytes = count * elem_size(dtype);
     if (bytes == 0) return;
     if (gpu) {
-      ASSERT_EQ(cudaMemcpyAsync(data, b.bytes.data() + b.offset * elem_size(dtype), bytes, cudaMemcpyHostToDevice,
-                                stream),
+      ASSERT_EQ(cudaMemcpyAsync(data, b.bytes.data() + b.offset * elem_size(dtype), bytes,
+                                cudaMemcpyHostToDevice, stream),
                 cudaSuccess);
     } else {
       std::memcpy(data, b.bytes.data() + b.offset * elem_size(dtype), bytes);
@@ -107,8 +110,8 @@ inline double precision_of(gcommDataType_t d) {
 
 // Checks got[j] == sum_r inputs[r][j] * factor, within the rounding of the dtypes
 // the values pass through (gradient dtype and wire dtype) for `world` terms.
-inline void expect_reduced(const TypedBuffer& got, const std::vector<const TypedBuffer*>& inputs, double factor,
-                           gcommDataType_t wire, const std::string& what) {
+inline void expect_reduced(const TypedBuffer& got, const std::vector<const TypedBuffer*>& inputs,
+                           double factor, gcommDataType_t wire, const std::string& what) {
   double eps = std::max(precision_of(got.dtype), precision_of(wire)) * (3.0 + inputs.size());
   for (size_t j = 0; j < got.count; ++j) {
     double ref = 0.0, mag = 0.0;
@@ -132,8 +135,9 @@ inline std::string rig_name(const ::testing::TestParamInfo<RigDevice>& info) {
 
 // body(rank, comm, stream) on one thread per rank, with a stream of its own on
 // the GPU (device 0); returns each rank's error ("" = ok).
-inline std::vector<std::string> run_rank_bodies(std::vector<gcommComm_t>& comms, bool on_gpu,
-                                                const std::function<std::string(int, gcommComm_t, cudaStream_t)>& body) {
+inline std::vector<std::string> run_rank_bodies(
+    std::vector<gcommComm_t>& comms, bool on_gpu,
+    const std::function<std::string(int, gcommComm_t, cudaStream_t)>& body) {
   return run_ranks(comms, [&](int rank, gcommComm_t comm) -> std::string {
     cudaStream_t stream = nullptr;
     if (on_gpu && (cudaSetDevice(0) != cudaSuccess || cudaStreamCreate(&stream) != cudaSuccess))
@@ -165,7 +169,8 @@ class ReducerRig : public ::testing::TestWithParam<RigDevice> {
 
   // body(rank, comm, stream) on one thread per rank, with a stream of its own on
   // the GPU; fails the test with every rank's error.
-  void run(std::vector<gcommComm_t>& comms, const std::function<std::string(int, gcommComm_t, cudaStream_t)>& body) {
+  void run(std::vector<gcommComm_t>& comms,
+           const std::function<std::string(int, gcommComm_t, cudaStream_t)>& body) {
     auto errors = run_rank_bodies(comms, gpu(), body);
     for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
     destroy(comms);
@@ -177,10 +182,10 @@ inline std::string check(gcommStatus_t s, const char* call) {
   if (s == gcommSuccess) return "";
   return std::string(call) + " failed: " + gcommGetStatusString(s) + ": " + gcommGetLastError();
 }
-#define RIG_CHECK(call)                                            \
-  do {                                                             \
+#define RIG_CHECK(call)                                              \
+  do {                                                               \
     std::string rig_error_ = ::gradcomm::test::check((call), #call); \
-    if (!rig_error_.empty()) return rig_error_;                    \
+    if (!rig_error_.empty()) return rig_error_;                      \
   } while (0)
 
 }  // namespace gradcomm::test

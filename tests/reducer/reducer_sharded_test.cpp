@@ -272,14 +272,17 @@ TEST_P(Sharded, TheNormOverShardsIsTheWholeNormAndTheClipScalesTheShard) {
         e = one_step(comm, grads, inputs[rank], all, gpu(), stream, clipped_all, nullptr, nullptr,
                      clip(&whole_clipped));
       if (e.empty())
-        e = one_step(comm, grads, inputs[rank], sharded, gpu(), stream, clipped, &pieces, nullptr, clip(&shards));
+        e = one_step(comm, grads, inputs[rank], sharded, gpu(), stream, clipped, &pieces, nullptr,
+                     clip(&shards));
       if (!e.empty()) return e;
       const double exact = host_norm(reference);
       if (std::fabs(whole - exact) > 1e-6 * exact || whole_clipped != whole)
-        return "the all-reduce mode's norm is " + std::to_string(whole) + ", the gradients' " + std::to_string(exact);
+        return "the all-reduce mode's norm is " + std::to_string(whole) + ", the gradients' " +
+               std::to_string(exact);
       // The same float but in a tie of the final rounding (the double sums differ only in order).
       if (shards != whole && shards != std::nextafter(whole, 0.0f) && shards != std::nextafter(whole, 1e30f))
-        return "the norm over shards is " + std::to_string(shards) + ", the whole norm " + std::to_string(whole);
+        return "the norm over shards is " + std::to_string(shards) + ", the whole norm " +
+               std::to_string(whole);
       // The clipped values, against the reference scaled on the host (one rounding to the dtype).
       const double factor = max_norm / (static_cast<double>(shards) + 1e-6);
       auto expect_scaled = [&](const std::vector<TypedBuffer>& got, size_t i, size_t j, double f) -> bool {
@@ -298,8 +301,8 @@ TEST_P(Sharded, TheNormOverShardsIsTheWholeNormAndTheClipScalesTheShard) {
           if (!expect_scaled(clipped_all, i, j, factor))
             return "all-reduce mode: gradient " + std::to_string(i) + " element " + std::to_string(j) +
                    " was not clipped";
-          const bool ok = mine[i][j] ? expect_scaled(clipped, i, j, factor)
-                                     : clipped[i].get(j) == inputs[rank][i].get(j);
+          const bool ok =
+              mine[i][j] ? expect_scaled(clipped, i, j, factor) : clipped[i].get(j) == inputs[rank][i].get(j);
           if (!ok)
             return "sharded mode: gradient " + std::to_string(i) + " element " + std::to_string(j) +
                    (mine[i][j] ? " (in the shard) was not clipped" : " (outside the shard) changed");
@@ -382,8 +385,8 @@ TEST(ShardedWire, AStepSendsAReduceScatterAndTheGatherAnAllGather) {
              std::to_string(peers * shard_bytes);
     const double ratio = static_cast<double>(sharded) / static_cast<double>(all_reduce);
     if (ratio > 0.55 || ratio < 0.45)
-      return "sharded / all-reduce bytes = " + std::to_string(ratio) + " (" + std::to_string(sharded) + " / " +
-             std::to_string(all_reduce) + ")";
+      return "sharded / all-reduce bytes = " + std::to_string(ratio) + " (" + std::to_string(sharded) +
+             " / " + std::to_string(all_reduce) + ")";
     return "";
   });
   for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;

@@ -17,9 +17,9 @@
 
 #include "comm/communicator.hpp"
 #include "comm/local/local_transport.hpp"
-#include "reducer/reducer.hpp"
 #include "kernels/grad_scaler.hpp"
 #include "memory/caching_allocator.hpp"
+#include "reducer/reducer.hpp"
 
 namespace gradcomm::reducer {
 
@@ -36,7 +36,8 @@ int soak_steps() {
 
 // The gradient value of (step, rank, grad, element): an integer in [-8, 8] / 4.
 float value(uint64_t step, int rank, size_t grad, size_t j) {
-  uint64_t h = (step * 1000003u) ^ (static_cast<uint64_t>(rank) * 7919u) ^ (grad * 104729u) ^ (j * 2654435761u);
+  uint64_t h =
+      (step * 1000003u) ^ (static_cast<uint64_t>(rank) * 7919u) ^ (grad * 104729u) ^ (j * 2654435761u);
   h ^= h >> 29;
   h *= 0xbf58476d1ce4e5b9ull;
   h ^= h >> 32;
@@ -45,8 +46,8 @@ float value(uint64_t step, int rank, size_t grad, size_t j) {
 
 // What every rank's thread sees of the plan for a step (all ranks agree on it).
 struct StepPlan {
-  bool sync = true;            // false: an accumulation step before a synced one
-  bool overflow = false;       // one rank puts a huge value in one gradient
+  bool sync = true;       // false: an accumulation step before a synced one
+  bool overflow = false;  // one rank puts a huge value in one gradient
   int overflow_rank = 0;
   size_t unused_grad = kGrads;  // kGrads: none
   int unused_rank = 0;
@@ -73,7 +74,8 @@ TEST(ReducerSoak, ThousandsOfStepsStayExactAndFlatInMemory) {
   for (auto& t : make_local_transports(kWorld, gcommHostDevice(), 30.0))
     comms.push_back(std::make_unique<Communicator>(std::move(t), 30.0));
   std::vector<std::string> errors(kWorld);
-  std::vector<uint64_t> reserved_after_warmup(kWorld), reserved_at_end(kWorld), checked(kWorld), skipped(kWorld);
+  std::vector<uint64_t> reserved_after_warmup(kWorld), reserved_at_end(kWorld), checked(kWorld),
+      skipped(kWorld);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < kWorld; ++rank)
     threads.emplace_back([&, rank] {
@@ -121,7 +123,8 @@ TEST(ReducerSoak, ThousandsOfStepsStayExactAndFlatInMemory) {
           r.finalize(nullptr);
           if (!p.sync) continue;
           bool skip = r.read_found_inf(nullptr);
-          if (skip != p.overflow) throw std::runtime_error("step " + std::to_string(s) + ": skip flag is wrong");
+          if (skip != p.overflow)
+            throw std::runtime_error("step " + std::to_string(s) + ": skip flag is wrong");
           if (skip) {
             ++skipped[rank];
           } else {
@@ -159,10 +162,11 @@ TEST(ReducerSoak, ThousandsOfStepsStayExactAndFlatInMemory) {
   RecordProperty("steps", steps);
   RecordProperty("checked_steps", static_cast<int>(checked[0]));
   RecordProperty("skipped_steps", static_cast<int>(skipped[0]));
-  std::printf("soak: %d steps on %d ranks, %llu checked exactly, %llu overflow steps skipped, reserved %llu bytes "
-              "flat after step 200\n",
-              steps, kWorld, static_cast<unsigned long long>(checked[0]), static_cast<unsigned long long>(skipped[0]),
-              static_cast<unsigned long long>(reserved_at_end[0]));
+  std::printf(
+      "soak: %d steps on %d ranks, %llu checked exactly, %llu overflow steps skipped, reserved %llu bytes "
+      "flat after step 200\n",
+      steps, kWorld, static_cast<unsigned long long>(checked[0]), static_cast<unsigned long long>(skipped[0]),
+      static_cast<unsigned long long>(reserved_at_end[0]));
 }
 
 }  // namespace

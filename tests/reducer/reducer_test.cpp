@@ -74,8 +74,8 @@ void run_case(ReducerRig& rig, const Case& c, const std::function<void(int, gcom
         std::vector<const TypedBuffer*> inputs;
         for (int q = 0; q < c.world; ++q) inputs.push_back(&values[step][q][i]);
         TypedBuffer got = mem[i].download(stream);
-        std::string what = "rank " + std::to_string(rank) + " step " + std::to_string(step) + " grad " +
-                           std::to_string(i);
+        std::string what =
+            "rank " + std::to_string(rank) + " step " + std::to_string(step) + " grad " + std::to_string(i);
         expect_reduced(got, inputs, factor, wire_hint, what);
         if (::testing::Test::HasFailure()) return what + " differs from the reference";
       }
@@ -154,7 +154,8 @@ TEST_P(ReducerRig, HalfAndBfloatWireStayWithinTheirRounding) {
     run_case(*this, c, [&](int, gcommReducer_t r) {
       gcommReducerStats_t s{};
       ASSERT_EQ(gcommReducerGetStats(r, &s), gcommSuccess);
-      EXPECT_LE(s.wire_bytes_per_step, s.grad_bytes / 2 + s.num_buckets * 16 * 25);  // half the bytes, plus padding
+      EXPECT_LE(s.wire_bytes_per_step,
+                s.grad_bytes / 2 + s.num_buckets * 16 * 25);  // half the bytes, plus padding
     });
   }
 }
@@ -176,8 +177,8 @@ TEST_P(ReducerRig, GradientsAsBucketViews) {
 // No-sync steps launch nothing; the synced step reduces what the ranks accumulated.
 TEST_P(ReducerRig, AccumulationStepsSendNothingAndTheSyncedStepReducesTheSum) {
   const int world = 3, k = 3;
-  const std::vector<std::pair<size_t, gcommDataType_t>> grads = {{1000, gcommFloat32}, {17, gcommFloat32},
-                                                                 {4096, gcommFloat32}};
+  const std::vector<std::pair<size_t, gcommDataType_t>> grads = {
+      {1000, gcommFloat32}, {17, gcommFloat32}, {4096, gcommFloat32}};
   std::mt19937 rng(13);
   // parts[rank][micro-step][grad]; the rank's gradient is the running sum.
   std::vector<std::vector<std::vector<TypedBuffer>>> parts(world, std::vector<std::vector<TypedBuffer>>(k));
@@ -294,8 +295,8 @@ TEST_P(ReducerRig, ScalerUnscalesAndAnOverflowOnOneRankSkipsTheStepEverywhere) {
     for (size_t j = 0; j < got.count; ++j) {
       const float want = (v.get(j) + other.get(j)) / 2.0f;  // within the f16 wire's rounding
       if (!(std::fabs(got.get(j) - want) <= 2e-3f * std::fabs(want) + 1e-3f))
-        return "step 3 at " + std::to_string(j) + ": " + std::to_string(got.get(j)) + ", want " + std::to_string(want) +
-               " (not unscaled by the backed-off scale?)";
+        return "step 3 at " + std::to_string(j) + ": " + std::to_string(got.get(j)) + ", want " +
+               std::to_string(want) + " (not unscaled by the backed-off scale?)";
     }
     RIG_CHECK(gcommReducerDestroy(r));
     RIG_CHECK(gcommGradScalerDestroy(scaler));

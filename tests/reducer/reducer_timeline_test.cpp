@@ -5,10 +5,10 @@
 // cases on GPU 0 where one is present (timing turned on there: it is off by default).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <algorithm>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -31,10 +31,10 @@ MeasuredSpan comm_span(double begin, double end) {
 
 TEST(StepTimingMath, CommunicationBeforeBackwardEndsIsOverlapped) {
   std::vector<MeasuredSpan> spans = {
-      comm_span(10, 20),                                                               // all before 30: 10
-      comm_span(25, 45),                                                               // 5 of 20
-      comm_span(50, 60),                                                               // after: 0
-      MeasuredSpan{"pack", SpanKind::kCompute, Track::kReducer, 0, false, 0, 100},     // not communication
+      comm_span(10, 20),                                                            // all before 30: 10
+      comm_span(25, 45),                                                            // 5 of 20
+      comm_span(50, 60),                                                            // after: 0
+      MeasuredSpan{"pack", SpanKind::kCompute, Track::kReducer, 0, false, 0, 100},  // not communication
       MeasuredSpan{"ready", SpanKind::kCompute, Track::kCaller, 0, true, 5, 5}};
   reducer::StepTiming t = reducer::timing_of(7, 100, 30, spans);
   EXPECT_EQ(t.step, 7u);
@@ -76,13 +76,15 @@ class ReducerTimeline : public ReducerRig {
       if (!forward) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     RIG_CHECK(gcommReducerFinalize(r, stream, nullptr));
-    if (stream != nullptr && cudaStreamSynchronize(stream) != cudaSuccess) return "cudaStreamSynchronize failed";
+    if (stream != nullptr && cudaStreamSynchronize(stream) != cudaSuccess)
+      return "cudaStreamSynchronize failed";
     return "";
   }
 
   // Runs `body` on two ranks, each with its gradients and reducer.
-  void with_reducers(const std::function<std::string(int, gcommReducer_t, std::vector<GradMem>&, cudaStream_t)>& body,
-                     gcommReducerConfig_t c = config()) {
+  void with_reducers(
+      const std::function<std::string(int, gcommReducer_t, std::vector<GradMem>&, cudaStream_t)>& body,
+      gcommReducerConfig_t c = config()) {
     auto comms = make_comms(2);
     run(comms, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
       std::vector<GradMem> mem;
@@ -107,51 +109,53 @@ std::string fetch_timing(gcommReducer_t r, gcommReducerStepTiming_t* t) {
 }
 
 TEST_P(ReducerTimeline, OverlapIsZeroWhenBucketsLaunchAfterBackwardAndPositiveWhenDuring) {
-  with_reducers([&](int rank, gcommReducer_t r, std::vector<GradMem>& mem, cudaStream_t stream) -> std::string {
-    std::mt19937 rng(11 + rank);
-    if (gpu()) RIG_CHECK(gcommReducerSetTiming(r, 1));
-    gcommReducerStepTiming_t t;
-    std::string e = fetch_timing(r, &t);
-    if (!e.empty()) return e;
-    if (t.step != 0 || t.measured_steps != 0) return "a step was measured before any ran";
+  with_reducers(
+      [&](int rank, gcommReducer_t r, std::vector<GradMem>& mem, cudaStream_t stream) -> std::string {
+        std::mt19937 rng(11 + rank);
+        if (gpu()) RIG_CHECK(gcommReducerSetTiming(r, 1));
+        gcommReducerStepTiming_t t;
+        std::string e = fetch_timing(r, &t);
+        if (!e.empty()) return e;
+        if (t.step != 0 || t.measured_steps != 0) return "a step was measured before any ran";
 
-    e = step(r, mem, stream, /*forward=*/true, rng);
-    if (!e.empty()) return e;
-    if (!(e = fetch_timing(r, &t)).empty()) return e;
-    std::ostringstream why;
-    why << "registration order: step " << t.step << ", " << t.measured_steps << " measured, step " << t.step_us
-        << " us, backward " << t.backward_us << " us, comm " << t.comm_us << " us, overlapped "
-        << t.overlapped_comm_us << " us, overlap " << t.overlap;
-    if (t.step != 1 || t.measured_steps != 1) return why.str() + ": step 1 was not measured";
-    if (!(t.comm_us > 0) || !(t.backward_us <= t.step_us) || !(t.backward_us >= 0)) return why.str();
-    // Host: exactly 0 (every collective runs after the last mark). GPU: the
-    // collectives and the end of backward wait for the same copy; allow clock noise.
-    if (gpu() ? t.overlap > 0.05 : t.overlap != 0.0) return why.str() + ": expected no overlap";
+        e = step(r, mem, stream, /*forward=*/true, rng);
+        if (!e.empty()) return e;
+        if (!(e = fetch_timing(r, &t)).empty()) return e;
+        std::ostringstream why;
+        why << "registration order: step " << t.step << ", " << t.measured_steps << " measured, step "
+            << t.step_us << " us, backward " << t.backward_us << " us, comm " << t.comm_us
+            << " us, overlapped " << t.overlapped_comm_us << " us, overlap " << t.overlap;
+        if (t.step != 1 || t.measured_steps != 1) return why.str() + ": step 1 was not measured";
+        if (!(t.comm_us > 0) || !(t.backward_us <= t.step_us) || !(t.backward_us >= 0)) return why.str();
+        // Host: exactly 0 (every collective runs after the last mark). GPU: the
+        // collectives and the end of backward wait for the same copy; allow clock noise.
+        if (gpu() ? t.overlap > 0.05 : t.overlap != 0.0) return why.str() + ": expected no overlap";
 
-    // An accumulation step is not measured.
-    RIG_CHECK(gcommReducerBeginStep(r, 0));
-    for (size_t i = 0; i < kGrads; ++i) RIG_CHECK(gcommReducerMarkReady(r, i, stream));
-    RIG_CHECK(gcommReducerFinalize(r, stream, nullptr));
+        // An accumulation step is not measured.
+        RIG_CHECK(gcommReducerBeginStep(r, 0));
+        for (size_t i = 0; i < kGrads; ++i) RIG_CHECK(gcommReducerMarkReady(r, i, stream));
+        RIG_CHECK(gcommReducerFinalize(r, stream, nullptr));
 
-    e = step(r, mem, stream, /*forward=*/false, rng);
-    if (!e.empty()) return e;
-    if (!(e = fetch_timing(r, &t)).empty()) return e;
-    why.str("");
-    why << "reverse order: step " << t.step << ", " << t.measured_steps << " measured, comm " << t.comm_us
-        << " us, overlapped " << t.overlapped_comm_us << " us, overlap " << t.overlap;
-    if (t.step != 2 || t.measured_steps != 2) return why.str() + ": step 2 was not measured";
-    if (!(t.overlap >= 0 && t.overlap <= 1)) return why.str();
-    // Host: buckets 0..4 communicated (on the reducer's thread) while marking went on.
-    if (!gpu() && !(t.overlap > 0)) return why.str() + ": expected overlap";
+        e = step(r, mem, stream, /*forward=*/false, rng);
+        if (!e.empty()) return e;
+        if (!(e = fetch_timing(r, &t)).empty()) return e;
+        why.str("");
+        why << "reverse order: step " << t.step << ", " << t.measured_steps << " measured, comm " << t.comm_us
+            << " us, overlapped " << t.overlapped_comm_us << " us, overlap " << t.overlap;
+        if (t.step != 2 || t.measured_steps != 2) return why.str() + ": step 2 was not measured";
+        if (!(t.overlap >= 0 && t.overlap <= 1)) return why.str();
+        // Host: buckets 0..4 communicated (on the reducer's thread) while marking went on.
+        if (!gpu() && !(t.overlap > 0)) return why.str() + ": expected overlap";
 
-    // Off: nothing more is measured.
-    RIG_CHECK(gcommReducerSetTiming(r, 0));
-    e = step(r, mem, stream, true, rng);
-    if (!e.empty()) return e;
-    if (!(e = fetch_timing(r, &t)).empty()) return e;
-    if (t.measured_steps != 2 || t.step != 2) return "timing off still measured step " + std::to_string(t.step);
-    return "";
-  });
+        // Off: nothing more is measured.
+        RIG_CHECK(gcommReducerSetTiming(r, 0));
+        e = step(r, mem, stream, true, rng);
+        if (!e.empty()) return e;
+        if (!(e = fetch_timing(r, &t)).empty()) return e;
+        if (t.measured_steps != 2 || t.step != 2)
+          return "timing off still measured step " + std::to_string(t.step);
+        return "";
+      });
 }
 
 // The trace of each rank, parsed; "" path: the test failed to read it.
@@ -177,14 +181,16 @@ std::string temp_pattern(const char* name) {
 
 // Checks one rank's trace: steps `first`..`last`, and per step and bucket
 // ready <= pack <= all_reduce <= epilogue, buckets one after the other.
-std::string check_trace(const nlohmann::json& doc, int rank, uint64_t first, uint64_t last, bool host_clock_only,
-                        size_t buckets) {
+std::string check_trace(const nlohmann::json& doc, int rank, uint64_t first, uint64_t last,
+                        bool host_clock_only, size_t buckets) {
   if (!doc.is_object() || !doc.contains("traceEvents")) return "not a trace: " + doc.dump().substr(0, 200);
-  std::map<uint64_t, std::map<int, std::map<std::string, std::pair<double, double>>>> at;  // step, bucket, name
+  std::map<uint64_t, std::map<int, std::map<std::string, std::pair<double, double>>>>
+      at;  // step, bucket, name
   std::map<uint64_t, double> overlap;
   for (const auto& e : doc["traceEvents"]) {
     if (e.value("ph", "") == "M") continue;
-    if (e.value("pid", -1) != rank) return "an event of pid " + e["pid"].dump() + " in rank " + std::to_string(rank);
+    if (e.value("pid", -1) != rank)
+      return "an event of pid " + e["pid"].dump() + " in rank " + std::to_string(rank);
     const uint64_t step = e["args"]["step"].get<uint64_t>();
     if (e.value("cat", "") == "step") {
       if (e["name"] == "step " + std::to_string(step)) overlap[step] = e["args"]["overlap"].get<double>();
@@ -194,17 +200,18 @@ std::string check_trace(const nlohmann::json& doc, int rank, uint64_t first, uin
     const double dur = e.value("dur", 0.0);
     at[step][e["args"]["bucket"].get<int>()][e["name"].get<std::string>()] = {ts, ts + dur};
   }
-  if (overlap.size() != last - first + 1 || overlap.begin()->first != first || overlap.rbegin()->first != last)
+  if (overlap.size() != last - first + 1 || overlap.begin()->first != first ||
+      overlap.rbegin()->first != last)
     return "traced steps " + std::to_string(overlap.size()) + " from " +
            (overlap.empty() ? "none" : std::to_string(overlap.begin()->first)) + ", expected " +
            std::to_string(first) + ".." + std::to_string(last);
   if (at.size() != overlap.size()) return "steps without bucket events";
   for (const auto& [step, by_bucket] : at) {
-    const size_t seen = static_cast<size_t>(std::count_if(by_bucket.begin(), by_bucket.end(),
-                                                          [](const auto& kv) { return kv.first >= 0; }));
+    const size_t seen = static_cast<size_t>(
+        std::count_if(by_bucket.begin(), by_bucket.end(), [](const auto& kv) { return kv.first >= 0; }));
     if (seen != buckets)
-      return "step " + std::to_string(step) + " has events of " + std::to_string(seen) + " buckets, expected " +
-             std::to_string(buckets);
+      return "step " + std::to_string(step) + " has events of " + std::to_string(seen) +
+             " buckets, expected " + std::to_string(buckets);
     double previous_end = -1;
     for (const auto& [bucket, spans] : by_bucket) {
       if (bucket < 0) continue;  // the scaler update / found-inf flag
@@ -228,18 +235,19 @@ std::string check_trace(const nlohmann::json& doc, int rank, uint64_t first, uin
 
 TEST_P(ReducerTimeline, TraceHoldsEachBucketsEventsInOrderForTheRequestedSteps) {
   const std::string pattern = temp_pattern("trace") + "_%r.json";
-  with_reducers([&](int rank, gcommReducer_t r, std::vector<GradMem>& mem, cudaStream_t stream) -> std::string {
-    std::mt19937 rng(5 + rank);
-    std::string e = step(r, mem, stream, false, rng);  // step 1: not traced
-    if (!e.empty()) return e;
-    RIG_CHECK(gcommReducerStartTrace(r, pattern.c_str(), 2));  // steps 2 and 3
-    for (int k = 0; k < 3 && e.empty(); ++k) e = step(r, mem, stream, k % 2 == 0, rng);
-    if (!e.empty()) return e;
-    RIG_CHECK(gcommReducerStopTrace(r));  // written already (host) or now (GPU): succeeds either way
-    const nlohmann::json doc = take_rank_trace(pattern, rank);
-    if (doc.is_null()) return "cannot read the trace of rank " + std::to_string(rank);
-    return check_trace(doc, rank, 2, 3, !gpu(), kGrads);
-  });
+  with_reducers(
+      [&](int rank, gcommReducer_t r, std::vector<GradMem>& mem, cudaStream_t stream) -> std::string {
+        std::mt19937 rng(5 + rank);
+        std::string e = step(r, mem, stream, false, rng);  // step 1: not traced
+        if (!e.empty()) return e;
+        RIG_CHECK(gcommReducerStartTrace(r, pattern.c_str(), 2));  // steps 2 and 3
+        for (int k = 0; k < 3 && e.empty(); ++k) e = step(r, mem, stream, k % 2 == 0, rng);
+        if (!e.empty()) return e;
+        RIG_CHECK(gcommReducerStopTrace(r));  // written already (host) or now (GPU): succeeds either way
+        const nlohmann::json doc = take_rank_trace(pattern, rank);
+        if (doc.is_null()) return "cannot read the trace of rank " + std::to_string(rank);
+        return check_trace(doc, rank, 2, 3, !gpu(), kGrads);
+      });
 }
 
 // GRADCOMM_REDUCER_EPILOGUE=finalize: no bucket has an epilogue of its own; one
@@ -249,33 +257,35 @@ TEST_P(ReducerTimeline, TraceHoldsEachBucketsEventsInOrderForTheRequestedSteps) 
 TEST_P(ReducerTimeline, EpilogueAtFinalizeIsOneFusedPassAfterTheLastCollective) {
   const std::string pattern = temp_pattern("fused") + "_%r.json";
   ASSERT_EQ(setenv("GRADCOMM_REDUCER_EPILOGUE", "finalize", 1), 0);
-  with_reducers([&](int rank, gcommReducer_t r, std::vector<GradMem>& mem, cudaStream_t stream) -> std::string {
-    std::mt19937 rng(9 + rank);
-    std::string e = step(r, mem, stream, false, rng);
-    if (!e.empty()) return e;
-    RIG_CHECK(gcommReducerStartTrace(r, pattern.c_str(), 1));
-    if (!(e = step(r, mem, stream, false, rng)).empty()) return e;
-    RIG_CHECK(gcommReducerStopTrace(r));
-    const nlohmann::json doc = take_rank_trace(pattern, rank);
-    if (doc.is_null()) return "cannot read the trace of rank " + std::to_string(rank);
-    double last_collective_end = -1, fused_begin = -1;
-    int fused = 0;
-    for (const auto& ev : doc["traceEvents"]) {
-      if (ev.value("ph", "") == "M" || ev.value("cat", "") == "step") continue;
-      const std::string name = ev["name"].get<std::string>();
-      const int bucket = ev["args"]["bucket"].get<int>();
-      const double ts = ev["ts"].get<double>();
-      if (name == "all_reduce") last_collective_end = std::max(last_collective_end, ts + ev.value("dur", 0.0));
-      if (name != "epilogue") continue;
-      if (bucket >= 0) return "bucket " + std::to_string(bucket) + " has an epilogue of its own";
-      ++fused;
-      fused_begin = ts;
-    }
-    if (fused != 1) return "expected one fused epilogue, found " + std::to_string(fused);
-    if (last_collective_end < 0 || fused_begin < last_collective_end)
-      return "the fused epilogue began before the last all-reduce ended";
-    return "";
-  });
+  with_reducers(
+      [&](int rank, gcommReducer_t r, std::vector<GradMem>& mem, cudaStream_t stream) -> std::string {
+        std::mt19937 rng(9 + rank);
+        std::string e = step(r, mem, stream, false, rng);
+        if (!e.empty()) return e;
+        RIG_CHECK(gcommReducerStartTrace(r, pattern.c_str(), 1));
+        if (!(e = step(r, mem, stream, false, rng)).empty()) return e;
+        RIG_CHECK(gcommReducerStopTrace(r));
+        const nlohmann::json doc = take_rank_trace(pattern, rank);
+        if (doc.is_null()) return "cannot read the trace of rank " + std::to_string(rank);
+        double last_collective_end = -1, fused_begin = -1;
+        int fused = 0;
+        for (const auto& ev : doc["traceEvents"]) {
+          if (ev.value("ph", "") == "M" || ev.value("cat", "") == "step") continue;
+          const std::string name = ev["name"].get<std::string>();
+          const int bucket = ev["args"]["bucket"].get<int>();
+          const double ts = ev["ts"].get<double>();
+          if (name == "all_reduce")
+            last_collective_end = std::max(last_collective_end, ts + ev.value("dur", 0.0));
+          if (name != "epilogue") continue;
+          if (bucket >= 0) return "bucket " + std::to_string(bucket) + " has an epilogue of its own";
+          ++fused;
+          fused_begin = ts;
+        }
+        if (fused != 1) return "expected one fused epilogue, found " + std::to_string(fused);
+        if (last_collective_end < 0 || fused_begin < last_collective_end)
+          return "the fused epilogue began before the last all-reduce ended";
+        return "";
+      });
   unsetenv("GRADCOMM_REDUCER_EPILOGUE");
 }
 
@@ -300,15 +310,16 @@ TEST_P(ReducerTimeline, EnvironmentTracesWithoutACodeChangeOneFilePerRank) {
   ASSERT_EQ(setenv("GRADCOMM_TRACE_FILE", (base + ".json").c_str(), 1), 0);
   ASSERT_EQ(setenv("GRADCOMM_TRACE_START", "2", 1), 0);
   ASSERT_EQ(setenv("GRADCOMM_TRACE_STEPS", "1", 1), 0);
-  with_reducers([&](int rank, gcommReducer_t r, std::vector<GradMem>& mem, cudaStream_t stream) -> std::string {
-    std::mt19937 rng(3);
-    for (int k = 0; k < 3; ++k) {
-      std::string e = step(r, mem, stream, true, rng);
-      if (!e.empty()) return e;
-    }
-    (void)rank;
-    return "";
-  });
+  with_reducers(
+      [&](int rank, gcommReducer_t r, std::vector<GradMem>& mem, cudaStream_t stream) -> std::string {
+        std::mt19937 rng(3);
+        for (int k = 0; k < 3; ++k) {
+          std::string e = step(r, mem, stream, true, rng);
+          if (!e.empty()) return e;
+        }
+        (void)rank;
+        return "";
+      });
   unsetenv("GRADCOMM_TRACE_FILE");
   unsetenv("GRADCOMM_TRACE_START");
   unsetenv("GRADCOMM_TRACE_STEPS");
@@ -323,36 +334,45 @@ TEST_P(ReducerTimeline, EnvironmentTracesWithoutACodeChangeOneFilePerRank) {
 }
 
 TEST_P(ReducerTimeline, BadRequestsAreRefusedAndChangeNothing) {
-  with_reducers([&](int rank, gcommReducer_t r, std::vector<GradMem>& mem, cudaStream_t stream) -> std::string {
-    auto expect = [&](gcommStatus_t got, gcommStatus_t want, const char* what, const char* needle) -> std::string {
+  with_reducers([&](int rank, gcommReducer_t r, std::vector<GradMem>& mem,
+                    cudaStream_t stream) -> std::string {
+    auto expect = [&](gcommStatus_t got, gcommStatus_t want, const char* what,
+                      const char* needle) -> std::string {
       if (got != want)
         return std::string(what) + " returned " + gcommGetStatusString(got) + ", expected " +
                gcommGetStatusString(want);
       if (needle != nullptr && std::string(gcommGetLastError()).find(needle) == std::string::npos)
-        return std::string(what) + ": message '" + gcommGetLastError() + "' does not mention '" + needle + "'";
+        return std::string(what) + ": message '" + gcommGetLastError() + "' does not mention '" + needle +
+               "'";
       return "";
     };
     std::string e;
     const std::string missing_dir = "/nonexistent-gradcomm-dir/trace.json";
-    if (!(e = expect(gcommReducerStartTrace(r, nullptr, 5), gcommInvalidArgument, "NULL path", "path")).empty())
-      return e;
-    if (!(e = expect(gcommReducerStartTrace(r, missing_dir.c_str(), 5), gcommInvalidArgument, "unwritable path",
-                     "nonexistent-gradcomm-dir"))
+    if (!(e = expect(gcommReducerStartTrace(r, nullptr, 5), gcommInvalidArgument, "NULL path", "path"))
              .empty())
       return e;
-    if (!(e = expect(gcommReducerStartTrace(r, "/tmp/x.json", 0), gcommInvalidArgument, "0 steps", "steps")).empty())
+    if (!(e = expect(gcommReducerStartTrace(r, missing_dir.c_str(), 5), gcommInvalidArgument,
+                     "unwritable path", "nonexistent-gradcomm-dir"))
+             .empty())
       return e;
-    if (!(e = expect(gcommReducerSetTiming(r, 2), gcommInvalidArgument, "enable 2", "0 or 1")).empty()) return e;
-    if (!(e = expect(gcommReducerGetStepTiming(r, nullptr), gcommInvalidArgument, "NULL timing", nullptr)).empty())
+    if (!(e = expect(gcommReducerStartTrace(r, "/tmp/x.json", 0), gcommInvalidArgument, "0 steps", "steps"))
+             .empty())
+      return e;
+    if (!(e = expect(gcommReducerSetTiming(r, 2), gcommInvalidArgument, "enable 2", "0 or 1")).empty())
+      return e;
+    if (!(e = expect(gcommReducerGetStepTiming(r, nullptr), gcommInvalidArgument, "NULL timing", nullptr))
+             .empty())
       return e;
     gcommReducerStepTiming_t raw{};  // not from the initializer
-    if (!(e = expect(gcommReducerGetStepTiming(r, &raw), gcommInvalidArgument, "no initializer", "INITIALIZER"))
+    if (!(e = expect(gcommReducerGetStepTiming(r, &raw), gcommInvalidArgument, "no initializer",
+                     "INITIALIZER"))
              .empty())
       return e;
     if (raw.step != 0 || raw.size != 0) return "a refused call wrote into the struct";
     RIG_CHECK(gcommReducerStopTrace(r));  // nothing running: nothing to do
     RIG_CHECK(gcommReducerBeginStep(r, 1));
-    if (!(e = expect(gcommReducerSetTiming(r, 1), gcommInvalidState, "timing mid-step", "between steps")).empty())
+    if (!(e = expect(gcommReducerSetTiming(r, 1), gcommInvalidState, "timing mid-step", "between steps"))
+             .empty())
       return e;
     if (!(e = expect(gcommReducerStartTrace(r, "/tmp/x.json", 1), gcommInvalidState, "trace mid-step",
                      "between steps"))
@@ -387,8 +407,8 @@ TEST_P(ReducerTimeline, PowerSgdPhasesAreTraced) {
         if (doc.is_null()) return "cannot read the trace of rank " + std::to_string(rank);
         std::map<std::string, int> names;
         for (const auto& ev : doc["traceEvents"]) names[ev.value("name", "")]++;
-        for (const char* want : {"PowerSGD P = MQ", "all_reduce P", "PowerSGD orthogonalize, Q = MtP", "all_reduce Q",
-                                 "PowerSGD decompress"})
+        for (const char* want : {"PowerSGD P = MQ", "all_reduce P", "PowerSGD orthogonalize, Q = MtP",
+                                 "all_reduce Q", "PowerSGD decompress"})
           if (names[want] == 0) return std::string("no '") + want + "' span in the PowerSGD trace";
         return "";
       },

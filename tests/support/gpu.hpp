@@ -5,8 +5,8 @@
 
 #include "common/device.hpp"
 
-#define GCOMM_SKIP_WITHOUT_GPU()                                                     \
-  do {                                                                               \
-    if (!::gradcomm::gpu_available())                                                \
-      GTEST_SKIP() << "no usable GPU (" << ::gradcomm::no_gpu_reason() << ")";      \
+#define GCOMM_SKIP_WITHOUT_GPU()                                               \
+  do {                                                                         \
+    if (!::gradcomm::gpu_available())                                          \
+      GTEST_SKIP() << "no usable GPU (" << ::gradcomm::no_gpu_reason() << ")"; \
   } while (0)

@@ -13,10 +13,10 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cstdint>
 #include <mutex>
 #include <numeric>
 #include <string>
@@ -58,7 +58,7 @@ struct Setup {
   int nranks = 2;
   gcommDevice_t device = gcommHostDevice();  // kLocal: where the local ranks run
   bool nccl = false;
-  std::string transport;  // one process per rank: "nccl", "socket" or "mpi" (GRADCOMM_TRANSPORT)
+  std::string transport;           // one process per rank: "nccl", "socket" or "mpi" (GRADCOMM_TRANSPORT)
   std::vector<gcommComm_t> comms;  // this process's ranks
   std::vector<int> ranks;          // their ranks in the world
   std::vector<std::string> device_lines;  // every rank's "Rank .. Group .. Pid .. on .." line
@@ -71,8 +71,8 @@ struct Setup {
   double bw_sum = 0;
   // Every process: the #wrong of every row (all-gathered), for the same exit status everywhere.
   std::atomic<long long> wrong_seen{0};
-  std::string json_error;   // rank 0: the -J file could not be created
-  std::string start_error;  // a rank of this process could not start: its own reason
+  std::string json_error;         // rank 0: the -J file could not be created
+  std::string start_error;        // a rank of this process could not start: its own reason
   std::atomic<int> exit_code{1};  // on failure: 2 when the ranks refused to start
   int bw_count = 0;
   // -M: memory in use at the last mark (perf_memory.hpp), and the report so far.
@@ -80,8 +80,12 @@ struct Setup {
   MemoryReport memory;
 };
 
-bool is(const Setup& s, const char* c) { return s.o.collective == c; }
-size_t esize(gcommDataType_t d) { return d == gcommFloat32 ? 4 : 2; }
+bool is(const Setup& s, const char* c) {
+  return s.o.collective == c;
+}
+size_t esize(gcommDataType_t d) {
+  return d == gcommFloat32 ? 4 : 2;
+}
 
 double bus_factor(const Setup& s) {
   double n = s.nranks;
@@ -123,13 +127,13 @@ void fail_with(Setup& s, const std::string& what) {
     for (gcommComm_t c : s.comms) gcommCommAbort(c);
 }
 
-#define PERF_CHECK(setup, call)                                                                        \
-  do {                                                                                                 \
-    gcommStatus_t st_ = (call);                                                                        \
-    if (st_ != gcommSuccess) {                                                                         \
-      fail_with(setup, std::string(gcommGetLastError()) + " (" + gcommGetStatusName(st_) + ")");      \
-      return false;                                                                                    \
-    }                                                                                                  \
+#define PERF_CHECK(setup, call)                                                                  \
+  do {                                                                                           \
+    gcommStatus_t st_ = (call);                                                                  \
+    if (st_ != gcommSuccess) {                                                                   \
+      fail_with(setup, std::string(gcommGetLastError()) + " (" + gcommGetStatusName(st_) + ")"); \
+      return false;                                                                              \
+    }                                                                                            \
   } while (0)
 
 // One rank's buffers, on the rank's device.
@@ -139,7 +143,8 @@ struct Buffers {
   void* recv = nullptr;
   Buffers(bool on_gpu, size_t bytes) : gpu(on_gpu) {
     if (gpu) {
-      if (cudaMalloc(&send, bytes) != cudaSuccess || cudaMalloc(&recv, bytes) != cudaSuccess) send = recv = nullptr;
+      if (cudaMalloc(&send, bytes) != cudaSuccess || cudaMalloc(&recv, bytes) != cudaSuccess)
+        send = recv = nullptr;
     } else {
       send = std::calloc(1, bytes);
       recv = std::calloc(1, bytes);
@@ -162,17 +167,21 @@ bool fill(const Case& c, void* dst, int rank, size_t count, int round, bool gpu)
   std::vector<float> values(count);
   for (size_t i = 0; i < count; ++i) values[i] = value(rank, i, round);
   std::vector<unsigned char> typed(count * esize(c.dtype) + 1);
-  if (gcommCast(values.data(), gcommFloat32, typed.data(), c.dtype, count, gcommHostDevice(), nullptr) != gcommSuccess)
+  if (gcommCast(values.data(), gcommFloat32, typed.data(), c.dtype, count, gcommHostDevice(), nullptr) !=
+      gcommSuccess)
     return false;
-  if (gpu) return cudaMemcpy(dst, typed.data(), count * esize(c.dtype), cudaMemcpyHostToDevice) == cudaSuccess;
+  if (gpu)
+    return cudaMemcpy(dst, typed.data(), count * esize(c.dtype), cudaMemcpyHostToDevice) == cudaSuccess;
   std::memcpy(dst, typed.data(), count * esize(c.dtype));
   return true;
 }
 
 std::vector<float> fetch(const Case& c, const void* src, size_t count, bool gpu) {
   std::vector<unsigned char> typed(count * esize(c.dtype) + 1);
-  if (gpu) cudaMemcpy(typed.data(), src, count * esize(c.dtype), cudaMemcpyDeviceToHost);
-  else std::memcpy(typed.data(), src, count * esize(c.dtype));
+  if (gpu)
+    cudaMemcpy(typed.data(), src, count * esize(c.dtype), cudaMemcpyDeviceToHost);
+  else
+    std::memcpy(typed.data(), src, count * esize(c.dtype));
   std::vector<float> f(count, std::nanf(""));  // NaN (counted wrong) if the conversion failed
   (void)gcommCast(typed.data(), c.dtype, f.data(), gcommFloat32, count, gcommHostDevice(), nullptr);
   return f;
@@ -180,7 +189,10 @@ std::vector<float> fetch(const Case& c, const void* src, size_t count, bool gpu)
 
 long long count_wrong(const Setup& s, const Case& c, int rank, const std::vector<float>& got, size_t count,
                       int round) {
-  double tol = c.op != gcommAvg ? 0.0 : c.dtype == gcommFloat32 ? 1e-6 : c.dtype == gcommFloat16 ? 2e-3 : 1e-2;
+  double tol = c.op != gcommAvg          ? 0.0
+               : c.dtype == gcommFloat32 ? 1e-6
+               : c.dtype == gcommFloat16 ? 2e-3
+                                         : 1e-2;
   long long wrong = 0;
   auto bad = [&](float g, float e) { return !(std::fabs(g - e) <= tol * std::max(1.0f, std::fabs(e))); };
   if (is(s, "all_gather")) {
@@ -206,8 +218,8 @@ long long count_wrong(const Setup& s, const Case& c, int rank, const std::vector
 }
 
 // sendrecv_perf's pattern: a send to the right and a receive from the left, in one group.
-gcommStatus_t send_right_receive_left(const Setup& s, const Case& k, gcommComm_t c, int rank, const void* send,
-                                      void* recv, size_t count, gcommStream_t stream) {
+gcommStatus_t send_right_receive_left(const Setup& s, const Case& k, gcommComm_t c, int rank,
+                                      const void* send, void* recv, size_t count, gcommStream_t stream) {
   gcommStatus_t st = gcommGroupStart();
   if (st != gcommSuccess) return st;
   st = gcommSend(c, send, count, k.dtype, (rank + 1) % s.nranks, stream);
@@ -297,17 +309,23 @@ void print_half(Setup& s, const Case& c, size_t bytes, size_t count, bool in_pla
   if (!in_place) {
     const bool rooted = is(s, "broadcast") || is(s, "reduce");
     const char* op = is(s, "all_gather") || is(s, "broadcast") || is(s, "alltoall") || is(s, "sendrecv")
-                         ? "none" : op_label(c.op);
+                         ? "none"
+                         : op_label(c.op);
     char root[16];
     std::snprintf(root, sizeof(root), "%6i", rooted ? s.o.root : -1);
     std::printf("%12zu  %12zu  %8s  %6s  %6s", bytes, count, dtype_label(c.dtype), op, root);
     row = {{"size", bytes}, {"count", count}, {"type", dtype_label(c.dtype)}, {"redop", op}, {"root", root}};
   }
-  if (s.o.check > 0) std::printf("  %7s  %6s  %6s  %6g", fit(us, 7).c_str(), fit(algbw, 6).c_str(),
-                                 fit(busbw, 6).c_str(), static_cast<double>(wrong));
-  else std::printf("  %7s  %6s  %6s    N/A", fit(us, 7).c_str(), fit(algbw, 6).c_str(), fit(busbw, 6).c_str());
-  nlohmann::json half = {{s.o.report_cputime ? "cpu_time" : "time", us}, {"alg_bw", algbw}, {"bus_bw", busbw},
-                         {"nwrong", s.o.check > 0 ? nlohmann::json(static_cast<double>(wrong)) : nlohmann::json()}};
+  if (s.o.check > 0)
+    std::printf("  %7s  %6s  %6s  %6g", fit(us, 7).c_str(), fit(algbw, 6).c_str(), fit(busbw, 6).c_str(),
+                static_cast<double>(wrong));
+  else
+    std::printf("  %7s  %6s  %6s    N/A", fit(us, 7).c_str(), fit(algbw, 6).c_str(), fit(busbw, 6).c_str());
+  nlohmann::json half = {
+      {s.o.report_cputime ? "cpu_time" : "time", us},
+      {"alg_bw", algbw},
+      {"bus_bw", busbw},
+      {"nwrong", s.o.check > 0 ? nlohmann::json(static_cast<double>(wrong)) : nlohmann::json()}};
   row[in_place ? "in_place" : "out_of_place"] = half;
   if (s.o.per_iter) {  // the maximum over the ranks per iteration, as nccl-tests' process rows
     const std::vector<double> worst = max_over_ranks(iter_rows);
@@ -351,7 +369,8 @@ struct RankState {
 // the rank's stream (behind its collectives) and the host waits for it.
 bool barrier(Setup& s, RankState& r) {
   PERF_CHECK(s, gcommBarrier(r.comm, reinterpret_cast<gcommStream_t>(r.stream)));
-  if (r.gpu && cudaStreamSynchronize(r.stream) != cudaSuccess) return fail_with(s, "cudaStreamSynchronize failed"), false;
+  if (r.gpu && cudaStreamSynchronize(r.stream) != cudaSuccess)
+    return fail_with(s, "cudaStreamSynchronize failed"), false;
   return true;
 }
 
@@ -361,7 +380,11 @@ bool barrier(Setup& s, RankState& r) {
 class IterationClock {
  public:
   IterationClock(bool on, bool gpu, cudaStream_t stream, int iters)
-      : on_(on), gpu_(on && gpu), stream_(stream), host_(on && !gpu ? iters : 0), events_(gpu_ ? 2 * iters : 0) {
+      : on_(on),
+        gpu_(on && gpu),
+        stream_(stream),
+        host_(on && !gpu ? iters : 0),
+        events_(gpu_ ? 2 * iters : 0) {
     for (cudaEvent_t& e : events_)
       if (cudaEventCreate(&e) != cudaSuccess) e = nullptr;
   }
@@ -372,12 +395,16 @@ class IterationClock {
   IterationClock(const IterationClock&) = delete;
   IterationClock& operator=(const IterationClock&) = delete;
   void start(int it) {
-    if (gpu_) cudaEventRecord(events_[2 * it], stream_);
-    else if (on_) started_ = Clock::now();
+    if (gpu_)
+      cudaEventRecord(events_[2 * it], stream_);
+    else if (on_)
+      started_ = Clock::now();
   }
   void stop(int it) {
-    if (gpu_) cudaEventRecord(events_[2 * it + 1], stream_);
-    else if (on_) host_[it] = std::chrono::duration<double, std::micro>(Clock::now() - started_).count();
+    if (gpu_)
+      cudaEventRecord(events_[2 * it + 1], stream_);
+    else if (on_)
+      host_[it] = std::chrono::duration<double, std::micro>(Clock::now() - started_).count();
   }
   // After the stream is synchronized: every iteration's µs.
   bool read(std::vector<double>& out) const {
@@ -416,7 +443,8 @@ bool time_calls(Setup& s, const Case& k, RankState& r, const void* send, void* r
     const auto i0 = Clock::now();
     clock.start(it);
     if (s.o.agg_iters > 1) PERF_CHECK(s, gcommGroupStart());
-    for (int a = 0; a < s.o.agg_iters; ++a) PERF_CHECK(s, issue(s, k, r.comm, r.rank, send, recv, count, r.stream));
+    for (int a = 0; a < s.o.agg_iters; ++a)
+      PERF_CHECK(s, issue(s, k, r.comm, r.rank, send, recv, count, r.stream));
     if (s.o.agg_iters > 1) PERF_CHECK(s, gcommGroupEnd());
     if (s.o.blocking != 0 && !sync()) return fail_with(s, "cudaStreamSynchronize failed"), false;
     clock.stop(it);
@@ -431,7 +459,8 @@ bool time_calls(Setup& s, const Case& k, RankState& r, const void* send, void* r
   const double done_s = std::chrono::duration<double>(Clock::now() - t0).count();
   out.cpu_us = (s.o.blocking == 3 ? coll_only_s : issued_s) * 1e6 / calls;
   out.us = (s.o.blocking == 3 ? coll_only_s : done_s) * 1e6 / calls;
-  if (s.o.per_iter && !clock.read(out.iter_us)) return fail_with(s, "reading the per-iteration CUDA events failed"), false;
+  if (s.o.per_iter && !clock.read(out.iter_us))
+    return fail_with(s, "reading the per-iteration CUDA events failed"), false;
   return true;
 }
 
@@ -454,15 +483,18 @@ bool run_size(Setup& s, const Case& k, RankState& r, size_t size, nlohmann::json
     if (in_place && is(s, "all_gather")) send = recv + r.rank * count * es;
     if (in_place && is(s, "reduce_scatter")) recv = send + r.rank * count * es;
     const size_t send_count = is(s, "reduce_scatter") || is(s, "alltoall") ? count * s.nranks : count;
-    if (!fill(k, send, r.rank, send_count, 0, r.gpu)) return fail_with(s, "cannot fill the send buffer"), false;
-    for (int w = 0; w < s.o.warmup; ++w) PERF_CHECK(s, issue(s, k, r.comm, r.rank, send, recv, count, r.stream));
+    if (!fill(k, send, r.rank, send_count, 0, r.gpu))
+      return fail_with(s, "cannot fill the send buffer"), false;
+    for (int w = 0; w < s.o.warmup; ++w)
+      PERF_CHECK(s, issue(s, k, r.comm, r.rank, send, recv, count, r.stream));
     if (!barrier(s, r)) return false;
     RankResult mine;
     if (!time_calls(s, k, r, send, recv, count, mine)) return false;
     if (!barrier(s, r)) return false;
     // -c N: N rounds on fresh data, every one checked (the same calls on every rank).
     for (int round = 1; round <= s.o.check; ++round) {
-      if (!fill(k, send, r.rank, send_count, round, r.gpu)) return fail_with(s, "cannot fill the send buffer"), false;
+      if (!fill(k, send, r.rank, send_count, round, r.gpu))
+        return fail_with(s, "cannot fill the send buffer"), false;
       PERF_CHECK(s, issue(s, k, r.comm, r.rank, send, recv, count, r.stream));
       if (r.gpu) cudaStreamSynchronize(r.stream);
       const size_t recv_count = is(s, "all_gather") || is(s, "alltoall") ? count * s.nranks : count;
@@ -521,22 +553,33 @@ void print_table_header(const Setup& s) {
   const char* tsf = s.o.report_timestamps ? "%Y-%m-%d %H:%M:%S" : "";
   const int pad = s.o.report_timestamps ? 19 : 0;
   if (s.o.per_iter) {  // nccl-tests' -I header: four more columns per half
-    std::printf("#\n# %10s  %12s  %8s  %6s  %6s              out-of-place (+ per-iteration)                                "
-                "in-place (+ per-iteration)\n", "", "", "", "", "");
-    std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  "
-                "%7s %*s\n", "size", "count", "type", "redop", "root", t, "algbw", "busbw", "#wrong", "i_min", "i_max",
-                "i_p99", "i_cv%", t, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%", pad, ts);
-    std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  "
-                "%7s %*s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)",
-                "(%)", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)", pad, tsf);
+    std::printf(
+        "#\n# %10s  %12s  %8s  %6s  %6s              out-of-place (+ per-iteration)                          "
+        "      "
+        "in-place (+ per-iteration)\n",
+        "", "", "", "", "");
+    std::printf(
+        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %6s  %6s  %6s  %7s  %7s  "
+        "%7s  "
+        "%7s %*s\n",
+        "size", "count", "type", "redop", "root", t, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99",
+        "i_cv%", t, "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%", pad, ts);
+    std::printf(
+        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s  %7s  %6s  %6s  %6s  %7s  %7s  "
+        "%7s  "
+        "%7s %*s\n",
+        "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)",
+        "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)", pad, tsf);
     return;
   }
-  std::printf("#\n# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "",
-              "", "", "");
-  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "size", "count", "type",
-              "redop", "root", t, "algbw", "busbw", "#wrong", t, "algbw", "busbw", "#wrong", pad, ts);
-  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "(B)", "(elements)", "", "",
-              "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", pad, tsf);
+  std::printf(
+      "#\n# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "",
+      "", "", "", "");
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "size", "count",
+              "type", "redop", "root", t, "algbw", "busbw", "#wrong", t, "algbw", "busbw", "#wrong", pad, ts);
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "(B)",
+              "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", pad,
+              tsf);
 }
 
 // Rank 0: the header lines nccl-tests prints, and the JSON's top and config.
@@ -544,17 +587,20 @@ void print_header(Setup& s, int nthreads, int ngpus) {
   int built = 0, loaded = 0;
   if (gcommGetNcclVersion(&built, &loaded) != gcommSuccess) built = loaded = 0;  // no NCCL: host transports
   const PerfOptions& o = s.o;
-  std::printf("# gradcomm-perf version %s nccl-headers=%d nccl-library=%d\n", gcommGetVersionString(), built, loaded);
+  std::printf("# gradcomm-perf version %s nccl-headers=%d nccl-library=%d\n", gcommGetVersionString(), built,
+              loaded);
   std::printf("# Collective test starting: gradcomm-perf --collective %s\n", o.collective.c_str());
-  std::printf("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d agg iters: %d "
-              "validation: %d graph: 0 unalign: %d\n",
-              nthreads, ngpus, o.min_bytes, o.max_bytes,
-              o.step_factor > 0 ? o.step_factor : static_cast<double>(o.step_bytes),
-              o.step_factor > 0 ? "factor" : "bytes", o.warmup, o.iters, o.agg_iters, o.check, o.unalign);
+  std::printf(
+      "# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %d iters: %d agg iters: %d "
+      "validation: %d graph: 0 unalign: %d\n",
+      nthreads, ngpus, o.min_bytes, o.max_bytes,
+      o.step_factor > 0 ? o.step_factor : static_cast<double>(o.step_bytes),
+      o.step_factor > 0 ? "factor" : "bytes", o.warmup, o.iters, o.agg_iters, o.check, o.unalign);
   if (o.blocking == 1) std::printf("# Blocking Enabled: wait and barrier after each inner iteration (-m) \n");
   if (o.blocking == 2) std::printf("# Blocking Enabled: wait after each inner iteration (-m), no barrier \n");
   if (o.blocking == 3)
-    std::printf("# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier \n");
+    std::printf(
+        "# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier \n");
   if (o.per_iter) {
     std::printf("# Per-Iteration Report: %s timing; i_* uses max over process rows",
                 s.device.kind == gcommDeviceCuda ? "CUDA event" : "host clock");
@@ -567,8 +613,9 @@ void print_header(Setup& s, int nthreads, int ngpus) {
   else if (s.nccl)
     std::printf("# Transport: nccl (%d rank(s), one per GPU, threads of one process)\n", s.nranks);
   else
-    std::printf("# Transport: local (%d ranks as threads of one process) on %s\n", s.nranks,
-                s.device.kind == gcommDeviceCuda ? ("cuda:" + std::to_string(s.device.ordinal)).c_str() : "the host");
+    std::printf(
+        "# Transport: local (%d ranks as threads of one process) on %s\n", s.nranks,
+        s.device.kind == gcommDeviceCuda ? ("cuda:" + std::to_string(s.device.ordinal)).c_str() : "the host");
   if (!s.nccl && s.device.kind != gcommDeviceCuda)
     std::printf("# (no GPU: the figures are host memory%s, not GPU bandwidth)\n",
                 s.launch != Launch::kProcessPerRank ? " copies"
@@ -589,9 +636,14 @@ void print_header(Setup& s, int nthreads, int ngpus) {
   d["env"] = json::array();
   for (char** e = environ; *e != nullptr; ++e) d["env"].push_back(*e);
   d["nccl_version"] = loaded;
-  json c = {{"nthreads", nthreads}, {"ngpus", ngpus}, {"minimum_bytes", o.min_bytes}, {"maximum_bytes", o.max_bytes}};
-  if (o.step_factor > 0) c["step_factor"] = o.step_factor;
-  else c["step_bytes"] = o.step_bytes;
+  json c = {{"nthreads", nthreads},
+            {"ngpus", ngpus},
+            {"minimum_bytes", o.min_bytes},
+            {"maximum_bytes", o.max_bytes}};
+  if (o.step_factor > 0)
+    c["step_factor"] = o.step_factor;
+  else
+    c["step_bytes"] = o.step_bytes;
   c["warmup_iters"] = o.warmup;
   c["iterations"] = o.iters;
   c["aggregated_iterations"] = o.agg_iters;
@@ -606,15 +658,22 @@ void print_header(Setup& s, int nthreads, int ngpus) {
     json dev;
     int rank = 0, group = 0, pid = 0, device = 0, end = 0;
     char host[128] = {}, hex[64] = {};
-    if (std::sscanf(line.c_str(), "#  Rank %d Group %d Pid %d on %127s device %d [%63[^]]] %n", &rank, &group, &pid,
-                    host, &device, hex, &end) >= 6)
-      dev = {{"rank", rank}, {"group", group}, {"pid", pid}, {"hostname", host}, {"device", device},
-             {"device_hex", hex}, {"device_info", line.substr(end)}};
+    if (std::sscanf(line.c_str(), "#  Rank %d Group %d Pid %d on %127s device %d [%63[^]]] %n", &rank, &group,
+                    &pid, host, &device, hex, &end) >= 6)
+      dev = {{"rank", rank},
+             {"group", group},
+             {"pid", pid},
+             {"hostname", host},
+             {"device", device},
+             {"device_hex", hex},
+             {"device_info", line.substr(end)}};
     c["devices"].push_back(dev);
   }
   d["config"] = c;
   d["gradcomm"] = {{"collective", o.collective},
-                   {"transport", s.launch == Launch::kProcessPerRank ? s.transport : s.nccl ? "nccl" : "local"},
+                   {"transport", s.launch == Launch::kProcessPerRank ? s.transport
+                                 : s.nccl                            ? "nccl"
+                                                                     : "local"},
                    {"nranks", s.nranks},
                    {"device", s.device.kind == gcommDeviceCuda ? "cuda" : "host"},
                    {"blocking", o.blocking},
@@ -640,8 +699,8 @@ std::string device_line(int rank, gcommDevice_t dev) {
     std::snprintf(line, sizeof(line), "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s", rank, 0,
                   static_cast<int>(getpid()), host, dev.ordinal, b.c_str(), prop.name);
   } else {
-    std::snprintf(line, sizeof(line), "#  Rank %2d Group %2d Pid %6d on %10s device %2d [host] host memory", rank, 0,
-                  static_cast<int>(getpid()), host, -1);
+    std::snprintf(line, sizeof(line), "#  Rank %2d Group %2d Pid %6d on %10s device %2d [host] host memory",
+                  rank, 0, static_cast<int>(getpid()), host, -1);
   }
   std::string out(line);
   if (out.size() > kLineChars) out.resize(kLineChars);
@@ -656,7 +715,8 @@ uint32_t sweep_hash(const PerfOptions& o, const std::vector<size_t>& sizes) {
   for (size_t b : sizes) text += "," + std::to_string(b);
   for (gcommDataType_t d : o.dtypes) text += "d" + std::to_string(static_cast<int>(d));
   for (gcommRedOp_t op : o.ops) text += "o" + std::to_string(static_cast<int>(op));
-  for (int v : {o.iters, o.agg_iters, o.warmup, o.cycles, o.check, o.blocking, o.root, o.unalign, o.per_iter ? 1 : 0})
+  for (int v :
+       {o.iters, o.agg_iters, o.warmup, o.cycles, o.check, o.blocking, o.root, o.unalign, o.per_iter ? 1 : 0})
     text += ";" + std::to_string(v);
   uint32_t h = 2166136261u;
   for (unsigned char c : text) h = (h ^ c) * 16777619u;
@@ -680,7 +740,8 @@ bool meet(Setup& s, RankState& r, uint32_t hash, const std::string& why_not) {
   mine[kLineChars + 2] = why_not.empty() ? 1.0f : 0.0f;
   std::vector<float> all;
   std::string error;
-  if (!gather_floats(r.comm, mine, s.nranks, all, error)) return fail_with(s, "meeting the other ranks: " + error), false;
+  if (!gather_floats(r.comm, mine, s.nranks, all, error))
+    return fail_with(s, "meeting the other ranks: " + error), false;
   auto hash_of = [&](int q) {
     const float* g = all.data() + q * stride;
     return (static_cast<uint32_t>(g[kLineChars]) << 16) | static_cast<uint32_t>(g[kLineChars + 1]);
@@ -705,8 +766,9 @@ bool meet(Setup& s, RankState& r, uint32_t hash, const std::string& why_not) {
   }
   if (!differ.empty()) {
     s.exit_code = 2;
-    record_failure(s, "rank " + differ + " was given other options than rank 0 (sizes, -n, -w, -m, -c, -z, -r, -u, "
-                      "-d, -o, -N or --collective): every rank must run the same sweep");
+    record_failure(s, "rank " + differ +
+                          " was given other options than rank 0 (sizes, -n, -w, -m, -c, -z, -r, -u, "
+                          "-d, -o, -N or --collective): every rank must run the same sweep");
     return false;
   }
   if (r.rank == 0) {
@@ -772,7 +834,8 @@ void rank_main(Setup& s, size_t index, const std::vector<size_t>& sizes, const s
   }
   std::string why_not;
   if (buf.send == nullptr || buf.recv == nullptr)
-    why_not = "cannot allocate two buffers of " + std::to_string(bytes) + " bytes" + (r.gpu ? " on the GPU" : "");
+    why_not =
+        "cannot allocate two buffers of " + std::to_string(bytes) + " bytes" + (r.gpu ? " on the GPU" : "");
   if (r.rank == 0 && !s.json_error.empty()) why_not = s.json_error;
   if (!meet(s, r, hash, why_not)) return;
   // -M: after the meeting every rank of this process has its buffers.
@@ -783,7 +846,8 @@ void rank_main(Setup& s, size_t index, const std::vector<size_t>& sizes, const s
     s.memory_mark = now;
   }
   r.buf = &buf;
-  const bool progress = r.rank == 0 && isatty(STDOUT_FILENO) == 0 && isatty(STDERR_FILENO) && sizes.size() > 8;
+  const bool progress =
+      r.rank == 0 && isatty(STDOUT_FILENO) == 0 && isatty(STDERR_FILENO) && sizes.size() > 8;
   for (int cycle = 0; (s.o.cycles == 0 || cycle < s.o.cycles) && !s.failed; ++cycle)
     for (const Case& k : cases)
       for (size_t i = 0; i < sizes.size() && !s.failed; ++i) {
@@ -816,18 +880,26 @@ int main(int argc, char** argv) {
   // NCCL on the GPUs of this process, or local host ranks without a GPU.
   int world = 0;
   if (!gradcomm::bench::launcher_world_size("gradcomm-perf", world)) return 2;
-  if (s.o.local_ranks > 0) s.launch = Launch::kLocal;
-  else if (world > 1) s.launch = Launch::kProcessPerRank;
-  else s.launch = gpus > 0 ? Launch::kGpusOfThisProcess : Launch::kLocal;
+  if (s.o.local_ranks > 0)
+    s.launch = Launch::kLocal;
+  else if (world > 1)
+    s.launch = Launch::kProcessPerRank;
+  else
+    s.launch = gpus > 0 ? Launch::kGpusOfThisProcess : Launch::kLocal;
   if (s.launch == Launch::kProcessPerRank && (want_gpus > 1 || s.o.threads > 1)) {
-    std::fprintf(stderr, "gradcomm-perf: -t %d -g %d under a launcher (world size %d): each process is one rank "
-                 "and drives one GPU\n", s.o.threads, std::max(s.o.gpus, 1), world);
+    std::fprintf(stderr,
+                 "gradcomm-perf: -t %d -g %d under a launcher (world size %d): each process is one rank "
+                 "and drives one GPU\n",
+                 s.o.threads, std::max(s.o.gpus, 1), world);
     return 2;
   }
   s.nccl = s.launch == Launch::kGpusOfThisProcess;
-  if (s.o.local_ranks > 0) s.nranks = s.o.local_ranks;
-  else if (s.nccl) s.nranks = want_gpus > 0 ? want_gpus : gpus;
-  else s.nranks = s.o.threads > 1 ? s.o.threads : 2;
+  if (s.o.local_ranks > 0)
+    s.nranks = s.o.local_ranks;
+  else if (s.nccl)
+    s.nranks = want_gpus > 0 ? want_gpus : gpus;
+  else
+    s.nranks = s.o.threads > 1 ? s.o.threads : 2;
   s.device = gpus > 0 ? gcommCudaDevice(0) : gcommHostDevice();
   if (gpus == 0) {
     // Host runs copy through host memory on a few cores: keep the default sweep short.
@@ -835,7 +907,8 @@ int main(int argc, char** argv) {
     if (!s.o.warmup_given) s.o.warmup = std::min(s.o.warmup, 1);
   }
   if (s.o.per_iter && s.o.per_iter_skip >= s.o.iters) {
-    std::fprintf(stderr, "gradcomm-perf: -K %d: the per-iteration skip must be below the iterations (-n %d)\n",
+    std::fprintf(stderr,
+                 "gradcomm-perf: -K %d: the per-iteration skip must be below the iterations (-n %d)\n",
                  s.o.per_iter_skip, s.o.iters);
     return 2;
   }
@@ -857,7 +930,8 @@ int main(int argc, char** argv) {
     return code;
   };
   if (s.o.root >= s.nranks) {
-    if (printer) std::fprintf(stderr, "gradcomm-perf: root %d is not a rank (0..%d)\n", s.o.root, s.nranks - 1);
+    if (printer)
+      std::fprintf(stderr, "gradcomm-perf: root %d is not a rank (0..%d)\n", s.o.root, s.nranks - 1);
     return finish(2);
   }
   // Rank 0's -J file is created before the sweep (a path that cannot be created
@@ -869,7 +943,8 @@ int main(int argc, char** argv) {
   for (gcommDataType_t d : s.o.dtypes)
     for (gcommRedOp_t op : s.o.ops) cases.push_back({d, op});
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < s.comms.size(); ++i) threads.emplace_back([&, i] { rank_main(s, i, sizes, cases, hash); });
+  for (size_t i = 0; i < s.comms.size(); ++i)
+    threads.emplace_back([&, i] { rank_main(s, i, sizes, cases, hash); });
   for (auto& t : threads) t.join();
   // Every rank learned the #wrong of every row; the same exit status everywhere.
   if (s.failed) {
@@ -895,8 +970,10 @@ int main(int argc, char** argv) {
     d["errors"] = nlohmann::json::array();
     d["end_time"] = PerfJson::now();
     if (s.o.memory_report)
-      d["gradcomm"]["memory"] = {{"device", s.memory.gpu ? "gpu" : "host"}, {"initialization_bytes", s.memory.init},
-                                 {"user_allocated_bytes", s.memory.buffers}, {"collective_bytes", s.memory.collective}};
+      d["gradcomm"]["memory"] = {{"device", s.memory.gpu ? "gpu" : "host"},
+                                 {"initialization_bytes", s.memory.init},
+                                 {"user_allocated_bytes", s.memory.buffers},
+                                 {"collective_bytes", s.memory.collective}};
     s.json.flush();
   }
   return finish(s.wrong_total ? 1 : 0);

@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cmath>
 
-
-
 namespace {
 // nccl-tests' percentile: the nearest rank, so p99 of fewer than 100 samples may be the maximum.
-size_t percentile_index(size_t n, size_t percentile) { return std::min(n - 1, (n * percentile + 99) / 100 - 1); }
+size_t percentile_index(size_t n, size_t percentile) {
+  return std::min(n - 1, (n * percentile + 99) / 100 - 1);
+}
 }  // namespace
 
 IterStats iteration_stats(const std::vector<double>& times, int skip) {
@@ -44,9 +44,15 @@ std::string iteration_columns(const IterStats& s) {
 
 nlohmann::json iteration_json(const IterStats& s, const std::vector<double>& times_us, int skip,
                               const std::vector<std::vector<double>>& rank_rows) {
-  nlohmann::json j = {{"skipped_iterations", skip}, {"min_us", s.min},     {"max_us", s.max},
-                      {"avg_us", s.avg},            {"p50_us", s.p50},     {"p95_us", s.p95},
-                      {"p99_us", s.p99},            {"stdev_us", s.stdev}, {"cv_pct", s.cv_pct()},
+  nlohmann::json j = {{"skipped_iterations", skip},
+                      {"min_us", s.min},
+                      {"max_us", s.max},
+                      {"avg_us", s.avg},
+                      {"p50_us", s.p50},
+                      {"p95_us", s.p95},
+                      {"p99_us", s.p99},
+                      {"stdev_us", s.stdev},
+                      {"cv_pct", s.cv_pct()},
                       {"times_us", times_us}};
   if (rank_rows.size() > 1) j["per_process_max_times_us"] = rank_rows;  // gradcomm: one row per rank
   return j;

@@ -26,7 +26,8 @@ int64_t memory_in_use(int ordinal) {
 
 std::string memory_report_line(const MemoryReport& m) {
   char line[256];
-  std::snprintf(line, sizeof(line), "# %-20s : Initialization %s | User-Allocated %s | Collective %s | Total  %s\n",
+  std::snprintf(line, sizeof(line),
+                "# %-20s : Initialization %s | User-Allocated %s | Collective %s | Total  %s\n",
                 m.gpu ? "GPU memory usage" : "Host memory usage", memory_text(m.init).c_str(),
                 memory_text(m.buffers).c_str(), memory_text(m.collective).c_str(),
                 memory_text(m.init + m.buffers + m.collective).c_str());

@@ -20,5 +20,6 @@ struct MemoryReport {
 // Bytes in use now: on GPU `ordinal` (device-wide), or this process's resident set (ordinal < 0).
 int64_t memory_in_use(int ordinal);
 
-// "# GPU memory usage     : Initialization 1.23 GB | User-Allocated 512.00 MB | Collective 2.00 MB | Total  1.73 GB"
+// "# GPU memory usage     : Initialization 1.23 GB | User-Allocated 512.00 MB | Collective 2.00 MB |
+// Total  1.73 GB"
 std::string memory_report_line(const MemoryReport& m);

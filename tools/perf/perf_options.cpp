@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-const char* const kCollectives[7] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall",
-                                     "sendrecv"};
+const char* const kCollectives[7] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                                     "reduce",     "alltoall",   "sendrecv"};
 
 namespace {
 
@@ -21,14 +21,29 @@ size_t parse_size(const std::string& flag, const std::string& text) {
   char* end = nullptr;
   double v = std::strtod(s, &end);
   const std::string what = flag + ": '" + text + "' ";
-  if (end == s) throw CLI::ValidationError(what + "is not a size (a number of bytes, optionally with K, M or G)");
+  if (end == s)
+    throw CLI::ValidationError(what + "is not a size (a number of bytes, optionally with K, M or G)");
   switch (*end) {
-    case 'K': case 'k': v *= 1024.0; ++end; break;
-    case 'M': case 'm': v *= 1024.0 * 1024; ++end; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; ++end; break;
-    default: break;
+    case 'K':
+    case 'k':
+      v *= 1024.0;
+      ++end;
+      break;
+    case 'M':
+    case 'm':
+      v *= 1024.0 * 1024;
+      ++end;
+      break;
+    case 'G':
+    case 'g':
+      v *= 1024.0 * 1024 * 1024;
+      ++end;
+      break;
+    default:
+      break;
   }
-  if (*end != '\0') throw CLI::ValidationError(what + "is not a size (a number of bytes, optionally with K, M or G)");
+  if (*end != '\0')
+    throw CLI::ValidationError(what + "is not a size (a number of bytes, optionally with K, M or G)");
   if (!std::isfinite(v)) throw CLI::ValidationError(what + "is not a finite size");
   if (v < 0) throw CLI::ValidationError(what + "is negative");
   if (v >= kMaxSize) throw CLI::ValidationError(what + "is larger than any buffer can be (2^57 bytes)");
@@ -53,7 +68,8 @@ std::vector<gcommRedOp_t> parse_ops(const std::string& o) {
   if (o == "max") return {gcommMax};
   if (o == "min") return {gcommMin};
   if (o == "prod" || o == "mulsum")
-    throw CLI::ValidationError("-o " + o + ": gradcomm has sum, avg, max and min (gradients are never multiplied)");
+    throw CLI::ValidationError("-o " + o +
+                               ": gradcomm has sum, avg, max and min (gradients are never multiplied)");
   throw CLI::ValidationError("-o " + o + ": unknown op (sum, avg, max, min or all)");
 }
 
@@ -100,7 +116,8 @@ bool parse_perf_options(int argc, char** argv, PerfOptions& o, int& exit_code) {
   int parallel_init = 0;
   app.add_option("-t,--nthreads", o.threads, "threads of this process, each driving -g GPUs (default 1)")
       ->check(CLI::Range(1, 1024));
-  app.add_option("-g,--ngpus", o.gpus, "GPUs per thread (default: every visible GPU)")->check(CLI::Range(1, 1024));
+  app.add_option("-g,--ngpus", o.gpus, "GPUs per thread (default: every visible GPU)")
+      ->check(CLI::Range(1, 1024));
   app.add_option("-b,--minbytes", minb, "smallest size (default 8; K/M/G suffixes)");
   app.add_option("-e,--maxbytes", maxb, "largest size (default 128M)");
   app.add_option("-i,--stepbytes", stepb, "add this many bytes each step (instead of -f)");
@@ -117,41 +134,51 @@ bool parse_perf_options(int argc, char** argv, PerfOptions& o, int& exit_code) {
       ->check(CLI::Range(0, 1000000));
   app.add_option("-o,--op", op, "sum, avg, max, min or all (default sum)");
   app.add_option("-d,--datatype", dtype, "float, half, bfloat16 or all (default float)");
-  app.add_option("-r,--root", o.root, "root of broadcast and reduce (default 0)")->check(CLI::Range(0, 1 << 30));
+  app.add_option("-r,--root", o.root, "root of broadcast and reduce (default 0)")
+      ->check(CLI::Range(0, 1 << 30));
   app.add_option("-z,--blocking", o.blocking,
                  "1: wait and barrier after each call; 2: wait after each call; 3: wait and barrier after "
                  "each iteration, the barrier not timed (default 0)")
       ->check(CLI::Range(0, 3));
   app.add_option("-y,--stream_null", o.stream_null, "1: issue on the legacy default stream (default 0)");
-  app.add_option("-T,--timeout", o.timeout_s, "seconds before a stuck collective fails (default GRADCOMM_TIMEOUT_S)")
+  app.add_option("-T,--timeout", o.timeout_s,
+                 "seconds before a stuck collective fails (default GRADCOMM_TIMEOUT_S)")
       ->check(CLI::Range(0, 1 << 30));
-  app.add_option("-C,--report_cputime", o.report_cputime, "1: report the time to issue the calls (default 0)");
+  app.add_option("-C,--report_cputime", o.report_cputime,
+                 "1: report the time to issue the calls (default 0)");
   app.add_option("-S,--report_timestamps", o.report_timestamps, "1: a timestamp after each row (default 0)");
   app.add_option("-J,--output_file", o.json_path, "also write the results as JSON, in nccl-tests' layout");
-  app.add_option("-a,--average", o.average, "time reported: 0 rank 0's, 1 the ranks' mean, 2 min, 3 max (default 1)")
+  app.add_option("-a,--average", o.average,
+                 "time reported: 0 rank 0's, 1 the ranks' mean, 2 min, 3 max (default 1)")
       ->check(CLI::Range(0, 3));
   app.add_option("-u,--unalign", o.unalign, "buffers start this many elements past alignment (default 0)")
       ->check(CLI::Range(0, 1 << 20));
-  app.add_option("-p,--parallel_init", parallel_init, "0 only: gradcomm creates a process's ranks in one call");
+  app.add_option("-p,--parallel_init", parallel_init,
+                 "0 only: gradcomm creates a process's ranks in one call");
   std::vector<Refused> refused = {
-      {"-G,--cudagraph", "CUDA graph capture of gradcomm's collectives is not supported (each call records a "
-                         "watchdog event and may allocate); run without -G"},
+      {"-G,--cudagraph",
+       "CUDA graph capture of gradcomm's collectives is not supported (each call records a "
+       "watchdog event and may allocate); run without -G"},
       {"-R,--local_register", "gradcomm does not register buffers with NCCL"},
       {"-x,--cta_policy", "gradcomm does not set NCCL's CTA policy"},
       {"-D,--device_implementation", "gradcomm has no device-side collectives"},
       {"-V,--device_cta_count", "gradcomm has no device-side collectives"},
   };
   int memory = 0, per_iter = 0;
-  app.add_option("-M,--memory", memory, "1: report the memory used by init, buffers and the sweep (default 0)")
+  app.add_option("-M,--memory", memory,
+                 "1: report the memory used by init, buffers and the sweep (default 0)")
       ->check(CLI::Range(0, 1));
-  app.add_option("-I,--per_iter_timing", per_iter,
-                 "1: time every iteration; i_min, i_max, i_p99, i_cv% columns over the ranks' maximum (default 0)")
+  app.add_option(
+         "-I,--per_iter_timing", per_iter,
+         "1: time every iteration; i_min, i_max, i_p99, i_cv% columns over the ranks' maximum (default 0)")
       ->check(CLI::Range(0, 1));
-  app.add_option("-K,--per_iter_skip", o.per_iter_skip, "leading iterations left out of -I's summary (default 0)")
+  app.add_option("-K,--per_iter_skip", o.per_iter_skip,
+                 "leading iterations left out of -I's summary (default 0)")
       ->check(CLI::Range(0, 1000000000));
   for (Refused& r : refused) app.add_option(r.flags, r.value, std::string("refused unless 0: ") + r.why);
   app.add_option("--collective", o.collective,
-                 "all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall or sendrecv (nccl-tests' program names)")
+                 "all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall or sendrecv "
+                 "(nccl-tests' program names)")
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(kCollectives), std::end(kCollectives))));
   app.add_option("--local", o.local_ranks, "N ranks as threads on the local transport (GPU 0, or the host)")
       ->check(CLI::Range(1, 1024));
@@ -159,7 +186,8 @@ bool parse_perf_options(int argc, char** argv, PerfOptions& o, int& exit_code) {
     app.parse(argc, argv);
     for (const Refused& r : refused)
       if (r.value != 0)
-        throw CLI::ValidationError(std::string(r.flags).substr(0, 2) + " " + std::to_string(r.value) + ": " + r.why);
+        throw CLI::ValidationError(std::string(r.flags).substr(0, 2) + " " + std::to_string(r.value) + ": " +
+                                   r.why);
     if (parallel_init != 0)
       throw CLI::ValidationError("-p " + std::to_string(parallel_init) +
                                  ": gradcomm creates this process's ranks in one call (there is no "
@@ -188,11 +216,12 @@ bool parse_perf_options(int argc, char** argv, PerfOptions& o, int& exit_code) {
     o.iters_given = app.count("-n") > 0;
     o.warmup_given = app.count("-w") > 0;
     if (o.min_bytes > o.max_bytes)
-      throw CLI::ValidationError("invalid sizes for 'minbytes' and 'maxbytes': " + std::to_string(o.min_bytes) +
-                                 " > " + std::to_string(o.max_bytes));
+      throw CLI::ValidationError("invalid sizes for 'minbytes' and 'maxbytes': " +
+                                 std::to_string(o.min_bytes) + " > " + std::to_string(o.max_bytes));
     if (o.min_bytes == 0 && o.step_factor > 0 && o.max_bytes > 0)
-      throw CLI::ValidationError("-b 0 with a step factor: 0 times any factor stays 0; start at -b 1 or more, or "
-                                 "step with -i");
+      throw CLI::ValidationError(
+          "-b 0 with a step factor: 0 times any factor stays 0; start at -b 1 or more, or "
+          "step with -i");
   } catch (const CLI::CallForHelp& e) {
     exit_code = app.exit(e);
     return false;

@@ -25,17 +25,17 @@ struct PerfOptions {
   int warmup = 5;                        // -w
   int cycles = 1;                        // -N: sweeps (0: until interrupted)
   int check = 1;                         // -c: check rounds per size (0: none, #wrong is N/A)
-  int blocking = 0;                      // -z: 0 none, 1 sync+barrier per call, 2 sync per call, 3 per iteration
-  bool stream_null = false;              // -y: the legacy default stream
-  int timeout_s = 0;                     // -T: 0 keeps GRADCOMM_TIMEOUT_S (or its default)
-  bool report_cputime = false;           // -C: the time to issue the calls, not to complete them
-  bool report_timestamps = false;        // -S
-  int average = 1;                       // -a: 0 rank 0's time, 1 the ranks' mean, 2 min, 3 max
-  int unalign = 0;                       // -u: buffers start this many elements past alignment
-  bool memory_report = false;            // -M: memory used by init, buffers and the sweep
-  bool per_iter = false;                 // -I: every iteration timed, i_* columns
-  int per_iter_skip = 0;                 // -K: leading iterations left out of -I's summary
-  int root = 0;                          // -r
+  int blocking = 0;                // -z: 0 none, 1 sync+barrier per call, 2 sync per call, 3 per iteration
+  bool stream_null = false;        // -y: the legacy default stream
+  int timeout_s = 0;               // -T: 0 keeps GRADCOMM_TIMEOUT_S (or its default)
+  bool report_cputime = false;     // -C: the time to issue the calls, not to complete them
+  bool report_timestamps = false;  // -S
+  int average = 1;                 // -a: 0 rank 0's time, 1 the ranks' mean, 2 min, 3 max
+  int unalign = 0;                 // -u: buffers start this many elements past alignment
+  bool memory_report = false;      // -M: memory used by init, buffers and the sweep
+  bool per_iter = false;           // -I: every iteration timed, i_* columns
+  int per_iter_skip = 0;           // -K: leading iterations left out of -I's summary
+  int root = 0;                    // -r
   std::vector<gcommDataType_t> dtypes{gcommFloat32};  // -d (all: every type)
   std::vector<gcommRedOp_t> ops{gcommSum};            // -o (all: every op)
   std::string collective = "all_reduce";              // --collective
@@ -50,4 +50,5 @@ bool parse_perf_options(int argc, char** argv, PerfOptions& o, int& exit_code);
 const char* dtype_label(gcommDataType_t d);  // nccl-tests' names: "float", "half", "bfloat16"
 const char* op_label(gcommRedOp_t op);       // "sum", "avg", "max", "min"
 const char* average_label(int average);      // "rank0", "avg", "min", "max"
-extern const char* const kCollectives[7];    // all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv
+extern const char* const
+    kCollectives[7];  // all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv

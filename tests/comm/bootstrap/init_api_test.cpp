@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "gradcomm/gradcomm.h"
-#include "support/gpu.hpp"
 #include "support/free_port.hpp"
+#include "support/gpu.hpp"
 
 namespace {
 
@@ -31,7 +31,6 @@ bool contains(const std::string& s, const std::string& part) {
 gcommComm_t sentinel() {
   return reinterpret_cast<gcommComm_t>(static_cast<uintptr_t>(0x5e17));
 }
-
 
 // Sets variables for one test and restores the previous values (tests run on one thread).
 class ScopedEnv {
@@ -109,7 +108,8 @@ TEST(CommInitApi, ExplicitValuesAreChecked) {
   c = world_of_one();
   c.device = gcommHostDevice();
   c.transport = gcommTransportNccl;
-  expect_refused(&c, gcommNotSupported, "config.transport is gcommTransportNccl but config.device is the host");
+  expect_refused(&c, gcommNotSupported,
+                 "config.transport is gcommTransportNccl but config.device is the host");
   c = world_of_one();
   c.transport = gcommTransportSocket;
   expect_refused(&c, gcommInvalidArgument, "gcommTransportSocket, which moves host memory");
@@ -158,8 +158,8 @@ TEST(CommInitApi, ARankThatNeverComesIsNamedWithinTheTimeout) {
   // "within S s": the time since the store started, at least the timeout (a late
   // wake-up reads 0.6, so the number is checked, not its text).
   const std::string error = gcommGetLastError();
-  const std::string named = "gcommCommInit: ranks 1, 2 of 3 never connected to 127.0.0.1:" + std::to_string(port) +
-                            " within ";
+  const std::string named =
+      "gcommCommInit: ranks 1, 2 of 3 never connected to 127.0.0.1:" + std::to_string(port) + " within ";
   const size_t at = error.find(named);
   ASSERT_NE(at, std::string::npos) << error;
   const double within = std::strtod(error.c_str() + at + named.size(), nullptr);

@@ -85,9 +85,13 @@ TEST(LaunchEnv, UnderTorchrunTheStoreTakesTheNextPort) {
   gcommCommConfig_t c = defaults();
   c.master_port = 31000;
   EXPECT_EQ(from_env(with(torchrun, {{"GRADCOMM_MASTER_PORT", "40000"}}), c).master_port, 31000);
-  EXPECT_NE(refusal([&] { from_env(with(torchrun, {{"MASTER_PORT", "65535"}})); }).find("GRADCOMM_MASTER_PORT"),
+  EXPECT_NE(refusal([&] {
+              from_env(with(torchrun, {{"MASTER_PORT", "65535"}}));
+            }).find("GRADCOMM_MASTER_PORT"),
             std::string::npos);
-  EXPECT_NE(refusal([&] { from_env(with(torchrun, {{"GRADCOMM_MASTER_PORT", "x"}})); }).find("GRADCOMM_MASTER_PORT='x'"),
+  EXPECT_NE(refusal([&] {
+              from_env(with(torchrun, {{"GRADCOMM_MASTER_PORT", "x"}}));
+            }).find("GRADCOMM_MASTER_PORT='x'"),
             std::string::npos);
 }
 
@@ -135,8 +139,9 @@ TEST(LaunchEnv, TorchrunThenOpenMpiThenSlurmAndNeverMixed) {
 // wins over a hand-set (stale) RANK / WORLD_SIZE: never two ranks 0.
 TEST(LaunchEnv, AStaleRankLosesToMpirun) {
   const Env stale = with(kMaster, {{"RANK", "0"}, {"WORLD_SIZE", "2"}});
-  auto lc = from_env(with(stale, {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-                                  {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}}));
+  auto lc = from_env(with(
+      stale,
+      {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}}));
   EXPECT_EQ(lc.rank, 1);
   EXPECT_EQ(lc.world_size, 2);
   EXPECT_EQ(lc.source, "Open MPI environment");
@@ -145,7 +150,10 @@ TEST(LaunchEnv, AStaleRankLosesToMpirun) {
 // A hand-set WORLD_SIZE that disagrees is refused on every rank (it used to make
 // two separate one-rank jobs that both exited 0).
 TEST(LaunchEnv, AStaleWorldSizeIsRefusedNamingBoth) {
-  const Env srun = {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"}, {"SLURM_JOB_ID", "41"},
+  const Env srun = {{"SLURM_PROCID", "1"},
+                    {"SLURM_NTASKS", "2"},
+                    {"SLURM_LOCALID", "1"},
+                    {"SLURM_JOB_ID", "41"},
                     {"SLURM_STEP_ID", "0"}};
   std::string m = refusal([&] { from_env(with(with(kMaster, srun), {{"RANK", "0"}, {"WORLD_SIZE", "1"}})); });
   EXPECT_TRUE(contains(m, "RANK=0 WORLD_SIZE=1")) << m;
@@ -154,15 +162,18 @@ TEST(LaunchEnv, AStaleWorldSizeIsRefusedNamingBoth) {
 }
 
 TEST(LaunchEnv, TorchrunStartedBySrunKeepsTorchrunsValues) {
-  const Env srun = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "41"}, {"SLURM_STEP_ID", "0"}};
-  auto lc = from_env(with(with(kMaster, srun), {{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},
-                                                {"TORCHELASTIC_RUN_ID", "r1"}}));
+  const Env srun = {
+      {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "41"}, {"SLURM_STEP_ID", "0"}};
+  auto lc = from_env(
+      with(with(kMaster, srun),
+           {{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"TORCHELASTIC_RUN_ID", "r1"}}));
   EXPECT_EQ(lc.rank, 5);
   EXPECT_EQ(lc.world_size, 8);
 }
 
 TEST(LaunchEnv, SbatchWithoutSrunIsRefusedAtOnce) {
-  const Env batch = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}, {"SLURM_JOB_ID", "41"}};
+  const Env batch = {
+      {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "0"}, {"SLURM_JOB_ID", "41"}};
   std::string m = refusal([&] { from_env(with(kMaster, batch)); });
   EXPECT_TRUE(contains(m, "not started by srun")) << m;
   EXPECT_TRUE(contains(m, "srun ./program")) << m;
@@ -180,13 +191,17 @@ TEST(LaunchEnv, SbatchWithoutSrunIsRefusedAtOnce) {
 }
 
 TEST(LaunchEnv, SrunImpliesTheRendezvous) {
-  const Env step = {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"}, {"SLURM_JOB_ID", "41"},
+  const Env step = {{"SLURM_PROCID", "1"},
+                    {"SLURM_NTASKS", "2"},
+                    {"SLURM_LOCALID", "1"},
+                    {"SLURM_JOB_ID", "41"},
                     {"SLURM_STEP_ID", "0"}};
   auto one_node = from_env(with(step, {{"SLURM_STEP_NUM_NODES", "1"}, {"SLURM_STEP_NODELIST", "n1"}}));
   EXPECT_EQ(one_node.master_addr, "127.0.0.1");
   EXPECT_GE(one_node.master_port, 20000);
   EXPECT_LT(one_node.master_port, 30000);
-  auto two_nodes = from_env(with(step, {{"SLURM_STEP_NUM_NODES", "2"}, {"SLURM_STEP_NODELIST", "gpu[07-08]"}}));
+  auto two_nodes =
+      from_env(with(step, {{"SLURM_STEP_NUM_NODES", "2"}, {"SLURM_STEP_NODELIST", "gpu[07-08]"}}));
   EXPECT_EQ(two_nodes.master_addr, "gpu07");
   EXPECT_EQ(two_nodes.master_port, one_node.master_port) << "every rank of the step computes the same port";
   auto next_job = from_env(with(step, {{"SLURM_JOB_ID", "42"}, {"SLURM_STEP_NUM_NODES", "1"}}));
@@ -198,7 +213,9 @@ TEST(LaunchEnv, SrunImpliesTheRendezvous) {
 }
 
 TEST(LaunchEnv, SingleHostMpirunImpliesTheRendezvous) {
-  const Env mpi = {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+  const Env mpi = {{"OMPI_COMM_WORLD_RANK", "1"},
+                   {"OMPI_COMM_WORLD_SIZE", "3"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
                    {"OMPI_MCA_ess_base_jobid", "123"}};
   auto lc = from_env(with(mpi, {{"OMPI_COMM_WORLD_LOCAL_SIZE", "3"}}));
   EXPECT_EQ(lc.master_addr, "127.0.0.1");
@@ -250,7 +267,10 @@ TEST(LaunchEnv, AWorldOfOneNeedsNoMaster) {
 // on an H100 a leaked world-of-one store on 29500 failed every later init (2026-11-25).
 // A port the caller sets in the config is still used.
 TEST(LaunchEnv, AWorldOfOneIgnoresTheEnvironmentsPort) {
-  const Env one = {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"},
+  const Env one = {{"RANK", "0"},
+                   {"WORLD_SIZE", "1"},
+                   {"LOCAL_RANK", "0"},
+                   {"MASTER_ADDR", "127.0.0.1"},
                    {"MASTER_PORT", "29500"}};
   EXPECT_EQ(from_env(one).master_port, 0);
   EXPECT_EQ(from_env(with(one, {{"GRADCOMM_MASTER_PORT", "40000"}})).master_port, 0);
@@ -350,8 +370,7 @@ TEST(LaunchEnv, TheDefaultJobKeyDiffersBetweenLaunches) {
   EXPECT_EQ(key(with(mpi, {{"OMPI_MCA_ess_base_jobid", "77"}})), "gradcomm:77");
   const Env slurm = with(kMaster, {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "900"}});
   EXPECT_EQ(key(with(slurm, {{"SLURM_STEP_ID", "0"}})), "gradcomm:900:0");
-  EXPECT_NE(key(with(slurm, {{"SLURM_STEP_ID", "0"}})),
-            key(with(slurm, {{"SLURM_STEP_ID", "1"}})))
+  EXPECT_NE(key(with(slurm, {{"SLURM_STEP_ID", "0"}})), key(with(slurm, {{"SLURM_STEP_ID", "1"}})))
       << "two sruns in one allocation";
   EXPECT_EQ(key(slurm), "gradcomm") << "an incomplete id is no id";
   // The id of the launcher that supplied the rank, not another's left over.
@@ -377,11 +396,17 @@ TEST(LaunchEnv, LauncherPlacementIsParsedAsInitParsesIt) {
   EXPECT_EQ(p->launcher, "Slurm");
   EXPECT_EQ(p->rank, 3);
   EXPECT_EQ(p->world_size, 4);
-  EXPECT_TRUE(contains(refusal([] { launcher_placement(lookup({{"RANK", "1"}, {"WORLD_SIZE", "abc"}})); }),
+  EXPECT_TRUE(contains(refusal([] {
+                         launcher_placement(lookup({{"RANK", "1"}, {"WORLD_SIZE", "abc"}}));
+                       }),
                        "WORLD_SIZE='abc' (torchrun) is not an integer"));
-  EXPECT_TRUE(contains(refusal([] { launcher_placement(lookup({{"RANK", "1"}})); }),
+  EXPECT_TRUE(contains(refusal([] {
+                         launcher_placement(lookup({{"RANK", "1"}}));
+                       }),
                        "WORLD_SIZE is not set although RANK is"));
-  EXPECT_TRUE(contains(refusal([] { launcher_placement(lookup({{"RANK", "4"}, {"WORLD_SIZE", "4"}})); }),
+  EXPECT_TRUE(contains(refusal([] {
+                         launcher_placement(lookup({{"RANK", "4"}, {"WORLD_SIZE", "4"}}));
+                       }),
                        "RANK=4 is not below WORLD_SIZE=4"));
 }
 

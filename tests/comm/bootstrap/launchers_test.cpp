@@ -21,8 +21,8 @@ EnvLookup lookup(std::map<std::string, std::string> env) {
 }
 
 TEST(Launchers, AHandSetRankThatDisagreesIsNamedWithTheWinner) {
-  auto c = choose_launcher(lookup({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"},
-                                   {"OMPI_COMM_WORLD_SIZE", "2"}}));
+  auto c = choose_launcher(lookup(
+      {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}));
   ASSERT_NE(c.launcher, nullptr);
   EXPECT_STREQ(c.launcher->name, "Open MPI");
   EXPECT_NE(c.warning.find("RANK=0 WORLD_SIZE=2"), std::string::npos) << c.warning;
@@ -31,21 +31,26 @@ TEST(Launchers, AHandSetRankThatDisagreesIsNamedWithTheWinner) {
 }
 
 TEST(Launchers, AgreeingValuesAreSilent) {
-  auto c = choose_launcher(lookup({{"RANK", "1"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"},
-                                   {"SLURM_STEP_ID", "3"}}));
+  auto c = choose_launcher(
+      lookup({{"RANK", "1"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "3"}}));
   ASSERT_NE(c.launcher, nullptr);
   EXPECT_STREQ(c.launcher->name, "Slurm");
   EXPECT_EQ(c.warning, "");
 }
 
 TEST(Launchers, MpirunInsideASlurmStepIsOpenMpi) {
-  auto c = choose_launcher(lookup({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_STEP_ID", "0"},
-                                   {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}}));
+  auto c = choose_launcher(lookup({{"SLURM_PROCID", "0"},
+                                   {"SLURM_NTASKS", "1"},
+                                   {"SLURM_STEP_ID", "0"},
+                                   {"OMPI_COMM_WORLD_RANK", "3"},
+                                   {"OMPI_COMM_WORLD_SIZE", "4"}}));
   EXPECT_STREQ(c.launcher->name, "Open MPI");
   EXPECT_EQ(c.warning, "");
 }
 
-TEST(Launchers, NoLauncher) { EXPECT_EQ(choose_launcher(lookup({})).launcher, nullptr); }
+TEST(Launchers, NoLauncher) {
+  EXPECT_EQ(choose_launcher(lookup({})).launcher, nullptr);
+}
 
 TEST(Launchers, SlurmFirstHost) {
   EXPECT_EQ(slurm_first_host("gpu[07-09,12],login1"), "gpu07");
@@ -63,8 +68,10 @@ TEST(Launchers, SlurmFirstHost) {
 TEST(Launchers, WhenTheMpiBootstrapIsUsed) {
   gcommCommConfig_t c = GCOMM_COMM_CONFIG_INITIALIZER;
   using M = std::map<std::string, std::string>;
-  const M across_hosts = {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                          {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"OMPI_MCA_ess_base_jobid", "9"}};
+  const M across_hosts = {{"OMPI_COMM_WORLD_RANK", "1"},
+                          {"OMPI_COMM_WORLD_SIZE", "4"},
+                          {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                          {"OMPI_MCA_ess_base_jobid", "9"}};
   EXPECT_EQ(comm::bootstrap_choice(c, lookup(across_hosts)), comm::BootstrapChoice::kMpiIfFound);
   M one_host = across_hosts;
   one_host["OMPI_COMM_WORLD_LOCAL_SIZE"] = "4";
@@ -72,7 +79,8 @@ TEST(Launchers, WhenTheMpiBootstrapIsUsed) {
   M with_master = across_hosts;
   with_master["MASTER_ADDR"] = "node0";
   EXPECT_EQ(comm::bootstrap_choice(c, lookup(with_master)), comm::BootstrapChoice::kTcp);
-  EXPECT_EQ(comm::bootstrap_choice(c, lookup({{"RANK", "0"}, {"WORLD_SIZE", "2"}})), comm::BootstrapChoice::kTcp);
+  EXPECT_EQ(comm::bootstrap_choice(c, lookup({{"RANK", "0"}, {"WORLD_SIZE", "2"}})),
+            comm::BootstrapChoice::kTcp);
   M forced = one_host;
   forced["GRADCOMM_BOOTSTRAP"] = "mpi";
   EXPECT_EQ(comm::bootstrap_choice(c, lookup(forced)), comm::BootstrapChoice::kMpi);

@@ -37,7 +37,6 @@ bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-
 // The parent's environment without any launcher's variables (the CI may itself
 // run under Slurm), plus `extra`.
 std::vector<std::string> child_environment(const Env& extra) {
@@ -299,7 +298,8 @@ TEST(Processes, HostRanksReduceAcrossProcessesOverTheSocketTransport) {
   auto out = job.wait(60);
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].output;
-    EXPECT_TRUE(contains(out[r].output, "gcommSuccess: rank " + std::to_string(r) + " reduced 20 times; destroyed cleanly"))
+    EXPECT_TRUE(contains(out[r].output,
+                         "gcommSuccess: rank " + std::to_string(r) + " reduced 20 times; destroyed cleanly"))
         << out[r].output;
   }
 }
@@ -338,7 +338,8 @@ TEST(Processes, AReducerRankThatDiesBetweenStepsFailsTheOthersPromptly) {
 TEST(Processes, AReducerRankThatDiesMidStepFailsTheOthersPromptly) {
   Job job;
   // Rank 0 dies after marking 3 gradients of step 2 ready: some buckets already went out.
-  spawn_world(job, "reducer", 3, 60, 0, {{"GRADCOMM_TEST_DIE_AT", "2"}, {"GRADCOMM_TEST_DIE_AFTER_READY", "3"}});
+  spawn_world(job, "reducer", 3, 60, 0,
+              {{"GRADCOMM_TEST_DIE_AT", "2"}, {"GRADCOMM_TEST_DIE_AFTER_READY", "3"}});
   expect_survivors_name(job.wait(90), 0, "all-reduce #");
 }
 

@@ -149,7 +149,8 @@ int reducer_rank() {
     // Backward order: the last gradient first.
     for (size_t k = grads.size(); s == gcommSuccess && k-- > 0;) {
       if (step == die_at && static_cast<int>(grads.size() - 1 - k) == die_after_ready) _exit(4);
-      for (size_t i = 0; i < grads[k].size(); ++i) grads[k][i] = static_cast<float>((rank + 1) * ((i + k) % 5 + step));
+      for (size_t i = 0; i < grads[k].size(); ++i)
+        grads[k][i] = static_cast<float>((rank + 1) * ((i + k) % 5 + step));
       s = gcommReducerMarkReady(reducer, k, nullptr);
     }
     if (s == gcommSuccess) s = gcommReducerFinalize(reducer, nullptr, nullptr);

@@ -59,7 +59,8 @@ TEST_P(Collectives, AllReduceEveryOpDtypeAndSize) {
           }
           auto errors = run_ranks(comms, [&](int r, gcommComm_t c) -> std::string {
             void* out = in_place ? send[r].data() : recv[r].data();
-            if (gcommAllReduce(c, send[r].data(), out, count, d, op, nullptr) != gcommSuccess) return gcommGetLastError();
+            if (gcommAllReduce(c, send[r].data(), out, count, d, op, nullptr) != gcommSuccess)
+              return gcommGetLastError();
             return "";
           });
           for (int r = 0; r < n; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
@@ -94,7 +95,8 @@ TEST_P(Collectives, BroadcastReduceAllGatherReduceScatter) {
       std::vector<TypedBuffer> reduced = recv;
       auto errors = run_ranks(comms, [&](int r, gcommComm_t c) -> std::string {
         if (gcommBroadcast(c, send[r].data(), recv[r].data(), count, d, root, nullptr) != gcommSuccess ||
-            gcommReduce(c, send[r].data(), reduced[r].data(), count, d, gcommSum, root, nullptr) != gcommSuccess ||
+            gcommReduce(c, send[r].data(), reduced[r].data(), count, d, gcommSum, root, nullptr) !=
+                gcommSuccess ||
             gcommAllGather(c, send[r].data(), gathered[r].data(), count, d, nullptr) != gcommSuccess ||
             gcommReduceScatter(c, scatter_in[r].data(), scattered[r].data(), count, d, gcommSum, nullptr) !=
                 gcommSuccess ||
@@ -106,12 +108,14 @@ TEST_P(Collectives, BroadcastReduceAllGatherReduceScatter) {
       for (int r = 0; r < n; ++r)
         for (size_t i = 0; i < count; ++i) {
           ASSERT_EQ(recv[r].get(i), send[root].get(i)) << "broadcast";
-          for (int q = 0; q < n; ++q) ASSERT_EQ(gathered[r].get(q * count + i), send[q].get(i)) << "all-gather";
+          for (int q = 0; q < n; ++q)
+            ASSERT_EQ(gathered[r].get(q * count + i), send[q].get(i)) << "all-gather";
           float rs = through(d, input(0, r * count + i, 4));
           for (int q = 1; q < n; ++q) rs += through(d, input(q, r * count + i, 4));
           ASSERT_EQ(scattered[r].get(i), through(d, rs)) << "reduce-scatter";
         }
-      for (size_t i = 0; i < count; ++i) ASSERT_EQ(reduced[root].get(i), reduce_ref(gcommSum, d, n, i, 1)) << "reduce";
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ(reduced[root].get(i), reduce_ref(gcommSum, d, n, i, 1)) << "reduce";
     }
   destroy(comms);
 }
@@ -130,7 +134,8 @@ TEST_P(Collectives, InPlaceAllGatherAndReduceScatter) {
     auto* base = static_cast<float*>(buf[r].data());
     auto* rbase = static_cast<float*>(rs[r].data());
     if (gcommAllGather(c, base + r * count, base, count, gcommFloat32, nullptr) != gcommSuccess ||
-        gcommReduceScatter(c, rbase, rbase + r * count, count, gcommFloat32, gcommSum, nullptr) != gcommSuccess)
+        gcommReduceScatter(c, rbase, rbase + r * count, count, gcommFloat32, gcommSum, nullptr) !=
+            gcommSuccess)
       return gcommGetLastError();
     return "";
   });
@@ -169,8 +174,8 @@ TEST_P(Collectives, AllToAllEveryDtypeAndSize) {
       const size_t es = elem_size(d);
       for (int r = 0; r < n; ++r) {
         for (int q = 0; q < n; ++q)
-          ASSERT_EQ(0, std::memcmp(recv[r].bytes.data() + q * count * es, send[q].bytes.data() + r * count * es,
-                                   count * es))
+          ASSERT_EQ(0, std::memcmp(recv[r].bytes.data() + q * count * es,
+                                   send[q].bytes.data() + r * count * es, count * es))
               << "rank " << r << " block " << q << " dtype " << d << " count " << count;
         const TypedBuffer untouched = filled(d, count * n, r + 100, 10);
         ASSERT_EQ(recv[r].bytes.back(), untouched.bytes.back()) << "wrote past the output";
@@ -196,7 +201,8 @@ TEST_P(Collectives, AllToAllRefusesOverlappingBuffers) {
     for (int r = 0; r < n; ++r) ASSERT_EQ(errors[r], "") << "rank " << r << " shift " << shift;
   }
   auto errors = run_ranks(comms, [&](int r, gcommComm_t c) -> std::string {
-    if (gcommAllToAll(c, buf[r].data(), buf[r].data() + count * n, count, gcommFloat32, nullptr) != gcommSuccess)
+    if (gcommAllToAll(c, buf[r].data(), buf[r].data() + count * n, count, gcommFloat32, nullptr) !=
+        gcommSuccess)
       return gcommGetLastError();
     return "";
   });
@@ -205,7 +211,9 @@ TEST_P(Collectives, AllToAllRefusesOverlappingBuffers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(1, 2, 3, 4, 8),
-                         [](const ::testing::TestParamInfo<int>& p) { return std::to_string(p.param) + "ranks"; });
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return std::to_string(p.param) + "ranks";
+                         });
 
 }  // namespace
 }  // namespace gradcomm::test

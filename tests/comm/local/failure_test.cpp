@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <cstdint>
 #include <climits>
+#include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <string>
@@ -20,7 +20,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 TEST(LocalFailures, MismatchedCollectivesFailOnEveryRankAndTheCommStaysUsable) {
   auto comms = make_local(2);
@@ -63,14 +65,16 @@ TEST(LocalFailures, StuckPeerTimesOutNamingItThenEveryCallFails) {
     EXPECT_TRUE(contains(errors[r], "all-reduce #1 of 64 bytes: rank 2 never arrived")) << errors[r];
   }
   // The late rank finds the group failed instead of hanging.
-  gcommStatus_t late = gcommAllReduce(comms[2], bufs[2].data(), bufs[2].data(), 16, gcommFloat32, gcommSum, nullptr);
+  gcommStatus_t late =
+      gcommAllReduce(comms[2], bufs[2].data(), bufs[2].data(), 16, gcommFloat32, gcommSum, nullptr);
   EXPECT_EQ(late, gcommRemoteError) << gcommGetLastError();
   // A failed communicator refuses everything but destroy, with the first failure.
   gcommStatus_t again = gcommBarrier(comms[0], nullptr);
   EXPECT_NE(again, gcommSuccess);
   EXPECT_TRUE(contains(gcommGetLastError(), "only accepts destroy")) << gcommGetLastError();
   // ... naming the failed call once (the transport's message already names it).
-  EXPECT_TRUE(contains(gcommGetLastError(), "all-reduce #1 of 64 bytes: rank 2 never arrived")) << gcommGetLastError();
+  EXPECT_TRUE(contains(gcommGetLastError(), "all-reduce #1 of 64 bytes: rank 2 never arrived"))
+      << gcommGetLastError();
   EXPECT_FALSE(contains(gcommGetLastError(), "64 bytes: all-reduce #1")) << gcommGetLastError();
   gcommStatus_t health = gcommSuccess;
   EXPECT_EQ(gcommCommGetAsyncError(comms[0], &health), gcommSuccess);
@@ -96,7 +100,8 @@ TEST(LocalFailures, AbortFromAnotherThreadWakesTheWaiter) {
   EXPECT_TRUE(contains(message, "rank 1 aborted")) << message;
   // The waiter's message names its own call too, not only the peer's failure.
   EXPECT_TRUE(contains(message, "all-reduce #1 of 16 bytes: ")) << message;
-  EXPECT_EQ(gcommAllReduce(comms[1], buf.data(), buf.data(), 4, gcommFloat32, gcommSum, nullptr), gcommAborted);
+  EXPECT_EQ(gcommAllReduce(comms[1], buf.data(), buf.data(), 4, gcommFloat32, gcommSum, nullptr),
+            gcommAborted);
   destroy(comms);
 }
 
@@ -133,7 +138,8 @@ TEST(LocalFailures, BadArgumentsAreRefusedBeforeAnythingRuns) {
             gcommInvalidArgument);
   EXPECT_EQ(gcommBroadcast(c, buf.data(), buf.data(), 4, gcommFloat32, 1, nullptr), gcommInvalidArgument);
   EXPECT_TRUE(contains(gcommGetLastError(), "root 1 is not a rank")) << gcommGetLastError();
-  EXPECT_EQ(gcommAllGather(c, buf.data(), buf.data(), SIZE_MAX / 2, gcommFloat32, nullptr), gcommInvalidArgument);
+  EXPECT_EQ(gcommAllGather(c, buf.data(), buf.data(), SIZE_MAX / 2, gcommFloat32, nullptr),
+            gcommInvalidArgument);
   int rank = -1, size = -1;
   EXPECT_EQ(gcommCommRank(c, &rank), gcommSuccess);
   EXPECT_EQ(gcommCommSize(c, &size), gcommSuccess);
@@ -149,7 +155,8 @@ TEST(LocalFailures, BadArgumentsAreRefusedBeforeAnythingRuns) {
   destroy(comms);
   EXPECT_EQ(gcommCommDestroy(c), gcommInvalidArgument);
   EXPECT_TRUE(contains(gcommGetLastError(), "not a live gcommComm_t")) << gcommGetLastError();
-  EXPECT_EQ(gcommAllReduce(c, buf.data(), buf.data(), 4, gcommFloat32, gcommSum, nullptr), gcommInvalidArgument);
+  EXPECT_EQ(gcommAllReduce(c, buf.data(), buf.data(), 4, gcommFloat32, gcommSum, nullptr),
+            gcommInvalidArgument);
 }
 
 // Issue 17 #1: counts whose bytes fit size_t but reach past any memory crashed in
@@ -170,12 +177,14 @@ TEST(LocalFailures, AbsurdCountsAreRefusedBeforeAnyByteIsRead) {
     refused(gcommReduce(c, b.data(), o.data(), count, gcommFloat32, gcommSum, 0, nullptr), "reduce");
     refused(gcommAllReduce(c, b.data(), o.data(), count, gcommFloat32, gcommSum, nullptr), "all-reduce");
   }
-  refused(gcommReduceScatter(c, b.data(), o.data(), SIZE_MAX / 2, gcommFloat16, gcommSum, nullptr), "reduce-scatter");
+  refused(gcommReduceScatter(c, b.data(), o.data(), SIZE_MAX / 2, gcommFloat16, gcommSum, nullptr),
+          "reduce-scatter");
   for (size_t count : {SIZE_MAX / 4, static_cast<size_t>(GCOMM_ADDRESS_LIMIT) / 4})
     refused(gcommAllToAll(c, b.data(), o.data(), count, gcommFloat32, nullptr), "all-to-all");
   // Separate buffers and a count below the address limit whose span would make them
   // meet: the refusal names the count, not only an overlap the caller cannot see.
-  EXPECT_EQ(gcommAllToAll(c, b.data(), o.data(), size_t{1} << 50, gcommFloat32, nullptr), gcommInvalidArgument);
+  EXPECT_EQ(gcommAllToAll(c, b.data(), o.data(), size_t{1} << 50, gcommFloat32, nullptr),
+            gcommInvalidArgument);
   EXPECT_TRUE(contains(gcommGetLastError(), "count 1125899906842624")) << gcommGetLastError();
   EXPECT_EQ(o[0], 0.0f) << "nothing ran";
   EXPECT_EQ(gcommAllReduce(c, b.data(), o.data(), 4, gcommFloat32, gcommSum, nullptr), gcommSuccess)

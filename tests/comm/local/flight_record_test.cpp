@@ -19,7 +19,9 @@
 namespace gradcomm::test {
 namespace {
 
-bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+bool contains(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path);
@@ -75,11 +77,13 @@ TEST(FlightRecord, AFrozenRankIsNamedInTheSurvivorsRecords) {
     EXPECT_TRUE(contains(rec, "\"last_completed_seq\": 3")) << rec;
     EXPECT_TRUE(contains(rec, "\"state\": \"failed\"")) << rec;
     EXPECT_TRUE(contains(rec, "rank 2 never arrived")) << "the failure is in the record";
-    EXPECT_TRUE(contains(rec, "\"reason\": \"failure: gcomm")) << "timeout, or the peer that timed out first: " << rec;
+    EXPECT_TRUE(contains(rec, "\"reason\": \"failure: gcomm"))
+        << "timeout, or the peer that timed out first: " << rec;
   }
   // Rank 2 did not fail: no record at a failure, but one on demand.
   EXPECT_TRUE(slurp(dir + "/rank2.json").empty());
-  ASSERT_EQ(gcommCommDumpFlightRecord(comms[2], (dir + "/rank2.json").c_str()), gcommSuccess) << gcommGetLastError();
+  ASSERT_EQ(gcommCommDumpFlightRecord(comms[2], (dir + "/rank2.json").c_str()), gcommSuccess)
+      << gcommGetLastError();
   EXPECT_TRUE(contains(slurp(dir + "/rank2.json"), "\"last_completed_seq\": 3"));
   destroy(comms);
 }
@@ -93,9 +97,9 @@ TEST(FlightRecord, ASendWithoutItsReceiveIsNamed) {
   auto errors = run_ranks(comms, [&](int r, gcommComm_t c) -> std::string {
     std::vector<float> x(16, 1.0f);
     for (int k = 0; k < 2; ++k) {
-      gcommStatus_t s = r == 0 ? gcommSend(c, x.data(), 16, gcommFloat32, 1, nullptr)
-                               : k == 0 ? gcommRecv(c, x.data(), 16, gcommFloat32, 0, nullptr)
-                                        : gcommAllReduce(c, x.data(), x.data(), 16, gcommFloat32, gcommSum, nullptr);
+      gcommStatus_t s = r == 0   ? gcommSend(c, x.data(), 16, gcommFloat32, 1, nullptr)
+                        : k == 0 ? gcommRecv(c, x.data(), 16, gcommFloat32, 0, nullptr)
+                                 : gcommAllReduce(c, x.data(), x.data(), 16, gcommFloat32, gcommSum, nullptr);
       if (s != gcommSuccess) return gcommGetLastError();
     }
     return "";
@@ -117,8 +121,10 @@ TEST(FlightRecord, CallsThatDifferAreInEveryRanksRecord) {
     if (gcommAllReduce(c, x.data(), x.data(), 64, gcommFloat32, gcommSum, nullptr) != gcommSuccess)
       return gcommGetLastError();
     // #2: rank 1 sends 32 elements where rank 0 sends 64.
-    gcommStatus_t s = gcommAllReduce(c, x.data(), x.data(), r == 1 ? 32 : 64, gcommFloat32, gcommSum, nullptr);
-    if (s != gcommInvalidArgument) return std::string("the mismatch was not refused: ") + gcommGetStatusName(s);
+    gcommStatus_t s =
+        gcommAllReduce(c, x.data(), x.data(), r == 1 ? 32 : 64, gcommFloat32, gcommSum, nullptr);
+    if (s != gcommInvalidArgument)
+      return std::string("the mismatch was not refused: ") + gcommGetStatusName(s);
     const std::string path = dir + "/rank" + std::to_string(r) + ".json";
     if (gcommCommDumpFlightRecord(c, path.c_str()) != gcommSuccess) return gcommGetLastError();
     return "";

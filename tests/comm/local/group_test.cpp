@@ -14,7 +14,9 @@
 namespace gradcomm::test {
 namespace {
 
-bool last_error_has(const char* part) { return std::string(gcommGetLastError()).find(part) != std::string::npos; }
+bool last_error_has(const char* part) {
+  return std::string(gcommGetLastError()).find(part) != std::string::npos;
+}
 
 TEST(Groups, NestPerThreadAndEndsMustMatchStarts) {
   EXPECT_EQ(gcommGroupEnd(), gcommInvalidState);
@@ -39,7 +41,8 @@ TEST(Groups, CollectivesInsideAGroupOnEachRanksThread) {
       return gcommGetLastError();
     if (gcommGroupEnd() != gcommSuccess) return gcommGetLastError();
     if (a[1000] != 6.0f || b[76] != 30.0f)
-      return "sum " + std::to_string(a[1000]) + " (6 expected), max " + std::to_string(b[76]) + " (30 expected)";
+      return "sum " + std::to_string(a[1000]) + " (6 expected), max " + std::to_string(b[76]) +
+             " (30 expected)";
     return "";
   });
   for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
@@ -50,7 +53,8 @@ TEST(Groups, ACommunicatorWithCallsInAnOpenGroupIsNotDestroyedNorSynchronized) {
   auto comms = make_local(1);
   std::vector<float> a(16, 2.0f);
   ASSERT_EQ(gcommGroupStart(), gcommSuccess);
-  ASSERT_EQ(gcommAllReduce(comms[0], a.data(), a.data(), a.size(), gcommFloat32, gcommSum, nullptr), gcommSuccess);
+  ASSERT_EQ(gcommAllReduce(comms[0], a.data(), a.data(), a.size(), gcommFloat32, gcommSum, nullptr),
+            gcommSuccess);
   EXPECT_EQ(gcommCommDestroy(comms[0]), gcommInvalidState);
   EXPECT_TRUE(last_error_has("in a group not yet ended")) << gcommGetLastError();
   // Nor waited for: the calls have not launched.

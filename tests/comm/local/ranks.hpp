@@ -18,7 +18,8 @@ inline std::vector<gcommComm_t> make_local(int n, double timeout_s = 30.0) {
   std::vector<gcommComm_t> comms(n, nullptr);
   gcommCommConfig_t cfg = GCOMM_COMM_CONFIG_INITIALIZER;
   cfg.timeout_s = timeout_s;
-  EXPECT_EQ(gcommCommInitLocal(n, gcommHostDevice(), &cfg, comms.data()), gcommSuccess) << gcommGetLastError();
+  EXPECT_EQ(gcommCommInitLocal(n, gcommHostDevice(), &cfg, comms.data()), gcommSuccess)
+      << gcommGetLastError();
   return comms;
 }
 

@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
   cfg.rank = -1;
 
   gcommComm_t comm = nullptr;
-  if (gcommCommInitMpi(&cfg, MPI_Comm_c2f(half), &comm) != gcommSuccess) return fail(rank, "gcommCommInitMpi");
+  if (gcommCommInitMpi(&cfg, MPI_Comm_c2f(half), &comm) != gcommSuccess)
+    return fail(rank, "gcommCommInitMpi");
   int grank = -1, gsize = 0;
   gcommCommRank(comm, &grank);
   gcommCommSize(comm, &gsize);

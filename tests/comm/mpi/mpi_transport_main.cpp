@@ -28,7 +28,9 @@ int g_rank = 0;
   std::abort();
 }
 
-size_t esize(gcommDataType_t d) { return d == gcommFloat32 ? 4 : 2; }
+size_t esize(gcommDataType_t d) {
+  return d == gcommFloat32 ? 4 : 2;
+}
 
 // Valid values of the dtype in [-8, 8) (no Inf/NaN: max/min compare them alike anyway).
 std::vector<unsigned char> inputs(gcommDataType_t d, size_t count, int rank, int salt) {
@@ -45,15 +47,21 @@ std::vector<unsigned char> inputs(gcommDataType_t d, size_t count, int rank, int
 enum class Op { kAllReduce, kReduceScatter, kReduce, kBroadcast, kAllGather, kAllToAll, kSendRecv };
 
 // One call of `op` on communicator c as rank r of n: send/recv buffers sized for it.
-gcommStatus_t issue(Op op, gcommComm_t c, int r, int n, const void* send, void* recv, size_t count, gcommDataType_t d,
-                    gcommRedOp_t redop) {
+gcommStatus_t issue(Op op, gcommComm_t c, int r, int n, const void* send, void* recv, size_t count,
+                    gcommDataType_t d, gcommRedOp_t redop) {
   switch (op) {
-    case Op::kAllReduce: return gcommAllReduce(c, send, recv, count, d, redop, nullptr);
-    case Op::kReduceScatter: return gcommReduceScatter(c, send, recv, count, d, redop, nullptr);
-    case Op::kReduce: return gcommReduce(c, send, recv, count, d, redop, 1 % n, nullptr);
-    case Op::kBroadcast: return gcommBroadcast(c, send, recv, count, d, n - 1, nullptr);
-    case Op::kAllGather: return gcommAllGather(c, send, recv, count, d, nullptr);
-    case Op::kAllToAll: return gcommAllToAll(c, send, recv, count, d, nullptr);
+    case Op::kAllReduce:
+      return gcommAllReduce(c, send, recv, count, d, redop, nullptr);
+    case Op::kReduceScatter:
+      return gcommReduceScatter(c, send, recv, count, d, redop, nullptr);
+    case Op::kReduce:
+      return gcommReduce(c, send, recv, count, d, redop, 1 % n, nullptr);
+    case Op::kBroadcast:
+      return gcommBroadcast(c, send, recv, count, d, n - 1, nullptr);
+    case Op::kAllGather:
+      return gcommAllGather(c, send, recv, count, d, nullptr);
+    case Op::kAllToAll:
+      return gcommAllToAll(c, send, recv, count, d, nullptr);
     case Op::kSendRecv: {
       gcommGroupStart();
       gcommSend(c, send, count, d, (r + 1) % n, nullptr);
@@ -67,7 +75,9 @@ gcommStatus_t issue(Op op, gcommComm_t c, int r, int n, const void* send, void* 
 size_t send_elems(Op op, size_t count, int n) {
   return op == Op::kReduceScatter || op == Op::kAllToAll ? count * n : count;
 }
-size_t recv_elems(Op op, size_t count, int n) { return op == Op::kAllGather || op == Op::kAllToAll ? count * n : count; }
+size_t recv_elems(Op op, size_t count, int n) {
+  return op == Op::kAllGather || op == Op::kAllToAll ? count * n : count;
+}
 
 }  // namespace
 
@@ -90,11 +100,13 @@ int main(int argc, char** argv) {
   gcommCommTransport(comm, &kind);
   gcommCommRank(comm, &rank);
   gcommCommSize(comm, &size);
-  if (kind != gcommTransportMpi || rank != me || size != n) die("not an MPI transport communicator of MPI's ranks");
+  if (kind != gcommTransportMpi || rank != me || size != n)
+    die("not an MPI transport communicator of MPI's ranks");
 
   // The reference: the same calls on n local ranks (threads) of this process.
   std::vector<gcommComm_t> local(n);
-  if (gcommCommInitLocal(n, gcommHostDevice(), nullptr, local.data()) != gcommSuccess) die("gcommCommInitLocal");
+  if (gcommCommInitLocal(n, gcommHostDevice(), nullptr, local.data()) != gcommSuccess)
+    die("gcommCommInitLocal");
 
   const Op ops[] = {Op::kAllReduce, Op::kReduceScatter, Op::kReduce,  Op::kBroadcast,
                     Op::kAllGather, Op::kAllToAll,      Op::kSendRecv};
@@ -108,12 +120,14 @@ int main(int argc, char** argv) {
           if (count == 2500000 && (d != gcommFloat32 || redop != gcommSum)) continue;  // one big case per op
           ++salt;
           const size_t se = send_elems(op, count, n), re = recv_elems(op, count, n);
-          std::vector<std::vector<unsigned char>> in(n), want(n, std::vector<unsigned char>(re * esize(d) + 1, 0x5A));
+          std::vector<std::vector<unsigned char>> in(n),
+              want(n, std::vector<unsigned char>(re * esize(d) + 1, 0x5A));
           for (int q = 0; q < n; ++q) in[q] = inputs(d, se, q, salt);
           std::vector<std::thread> threads;
           std::vector<gcommStatus_t> st(n);
           for (int q = 0; q < n; ++q)
-            threads.emplace_back([&, q] { st[q] = issue(op, local[q], q, n, in[q].data(), want[q].data(), count, d, redop); });
+            threads.emplace_back(
+                [&, q] { st[q] = issue(op, local[q], q, n, in[q].data(), want[q].data(), count, d, redop); });
           for (auto& t : threads) t.join();
           for (int q = 0; q < n; ++q)
             if (st[q] != gcommSuccess) die("the local reference failed");
@@ -138,9 +152,11 @@ int main(int argc, char** argv) {
         std::vector<float> buf(sizes[k] + 1, -1);
         if (sending) {
           for (size_t i = 0; i < sizes[k]; ++i) buf[i] = expect(me, k, i);
-          if (gcommSend(comm, buf.data(), sizes[k], gcommFloat32, peer, nullptr) != gcommSuccess) die("gcommSend");
+          if (gcommSend(comm, buf.data(), sizes[k], gcommFloat32, peer, nullptr) != gcommSuccess)
+            die("gcommSend");
         } else {
-          if (gcommRecv(comm, buf.data(), sizes[k], gcommFloat32, peer, nullptr) != gcommSuccess) die("gcommRecv");
+          if (gcommRecv(comm, buf.data(), sizes[k], gcommFloat32, peer, nullptr) != gcommSuccess)
+            die("gcommRecv");
           for (size_t i = 0; i < sizes[k]; ++i)
             if (buf[i] != expect(peer, k, i)) die("a message outside a group arrived wrong");
           if (buf[sizes[k]] != -1) die("a receive wrote past its count");
@@ -170,7 +186,8 @@ int main(int argc, char** argv) {
     const gcommStatus_t s = gcommCommInitMpi(&bad, GCOMM_MPI_COMM_WORLD, &c);
     if (s == gcommSuccess) die("a rank's wrong config.rank was not refused everywhere");
     const std::string m = gcommGetLastError();
-    if (me == n - 1 ? m.find("of the MPI communicator") == std::string::npos : m.find("another rank") == std::string::npos)
+    if (me == n - 1 ? m.find("of the MPI communicator") == std::string::npos
+                    : m.find("another rank") == std::string::npos)
       die("the refusal does not say why: " + m);
   }
 
@@ -179,14 +196,16 @@ int main(int argc, char** argv) {
     gcommCommConfig_t short_cfg = cfg;
     short_cfg.timeout_s = 2;
     gcommComm_t c = nullptr;
-    if (gcommCommInitMpi(&short_cfg, GCOMM_MPI_COMM_WORLD, &c) != gcommSuccess) die("second gcommCommInitMpi");
+    if (gcommCommInitMpi(&short_cfg, GCOMM_MPI_COMM_WORLD, &c) != gcommSuccess)
+      die("second gcommCommInitMpi");
     float x = 1;
     const int late = n - 1;
     if (me != late) {
       const gcommStatus_t s = gcommAllReduce(c, &x, &x, 1, gcommFloat32, gcommSum, nullptr);
       const std::string m = gcommGetLastError();
       if (s != gcommTimeout && s != gcommRemoteError) die("a missing rank was not noticed");
-      if (m.find("rank " + std::to_string(late)) == std::string::npos) die("the message does not name the late rank");
+      if (m.find("rank " + std::to_string(late)) == std::string::npos)
+        die("the message does not name the late rank");
     } else {
       std::this_thread::sleep_for(std::chrono::seconds(4));
       const gcommStatus_t s = gcommAllReduce(c, &x, &x, 1, gcommFloat32, gcommSum, nullptr);
@@ -203,11 +222,14 @@ int main(int argc, char** argv) {
     if (gcommCommInitMpi(&cfg, GCOMM_MPI_COMM_WORLD, &c) != gcommSuccess) die("third gcommCommInitMpi");
     std::vector<float> buf(64, 1.0f);
     if (me == 1) {
-      if (gcommRecv(c, buf.data(), 32, gcommFloat32, 0, nullptr) != gcommInvalidArgument) die("a p2p mismatch accepted");
+      if (gcommRecv(c, buf.data(), 32, gcommFloat32, 0, nullptr) != gcommInvalidArgument)
+        die("a p2p mismatch accepted");
       const std::string m = gcommGetLastError();
-      if (m.find("64") == std::string::npos || m.find("32") == std::string::npos) die("the mismatch without counts: " + m);
+      if (m.find("64") == std::string::npos || m.find("32") == std::string::npos)
+        die("the mismatch without counts: " + m);
     } else if (me == 0) {
-      (void)gcommSend(c, buf.data(), 64, gcommFloat32, 1, nullptr);  // done once sent; the receiver refuses it
+      (void)gcommSend(c, buf.data(), 64, gcommFloat32, 1,
+                      nullptr);  // done once sent; the receiver refuses it
     }
     MPI_Barrier(MPI_COMM_WORLD);
     gcommCommDestroy(c);

@@ -19,13 +19,16 @@ namespace {
 
 const gcommDataType_t kDtypes[] = {gcommFloat32, gcommFloat16, gcommBfloat16};
 enum class Op { kAllReduce, kReduceScatter, kReduce, kBroadcast, kAllGather, kAllToAll };
-const Op kOps[] = {Op::kAllReduce, Op::kReduceScatter, Op::kReduce, Op::kBroadcast, Op::kAllGather, Op::kAllToAll};
+const Op kOps[] = {Op::kAllReduce, Op::kReduceScatter, Op::kReduce,
+                   Op::kBroadcast, Op::kAllGather,     Op::kAllToAll};
 const char* name(Op op) {
   const char* names[] = {"all-reduce", "reduce-scatter", "reduce", "broadcast", "all-gather", "all-to-all"};
   return names[static_cast<int>(op)];
 }
 
-size_t esize(gcommDataType_t d) { return d == gcommFloat32 ? 4 : 2; }
+size_t esize(gcommDataType_t d) {
+  return d == gcommFloat32 ? 4 : 2;
+}
 
 // Random bytes that are valid values of the dtype: floats in [-8, 8), a few Inf/NaN.
 std::vector<unsigned char> random_values(gcommDataType_t d, size_t count, uint32_t seed, bool specials) {
@@ -59,19 +62,25 @@ void shape(Op op, size_t count, int n, size_t& send_elems, size_t& recv_elems) {
 gcommStatus_t issue(Op op, gcommComm_t c, const void* send, void* recv, size_t count, gcommDataType_t d,
                     gcommRedOp_t redop, int root) {
   switch (op) {
-    case Op::kAllReduce: return gcommAllReduce(c, send, recv, count, d, redop, nullptr);
-    case Op::kReduceScatter: return gcommReduceScatter(c, send, recv, count, d, redop, nullptr);
-    case Op::kReduce: return gcommReduce(c, send, recv, count, d, redop, root, nullptr);
-    case Op::kBroadcast: return gcommBroadcast(c, send, recv, count, d, root, nullptr);
-    case Op::kAllGather: return gcommAllGather(c, send, recv, count, d, nullptr);
-    case Op::kAllToAll: return gcommAllToAll(c, send, recv, count, d, nullptr);
+    case Op::kAllReduce:
+      return gcommAllReduce(c, send, recv, count, d, redop, nullptr);
+    case Op::kReduceScatter:
+      return gcommReduceScatter(c, send, recv, count, d, redop, nullptr);
+    case Op::kReduce:
+      return gcommReduce(c, send, recv, count, d, redop, root, nullptr);
+    case Op::kBroadcast:
+      return gcommBroadcast(c, send, recv, count, d, root, nullptr);
+    case Op::kAllGather:
+      return gcommAllGather(c, send, recv, count, d, nullptr);
+    case Op::kAllToAll:
+      return gcommAllToAll(c, send, recv, count, d, nullptr);
   }
   return gcommInternalError;
 }
 
 // Runs one collective on `comms` with rank r's input `inputs[r]`; returns each rank's output buffer.
-std::vector<std::vector<unsigned char>> run(std::vector<gcommComm_t>& comms, Op op, size_t count, gcommDataType_t d,
-                                            gcommRedOp_t redop, int root, bool in_place,
+std::vector<std::vector<unsigned char>> run(std::vector<gcommComm_t>& comms, Op op, size_t count,
+                                            gcommDataType_t d, gcommRedOp_t redop, int root, bool in_place,
                                             const std::vector<std::vector<unsigned char>>& inputs) {
   const int n = static_cast<int>(comms.size());
   size_t send_elems, recv_elems;
@@ -117,8 +126,10 @@ TEST(SocketBytesSent, EachCollectiveSendsItsAlgorithmsPayload) {
     struct Case {
       Op op;
       uint64_t expect;
-    } cases[] = {{Op::kAllReduce, 2 * (n - 1) * slice}, {Op::kReduceScatter, (n - 1) * slice},
-                 {Op::kAllGather, (n - 1) * slice}, {Op::kAllToAll, (n - 1) * slice}};
+    } cases[] = {{Op::kAllReduce, 2 * (n - 1) * slice},
+                 {Op::kReduceScatter, (n - 1) * slice},
+                 {Op::kAllGather, (n - 1) * slice},
+                 {Op::kAllToAll, (n - 1) * slice}};
     for (const Case& k : cases) {
       if (gcommCommBytesSent(c, &before) != gcommSuccess) return gcommGetLastError();
       const size_t elems = k.op == Op::kAllReduce ? count : count / n;
@@ -158,7 +169,8 @@ TEST_P(SocketCollectives, SameBitsAsTheLocalTransport) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{4099}})
         for (gcommRedOp_t redop : {gcommSum, gcommAvg, gcommMax, gcommMin})
           for (bool in_place : {false, true}) {
-            if ((op == Op::kBroadcast || op == Op::kAllGather || op == Op::kAllToAll) && redop != gcommSum) continue;
+            if ((op == Op::kBroadcast || op == Op::kAllGather || op == Op::kAllToAll) && redop != gcommSum)
+              continue;
             if (op == Op::kAllToAll && in_place) continue;  // refused: tests/comm/local
             const int root = (count + n - 1) % n;
             size_t send_elems, recv_elems;
@@ -168,8 +180,9 @@ TEST_P(SocketCollectives, SameBitsAsTheLocalTransport) {
             auto got = run(sockets, op, count, d, redop, root, in_place, inputs);
             auto want = run(locals, op, count, d, redop, root, in_place, inputs);
             for (int r = 0; r < n; ++r)
-              ASSERT_TRUE(got[r] == want[r]) << name(op) << " dtype " << d << " op " << redop << " count " << count
-                                             << (in_place ? " in place" : "") << ": rank " << r << " differs";
+              ASSERT_TRUE(got[r] == want[r])
+                  << name(op) << " dtype " << d << " op " << redop << " count " << count
+                  << (in_place ? " in place" : "") << ": rank " << r << " differs";
           }
   destroy_together(sockets);
   destroy(locals);
@@ -200,7 +213,9 @@ TEST_P(SocketCollectives, MessagesLargerThanOnePiece) {
   destroy(locals);
 }
 
-std::string rank_count(const ::testing::TestParamInfo<int>& p) { return std::to_string(p.param) + "ranks"; }
+std::string rank_count(const ::testing::TestParamInfo<int>& p) {
+  return std::to_string(p.param) + "ranks";
+}
 INSTANTIATE_TEST_SUITE_P(Ranks, SocketCollectives, ::testing::Values(1, 2, 3, 5), rank_count);
 
 }  // namespace

@@ -16,9 +16,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 TEST(SocketFailures, DifferentCollectivesFailEveryRankAndTheCommunicatorStaysFailed) {
   auto comms = make_socket(3, 20);
@@ -55,7 +59,8 @@ TEST(SocketFailures, ARankThatNeverCallsIsNamedAtTheTimeout) {
   auto comms = make_socket(2, 2.0);
   std::vector<float> x(1000, 2.0f);
   auto start = Clock::now();
-  EXPECT_EQ(gcommAllReduce(comms[0], x.data(), x.data(), x.size(), gcommFloat32, gcommSum, nullptr), gcommTimeout);
+  EXPECT_EQ(gcommAllReduce(comms[0], x.data(), x.data(), x.size(), gcommFloat32, gcommSum, nullptr),
+            gcommTimeout);
   std::string error = gcommGetLastError();
   EXPECT_LT(since(start), 5.0);
   EXPECT_TRUE(contains(error, "all-reduce #1")) << error;
@@ -66,8 +71,9 @@ TEST(SocketFailures, ARankThatNeverCallsIsNamedAtTheTimeout) {
             gcommRemoteError);
   error = gcommGetLastError();
   EXPECT_LT(since(start), 1.5) << "before its own timeout";
-  EXPECT_TRUE(contains(error, "all-reduce #1 of 4000 bytes: rank 0 failed: all-reduce #1 of 4000 bytes did not "
-                              "complete within the timeout on rank 0: waiting for data from rank 1"))
+  EXPECT_TRUE(contains(error,
+                       "all-reduce #1 of 4000 bytes: rank 0 failed: all-reduce #1 of 4000 bytes did not "
+                       "complete within the timeout on rank 0: waiting for data from rank 1"))
       << error;
   destroy_together(comms);
 }
@@ -80,7 +86,8 @@ TEST(SocketFailures, AbortFromAnotherThreadEndsABlockedCall) {
     EXPECT_EQ(gcommCommAbort(comms[0]), gcommSuccess);
   });
   auto start = Clock::now();
-  EXPECT_EQ(gcommAllReduce(comms[0], x.data(), x.data(), x.size(), gcommFloat32, gcommSum, nullptr), gcommAborted);
+  EXPECT_EQ(gcommAllReduce(comms[0], x.data(), x.data(), x.size(), gcommFloat32, gcommSum, nullptr),
+            gcommAborted);
   EXPECT_LT(since(start), 5.0) << "not the 30 s timeout";
   aborter.join();
   // The same call on rank 1 fails at once (not at its 30 s timeout), naming rank 0.

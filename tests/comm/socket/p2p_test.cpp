@@ -9,12 +9,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <thread>
 #include <chrono>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "socket_ranks.hpp"
@@ -28,11 +28,15 @@ std::vector<gcommComm_t> make(Kind k, int n, double timeout_s = 30.0) {
   return k == Kind::kLocal ? make_local(n, timeout_s) : make_socket(n, timeout_s, "p2p-test");
 }
 void finish(Kind k, std::vector<gcommComm_t>& comms) {
-  if (k == Kind::kLocal) destroy(comms);
-  else destroy_together(comms);
+  if (k == Kind::kLocal)
+    destroy(comms);
+  else
+    destroy_together(comms);
 }
 
-size_t esize(gcommDataType_t d) { return d == gcommFloat32 ? 4 : 2; }
+size_t esize(gcommDataType_t d) {
+  return d == gcommFloat32 ? 4 : 2;
+}
 
 // What rank `from` sends to rank `to` as its `k`-th message: random bytes.
 std::vector<unsigned char> payload(int from, int to, int k, size_t bytes) {
@@ -42,8 +46,12 @@ std::vector<unsigned char> payload(int from, int to, int k, size_t bytes) {
   return v;
 }
 
-std::string ok(gcommStatus_t s) { return s == gcommSuccess ? "" : gcommGetLastError(); }
-std::string cat_status(gcommStatus_t s) { return "status " + std::to_string(s) + ": " + gcommGetLastError(); }
+std::string ok(gcommStatus_t s) {
+  return s == gcommSuccess ? "" : gcommGetLastError();
+}
+std::string cat_status(gcommStatus_t s) {
+  return "status " + std::to_string(s) + ": " + gcommGetLastError();
+}
 
 class P2P : public ::testing::TestWithParam<Kind> {};
 
@@ -67,7 +75,8 @@ TEST_P(P2P, RingInAGroupEveryDtypeAndSize) {
           if (in.back() != 0xAB) return "wrote past the receive buffer";
           return "";
         });
-        for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "n=" << n << " rank " << r << " count " << count;
+        for (int r = 0; r < n; ++r)
+          EXPECT_EQ(errors[r], "") << "n=" << n << " rank " << r << " count " << count;
       }
     finish(GetParam(), comms);
   }
@@ -84,7 +93,8 @@ TEST_P(P2P, PairsOutsideAGroupInOrder) {
     auto send_all = [&]() -> std::string {
       for (int k = 0; k < 4; ++k) {
         auto out = payload(r, peer, k, sizes[k] * 4);
-        if (auto e = ok(gcommSend(c, out.data(), sizes[k], gcommFloat32, peer, nullptr)); !e.empty()) return e;
+        if (auto e = ok(gcommSend(c, out.data(), sizes[k], gcommFloat32, peer, nullptr)); !e.empty())
+          return e;
       }
       return "";
     };
@@ -93,7 +103,8 @@ TEST_P(P2P, PairsOutsideAGroupInOrder) {
         std::vector<unsigned char> in(sizes[k] * 4 + 1);
         if (auto e = ok(gcommRecv(c, in.data(), sizes[k], gcommFloat32, peer, nullptr)); !e.empty()) return e;
         auto want = payload(peer, r, k, sizes[k] * 4);
-        if (!std::equal(want.begin(), want.end(), in.begin())) return "wrong payload, message " + std::to_string(k);
+        if (!std::equal(want.begin(), want.end(), in.begin()))
+          return "wrong payload, message " + std::to_string(k);
       }
       return "";
     };
@@ -124,8 +135,11 @@ TEST_P(P2P, GroupedAllToAllWithSelfMatchesTheCollective) {
       gcommRecv(c, via_p2p.data() + q * block + half, block - half, gcommFloat32, q, nullptr);
     }
     if (auto e = ok(gcommGroupEnd()); !e.empty()) return e;
-    if (auto e = ok(gcommAllToAll(c, send.data(), via_coll.data(), block, gcommFloat32, nullptr)); !e.empty()) return e;
-    return std::memcmp(via_p2p.data(), via_coll.data(), via_p2p.size() * 4) == 0 ? "" : "differs from gcommAllToAll";
+    if (auto e = ok(gcommAllToAll(c, send.data(), via_coll.data(), block, gcommFloat32, nullptr)); !e.empty())
+      return e;
+    return std::memcmp(via_p2p.data(), via_coll.data(), via_p2p.size() * 4) == 0
+               ? ""
+               : "differs from gcommAllToAll";
   });
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
   finish(GetParam(), comms);
@@ -149,7 +163,8 @@ TEST_P(P2P, SendsBetweenCollectivesOfSomeRanksOnly) {
           if (in[0] != 1.0f || in[16] != 1.0f) return "wrong payload";
         }
       std::vector<float> y(17, 1.0f);
-      if (auto e = ok(gcommAllReduce(c, y.data(), y.data(), 17, gcommFloat32, gcommSum, nullptr)); !e.empty()) return e;
+      if (auto e = ok(gcommAllReduce(c, y.data(), y.data(), 17, gcommFloat32, gcommSum, nullptr)); !e.empty())
+        return e;
       if (y[3] != static_cast<float>(n)) return "wrong all-reduce";
     }
     return "";
@@ -188,8 +203,10 @@ TEST_P(P2P, BothSendFirstNeedsAGroup) {
       EXPECT_NE(errors[r].find("need a group"), std::string::npos) << errors[r];
     }
   }
-  if (GetParam() == Kind::kLocal) destroy(comms);
-  else for (gcommComm_t c : comms) gcommCommDestroy(c);  // failed: no shutdown barrier
+  if (GetParam() == Kind::kLocal)
+    destroy(comms);
+  else
+    for (gcommComm_t c : comms) gcommCommDestroy(c);  // failed: no shutdown barrier
 }
 
 // A send outside a group that no receive meets fails at its timeout, not a second
@@ -210,7 +227,8 @@ TEST(P2PTimeout, ABlockedSendFailsAtItsTimeout) {
     const auto start = std::chrono::steady_clock::now();
     const gcommStatus_t s = gcommSend(c, out.data(), count, gcommFloat32, 1, nullptr);
     elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (s != gcommTimeout) return std::string("status ") + gcommGetStatusString(s) + ": " + gcommGetLastError();
+    if (s != gcommTimeout)
+      return std::string("status ") + gcommGetStatusString(s) + ": " + gcommGetLastError();
     return "";
   });
   EXPECT_EQ(errors[0], "");
@@ -293,23 +311,29 @@ TEST_P(P2P, AMismatchInAGroupIsReportedAndAbortsNothing) {
   auto errors = run_ranks(comms, [&](int r, gcommComm_t c) -> std::string {
     std::vector<float> buf(8, 1.0f);
     gcommGroupStart();
-    if (r == 0) gcommSend(c, buf.data(), 8, gcommFloat32, 1, nullptr);
-    else gcommRecv(c, buf.data(), 4, gcommFloat32, 0, nullptr);
+    if (r == 0)
+      gcommSend(c, buf.data(), 8, gcommFloat32, 1, nullptr);
+    else
+      gcommRecv(c, buf.data(), 4, gcommFloat32, 0, nullptr);
     gcommStatus_t s = gcommGroupEnd();
     if (s == gcommSuccess && r == 0 && GetParam() == Kind::kSocket) s = gcommBarrier(c, nullptr);
     const std::string m = gcommGetLastError();
     if (s == gcommSuccess) return "accepted";
     if (GetParam() == Kind::kLocal) {
-      if (s != gcommInvalidArgument || m.find("stay usable") == std::string::npos) return "status " + std::to_string(s) + ": " + m;
+      if (s != gcommInvalidArgument || m.find("stay usable") == std::string::npos)
+        return "status " + std::to_string(s) + ": " + m;
       float x = 1;  // still usable
       return ok(gcommAllReduce(c, &x, &x, 1, gcommFloat32, gcommSum, nullptr));
     }
-    return m.find("8") != std::string::npos && m.find("4") != std::string::npos ? "" : "no counts named: " + m;
+    return m.find("8") != std::string::npos && m.find("4") != std::string::npos ? ""
+                                                                                : "no counts named: " + m;
   });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
-  if (GetParam() == Kind::kLocal) destroy(comms);
-  else for (gcommComm_t c : comms) gcommCommDestroy(c);
+  if (GetParam() == Kind::kLocal)
+    destroy(comms);
+  else
+    for (gcommComm_t c : comms) gcommCommDestroy(c);
 }
 
 // Bad arguments are refused before anything moves, each with its reason, and
@@ -333,7 +357,8 @@ TEST_P(P2P, BadArgumentsRefused) {
              refused(gcommSend(c, x, SIZE_MAX / 2, gcommFloat32, 1 - r, nullptr), "count"),
          })
       if (!e.empty()) return e;
-    if (gcommSend(nullptr, x, 4, gcommFloat32, 0, nullptr) == gcommSuccess) return "a NULL communicator accepted";
+    if (gcommSend(nullptr, x, 4, gcommFloat32, 0, nullptr) == gcommSuccess)
+      return "a NULL communicator accepted";
     return ok(gcommAllReduce(c, x, x, 4, gcommFloat32, gcommSum, nullptr));  // still usable
   });
   EXPECT_EQ(errors[0], "");
@@ -345,7 +370,8 @@ TEST_P(P2P, BadArgumentsRefused) {
   ASSERT_EQ(gcommGroupStart(), gcommSuccess);
   ASSERT_EQ(gcommSend(one[0], x, 4, gcommFloat32, 0, nullptr), gcommSuccess) << gcommGetLastError();
   EXPECT_EQ(gcommGroupEnd(), gcommInvalidArgument);
-  EXPECT_NE(std::string(gcommGetLastError()).find("receive from itself"), std::string::npos) << gcommGetLastError();
+  EXPECT_NE(std::string(gcommGetLastError()).find("receive from itself"), std::string::npos)
+      << gcommGetLastError();
   for (gcommComm_t c : one) gcommCommDestroy(c);
 }
 
@@ -355,8 +381,10 @@ TEST_P(P2P, FlightRecordNumbersSendsApart) {
   std::vector<std::string> records(2);
   auto errors = run_ranks(comms, [&](int r, gcommComm_t c) -> std::string {
     float x[8] = {};
-    if (r == 0) gcommSend(c, x, 8, gcommFloat32, 1, nullptr);
-    else gcommRecv(c, x, 8, gcommFloat32, 0, nullptr);
+    if (r == 0)
+      gcommSend(c, x, 8, gcommFloat32, 1, nullptr);
+    else
+      gcommRecv(c, x, 8, gcommFloat32, 0, nullptr);
     if (auto e = ok(gcommAllReduce(c, x, x, 8, gcommFloat32, gcommSum, nullptr)); !e.empty()) return e;
     // A group's sends and receives complete at its end: recorded as completed then.
     float y[8] = {};
@@ -377,7 +405,8 @@ TEST_P(P2P, FlightRecordNumbersSendsApart) {
   EXPECT_NE(records[0].find("\"peer\": 1"), std::string::npos) << records[0];
   EXPECT_NE(records[1].find("\"op\": \"recv\""), std::string::npos) << records[1];
   for (const auto& rec : records) {
-    EXPECT_NE(rec.find("\"last_enqueued_seq\": 1"), std::string::npos) << rec;  // the all-reduce is collective #1
+    EXPECT_NE(rec.find("\"last_enqueued_seq\": 1"), std::string::npos)
+        << rec;  // the all-reduce is collective #1
     EXPECT_NE(rec.find("\"last_completed_seq\": 1"), std::string::npos) << rec;
     EXPECT_NE(rec.find("\"p2p_seq\": 3"), std::string::npos) << rec;  // the group's recv
     EXPECT_EQ(rec.find("\"enqueued\""), std::string::npos) << "a call left enqueued: " << rec;

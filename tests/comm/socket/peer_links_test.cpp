@@ -24,10 +24,12 @@ namespace gradcomm::comm::sock {
 namespace {
 
 using gradcomm::Deadline;
-using net::Socket;
 using gradcomm::deadline_after;
+using net::Socket;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 // Rank 0's links with a socketpair to rank 1; `peer` is the test's end (blocking).
 struct Rank0 {
@@ -50,7 +52,9 @@ struct Rank0 {
     ::close(peer);
     peer = -1;
   }
-  void write(const void* data, size_t n) { ASSERT_EQ(::send(peer, data, n, MSG_NOSIGNAL), static_cast<ssize_t>(n)); }
+  void write(const void* data, size_t n) {
+    ASSERT_EQ(::send(peer, data, n, MSG_NOSIGNAL), static_cast<ssize_t>(n));
+  }
   void write(const std::vector<uint8_t>& v) { write(v.data(), v.size()); }
 };
 
@@ -70,7 +74,8 @@ std::vector<uint8_t> header(const PhaseTag& t, uint64_t payload) {
 
 // Runs one phase on rank 0 that receives `bytes` from rank 1 (and sends nothing);
 // returns the status and message it ends with.
-std::pair<gcommStatus_t, std::string> receive(Rank0& r, const PhaseTag& tag, size_t bytes, double seconds = 5) {
+std::pair<gcommStatus_t, std::string> receive(Rank0& r, const PhaseTag& tag, size_t bytes,
+                                              double seconds = 5) {
   std::vector<char> in(bytes + 1);
   std::vector<PeerTransfer> t(2);
   t[1].in = in.data();
@@ -190,8 +195,9 @@ TEST(PeerLinks, ADifferentCollectiveIsNamedWithBothCalls) {
   r.write(header(theirs, 32));
   auto [status, message] = receive(r, all_reduce_tag(4), 16);
   EXPECT_EQ(status, gcommInvalidArgument);
-  EXPECT_TRUE(contains(message, "ranks called different collectives: rank 0 called all-reduce(count 4, f32, sum) "
-                                "as collective #7, rank 1 called all-gather(count 8, f32) as collective #7"))
+  EXPECT_TRUE(contains(message,
+                       "ranks called different collectives: rank 0 called all-reduce(count 4, f32, sum) "
+                       "as collective #7, rank 1 called all-gather(count 8, f32) as collective #7"))
       << message;
 }
 
@@ -202,7 +208,8 @@ TEST(PeerLinks, APeerOutOfStepIsARemoteError) {
   r.write(header(theirs, 16));
   auto [status, message] = receive(r, all_reduce_tag(4), 16);
   EXPECT_EQ(status, gcommRemoteError);
-  EXPECT_TRUE(contains(message, "rank 1 is out of step (phase 1 with 16 bytes; expected phase 0 with 16)")) << message;
+  EXPECT_TRUE(contains(message, "rank 1 is out of step (phase 1 with 16 bytes; expected phase 0 with 16)"))
+      << message;
 }
 
 TEST(PeerLinks, AConnectionClosedMidMessageNamesThePeer) {
@@ -256,8 +263,10 @@ TEST(PeerLinks, AFailureNoticeIsReadWhenOnlySendingToThePeer) {
   // deadline passes first, the phase ends; when the connection breaks, the
   // notice is what the message says.
   ASSERT_NE(status, gcommSuccess);
-  if (status == gcommRemoteError) EXPECT_TRUE(contains(message, "rank 1 failed: it ran out of memory")) << message;
-  else EXPECT_EQ(status, gcommTimeout) << message;
+  if (status == gcommRemoteError)
+    EXPECT_TRUE(contains(message, "rank 1 failed: it ran out of memory")) << message;
+  else
+    EXPECT_EQ(status, gcommTimeout) << message;
 }
 
 TEST(PeerLinks, AbortFromAnotherThreadEndsAPhase) {
@@ -305,7 +314,8 @@ TEST(PeerLinks, FailAllFinishesTheMessageInFlightThenSendsTheNotice) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), gcommRemoteError);
-    EXPECT_TRUE(contains(e.message(), "rank 0 failed: test did not complete within the timeout on rank 0")) << e.message();
+    EXPECT_TRUE(contains(e.message(), "rank 0 failed: test did not complete within the timeout on rank 0"))
+        << e.message();
   }
   first.join();
 }

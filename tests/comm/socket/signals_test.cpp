@@ -24,7 +24,9 @@ namespace gradcomm::test {
 namespace {
 
 std::atomic<long> g_signals_handled{0};
-void count_signal(int) { g_signals_handled.fetch_add(1, std::memory_order_relaxed); }
+void count_signal(int) {
+  g_signals_handled.fetch_add(1, std::memory_order_relaxed);
+}
 
 // Installs the handler (no SA_RESTART), blocks the signal in the calling thread,
 // and sends it until destroyed; rank threads unblock it and enlist.
@@ -118,7 +120,8 @@ TEST(SocketSignals, InterruptedSystemCallsNeitherFailNorHangTheJob) {
           }
         }
       }
-      if (comm != nullptr && gcommCommDestroy(comm) != gcommSuccess && error.empty()) error = gcommGetLastError();
+      if (comm != nullptr && gcommCommDestroy(comm) != gcommSuccess && error.empty())
+        error = gcommGetLastError();
       // No thread leaves while the sender may still aim at it.
       if (finished.fetch_add(1) + 1 == n) {
         storm.discharge();

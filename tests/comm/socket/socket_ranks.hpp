@@ -26,7 +26,8 @@ inline gcommCommConfig_t socket_config(int rank, int n, int port, double timeout
 }
 
 // n socket-transport communicators, one per rank, made concurrently.
-inline std::vector<gcommComm_t> make_socket(int n, double timeout_s = 30.0, const char* job_key = "socket-test") {
+inline std::vector<gcommComm_t> make_socket(int n, double timeout_s = 30.0,
+                                            const char* job_key = "socket-test") {
   std::vector<gcommComm_t> comms(n, nullptr);
   const int port = free_tcp_port();
   auto errors = run_ranks(comms, [&](int r, gcommComm_t) -> std::string {

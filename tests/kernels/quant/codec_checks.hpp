@@ -56,7 +56,9 @@ inline float scale_at(const std::vector<uint8_t>& q, const Layout& l, size_t blo
   return s;
 }
 
-inline bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+inline bool same_bits(float a, float b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
 
 // Bit for bit, except that any NaN equals any NaN: a GPU's arithmetic gives the
 // canonical NaN where the host's passes an operand's payload on.
@@ -66,7 +68,6 @@ inline bool same_values(const std::vector<float>& a, const std::vector<float>& b
     if (!(same_bits(a[i], b[i]) || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
   return true;
 }
-
 
 class QuantGpu : public ::testing::Test {
  protected:
@@ -116,7 +117,7 @@ inline void QuantGpu::expect_gpu_matches_host(const Codec& codec) {
         x[7] = std::numeric_limits<float>::quiet_NaN();
         x[n - 1] = std::numeric_limits<float>::infinity();
         for (size_t i = block; i < 2 * block; ++i) x[i] = e[i] = 0.0f;  // a block of zeros (scale 0)
-        x[2 * block] = 1e-38f;  // a block with a tiny max
+        x[2 * block] = 1e-38f;                                          // a block with a tiny max
         for (size_t i = 2 * block + 1; i < 3 * block; ++i) x[i] = e[i] = 0.0f;
       }
       std::vector<float> host_residual;
@@ -125,7 +126,8 @@ inline void QuantGpu::expect_gpu_matches_host(const Codec& codec) {
       const float* de = upload(e);
       uint8_t* dq = upload(std::vector<uint8_t>(l.total_bytes()));
       quantize(codec, dx, de, l, dq, dx, gpu());  // residual in place, as the strategy does
-      ASSERT_EQ(download(dq, l.total_bytes()), host_q) << codec.name << ": quantize, block " << block << ", n " << n;
+      ASSERT_EQ(download(dq, l.total_bytes()), host_q)
+          << codec.name << ": quantize, block " << block << ", n " << n;
       const std::vector<float> residual = download(dx, n);
       ASSERT_TRUE(same_values(residual, host_residual)) << "residual";
 
@@ -137,7 +139,8 @@ inline void QuantGpu::expect_gpu_matches_host(const Codec& codec) {
         uint8_t* dsum = upload(std::vector<uint8_t>(l.chunk_bytes()));
         float* dr2 = upload(std::vector<float>(l.chunk_elements()));
         sum_requantize(codec, dq, ranks, l, upload(e2), dsum, dr2, gpu());
-        ASSERT_EQ(download(dsum, l.chunk_bytes()), host_sum) << codec.name << ": sum_requantize, block " << block << ", n " << n;
+        ASSERT_EQ(download(dsum, l.chunk_bytes()), host_sum)
+            << codec.name << ": sum_requantize, block " << block << ", n " << n;
         const std::vector<float> r2 = download(dr2, l.chunk_elements());
         ASSERT_TRUE(same_values(r2, host_r2)) << "owner residual";
       }

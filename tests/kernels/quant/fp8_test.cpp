@@ -75,8 +75,12 @@ void expect_nearest_codes() {
   EXPECT_EQ(F::value(F::encode(F::kMax * 1.0000001f)), F::kMax) << "past the largest code: the largest";
 }
 
-TEST(Fp8Codes, E4M3CodesAreTheNearestWithTiesToEven) { expect_nearest_codes<Fp8E4M3>(); }
-TEST(Fp8Codes, E5M2CodesAreTheNearestWithTiesToEven) { expect_nearest_codes<Fp8E5M2>(); }
+TEST(Fp8Codes, E4M3CodesAreTheNearestWithTiesToEven) {
+  expect_nearest_codes<Fp8E4M3>();
+}
+TEST(Fp8Codes, E5M2CodesAreTheNearestWithTiesToEven) {
+  expect_nearest_codes<Fp8E5M2>();
+}
 
 TEST(Fp8Codes, KnownValuesOfBothFormats) {
   EXPECT_EQ(Fp8E4M3::value(0x7e), 448.0f);
@@ -104,7 +108,8 @@ void expect_block_error_bound(const Codec& codec, int man_bits, int min_exp) {
     for (size_t i = 0; i < n; ++i) {
       const float scale = scale_at(q, l, i / block);
       const double bound = std::max(std::ldexp(static_cast<double>(std::fabs(x[i])), -(man_bits + 1)),
-                                    std::ldexp(static_cast<double>(scale), min_exp - man_bits - 1)) * 1.0001;
+                                    std::ldexp(static_cast<double>(scale), min_exp - man_bits - 1)) *
+                           1.0001;
       ASSERT_LE(std::fabs(static_cast<double>(back[i]) - x[i]), bound) << codec.name << " i " << i;
       ASSERT_EQ(residual[i], x[i] - back[i]) << "the residual is what the code lost";
     }
@@ -127,7 +132,8 @@ TEST(Fp8Blocks, ZeroTinyAndNonFiniteBlocks) {
     const std::vector<float> back = decoded(*codec, q, l);
     EXPECT_EQ(scale_at(q, l, 0), 0.0f) << codec->name;
     for (size_t i = 0; i < block; ++i) EXPECT_EQ(back[i], 0.0f);
-    EXPECT_NEAR(back[block], 1e-30f, 1e-36f) << codec->name << ": the block's largest value, to the scale's rounding";
+    EXPECT_NEAR(back[block], 1e-30f, 1e-36f)
+        << codec->name << ": the block's largest value, to the scale's rounding";
     EXPECT_TRUE(std::isnan(scale_at(q, l, 2)));
     for (size_t i = 2 * block; i < 3 * block; ++i) EXPECT_TRUE(std::isnan(back[i])) << i;
   }

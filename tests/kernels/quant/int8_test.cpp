@@ -25,7 +25,9 @@ std::vector<uint8_t> quantized(const std::vector<float>& x, const Layout& l, con
   return quant::quantized(kInt8, x, l, e, residual);
 }
 
-std::vector<float> decoded(const std::vector<uint8_t>& q, const Layout& l) { return quant::decoded(kInt8, q, l); }
+std::vector<float> decoded(const std::vector<uint8_t>& q, const Layout& l) {
+  return quant::decoded(kInt8, q, l);
+}
 
 TEST(QuantLayout, ChunksPadTheBucketAndBadBlocksAreRefused) {
   Layout l = layout_for(1000, 3, 128);  // 8 blocks -> 3 per chunk, 1152 elements
@@ -65,7 +67,8 @@ TEST(QuantHost, ErrorIsWithinHalfAStepOfEachBlockAndTheResidualIsExact) {
     const std::vector<float> back = decoded(q, l);
     for (size_t i = 0; i < n; ++i) {
       float amax = 0.0f;
-      for (size_t j = i / 128 * 128; j < std::min(n, i / 128 * 128 + 128); ++j) amax = std::max(amax, std::fabs(x[j]));
+      for (size_t j = i / 128 * 128; j < std::min(n, i / 128 * 128 + 128); ++j)
+        amax = std::max(amax, std::fabs(x[j]));
       // Half a step (amax / 254) plus the rounding of code * scale.
       ASSERT_LE(std::fabs(back[i] - x[i]), amax / 254.0f * (1.0f + 1e-5f)) << "n " << n << " element " << i;
       ASSERT_EQ(residual[i], x[i] - back[i]) << "n " << n << " element " << i;
@@ -185,7 +188,9 @@ TEST(QuantHost, NullBuffersAreRefused) {
   EXPECT_THROW(dequantize(int8_codec(), q.data(), l, nullptr, kHost), Error);
 }
 
-TEST_F(QuantGpu, EveryOperationMatchesTheHostTwinBitForBit) { expect_gpu_matches_host(kInt8); }
+TEST_F(QuantGpu, EveryOperationMatchesTheHostTwinBitForBit) {
+  expect_gpu_matches_host(kInt8);
+}
 
 }  // namespace
 }  // namespace gradcomm::kernels::quant

@@ -27,7 +27,8 @@ struct Model {
   std::vector<std::vector<float>> e;   // per rank, n
   std::vector<std::vector<float>> e2;  // per owner, chunk_elements
 
-  Model(size_t w, size_t count, size_t b, bool ef, const kernels::quant::Codec& c = kernels::quant::int8_codec())
+  Model(size_t w, size_t count, size_t b, bool ef,
+        const kernels::quant::Codec& c = kernels::quant::int8_codec())
       : codec(c), world(w), n(count), block(b), error_feedback(ef) {
     const kq::Layout l = kq::layout_for(n, w, b);
     e.assign(w, std::vector<float>(n, 0.0f));
@@ -53,8 +54,8 @@ struct Model {
       for (size_t r = 0; r < world; ++r)
         std::memcpy(in.data() + r * l.chunk_bytes(), q[r].data() + owner * l.chunk_bytes(), l.chunk_bytes());
       kq::sum_requantize(codec, in.data(), world, l, error_feedback ? e2[owner].data() : nullptr,
-                         gathered.data() + owner * l.chunk_bytes(), error_feedback ? r2[owner].data() : nullptr,
-                         kHostTarget);
+                         gathered.data() + owner * l.chunk_bytes(),
+                         error_feedback ? r2[owner].data() : nullptr, kHostTarget);
     }
     std::vector<float> out(n);
     kq::dequantize(codec, gathered.data(), l, out.data(), kHostTarget);

@@ -69,8 +69,8 @@ TEST_P(Fp8Wire, EveryRankGetsTheSingleProcessModelsResultBitForBit) {
           for (size_t k = 0; k < sizes.size(); ++k) {
             if (!is_quantized(sizes[k], world, 128)) continue;  // the f32 all-reduce (the int8 wire's rule)
             if (!same_bits(out[k], expected[t][k]))
-              return std::string(codec.name) + ", world " + std::to_string(world) + ", step " + std::to_string(t) +
-                     ", grad " + std::to_string(k) + ": differs from the model";
+              return std::string(codec.name) + ", world " + std::to_string(world) + ", step " +
+                     std::to_string(t) + ", grad " + std::to_string(k) + ": differs from the model";
           }
         }
         return "";
@@ -90,8 +90,10 @@ TEST_P(Fp8Wire, AnInfStepIsSkippedEverywhereAndTheBytesAreTheInt8Wires) {
     if (!(e = rr.step(in, stream, &out)).empty()) return e;
     gcommFp8Stats_t st = GCOMM_FP8_STATS_INITIALIZER;
     RIG_CHECK(gcommReducerGetCompressionStats(rr.r, gcommCompressionFp8, &st));
-    const double ratio = static_cast<double>(st.bytes_last_step) / static_cast<double>(st.f32_allreduce_bytes);
-    if (st.compressed_buckets != 2 || !(ratio > 0.25 && ratio < 0.27)) return "bytes ratio " + std::to_string(ratio);
+    const double ratio =
+        static_cast<double>(st.bytes_last_step) / static_cast<double>(st.f32_allreduce_bytes);
+    if (st.compressed_buckets != 2 || !(ratio > 0.25 && ratio < 0.27))
+      return "bytes ratio " + std::to_string(ratio);
     if (rank == 0) in[0][17] = std::numeric_limits<float>::infinity();
     int skip = 0;
     if (!(e = rr.step(in, stream, &out, &skip)).empty()) return e;
@@ -104,10 +106,10 @@ TEST_P(Fp8Wire, StateRoundTripsAndAnotherFormatsStateIsRefused) {
   const std::vector<size_t> sizes = {2048};
   run(2, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
     std::string e;
-    RankReducer first(comm, sizes, gpu(), one_grad_per_bucket(), &e), second(comm, sizes, gpu(),
-                                                                             one_grad_per_bucket(), &e);
-    RankReducer other(comm, sizes, gpu(), one_grad_per_bucket(), &e), int8(comm, sizes, gpu(),
-                                                                          one_grad_per_bucket(), &e);
+    RankReducer first(comm, sizes, gpu(), one_grad_per_bucket(), &e),
+        second(comm, sizes, gpu(), one_grad_per_bucket(), &e);
+    RankReducer other(comm, sizes, gpu(), one_grad_per_bucket(), &e),
+        int8(comm, sizes, gpu(), one_grad_per_bucket(), &e);
     if (!e.empty()) return e;
     if (!(e = enable(first.r, gcommFp8E4M3)).empty()) return e;
     RIG_CHECK(gcommReducerEnableCompressionText(second.r, "fp8:format=e4m3,block_size=128", nullptr));
@@ -135,23 +137,28 @@ TEST_P(Fp8Wire, BadConfigurationsAreRefusedWithTheReason) {
     if (!e.empty()) return e;
     auto expect = [&](gcommStatus_t got, gcommStatus_t want, const char* needle) -> std::string {
       if (got == want && std::string(gcommGetLastError()).find(needle) != std::string::npos) return "";
-      return std::string("expected '") + needle + "', got " + gcommGetStatusString(got) + ": " + gcommGetLastError();
+      return std::string("expected '") + needle + "', got " + gcommGetStatusString(got) + ": " +
+             gcommGetLastError();
     };
     gcommFp8Config_t c = GCOMM_FP8_CONFIG_INITIALIZER;
     c.format = 2;
-    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionFp8, &c, nullptr), gcommInvalidArgument,
-                     "gcommFp8E4M3, gcommFp8E5M2")).empty())
+    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionFp8, &c, nullptr),
+                     gcommInvalidArgument, "gcommFp8E4M3, gcommFp8E5M2"))
+             .empty())
       return e;
     c = GCOMM_FP8_CONFIG_INITIALIZER;
     c.reserved_v1 = 1;
-    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionFp8, &c, nullptr), gcommInvalidArgument,
-                     "reserved_v1")).empty())
+    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionFp8, &c, nullptr),
+                     gcommInvalidArgument, "reserved_v1"))
+             .empty())
       return e;
-    if (!(e = expect(gcommReducerEnableCompressionText(rr.r, "fp8:format=e3m4", nullptr), gcommInvalidArgument,
-                     "not one of e4m3, e5m2")).empty())
+    if (!(e = expect(gcommReducerEnableCompressionText(rr.r, "fp8:format=e3m4", nullptr),
+                     gcommInvalidArgument, "not one of e4m3, e5m2"))
+             .empty())
       return e;
-    if (!(e = expect(gcommReducerEnableCompressionText(rr.r, "fp8:block_size=48", nullptr), gcommInvalidArgument,
-                     "power of two")).empty())
+    if (!(e = expect(gcommReducerEnableCompressionText(rr.r, "fp8:block_size=48", nullptr),
+                     gcommInvalidArgument, "power of two"))
+             .empty())
       return e;
     gcommCompression_t kind = gcommCompressionInt8;
     RIG_CHECK(gcommReducerGetCompression(rr.r, &kind));
@@ -162,7 +169,8 @@ TEST_P(Fp8Wire, BadConfigurationsAreRefusedWithTheReason) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(, Fp8Wire, ::testing::Values(Where::kLocalHost, Where::kSocketHost, Where::kLocalGpu),
+INSTANTIATE_TEST_SUITE_P(, Fp8Wire,
+                         ::testing::Values(Where::kLocalHost, Where::kSocketHost, Where::kLocalGpu),
                          where_name);
 
 }  // namespace

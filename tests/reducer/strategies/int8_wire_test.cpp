@@ -4,8 +4,8 @@
 // error stays within the documented bound and the error feedback telescopes, an
 // Inf/NaN step is skipped everywhere with the error state untouched, the bytes on
 // the wire, the state's save and load, and the refusals.
-#include <cstddef>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 
@@ -66,8 +66,8 @@ TEST_P(Int8Wire, EveryRankGetsTheSingleProcessModelsResultBitForBit) {
         std::vector<std::vector<float>> out;
         if (!(e = rr.step(inputs[t][rank], stream, &out)).empty()) return e;
         for (size_t k = 0; k < sizes.size(); ++k) {
-          const std::string where = "world " + std::to_string(world) + " step " + std::to_string(t) + " grad " +
-                                    std::to_string(k);
+          const std::string where =
+              "world " + std::to_string(world) + " step " + std::to_string(t) + " grad " + std::to_string(k);
           if (t >= start && is_quantized(sizes[k], world, 128)) {
             if (!same_bits(out[k], expected[t][k])) return where + ": differs from the model";
           } else {
@@ -75,14 +75,16 @@ TEST_P(Int8Wire, EveryRankGetsTheSingleProcessModelsResultBitForBit) {
               double avg = 0;
               for (int r = 0; r < world; ++r) avg += inputs[t][r][k][i];
               avg /= world;
-              if (std::fabs(out[k][i] - avg) > 1e-5 * (1 + std::fabs(avg))) return where + ": warm-up not f32";
+              if (std::fabs(out[k][i] - avg) > 1e-5 * (1 + std::fabs(avg)))
+                return where + ": warm-up not f32";
             }
           }
         }
       }
       gcommInt8Stats_t st = GCOMM_INT8_STATS_INITIALIZER;
       RIG_CHECK(gcommReducerGetCompressionStats(rr.r, gcommCompressionInt8, &st));
-      if (st.compressed_steps != static_cast<uint64_t>(steps - start) || st.compressed_buckets != quantized_buckets)
+      if (st.compressed_steps != static_cast<uint64_t>(steps - start) ||
+          st.compressed_buckets != quantized_buckets)
         return "stats: " + std::to_string(st.compressed_steps) + " quantized steps, " +
                std::to_string(st.compressed_buckets) + " buckets";
       return "";
@@ -132,7 +134,8 @@ TEST_P(Int8Wire, ErrorStaysWithinTheBoundAndTheErrorFeedbackTelescopes) {
     double sum_amax = 0, avg_amax = 0;
     for (int r = 0; r < world; ++r) {
       double a = 0;
-      for (size_t i = b0; i < std::min(n, b0 + block); ++i) a = std::max(a, std::fabs(static_cast<double>(g[r][i]) / world));
+      for (size_t i = b0; i < std::min(n, b0 + block); ++i)
+        a = std::max(a, std::fabs(static_cast<double>(g[r][i]) / world));
       sum_amax += a;
     }
     for (size_t i = b0; i < std::min(n, b0 + block); ++i) avg_amax = std::max(avg_amax, std::fabs(avg[i]));
@@ -167,8 +170,8 @@ TEST_P(Int8Wire, ErrorStaysWithinTheBoundAndTheErrorFeedbackTelescopes) {
       // Telescoping: the sum over the steps is off by the last E and E2 only (each
       // within a bound's worth), not by `steps` bounds.
       if (ef == 1 && worst_ratio > 3.0)
-        return "error feedback does not telescope: the sum over " + std::to_string(steps) + " steps is off by " +
-               std::to_string(worst_ratio) + " one-step bounds";
+        return "error feedback does not telescope: the sum over " + std::to_string(steps) +
+               " steps is off by " + std::to_string(worst_ratio) + " one-step bounds";
       return "";
     });
   // Without it, round-to-nearest's bias adds up step after step.
@@ -225,13 +228,15 @@ TEST_P(Int8Wire, BytesOnTheWireAreAboutAQuarterOfAnF32AllReduce) {
     if (counts) RIG_CHECK(gcommCommBytesSent(comm, &sent_after));
     gcommInt8Stats_t st = GCOMM_INT8_STATS_INITIALIZER;
     RIG_CHECK(gcommReducerGetCompressionStats(rr.r, gcommCompressionInt8, &st));
-    const double ratio = static_cast<double>(st.bytes_last_step) / static_cast<double>(st.f32_allreduce_bytes);
+    const double ratio =
+        static_cast<double>(st.bytes_last_step) / static_cast<double>(st.f32_allreduce_bytes);
     if (!(ratio <= 0.27 && ratio > 0.24)) return "bytes ratio " + std::to_string(ratio);
     // f32 ring all-reduce: 2 (W-1)/W 4 bytes a value.
-    if (st.f32_allreduce_bytes != 2 * 3 * n * 4 / 4) return "f32 equivalent " + std::to_string(st.f32_allreduce_bytes);
+    if (st.f32_allreduce_bytes != 2 * 3 * n * 4 / 4)
+      return "f32 equivalent " + std::to_string(st.f32_allreduce_bytes);
     if (counts && sent_after - sent_before != st.bytes_last_step)
-      return "the socket transport sent " + std::to_string(sent_after - sent_before) + " bytes, the stats say " +
-             std::to_string(st.bytes_last_step);
+      return "the socket transport sent " + std::to_string(sent_after - sent_before) +
+             " bytes, the stats say " + std::to_string(st.bytes_last_step);
     // A caller built against an older, smaller stats struct gets the fields it knows
     // and nothing is written past its size.
     struct {
@@ -241,8 +246,9 @@ TEST_P(Int8Wire, BytesOnTheWireAreAboutAQuarterOfAnF32AllReduce) {
     older.stats.size = offsetof(gcommInt8Stats_t, bytes_last_step);
     older.stats.bytes_last_step = 77;
     RIG_CHECK(gcommReducerGetCompressionStats(rr.r, gcommCompressionInt8, &older.stats));
-    if (older.stats.compressed_steps != st.compressed_steps || older.stats.compressed_buckets != st.compressed_buckets ||
-        older.stats.bytes_last_step != 77 || older.guard != 0xABCD)
+    if (older.stats.compressed_steps != st.compressed_steps ||
+        older.stats.compressed_buckets != st.compressed_buckets || older.stats.bytes_last_step != 77 ||
+        older.guard != 0xABCD)
       return "an older stats struct was not filled up to its size only";
     // The same statistics as JSON, named as the struct's fields.
     size_t need = 0;
@@ -284,7 +290,8 @@ TEST_P(Int8Wire, StateSavedOnOneReducerContinuesOnAnother) {
     RIG_CHECK(gcommReducerLoadCompressionState(second.r, saved.data(), saved.size()));
     if (!(e = second.step(b, stream, &got)).empty()) return e;
     for (size_t k = 0; k < sizes.size(); ++k)
-      if (!same_bits(got[k], want[k])) return "the restored reducer's step differs, gradient " + std::to_string(k);
+      if (!same_bits(got[k], want[k]))
+        return "the restored reducer's step differs, gradient " + std::to_string(k);
     // A state of another configuration, or garbage, is refused with the reason.
     RankReducer other(comm, sizes, gpu(), one_grad_per_bucket(), &e);
     if (!e.empty()) return e;
@@ -302,81 +309,103 @@ TEST_P(Int8Wire, StateSavedOnOneReducerContinuesOnAnother) {
 TEST_P(Int8Wire, BadConfigurationsAndCombinationsAreRefusedWithTheReason) {
   run(1, [&](int, gcommComm_t comm, cudaStream_t stream) -> std::string {
     std::string e;
-    auto expect = [](gcommStatus_t got, gcommStatus_t want, const char* needle, const char* what) -> std::string {
+    auto expect = [](gcommStatus_t got, gcommStatus_t want, const char* needle,
+                     const char* what) -> std::string {
       if (got == want && std::string(gcommGetLastError()).find(needle) != std::string::npos) return "";
       return std::string(what) + ": " + gcommGetStatusString(got) + ": " + gcommGetLastError();
     };
     RankReducer rr(comm, {256, 64}, gpu(), one_grad_per_bucket(), &e);
     if (!e.empty()) return e;
     gcommInt8Stats_t st = GCOMM_INT8_STATS_INITIALIZER;
-    if (!(e = expect(gcommReducerGetCompressionStats(rr.r, gcommCompressionInt8, &st), gcommInvalidState, "not enabled", "stats first")).empty())
+    if (!(e = expect(gcommReducerGetCompressionStats(rr.r, gcommCompressionInt8, &st), gcommInvalidState,
+                     "not enabled", "stats first"))
+             .empty())
       return e;
     for (int bad_block : {0, 16, 100, 8192}) {
       gcommInt8Config_t q = GCOMM_INT8_CONFIG_INITIALIZER;
       q.block_size = bad_block;
-      if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, &q, nullptr), gcommInvalidArgument, "block_size", "block")).empty())
+      if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, &q, nullptr),
+                       gcommInvalidArgument, "block_size", "block"))
+               .empty())
         return e;
     }
     gcommInt8Config_t q = GCOMM_INT8_CONFIG_INITIALIZER;
     q.error_feedback = 2;
-    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, &q, nullptr), gcommInvalidArgument,
-                     "error_feedback", "error_feedback 2")).empty())
+    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, &q, nullptr),
+                     gcommInvalidArgument, "error_feedback", "error_feedback 2"))
+             .empty())
       return e;
     q = GCOMM_INT8_CONFIG_INITIALIZER;
     q.magic = 0;
-    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, &q, nullptr), gcommInvalidArgument,
-                     "INITIALIZER", "raw config")).empty())
+    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, &q, nullptr),
+                     gcommInvalidArgument, "INITIALIZER", "raw config"))
+             .empty())
       return e;
     // The generic API's refusals, each leaving the reducer without compression.
-    if (!(e = expect(gcommReducerEnableCompression(rr.r, static_cast<gcommCompression_t>(7), nullptr, nullptr),
-                     gcommInvalidArgument, "gcommCompressionInt8", "kind 7")).empty())
+    if (!(e = expect(
+              gcommReducerEnableCompression(rr.r, static_cast<gcommCompression_t>(7), nullptr, nullptr),
+              gcommInvalidArgument, "gcommCompressionInt8", "kind 7"))
+             .empty())
       return e;
     if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionNone, nullptr, nullptr),
-                     gcommInvalidArgument, "no compression", "kind none")).empty())
+                     gcommInvalidArgument, "no compression", "kind none"))
+             .empty())
       return e;
     if (!(e = expect(gcommReducerEnableCompressionText(rr.r, "int9", nullptr), gcommInvalidArgument,
-                     "none, powersgd, int8", "text int9")).empty())
+                     "none, powersgd, int8", "text int9"))
+             .empty())
       return e;
     if (!(e = expect(gcommReducerEnableCompressionText(rr.r, "int8:block=128", nullptr), gcommInvalidArgument,
-                     "block_size, error_feedback, start_iter", "unknown option")).empty())
+                     "block_size, error_feedback, start_iter", "unknown option"))
+             .empty())
       return e;
-    if (!(e = expect(gcommReducerEnableCompressionText(rr.r, "int8:block_size=12x", nullptr), gcommInvalidArgument,
-                     "not an integer", "bad value")).empty())
+    if (!(e = expect(gcommReducerEnableCompressionText(rr.r, "int8:block_size=12x", nullptr),
+                     gcommInvalidArgument, "not an integer", "bad value"))
+             .empty())
       return e;
-    if (!(e = expect(gcommReducerEnableCompressionText(rr.r, "int8:block_size=100", nullptr), gcommInvalidArgument,
-                     "power of two", "text block 100")).empty())
+    if (!(e = expect(gcommReducerEnableCompressionText(rr.r, "int8:block_size=100", nullptr),
+                     gcommInvalidArgument, "power of two", "text block 100"))
+             .empty())
       return e;
     if (!(e = expect(gcommReducerEnableCompressionText(rr.r, nullptr, nullptr), gcommInvalidArgument, "spec",
-                     "NULL spec")).empty())
+                     "NULL spec"))
+             .empty())
       return e;
     gcommCompression_t kind = gcommCompressionInt8;
     RIG_CHECK(gcommReducerGetCompression(rr.r, &kind));
     if (kind != gcommCompressionNone) return "a refused enable left a compression on";
     if (!(e = expect(gcommReducerSaveCompressionState(rr.r, nullptr, 0, nullptr), gcommInvalidState,
-                     "no compression", "save without compression")).empty())
+                     "no compression", "save without compression"))
+             .empty())
       return e;
     RIG_CHECK(gcommReducerBeginStep(rr.r, 1));
-    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, nullptr, nullptr), gcommInvalidState, "between steps", "mid-step"))
+    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, nullptr, nullptr),
+                     gcommInvalidState, "between steps", "mid-step"))
              .empty())
       return e;
     for (size_t k = 0; k < 2; ++k) RIG_CHECK(gcommReducerMarkReady(rr.r, k, stream));
     RIG_CHECK(gcommReducerFinalize(rr.r, stream, nullptr));
     RIG_CHECK(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, nullptr, nullptr));  // defaults
-    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, nullptr, nullptr), gcommInvalidState, "int8", "twice")).empty())
+    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionInt8, nullptr, nullptr),
+                     gcommInvalidState, "int8", "twice"))
+             .empty())
       return e;
     const size_t rows[2] = {16, 8};
-    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionPowerSgd, nullptr, rows), gcommInvalidState, "one compression strategy",
-                     "PowerSGD after int8"))
+    if (!(e = expect(gcommReducerEnableCompression(rr.r, gcommCompressionPowerSgd, nullptr, rows),
+                     gcommInvalidState, "one compression strategy", "PowerSGD after int8"))
              .empty())
       return e;
     gcommInt8Stats_t raw{};
-    if (!(e = expect(gcommReducerGetCompressionStats(rr.r, gcommCompressionInt8, &raw), gcommInvalidArgument, "INITIALIZER", "raw stats")).empty())
+    if (!(e = expect(gcommReducerGetCompressionStats(rr.r, gcommCompressionInt8, &raw), gcommInvalidArgument,
+                     "INITIALIZER", "raw stats"))
+             .empty())
       return e;
     // The other way round, views and sharded mode.
     RankReducer psgd(comm, {256, 64}, gpu(), one_grad_per_bucket(), &e);
     if (!e.empty()) return e;
     RIG_CHECK(gcommReducerEnableCompression(psgd.r, gcommCompressionPowerSgd, nullptr, rows));
-    if (!(e = expect(gcommReducerEnableCompression(psgd.r, gcommCompressionInt8, nullptr, nullptr), gcommInvalidState, "powersgd", "int8 after PowerSGD"))
+    if (!(e = expect(gcommReducerEnableCompression(psgd.r, gcommCompressionInt8, nullptr, nullptr),
+                     gcommInvalidState, "powersgd", "int8 after PowerSGD"))
              .empty())
       return e;
     gcommReducerConfig_t views = one_grad_per_bucket();
@@ -384,14 +413,17 @@ TEST_P(Int8Wire, BadConfigurationsAndCombinationsAreRefusedWithTheReason) {
     gcommReducer_t view_reducer = nullptr;
     const gcommTensor_t view_grads[1] = {{nullptr, 256, gcommFloat32}};
     RIG_CHECK(gcommReducerCreate(comm, view_grads, 1, &views, &view_reducer));
-    e = expect(gcommReducerEnableCompression(view_reducer, gcommCompressionInt8, nullptr, nullptr), gcommNotSupported, "grad_as_bucket_view", "views");
+    e = expect(gcommReducerEnableCompression(view_reducer, gcommCompressionInt8, nullptr, nullptr),
+               gcommNotSupported, "grad_as_bucket_view", "views");
     gcommReducerDestroy(view_reducer);
     if (!e.empty()) return e;
     gcommReducerConfig_t sharded = one_grad_per_bucket();
     sharded.mode = gcommReducerSharded;
     RankReducer sh(comm, {256}, gpu(), sharded, &e);
     if (!e.empty()) return e;
-    if (!(e = expect(gcommReducerEnableCompression(sh.r, gcommCompressionInt8, nullptr, nullptr), gcommNotSupported, "sharded", "sharded")).empty())
+    if (!(e = expect(gcommReducerEnableCompression(sh.r, gcommCompressionInt8, nullptr, nullptr),
+                     gcommNotSupported, "sharded", "sharded"))
+             .empty())
       return e;
     return "";
   });
@@ -418,13 +450,15 @@ TEST_P(Int8Wire, AChangingLossScaleDoesNotReweighTheErrorFeedback) {
       if (!e.empty()) return e;
       if (!(e = enable(plain.r, 64, 1)).empty() || !(e = enable(scaled.r, 64, 1)).empty()) return e;
       for (int t = 0; t < 5 && e.empty(); ++t) {
-        std::vector<std::vector<float>> g = {randoms(1000, 60 + 10 * t + rank), randoms(3000, 61 + 10 * t + rank)};
+        std::vector<std::vector<float>> g = {randoms(1000, 60 + 10 * t + rank),
+                                             randoms(3000, 61 + 10 * t + rank)};
         float scale = 0.0f;
         RIG_CHECK(gcommGradScalerGetScale(scaler, stream, &scale));
         std::vector<std::vector<float>> gs = g, want, got;
         for (auto& v : gs)
           for (float& x : v) x *= scale;
-        if (!(e = plain.step(g, stream, &want)).empty() || !(e = scaled.step(gs, stream, &got)).empty()) break;
+        if (!(e = plain.step(g, stream, &want)).empty() || !(e = scaled.step(gs, stream, &got)).empty())
+          break;
         for (size_t k = 0; k < sizes.size() && e.empty(); ++k)
           if (!same_bits(got[k], want[k]))
             e = "step " + std::to_string(t) + " (loss scale " + std::to_string(scale) + ") gradient " +
@@ -436,7 +470,8 @@ TEST_P(Int8Wire, AChangingLossScaleDoesNotReweighTheErrorFeedback) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(, Int8Wire, ::testing::Values(Where::kLocalHost, Where::kSocketHost, Where::kLocalGpu),
+INSTANTIATE_TEST_SUITE_P(, Int8Wire,
+                         ::testing::Values(Where::kLocalHost, Where::kSocketHost, Where::kLocalGpu),
                          where_name);
 
 }  // namespace

@@ -3,8 +3,8 @@
 // averages; the compression statistics follow the formula; an Inf/NaN step
 // leaves Q and E as they were; the state survives a save/restore round trip;
 // bad configurations are refused. Host ranks everywhere, one GPU where present.
-#include "reducer/reducer_rig.hpp"
 #include "kernels/powersgd/low_rank.hpp"
+#include "reducer/reducer_rig.hpp"
 
 namespace gradcomm::test {
 namespace {
@@ -18,7 +18,9 @@ struct Shape {
 const std::vector<Shape> kShapes = {{64, 48}, {0, 37}, {40, 100}, {33, 7}, {128, 16}};
 constexpr int kRank = 4;
 
-size_t count_of(const Shape& s) { return s.rows == 0 ? s.cols : s.rows * s.cols; }
+size_t count_of(const Shape& s) {
+  return s.rows == 0 ? s.cols : s.rows * s.cols;
+}
 bool worth(const Shape& s) {
   return s.rows > 0 && (s.rows + s.cols) * kRank * 2.0 < static_cast<double>(s.rows) * s.cols;
 }
@@ -84,8 +86,8 @@ struct Rank {
 };
 
 // The single-process math: one PowerSGD round on the summed matrix, / world.
-std::vector<float> expected_round(const std::vector<float>& summed, const Shape& s, uint64_t seed, size_t slot,
-                                  int world) {
+std::vector<float> expected_round(const std::vector<float>& summed, const Shape& s, uint64_t seed,
+                                  size_t slot, int world) {
   std::vector<float> m = summed, p(s.rows * kRank), q(s.cols * kRank);
   kp::initial_q(seed, slot, s.cols, kRank, q.data());
   kp::LowRankMatrix a{m.data(), nullptr, p.data(), q.data(), s.rows, s.cols};
@@ -111,49 +113,51 @@ TEST_P(ReducerPowerSgd, RanksGetTheSingleProcessMathOnTheSummedGradients) {
   auto comms = make_comms(world);
   bool on_gpu = gpu();
   run(comms, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
-   for (bool views : {false, true}) {
-    const std::string variant = views ? "views: " : "";
-    Rank me;
-    std::string e = me.init(comm, on_gpu, pc, views);
-    if (!e.empty()) return variant + e;
-    for (int step = 0; step < 3; ++step) {
-      for (size_t i = 0; i < kShapes.size(); ++i) me.set(i, values(1000 * step + 10 * i + rank, count_of(kShapes[i])), stream);
-      int skip = -1;
-      if (!(e = me.step(stream, &skip)).empty()) return variant + e;
-      if (skip != 0) return variant + "a finite step was flagged";
-      size_t slot = 0;
-      for (size_t i = 0; i < kShapes.size(); ++i) {
-        std::vector<float> summed(count_of(kShapes[i]), 0.0f);
-        for (int q = 0; q < world; ++q) {
-          std::vector<float> v = values(1000 * step + 10 * i + q, summed.size());
-          for (size_t j = 0; j < v.size(); ++j) summed[j] += v[j];
+    for (bool views : {false, true}) {
+      const std::string variant = views ? "views: " : "";
+      Rank me;
+      std::string e = me.init(comm, on_gpu, pc, views);
+      if (!e.empty()) return variant + e;
+      for (int step = 0; step < 3; ++step) {
+        for (size_t i = 0; i < kShapes.size(); ++i)
+          me.set(i, values(1000 * step + 10 * i + rank, count_of(kShapes[i])), stream);
+        int skip = -1;
+        if (!(e = me.step(stream, &skip)).empty()) return variant + e;
+        if (skip != 0) return variant + "a finite step was flagged";
+        size_t slot = 0;
+        for (size_t i = 0; i < kShapes.size(); ++i) {
+          std::vector<float> summed(count_of(kShapes[i]), 0.0f);
+          for (int q = 0; q < world; ++q) {
+            std::vector<float> v = values(1000 * step + 10 * i + q, summed.size());
+            for (size_t j = 0; j < v.size(); ++j) summed[j] += v[j];
+          }
+          std::vector<float> got = me.get(i, stream), want;
+          bool compressed_now = worth(kShapes[i]) && step >= 2;
+          if (compressed_now) {
+            want = expected_round(summed, kShapes[i], pc.seed, slot, world);
+          } else {
+            want = summed;
+            for (float& x : want) x /= world;
+          }
+          if (worth(kShapes[i])) ++slot;
+          double d = rel_diff(got, want);
+          if (!(d < (compressed_now ? 2e-4 : 1e-6)))
+            return variant + "step " + std::to_string(step) + " grad " + std::to_string(i) +
+                   ": relative difference " + std::to_string(d);
         }
-        std::vector<float> got = me.get(i, stream), want;
-        bool compressed_now = worth(kShapes[i]) && step >= 2;
-        if (compressed_now) {
-          want = expected_round(summed, kShapes[i], pc.seed, slot, world);
-        } else {
-          want = summed;
-          for (float& x : want) x /= world;
-        }
-        if (worth(kShapes[i])) ++slot;
-        double d = rel_diff(got, want);
-        if (!(d < (compressed_now ? 2e-4 : 1e-6)))
-          return variant + "step " + std::to_string(step) + " grad " + std::to_string(i) +
-                 ": relative difference " + std::to_string(d);
       }
+      gcommPowerSgdStats_t st = GCOMM_POWERSGD_STATS_INITIALIZER;
+      RIG_CHECK(gcommReducerGetCompressionStats(me.r, gcommCompressionPowerSgd, &st));
+      size_t bytes = 0, full = 0, matrices = 0;
+      for (const Shape& s : kShapes)
+        if (worth(s)) bytes += (s.rows + s.cols) * kRank * 4, full += s.rows * s.cols * 4, ++matrices;
+      if (st.compressed_matrices != matrices || st.uncompressed_tensors != kShapes.size() - matrices)
+        return variant + "wrong matrix counts";
+      if (st.bytes_last_step != bytes || st.uncompressed_bytes_equivalent != full)
+        return variant + "wrong byte counts";
+      if (st.compressed_steps != 1) return variant + "wrong compressed step count";
+      RIG_CHECK(gcommReducerDestroy(me.r));
     }
-    gcommPowerSgdStats_t st = GCOMM_POWERSGD_STATS_INITIALIZER;
-    RIG_CHECK(gcommReducerGetCompressionStats(me.r, gcommCompressionPowerSgd, &st));
-    size_t bytes = 0, full = 0, matrices = 0;
-    for (const Shape& s : kShapes)
-      if (worth(s)) bytes += (s.rows + s.cols) * kRank * 4, full += s.rows * s.cols * 4, ++matrices;
-    if (st.compressed_matrices != matrices || st.uncompressed_tensors != kShapes.size() - matrices)
-      return variant + "wrong matrix counts";
-    if (st.bytes_last_step != bytes || st.uncompressed_bytes_equivalent != full) return variant + "wrong byte counts";
-    if (st.compressed_steps != 1) return variant + "wrong compressed step count";
-    RIG_CHECK(gcommReducerDestroy(me.r));
-   }
     return "";
   });
 }
@@ -162,12 +166,15 @@ std::vector<uint8_t> save(gcommReducer_t r) {
   size_t n = 0;
   EXPECT_EQ(gcommReducerSaveCompressionState(r, nullptr, 0, &n), gcommSuccess) << gcommGetLastError();
   std::vector<uint8_t> s(n);
-  EXPECT_EQ(gcommReducerSaveCompressionState(r, s.data(), s.size(), nullptr), gcommSuccess) << gcommGetLastError();
+  EXPECT_EQ(gcommReducerSaveCompressionState(r, s.data(), s.size(), nullptr), gcommSuccess)
+      << gcommGetLastError();
   return s;
 }
 
 // Past the header's step counter: Q and E.
-std::vector<uint8_t> body(const std::vector<uint8_t>& s) { return std::vector<uint8_t>(s.begin() + 24, s.end()); }
+std::vector<uint8_t> body(const std::vector<uint8_t>& s) {
+  return std::vector<uint8_t>(s.begin() + 24, s.end());
+}
 
 TEST_P(ReducerPowerSgd, AnInfStepKeepsTheStateAndTheStateRoundTrips) {
   gcommPowerSgdConfig_t pc = GCOMM_POWERSGD_CONFIG_INITIALIZER;
@@ -176,62 +183,62 @@ TEST_P(ReducerPowerSgd, AnInfStepKeepsTheStateAndTheStateRoundTrips) {
   auto comms = make_comms(2);
   bool on_gpu = gpu();
   run(comms, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
-   for (bool views : {false, true}) {
-    const std::string variant = views ? "views: " : "";
-    Rank me, twin;
-    std::string e = me.init(comm, on_gpu, pc, views);
-    if (!e.empty()) return variant + e;
-    auto fill = [&](Rank& x, int step) {
+    for (bool views : {false, true}) {
+      const std::string variant = views ? "views: " : "";
+      Rank me, twin;
+      std::string e = me.init(comm, on_gpu, pc, views);
+      if (!e.empty()) return variant + e;
+      auto fill = [&](Rank& x, int step) {
+        for (size_t i = 0; i < kShapes.size(); ++i)
+          x.set(i, values(77 * step + 10 * i + rank, count_of(kShapes[i])), stream);
+      };
+      int skip = -1;
+      fill(me, 0);
+      if (!(e = me.step(stream, &skip)).empty()) return e;
+      std::vector<uint8_t> s1 = save(me.r);
+      // Rank 1 puts `bad` at element `at` of gradient `grad` (seeded with `seed`):
+      // every rank must skip the step, and Q and E must stay as they were.
+      auto bad_step = [&](int step, size_t grad, unsigned seed, size_t at, float bad) -> std::string {
+        fill(me, step);
+        if (rank == 1) {
+          std::vector<float> v = values(seed, count_of(kShapes[grad]));
+          v[at] = bad;
+          me.set(grad, v, stream);
+        }
+        std::string err = me.step(stream, &skip);
+        if (!err.empty()) return err;
+        if (skip != 1) return variant + "the step with " + std::to_string(bad) + " was not flagged";
+        if (body(save(me.r)) != body(s1))
+          return variant + "a step with " + std::to_string(bad) + " in gradient " + std::to_string(grad) +
+                 " changed Q or E";
+        return "";
+      };
+      // In a compressed matrix.
+      if (!(e = bad_step(1, 0, 5, 3, std::numeric_limits<float>::infinity())).empty()) return e;
+      // Issue 17 #4: in a gradient that is not compressed (a bias). Q and E used to
+      // change: the compressed buckets committed before the NaN was seen.
+      if (!(e = bad_step(3, 1, 6, 5, std::numeric_limits<float>::quiet_NaN())).empty()) return e;
+      // A state restored into a second reducer behaves identically.
+      if (!(e = twin.init(comm, on_gpu, pc, views)).empty()) return variant + e;
+      std::vector<uint8_t> bad = s1;
+      bad[0] ^= 1;
+      if (gcommReducerLoadCompressionState(twin.r, bad.data(), bad.size()) != gcommInvalidArgument)
+        return "a corrupt state was accepted";
+      if (gcommReducerLoadCompressionState(twin.r, s1.data(), s1.size() - 1) != gcommInvalidArgument)
+        return "a truncated state was accepted";
+      RIG_CHECK(gcommReducerLoadCompressionState(me.r, s1.data(), s1.size()));
+      RIG_CHECK(gcommReducerLoadCompressionState(twin.r, s1.data(), s1.size()));
+      fill(me, 2);
+      if (!(e = me.step(stream, &skip)).empty()) return e;
+      fill(twin, 2);
+      if (!(e = twin.step(stream, &skip)).empty()) return e;
       for (size_t i = 0; i < kShapes.size(); ++i)
-        x.set(i, values(77 * step + 10 * i + rank, count_of(kShapes[i])), stream);
-    };
-    int skip = -1;
-    fill(me, 0);
-    if (!(e = me.step(stream, &skip)).empty()) return e;
-    std::vector<uint8_t> s1 = save(me.r);
-    // Rank 1 puts `bad` at element `at` of gradient `grad` (seeded with `seed`):
-    // every rank must skip the step, and Q and E must stay as they were.
-    auto bad_step = [&](int step, size_t grad, unsigned seed, size_t at, float bad) -> std::string {
-      fill(me, step);
-      if (rank == 1) {
-        std::vector<float> v = values(seed, count_of(kShapes[grad]));
-        v[at] = bad;
-        me.set(grad, v, stream);
-      }
-      std::string err = me.step(stream, &skip);
-      if (!err.empty()) return err;
-      if (skip != 1) return variant + "the step with " + std::to_string(bad) + " was not flagged";
-      if (body(save(me.r)) != body(s1))
-        return variant + "a step with " + std::to_string(bad) + " in gradient " + std::to_string(grad) +
-               " changed Q or E";
-      return "";
-    };
-    // In a compressed matrix.
-    if (!(e = bad_step(1, 0, 5, 3, std::numeric_limits<float>::infinity())).empty()) return e;
-    // Issue 17 #4: in a gradient that is not compressed (a bias). Q and E used to
-    // change: the compressed buckets committed before the NaN was seen.
-    if (!(e = bad_step(3, 1, 6, 5, std::numeric_limits<float>::quiet_NaN())).empty()) return e;
-    // A state restored into a second reducer behaves identically.
-    if (!(e = twin.init(comm, on_gpu, pc, views)).empty()) return variant + e;
-    std::vector<uint8_t> bad = s1;
-    bad[0] ^= 1;
-    if (gcommReducerLoadCompressionState(twin.r, bad.data(), bad.size()) != gcommInvalidArgument)
-      return "a corrupt state was accepted";
-    if (gcommReducerLoadCompressionState(twin.r, s1.data(), s1.size() - 1) != gcommInvalidArgument)
-      return "a truncated state was accepted";
-    RIG_CHECK(gcommReducerLoadCompressionState(me.r, s1.data(), s1.size()));
-    RIG_CHECK(gcommReducerLoadCompressionState(twin.r, s1.data(), s1.size()));
-    fill(me, 2);
-    if (!(e = me.step(stream, &skip)).empty()) return e;
-    fill(twin, 2);
-    if (!(e = twin.step(stream, &skip)).empty()) return e;
-    for (size_t i = 0; i < kShapes.size(); ++i)
-      if (me.get(i, stream) != twin.get(i, stream))
-        return variant + "restored reducers differ on gradient " + std::to_string(i);
-    if (save(me.r) != save(twin.r)) return variant + "restored reducers' states differ";
-    RIG_CHECK(gcommReducerDestroy(twin.r));
-    RIG_CHECK(gcommReducerDestroy(me.r));
-   }
+        if (me.get(i, stream) != twin.get(i, stream))
+          return variant + "restored reducers differ on gradient " + std::to_string(i);
+      if (save(me.r) != save(twin.r)) return variant + "restored reducers' states differ";
+      RIG_CHECK(gcommReducerDestroy(twin.r));
+      RIG_CHECK(gcommReducerDestroy(me.r));
+    }
     return "";
   });
 }
@@ -319,16 +326,21 @@ TEST_P(ReducerPowerSgd, BadConfigurationsAreRefused) {
     gcommReducer_t r = nullptr;
     RIG_CHECK(gcommReducerCreate(comm, &t, 1, nullptr, &r));
     size_t rows = 7;  // does not divide 600
-    if (gcommReducerEnableCompression(r, gcommCompressionPowerSgd, nullptr, &rows) != gcommInvalidArgument) return "rows 7 accepted";
+    if (gcommReducerEnableCompression(r, gcommCompressionPowerSgd, nullptr, &rows) != gcommInvalidArgument)
+      return "rows 7 accepted";
     gcommPowerSgdConfig_t pc = GCOMM_POWERSGD_CONFIG_INITIALIZER;
     pc.rank = 33;
     rows = 20;
-    if (gcommReducerEnableCompression(r, gcommCompressionPowerSgd, &pc, &rows) != gcommInvalidArgument) return "rank 33 accepted";
-    if (gcommReducerEnableCompression(r, gcommCompressionPowerSgd, nullptr, nullptr) != gcommInvalidArgument) return "NULL rows accepted";
+    if (gcommReducerEnableCompression(r, gcommCompressionPowerSgd, &pc, &rows) != gcommInvalidArgument)
+      return "rank 33 accepted";
+    if (gcommReducerEnableCompression(r, gcommCompressionPowerSgd, nullptr, nullptr) != gcommInvalidArgument)
+      return "NULL rows accepted";
     gcommPowerSgdStats_t st = GCOMM_POWERSGD_STATS_INITIALIZER;
-    if (gcommReducerGetCompressionStats(r, gcommCompressionPowerSgd, &st) != gcommInvalidState) return "stats without PowerSGD";
+    if (gcommReducerGetCompressionStats(r, gcommCompressionPowerSgd, &st) != gcommInvalidState)
+      return "stats without PowerSGD";
     RIG_CHECK(gcommReducerEnableCompression(r, gcommCompressionPowerSgd, nullptr, &rows));
-    if (gcommReducerEnableCompression(r, gcommCompressionPowerSgd, nullptr, &rows) != gcommInvalidState) return "enabled twice";
+    if (gcommReducerEnableCompression(r, gcommCompressionPowerSgd, nullptr, &rows) != gcommInvalidState)
+      return "enabled twice";
     RIG_CHECK(gcommReducerDestroy(r));
     return "";
   });
@@ -365,13 +377,17 @@ TEST_P(ReducerPowerSgd, ViewsKeepTheirContentsWhenPowerSgdMovesThem) {
     for (size_t i = 0; i < kShapes.size(); ++i) {
       void* p = nullptr;
       RIG_CHECK(gcommReducerGradData(r, i, &p));
-      if (worth(kShapes[i]) && p == before[i]) return "compressed gradient " + std::to_string(i) + " did not move";
-      if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return "gradient " + std::to_string(i) + " is not 16-byte aligned";
-      ranges.emplace_back(reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + count_of(kShapes[i]) * 4);
+      if (worth(kShapes[i]) && p == before[i])
+        return "compressed gradient " + std::to_string(i) + " did not move";
+      if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+        return "gradient " + std::to_string(i) + " is not 16-byte aligned";
+      ranges.emplace_back(reinterpret_cast<uintptr_t>(p),
+                          reinterpret_cast<uintptr_t>(p) + count_of(kShapes[i]) * 4);
       TypedBuffer b = GradMem::view(gcommFloat32, count_of(kShapes[i]), p, on_gpu).download(stream);
       std::vector<float> want = values(900 + i, b.count);
       for (size_t j = 0; j < b.count; ++j)
-        if (b.get(j) != want[j]) return "gradient " + std::to_string(i) + " lost its contents at " + std::to_string(j);
+        if (b.get(j) != want[j])
+          return "gradient " + std::to_string(i) + " lost its contents at " + std::to_string(j);
     }
     std::sort(ranges.begin(), ranges.end());
     for (size_t k = 1; k < ranges.size(); ++k)
