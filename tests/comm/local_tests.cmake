@@ -13,3 +13,9 @@ add_test(NAME comm.desync_report
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_desync.sh $<TARGET_FILE:gradcomm_comm_local_tests>
           ${PROJECT_SOURCE_DIR}/tools/gradcomm_desync.py)
 set_tests_properties(comm.desync_report PROPERTIES LABELS comm TIMEOUT 120)
+# One suite for every host transport (conformance_test.cpp): every collective,
+# dtype and op against the reference, one instantiation per transport.
+gradcomm_add_test(gradcomm_comm_conformance_tests
+  SOURCES conformance_test.cpp
+  LIBS gradcomm::gradcomm
+  LABELS comm)

@@ -1,0 +1,246 @@
+// The transport conformance suite: one test body, run against every host transport
+// (one instantiation each: local, socket; as RMM runs one suite over every memory
+// resource). Every collective, dtype and reduction op, sizes 0, 1, 7, 4099 and one
+// past the socket transport's 8 MiB piece, in place and out of place, 1 to 8 ranks,
+// against a reference written from the host transports' contract
+// (kernels/reduce/reduce_math.hpp: ranks combined in rank order in float, rounded
+// once; NaN propagates through max and min): the same bits on every rank, Inf and
+// NaN included, and nothing written past an output. A new host transport adds one
+// instantiation at the end. (NCCL reduces in its own order, so a GPU instantiation
+// would compare within a tolerance; tests/comm/gpu_test.cpp covers NCCL.)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../kernels/reference.hpp"
+#include "socket/socket_ranks.hpp"
+
+namespace gradcomm::test {
+namespace {
+
+struct TransportUnderTest {
+  const char* name;
+  std::vector<gcommComm_t> (*make)(int n);
+  void (*destroy)(std::vector<gcommComm_t>& comms);
+};
+
+const TransportUnderTest kLocal{"local", [](int n) { return make_local(n); },
+                                [](std::vector<gcommComm_t>& c) { destroy(c); }};
+const TransportUnderTest kSocket{"socket", [](int n) { return make_socket(n, 30.0, "conformance"); },
+                                 [](std::vector<gcommComm_t>& c) { destroy_together(c); }};
+
+struct Case {
+  const TransportUnderTest* transport;
+  int ranks;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(info.param.transport->name) + "_" + std::to_string(info.param.ranks) + "ranks";
+}
+
+enum class Op { kAllReduce, kReduceScatter, kReduce, kBroadcast, kAllGather, kAllToAll };
+const Op kOps[] = {Op::kAllReduce, Op::kReduceScatter, Op::kReduce,
+                   Op::kBroadcast, Op::kAllGather,     Op::kAllToAll};
+const char* op_name(Op op) {
+  const char* names[] = {"all-reduce", "reduce-scatter", "reduce", "broadcast", "all-gather", "all-to-all"};
+  return names[static_cast<int>(op)];
+}
+bool reduces(Op op) {
+  return op == Op::kAllReduce || op == Op::kReduceScatter || op == Op::kReduce;
+}
+const gcommDataType_t kDtypes[] = {gcommFloat32, gcommFloat16, gcommBfloat16};
+
+// Rank r's input: random values of the dtype in [-8, 8), never zero; with
+// `specials`, about one in 97 is Inf, -Inf or NaN.
+TypedBuffer input(gcommDataType_t d, size_t count, uint32_t seed, bool specials) {
+  std::mt19937 rng(seed);
+  TypedBuffer b = random_buffer(rng, d, count, 0, 8.0f);
+  if (specials)
+    for (size_t i = 0; i < count; ++i)
+      if (rng() % 97 == 0) {
+        const uint32_t k = rng() % 3;
+        b.set(i, k == 0   ? std::numeric_limits<float>::infinity()
+                 : k == 1 ? -std::numeric_limits<float>::infinity()
+                          : std::nanf(""));
+      }
+  return b;
+}
+
+// The contract's reduction of element i over the ranks' values.
+float reduced(gcommRedOp_t op, gcommDataType_t d, const std::vector<float>& values) {
+  float acc = values[0];
+  for (size_t q = 1; q < values.size(); ++q) {
+    const float v = values[q];
+    if (op == gcommMax || op == gcommMin) {
+      const bool nan = std::isnan(acc) || std::isnan(v);
+      acc = nan ? acc + v : op == gcommMax ? std::max(acc, v) : std::min(acc, v);
+    } else {
+      acc = acc + v;
+    }
+  }
+  if (op == gcommAvg) acc /= static_cast<float>(values.size());
+  return through(d, acc);
+}
+
+// What rank r's output must hold: recv_elems values.
+std::vector<float> expected(Op op, gcommRedOp_t redop, gcommDataType_t d, size_t count, int root, int r,
+                            const std::vector<TypedBuffer>& in) {
+  const int n = static_cast<int>(in.size());
+  auto column = [&](size_t i) {
+    std::vector<float> v;
+    for (int q = 0; q < n; ++q) v.push_back(in[q].get(i));
+    return v;
+  };
+  std::vector<float> out;
+  switch (op) {
+    case Op::kAllReduce:
+    case Op::kReduce:
+      for (size_t i = 0; i < count; ++i) out.push_back(reduced(redop, d, column(i)));
+      break;
+    case Op::kReduceScatter:
+      for (size_t i = 0; i < count; ++i) out.push_back(reduced(redop, d, column(r * count + i)));
+      break;
+    case Op::kBroadcast:
+      for (size_t i = 0; i < count; ++i) out.push_back(in[root].get(i));
+      break;
+    case Op::kAllGather:
+      for (int q = 0; q < n; ++q)
+        for (size_t i = 0; i < count; ++i) out.push_back(in[q].get(i));
+      break;
+    case Op::kAllToAll:
+      for (int q = 0; q < n; ++q)
+        for (size_t i = 0; i < count; ++i) out.push_back(in[q].get(r * count + i));
+      break;
+  }
+  return out;
+}
+
+gcommStatus_t issue(Op op, gcommComm_t c, const void* send, void* recv, size_t count, gcommDataType_t d,
+                    gcommRedOp_t redop, int root) {
+  switch (op) {
+    case Op::kAllReduce:
+      return gcommAllReduce(c, send, recv, count, d, redop, nullptr);
+    case Op::kReduceScatter:
+      return gcommReduceScatter(c, send, recv, count, d, redop, nullptr);
+    case Op::kReduce:
+      return gcommReduce(c, send, recv, count, d, redop, root, nullptr);
+    case Op::kBroadcast:
+      return gcommBroadcast(c, send, recv, count, d, root, nullptr);
+    case Op::kAllGather:
+      return gcommAllGather(c, send, recv, count, d, nullptr);
+    case Op::kAllToAll:
+      return gcommAllToAll(c, send, recv, count, d, nullptr);
+  }
+  return gcommInternalError;
+}
+
+class Conformance : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override { comms_ = GetParam().transport->make(GetParam().ranks); }
+  void TearDown() override { GetParam().transport->destroy(comms_); }
+
+  // One call of `op` on every rank; "" or what went wrong.
+  std::string check(Op op, gcommDataType_t d, gcommRedOp_t redop, size_t count, bool in_place, bool specials,
+                    uint32_t seed) {
+    const int n = static_cast<int>(comms_.size()), root = static_cast<int>((count + 1) % n);
+    const bool blocked_in = op == Op::kReduceScatter || op == Op::kAllToAll;
+    const bool blocked_out = op == Op::kAllGather || op == Op::kAllToAll;
+    const size_t send_elems = blocked_in ? count * n : count, recv_elems = blocked_out ? count * n : count;
+    const size_t es = elem_size(d);
+    std::vector<TypedBuffer> in(n), buf(n);
+    for (int r = 0; r < n; ++r) {
+      in[r] = input(d, send_elems, seed + 7919 * r, specials);
+      // One buffer of the larger size (+ a guard element) holds the input where the
+      // call reads it: at rank r's block for an in-place all-gather.
+      buf[r] = TypedBuffer{d, std::max(send_elems, recv_elems) + 1, 0,
+                           std::vector<unsigned char>((std::max(send_elems, recv_elems) + 1) * es, 0xA5)};
+      const size_t at = in_place && op == Op::kAllGather ? r * count : 0;
+      std::memcpy(buf[r].bytes.data() + at * es, in[r].bytes.data(), send_elems * es);
+    }
+    std::vector<std::vector<unsigned char>> out(n, std::vector<unsigned char>((recv_elems + 1) * es, 0x5A));
+    auto errors = run_ranks(comms_, [&](int r, gcommComm_t c) -> std::string {
+      unsigned char* base = buf[r].bytes.data();
+      const void* send = base + (in_place && op == Op::kAllGather ? r * count * es : 0);
+      void* recv = in_place ? base + (op == Op::kReduceScatter ? r * count * es : 0) : out[r].data();
+      if (issue(op, c, send, recv, count, d, redop, root) != gcommSuccess) return gcommGetLastError();
+      if (in_place) std::memcpy(out[r].data(), recv, recv_elems * es);
+      return "";
+    });
+    const std::string what = std::string(op_name(op)) + " dtype " + std::to_string(d) + " op " +
+                             std::to_string(redop) + " count " + std::to_string(count) +
+                             (in_place ? " in place" : "") + (specials ? " with Inf/NaN" : "");
+    for (int r = 0; r < n; ++r)
+      if (!errors[r].empty()) return what + ": rank " + std::to_string(r) + ": " + errors[r];
+    for (int r = 0; r < n; ++r) {
+      if (op == Op::kReduce && r != root) continue;  // only the root's output means anything
+      TypedBuffer got{d, recv_elems, 0, out[r]};
+      const std::vector<float> want = expected(op, redop, d, count, root, r, in);
+      for (size_t i = 0; i < recv_elems; ++i)
+        if (!same_float(got.get(i), want[i]))
+          return what + ": rank " + std::to_string(r) + " element " + std::to_string(i) + " is " +
+                 std::to_string(got.get(i)) + ", the reference " + std::to_string(want[i]);
+      if (!in_place && out[r][recv_elems * es] != 0x5A) return what + ": wrote past the output";
+      if (op != Op::kReduce && std::memcmp(out[r].data(), out[0].data(), recv_elems * es) != 0 &&
+          !(op == Op::kReduceScatter || op == Op::kAllToAll))
+        return what + ": rank " + std::to_string(r) + "'s bits differ from rank 0's";
+    }
+    return "";
+  }
+
+  std::vector<gcommComm_t> comms_;
+};
+
+TEST_P(Conformance, EveryCollectiveDtypeOpAndSizeMatchesTheReference) {
+  uint32_t seed = 1;
+  for (Op op : kOps)
+    for (gcommDataType_t d : kDtypes)
+      for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{4099}})
+        for (gcommRedOp_t redop : {gcommSum, gcommAvg, gcommMax, gcommMin})
+          for (bool in_place : {false, true}) {
+            if (!reduces(op) && redop != gcommSum) continue;
+            if (op == Op::kAllToAll && in_place) continue;  // refused: no in-place variant
+            ASSERT_EQ(check(op, d, redop, count, in_place, false, seed++), "");
+          }
+}
+
+TEST_P(Conformance, InfAndNanFollowTheContract) {
+  uint32_t seed = 1000;
+  for (Op op : kOps)
+    for (gcommRedOp_t redop : {gcommSum, gcommAvg, gcommMax, gcommMin}) {
+      if (!reduces(op) && redop != gcommSum) continue;
+      for (gcommDataType_t d : kDtypes) ASSERT_EQ(check(op, d, redop, 4099, false, true, seed++), "");
+    }
+}
+
+// One message past the socket transport's 8 MiB piece size: every collective in pieces.
+TEST_P(Conformance, MessagesLargerThanOneSocketPiece) {
+  const int n = GetParam().ranks;
+  const size_t elements = (size_t{8} << 20) / 4 + 12345;
+  uint32_t seed = 99;
+  for (Op op : kOps) {
+    const bool blocked = op == Op::kAllGather || op == Op::kReduceScatter || op == Op::kAllToAll;
+    for (bool in_place : {false, true}) {
+      if (op == Op::kAllToAll && in_place) continue;
+      ASSERT_EQ(check(op, gcommFloat32, gcommSum, blocked ? elements / n : elements, in_place, false, seed++),
+                "");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Local, Conformance,
+                         ::testing::Values(Case{&kLocal, 1}, Case{&kLocal, 2}, Case{&kLocal, 3},
+                                           Case{&kLocal, 4}, Case{&kLocal, 8}),
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(Socket, Conformance,
+                         ::testing::Values(Case{&kSocket, 1}, Case{&kSocket, 2}, Case{&kSocket, 3},
+                                           Case{&kSocket, 5}),
+                         case_name);
+
+}  // namespace
+}  // namespace gradcomm::test
