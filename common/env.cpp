@@ -17,8 +17,12 @@ std::optional<std::string> env_string(const char* name) {
 }
 
 int64_t env_int(const char* name, int64_t default_value, int64_t min_value, int64_t max_value) {
-  auto text = env_string(name);
-  if (!text) return default_value;
+  return env_int_value(name, env_string(name), default_value, min_value, max_value);
+}
+
+int64_t env_int_value(const char* name, const std::optional<std::string>& text, int64_t default_value,
+                      int64_t min_value, int64_t max_value) {
+  if (!text || text->empty()) return default_value;
   errno = 0;
   char* end = nullptr;
   long long value = std::strtoll(text->c_str(), &end, 10);

@@ -14,6 +14,10 @@ enum class LogLevel : int;
 // Raw accessors (unset or empty -> nullopt / default).
 std::optional<std::string> env_string(const char* name);
 int64_t env_int(const char* name, int64_t default_value, int64_t min_value, int64_t max_value);
+// env_int's rule for a value already read (`text`: nullopt when unset or empty),
+// for settings read through an injected environment.
+int64_t env_int_value(const char* name, const std::optional<std::string>& text, int64_t default_value,
+                      int64_t min_value, int64_t max_value);
 double env_double(const char* name, double default_value, double min_value, double max_value);
 
 namespace knobs {

@@ -223,4 +223,16 @@ std::string describe_plan(const BucketPlan& plan) {
   return os.str();
 }
 
+std::vector<size_t> aligned_layout(const std::vector<size_t>& bytes, size_t* total, const char* what) {
+  std::vector<size_t> offsets(bytes.size());
+  size_t at = 0;
+  for (size_t k = 0; k < bytes.size(); ++k) {
+    offsets[k] = at;
+    require(bytes[k] <= SIZE_MAX - at - kBucketAlign, what, "' total size overflows");
+    at = (at + bytes[k] + kBucketAlign - 1) / kBucketAlign * kBucketAlign;
+  }
+  *total = at;
+  return offsets;
+}
+
 }  // namespace gradcomm::reducer

@@ -95,4 +95,13 @@ void check_plan_invariants(const std::vector<GradSpec>& grads, const PlanOptions
 // One line per bucket, for logs.
 std::string describe_plan(const BucketPlan& plan);
 
+// The reducer's per-bucket buffers (the wire, carried gradients, the sharded
+// parameters' staging) are segments that each start 256-byte aligned: every
+// dtype's element offsets stay exact and vector access stays aligned.
+constexpr size_t kBucketAlign = 256;
+// Segments of bytes[k] one after another, each aligned: their offsets, and their
+// total (padding included) in *total. Throws gcommInvalidArgument naming `what` when
+// the total overflows.
+std::vector<size_t> aligned_layout(const std::vector<size_t>& bytes, size_t* total, const char* what);
+
 }  // namespace gradcomm::reducer

@@ -4,7 +4,6 @@
 
 #include <limits>
 
-#include "common/env.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/text_file.hpp"
@@ -104,6 +103,10 @@ void ChromeTrace::add(const MeasuredStep& step) {
   ++added_;
 }
 
+std::string ChromeTrace::describe() const {
+  return cat("step trace of ", added_, " steps written to ", path_);
+}
+
 void ChromeTrace::write() const {
   const nlohmann::json other = {{"gradcomm_trace", 1},
                                 {"host", host_name()},
@@ -119,18 +122,6 @@ void ChromeTrace::write() const {
   for (size_t k = 0; k < events_.size(); ++k) text += events_[k] + (k + 1 < events_.size() ? ",\n" : "\n");
   text += "]}";
   write_text_file(path_, text, "step trace");
-}
-
-TraceRequest trace_request_from_env(int rank, int size) {
-  TraceRequest r;
-  auto pattern = env_string("GRADCOMM_TRACE_FILE");
-  if (!pattern || pattern->empty()) return r;
-  r.path = per_rank_path(*pattern, rank, size);
-  r.first_step =
-      static_cast<uint64_t>(env_int("GRADCOMM_TRACE_START", 1, 1, std::numeric_limits<int64_t>::max()));
-  r.steps =
-      static_cast<uint64_t>(env_int("GRADCOMM_TRACE_STEPS", 20, 1, static_cast<int64_t>(kMaxTraceSteps)));
-  return r;
 }
 
 }  // namespace gradcomm::reducer

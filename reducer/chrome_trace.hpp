@@ -16,19 +16,19 @@
 
 namespace gradcomm::reducer {
 
-class ChromeTrace {
+class ChromeTrace final : public StepSink {
  public:
   // Checks at once that `path` can be written (throws gcommInvalidArgument naming it).
   ChromeTrace(std::string path, int rank, int size, std::string device, uint64_t first_step, uint64_t steps);
 
-  bool wants(uint64_t step) const noexcept { return step >= first_ && step - first_ < steps_; }
-  // Every wanted step was added (or can no longer come).
-  bool complete(uint64_t measured_up_to) const noexcept { return measured_up_to >= first_ + steps_ - 1; }
-  void add(const MeasuredStep& step);
+  bool wants(uint64_t step) const noexcept override { return step >= first_ && step - first_ < steps_; }
+  bool complete(uint64_t measured_up_to) const noexcept override {
+    return measured_up_to >= first_ + steps_ - 1;
+  }
+  void add(const MeasuredStep& step) override;
   // Writes the whole trace (throws naming the path when it cannot).
-  void write() const;
-  const std::string& path() const noexcept { return path_; }
-  uint64_t steps_added() const noexcept { return added_; }
+  void write() const override;
+  std::string describe() const override;
 
  private:
   std::string path_;
@@ -43,14 +43,6 @@ class ChromeTrace {
 // trace.rank1.json), so that the ranks do not overwrite one another's file.
 std::string per_rank_path(const std::string& pattern, int rank, int size);
 
-// GRADCOMM_TRACE_FILE's trace for `rank` ("" path: none), with GRADCOMM_TRACE_START
-// and GRADCOMM_TRACE_STEPS.
-struct TraceRequest {
-  std::string path;
-  uint64_t first_step = 1;
-  uint64_t steps = 20;
-};
-TraceRequest trace_request_from_env(int rank, int size);
 constexpr uint64_t kMaxTraceSteps = 100000;
 
 }  // namespace gradcomm::reducer

@@ -13,27 +13,20 @@
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
 #include "common/dtype.hpp"
-#include "common/env.hpp"
 #include "common/log.hpp"
 #include "kernels/ops.hpp"
 #include "memory/device_bytes.hpp"
 #include "reducer/chrome_trace.hpp"
 #include "reducer/compressions.hpp"
+#include "reducer/sharded_params.hpp"
 #include "reducer/strategies/allreduce.hpp"
 
 namespace gradcomm::reducer {
 
 namespace {
 
-// Buckets start 256-byte aligned in the wire buffer: every dtype's element
-// offsets stay exact and vector access stays aligned.
-constexpr size_t kBucketAlign = 256;
 static_assert(GCOMM_MAX_TENSORS <= (size_t{1} << 24),
               "the plan broadcast sends gradient indices as floats, exact below 2^24");
-
-size_t align_up(size_t v, size_t a) {
-  return (v + a - 1) / a * a;
-}
 
 // Waits for every stream of the device (no-op on the host): for a one-time call
 // that moves memory the caller may still be using on streams the reducer cannot name.
@@ -63,31 +56,13 @@ bool same_plan(const BucketPlan& a, const BucketPlan& b) {
   return true;
 }
 
-// Timing is on by default where it costs a clock read (host), off where it costs
-// CUDA event records (GPU); GRADCOMM_REDUCER_TIMING=0/1 overrides.
-bool timing_by_default(const gcommDevice_t& device) {
-  return env_int("GRADCOMM_REDUCER_TIMING", device.kind == gcommDeviceHost ? 1 : 0, 0, 1) == 1;
-}
-
-// GRADCOMM_REDUCER_EPILOGUE: "bucket" (default) runs each plain bucket's epilogue
-// right after its collective, overlapping the later buckets' communication;
-// "finalize" runs them all at finalize in one fused pass (one launch per wire
-// dtype): fewer launches, nothing overlapped. Anything else is refused.
-bool epilogue_at_finalize() {
-  const std::optional<std::string> v = env_string("GRADCOMM_REDUCER_EPILOGUE");
-  if (!v || *v == "bucket") return false;
-  if (*v == "finalize") return true;
-  fail(gcommInvalidArgument, "GRADCOMM_REDUCER_EPILOGUE is '", *v,
-       "': use 'bucket' (the default) or 'finalize'");
-}
-
-// GRADCOMM_REDUCER_HOST_THREAD=0/1 (default 1): a host reducer with peers runs its
-// buckets on the communicator's lane, so their collectives overlap backward
-// (comm/host_lane.hpp); 0, or a transport that only the application's threads
-// may call (MPI below MPI_THREAD_MULTIPLE), runs them inside the mark-ready call.
-comm::HostLane* host_lane_for(comm::Communicator& comm) {
-  if (comm.device().kind != gcommDeviceHost || comm.size() < 2) return nullptr;
-  return env_int("GRADCOMM_REDUCER_HOST_THREAD", 1, 0, 1) == 1 ? comm.host_lane() : nullptr;
+// A host reducer with peers runs its buckets on the communicator's lane, so their
+// collectives overlap backward (comm/host_lane.hpp); with the setting off, or on a
+// transport that only the application's threads may call (MPI below
+// MPI_THREAD_MULTIPLE: no lane), they run inside the mark-ready call.
+comm::HostLane* host_lane_for(comm::Communicator& comm, bool host_thread) {
+  if (comm.device().kind != gcommDeviceHost || comm.size() < 2 || !host_thread) return nullptr;
+  return comm.host_lane();
 }
 
 // Inside gcommGroupStart/End an NCCL all-reduce only launches at the group's
@@ -101,33 +76,6 @@ void refuse_in_group(const char* call) {
 
 }  // namespace
 
-ReducerOptions reducer_options_from(const gcommReducerConfig_t& c) {
-  ReducerOptions o;
-  require(c.bucket_cap_bytes > 0, "bucket_cap_bytes must be > 0");
-  require(c.first_bucket_bytes > 0, "first_bucket_bytes must be > 0");
-  require(
-      c.wire_dtype == GCOMM_WIRE_SAME_AS_GRAD || is_valid_dtype(static_cast<gcommDataType_t>(c.wire_dtype)),
-      "wire_dtype ", c.wire_dtype, " is neither GCOMM_WIRE_SAME_AS_GRAD (-1) nor a gcommDataType_t");
-  require(c.grad_as_bucket_view == 0 || c.grad_as_bucket_view == 1,
-          "grad_as_bucket_view must be 0 or 1, not ", c.grad_as_bucket_view);
-  require(c.average == 0 || c.average == 1, "average must be 0 or 1, not ", c.average);
-  require(c.unused_grads == gcommUnusedError || c.unused_grads == gcommUnusedAsZero, "unused_grads ",
-          c.unused_grads, " is not a gcommUnusedGrads_t (gcommUnusedError, gcommUnusedAsZero)");
-  require(c.rebuild_buckets == 0 || c.rebuild_buckets == 1, "rebuild_buckets must be 0 or 1, not ",
-          c.rebuild_buckets);
-  require(c.mode == gcommReducerAllReduce || c.mode == gcommReducerSharded, "mode ", c.mode,
-          " is not a gcommReducerMode_t (gcommReducerAllReduce, gcommReducerSharded)");
-  o.bucket_cap_bytes = c.bucket_cap_bytes;
-  o.first_bucket_bytes = c.first_bucket_bytes;
-  o.wire_dtype = c.wire_dtype;
-  o.grad_as_bucket_view = c.grad_as_bucket_view == 1;
-  o.average = c.average == 1;
-  o.unused_as_zero = c.unused_grads == gcommUnusedAsZero;
-  o.rebuild_buckets = c.rebuild_buckets == 1;
-  o.sharded = c.mode == gcommReducerSharded;
-  return o;
-}
-
 Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
                  const ReducerOptions& options, kernels::GradScaler* scaler,
                  std::unique_ptr<memory::CachingAllocator> allocator)
@@ -135,9 +83,9 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
       scaler_(scaler),
       options_(options),
       device_(comm.device()),
-      side_(comm.device(), host_lane_for(comm)),
-      timeline_(comm.device(), timing_by_default(comm.device())),
-      epilogue_at_finalize_(epilogue_at_finalize()),
+      side_(comm.device(), host_lane_for(comm, options.settings.host_thread)),
+      timeline_(comm.device(), options.settings.timing.value_or(comm.device().kind == gcommDeviceHost)),
+      epilogue_at_finalize_(options.settings.epilogue_at_finalize),
       // Views and shards keep their first plan: the caller holds addresses into it,
       // or an optimizer's shard layout.
       rebuild_pending_(options.rebuild_buckets && !options.grad_as_bucket_view && !options.sharded) {
@@ -170,6 +118,7 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
   allocator_ = allocator != nullptr
                    ? std::move(allocator)
                    : memory::make_caching_allocator(device_, gcommMemoryDefault, memory::AllocatorOptions{});
+  if (options_.sharded) params_ = std::make_unique<ShardedParams>(comm_, *allocator_, side_);
   std::vector<float> init(4 + 2 * static_cast<size_t>(comm_.size()), 0.0f);  // doubles are 0 bits too
   init[1] = 1.0f;
   flags_ = static_cast<float*>(allocator_->allocate(init.size() * sizeof(float), side_.stream()));
@@ -184,13 +133,15 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
     throw;
   }
   marked_.assign(n, 0);
-  const TraceRequest trace = trace_request_from_env(comm_.rank(), comm_.size());
-  if (!trace.path.empty()) {
+  const ReducerSettings& settings = options_.settings;
+  if (!settings.trace_file.empty()) {
+    const std::string path = per_rank_path(settings.trace_file, comm_.rank(), comm_.size());
     try {
-      timeline_.start_trace(std::make_unique<ChromeTrace>(
-          trace.path, comm_.rank(), comm_.size(), describe_device(device_), trace.first_step, trace.steps));
-      GCOMM_INFO(REDUCER, "GRADCOMM_TRACE_FILE: tracing synced steps ", trace.first_step, " to ",
-                 trace.first_step + trace.steps - 1, " into ", trace.path);
+      timeline_.start_trace(std::make_unique<ChromeTrace>(path, comm_.rank(), comm_.size(),
+                                                          describe_device(device_), settings.trace_first_step,
+                                                          settings.trace_steps));
+      GCOMM_INFO(REDUCER, "GRADCOMM_TRACE_FILE: tracing synced steps ", settings.trace_first_step, " to ",
+                 settings.trace_first_step + settings.trace_steps - 1, " into ", path);
     } catch (const Error& e) {
       GCOMM_WARN("GRADCOMM_TRACE_FILE: ", e.message(), "; no step trace is recorded");
     }
@@ -210,7 +161,7 @@ Reducer::~Reducer() {
     strategy_.reset();  // its buffers come from the allocator
     if (wire_ != nullptr) allocator_->deallocate(wire_, side_.stream());
     if (own_ != nullptr) allocator_->deallocate(own_, side_.stream());
-    if (params_wire_ != nullptr) allocator_->deallocate(params_wire_, side_.stream());
+    params_.reset();  // its staging buffer comes from the allocator
     if (flags_ != nullptr) allocator_->deallocate(flags_, side_.stream());
     // The allocator's teardown records events on the streams it served: it must
     // go while the side stream still exists.
@@ -262,25 +213,17 @@ StrategyContext Reducer::context() {
 // Nothing of the reducer changes unless every step succeeded.
 void Reducer::build_wire(const BucketPlan& plan, const CompressionStrategy& strategy) {
   const bool views = options_.grad_as_bucket_view;
-  std::vector<size_t> offsets(plan.buckets.size());
-  size_t total = 0, payload = 0;
-  for (size_t b = 0; b < plan.buckets.size(); ++b) {
-    offsets[b] = total;
-    size_t bytes = plan.buckets[b].wire_bytes();
-    payload += bytes;
-    require(bytes <= SIZE_MAX - total - kBucketAlign, "the buckets' total size overflows");
-    total = align_up(total + bytes, kBucketAlign);
+  std::vector<size_t> bucket_bytes, own_bytes(grads_.size(), 0);
+  size_t total = 0, payload = 0, own_total = 0;
+  for (const Bucket& bucket : plan.buckets) {
+    bucket_bytes.push_back(bucket.wire_bytes());
+    payload += bucket.wire_bytes();
   }
-  std::vector<size_t> own_offset(grads_.size(), 0);
-  size_t own_total = 0;
-  if (views)
-    for (size_t i = 0; i < grads_.size(); ++i) {
-      if (!strategy.takes(i)) continue;
-      own_offset[i] = own_total;
-      size_t bytes = grads_[i].count * dtype_size(grads_[i].dtype);
-      require(bytes <= SIZE_MAX - own_total - kBucketAlign, "the compressed gradients' total size overflows");
-      own_total = align_up(own_total + bytes, kBucketAlign);
-    }
+  const std::vector<size_t> offsets = aligned_layout(bucket_bytes, &total, "the buckets");
+  if (views)  // the gradients the strategy carries, one slot each (none for the others)
+    for (size_t i = 0; i < grads_.size(); ++i)
+      if (strategy.takes(i)) own_bytes[i] = grads_[i].count * dtype_size(grads_[i].dtype);
+  const std::vector<size_t> own_offset = aligned_layout(own_bytes, &own_total, "the carried gradients");
   void* wire = nullptr;
   void* own = nullptr;
   std::vector<void*> view_data;  // with views: each gradient's new address
@@ -548,7 +491,6 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
   stats_.rebuilt = 1;
   if (same_plan(rebuilt, plan_)) return;
   build_wire(rebuilt, *strategy_);
-  if (!params_.empty()) layout_params();
   GCOMM_INFO(REDUCER, "reducer: plan rebuilt in rank 0's ready order\n", describe_plan(plan_));
 }
 
@@ -765,47 +707,7 @@ void Reducer::set_params(const gcommTensor_t* params, size_t n) {
   throw_if_failed();
   require_sharded("registering parameters");
   if (phase_ != Phase::kIdle) fail(gcommInvalidState, "parameters can only be registered between steps");
-  require(params != nullptr, "argument 'params' must not be NULL");
-  require(n == grads_.size(), "num_params is ", n, " but the reducer has ", grads_.size(), " gradients");
-  std::vector<gcommTensor_t> checked(n);
-  for (size_t i = 0; i < n; ++i) {
-    const gcommTensor_t& p = params[i];
-    require(p.count == grads_[i].count && p.dtype == grads_[i].dtype, "params[", i, "] has ", p.count, " ",
-            dtype_name(p.dtype), " elements but gradient ", i, " has ", grads_[i].count, " ",
-            dtype_name(grads_[i].dtype));
-    require(p.data != nullptr || p.count == 0, "params[", i, "] has ", p.count,
-            " elements but its data is NULL");
-    checked_span(p.data, p.count, p.dtype, cat("params[", i, "]").c_str());
-    if (p.count > 0)
-      require_usable(pointer_info(p.data), device_, "params", static_cast<long long>(i),
-                     "the communicator is on");
-    checked[i] = p;
-  }
-  GradAddresses overlap_check(checked);  // no two parameters share memory
-  // The staging buffer first: a failed allocation leaves the reducer as it was.
-  if (params_.empty()) layout_params();
-  params_ = std::move(checked);
-}
-
-void Reducer::layout_params() {
-  std::vector<size_t> offsets(plan_.buckets.size());
-  size_t total = 0;
-  for (size_t b = 0; b < plan_.buckets.size(); ++b) {
-    offsets[b] = total;
-    const size_t bytes = plan_.buckets[b].elements * dtype_size(plan_.buckets[b].grad_dtype);
-    require(bytes <= SIZE_MAX - total - kBucketAlign, "the parameters' staging size overflows");
-    total = align_up(total + bytes, kBucketAlign);
-  }
-  void* wire = total > 0 ? allocator_->allocate(total, side_.stream()) : nullptr;
-  try {
-    memory::zero_bytes(wire, total, device_, side_.stream());  // padding: initialized, never read back
-  } catch (...) {
-    if (wire != nullptr) allocator_->deallocate(wire, side_.stream());
-    throw;
-  }
-  if (params_wire_ != nullptr) allocator_->deallocate(params_wire_, side_.stream());
-  params_wire_ = wire;
-  params_offset_ = std::move(offsets);
+  params_->set(params, n, grads_, plan_);
 }
 
 void Reducer::all_gather_params(size_t bucket, gcommStream_t stream) {
@@ -813,50 +715,19 @@ void Reducer::all_gather_params(size_t bucket, gcommStream_t stream) {
   throw_if_failed();
   refuse_in_group("gcommReducerAllGatherParams");
   require_sharded("gathering parameters");
-  if (params_.empty()) fail(gcommInvalidState, "no parameters registered: call gcommReducerSetParams first");
+  if (!params_->registered())
+    fail(gcommInvalidState, "no parameters registered: call gcommReducerSetParams first");
   if (phase_ != Phase::kIdle) fail(gcommInvalidState, "parameters can only be gathered between steps");
   require(bucket == GCOMM_ALL_BUCKETS || bucket < plan_.buckets.size(), "bucket ", bucket,
           " is out of range (", plan_.buckets.size(), " buckets)");
   or_fail([&] {
     side_.wait_for(stream);
     if (bucket == GCOMM_ALL_BUCKETS)
-      for (size_t b = 0; b < plan_.buckets.size(); ++b) all_gather_params_of(b);
+      for (size_t b = 0; b < plan_.buckets.size(); ++b) params_->all_gather(b, plan_, my_pieces_[b]);
     else
-      all_gather_params_of(bucket);
+      params_->all_gather(bucket, plan_, my_pieces_[bucket]);
     side_.make_wait(stream);
   });
-}
-
-// This rank's pieces of the parameters go to its shard of the staging buffer, the
-// all-gather (in place) fills the others, and every parameter is copied back whole.
-void Reducer::all_gather_params_of(size_t b) {
-  const Bucket& bucket = plan_.buckets[b];
-  const gcommDataType_t dtype = bucket.grad_dtype;
-  void* staging = static_cast<char*>(params_wire_) + params_offset_[b];
-  const size_t shards = static_cast<size_t>(comm_.size()), rank = static_cast<size_t>(comm_.rank());
-  const size_t shard = bucket.shard_elements(shards);
-  const kernels::Target target{device_, side_.stream(), true};
-  std::vector<gcommTensor_t> mine;
-  std::vector<size_t> offsets;
-  for (const ShardPiece& p : my_pieces_[b]) {
-    gcommTensor_t part = params_[p.grad];
-    part.data = static_cast<char*>(part.data) + p.grad_offset * dtype_size(dtype);
-    part.count = p.count;
-    mine.push_back(part);
-    offsets.push_back(rank * shard + p.shard_offset);
-  }
-  kernels::pack(mine.data(), mine.size(), offsets.data(), staging, dtype, 1.0f, nullptr, target);
-  void* my_block = static_cast<char*>(staging) + rank * shard * dtype_size(dtype);
-  comm_.collective(comm::owned_buffers_call(comm::Collective::kAllGather, my_block, staging, shard, dtype,
-                                            side_.stream()));
-  std::vector<gcommTensor_t> all;
-  offsets.clear();
-  for (const BucketEntry& e : bucket.entries) {
-    all.push_back(params_[e.grad]);
-    offsets.push_back(e.offset);
-  }
-  kernels::unpack(staging, dtype, offsets.data(), all.data(), all.size(), 1.0f, nullptr, false, nullptr,
-                  target);
 }
 
 std::vector<gcommTensor_t> Reducer::owned_grad_parts() const {

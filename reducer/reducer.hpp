@@ -21,25 +21,14 @@
 #include "memory/caching_allocator.hpp"
 #include "reducer/bucket_plan.hpp"
 #include "reducer/grad_addresses.hpp"
+#include "reducer/reducer_options.hpp"
 #include "reducer/side_stream.hpp"
 #include "reducer/step_timeline.hpp"
 #include "reducer/strategy.hpp"
 
 namespace gradcomm::reducer {
 
-struct ReducerOptions {
-  size_t bucket_cap_bytes = size_t{25} << 20;
-  size_t first_bucket_bytes = size_t{1} << 20;
-  int wire_dtype = kWireSameAsGrad;
-  bool grad_as_bucket_view = false;
-  bool average = true;
-  bool unused_as_zero = false;
-  bool rebuild_buckets = true;
-  bool sharded = false;  // gcommReducerSharded
-};
-
-// Throws gcommInvalidArgument naming the field.
-ReducerOptions reducer_options_from(const gcommReducerConfig_t& config);
+class ShardedParams;
 
 class Reducer {
  public:
@@ -123,11 +112,9 @@ class Reducer {
   void maybe_rebuild(const std::vector<size_t>& missing);
   void check_grad_location(const void* data, size_t index) const;
   void require_sharded(const char* what) const;
-  void all_gather_params_of(size_t bucket);
   // The gradient elements this rank's step result covers: every gradient, or in
   // sharded mode the pieces of its shards.
   std::vector<gcommTensor_t> owned_grad_parts() const;
-  void layout_params();  // (re)allocates params_wire_ for the current plan
   // Sharded mode, at finalize: every rank takes the largest step flag, so a step
   // with Inf/NaN in any rank's shard is skipped everywhere.
   void agree_on_found_inf();
@@ -172,11 +159,8 @@ class Reducer {
   float* grad_norm() const { return flags_ + 3; }
   double* rank_squares() const { return reinterpret_cast<double*>(flags_ + 4); }
   bool synced_result_ = false;  // the gradients hold a synced step's result
-  // Sharded mode: the parameters (registration order) and their staging buffer,
-  // laid out like wire_ but in the gradients' dtypes (params_wire_ + params_offset_[b]).
-  std::vector<gcommTensor_t> params_;
-  void* params_wire_ = nullptr;
-  std::vector<size_t> params_offset_;
+  // Sharded mode: the parameters and their all-gather (NULL in all-reduce mode).
+  std::unique_ptr<ShardedParams> params_;
 
   mutable std::mutex mutex_;
   Phase phase_ = Phase::kIdle;

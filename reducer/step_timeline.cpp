@@ -8,7 +8,6 @@
 
 #include "common/device.hpp"
 #include "common/log.hpp"
-#include "reducer/chrome_trace.hpp"
 
 namespace gradcomm::reducer {
 
@@ -263,16 +262,16 @@ void StepTimeline::take(const MeasuredStep& m) {
     return;
   }
   if (!trace_->complete(m.timing.step)) return;
-  std::unique_ptr<ChromeTrace> done = std::move(trace_);
+  std::unique_ptr<StepSink> done = std::move(trace_);
   try {
     done->write();
-    GCOMM_INFO(REDUCER, "step trace of ", done->steps_added(), " steps written to ", done->path());
+    GCOMM_INFO(REDUCER, done->describe());
   } catch (const std::exception& e) {
     GCOMM_WARN("reducer step trace: ", e.what());
   }
 }
 
-void StepTimeline::start_trace(std::unique_ptr<ChromeTrace> trace) {
+void StepTimeline::start_trace(std::unique_ptr<StepSink> trace) {
   if (trace_ != nullptr) stop_trace();
   trace_ = std::move(trace);
 }
@@ -281,9 +280,9 @@ void StepTimeline::stop_trace() {
   if (trace_ == nullptr) return;
   poll(true);
   if (trace_ == nullptr) return;  // its last step came in just now and it was written
-  std::unique_ptr<ChromeTrace> done = std::move(trace_);
+  std::unique_ptr<StepSink> done = std::move(trace_);
   done->write();
-  GCOMM_INFO(REDUCER, "step trace of ", done->steps_added(), " steps written to ", done->path());
+  GCOMM_INFO(REDUCER, done->describe());
 }
 
 }  // namespace gradcomm::reducer

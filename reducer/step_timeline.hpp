@@ -25,8 +25,6 @@
 
 namespace gradcomm::reducer {
 
-class ChromeTrace;
-
 enum class SpanKind : uint8_t { kCompute, kComm };
 // Where a span runs: the caller's thread and stream (mark-ready calls, the
 // scaler's update) or the reducer's side stream (every bucket's work).
@@ -53,6 +51,20 @@ struct MeasuredStep {
   StepTiming timing;
   double begin_host_us = 0;  // the step's begin on the host's steady clock (the trace's time base)
   std::vector<MeasuredSpan> spans;
+};
+
+// Where measured steps go besides the timing figures: the step trace
+// (chrome_trace.hpp) is one; the timeline knows no format.
+class StepSink {
+ public:
+  virtual ~StepSink() = default;
+  virtual bool wants(uint64_t step) const noexcept = 0;
+  // Every wanted step was added (or can no longer come): the sink is written then.
+  virtual bool complete(uint64_t measured_up_to) const noexcept = 0;
+  virtual void add(const MeasuredStep& step) = 0;
+  // Writes what was added (throws naming where, when it cannot).
+  virtual void write() const = 0;
+  virtual std::string describe() const = 0;  // "step trace of 3 steps written to /tmp/t.json"
 };
 
 // Overlap of a step: each communication span's part before `backward_us`.
@@ -92,7 +104,7 @@ class StepTimeline {
 
   // The trace takes `steps` synced steps from `first_step` on; it replaces one
   // that was running (written first).
-  void start_trace(std::unique_ptr<ChromeTrace> trace);
+  void start_trace(std::unique_ptr<StepSink> trace);
   bool tracing() const noexcept { return trace_ != nullptr; }
   // Writes the trace with what is measured so far and ends it; throws when the
   // file cannot be written.
@@ -136,7 +148,7 @@ class StepTimeline {
   StepTiming last_;
   uint64_t measured_ = 0;
   uint64_t dropped_ = 0;
-  std::unique_ptr<ChromeTrace> trace_;
+  std::unique_ptr<StepSink> trace_;
 };
 
 // RAII: a span around work enqueued on `stream` (nothing when not recording).

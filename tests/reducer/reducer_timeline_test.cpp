@@ -289,6 +289,8 @@ TEST_P(ReducerTimeline, EpilogueAtFinalizeIsOneFusedPassAfterTheLastCollective) 
   unsetenv("GRADCOMM_REDUCER_EPILOGUE");
 }
 
+// An unknown mode refuses the C API's creation, naming the variable (every value's
+// parsing is tests/reducer/reducer_options_test.cpp's, without the environment).
 TEST_P(ReducerTimeline, AnUnknownEpilogueModeIsRefusedAtCreation) {
   ASSERT_EQ(setenv("GRADCOMM_REDUCER_EPILOGUE", "later", 1), 0);
   auto comms = make_comms(1);
