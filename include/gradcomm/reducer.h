@@ -389,20 +389,9 @@ typedef struct gcommFp8Config {
 #define GCOMM_FP8_CONFIG_INITIALIZER \
   { GCOMM_CONFIG_HEADER(gcommFp8Config_t), gcommFp8E4M3, 256, 1, 0, 0 }
 
-/** fp8 wire statistics (versioned output struct, version 1): gcommInt8Stats_t's fields. */
-typedef struct gcommFp8Stats {
-  size_t size;
-  uint32_t magic;
-  uint32_t version;
-  uint64_t compressed_steps;     /**< synced steps that were quantized */
-  uint64_t compressed_buckets;   /**< buckets of the plan that are (f32 wire, large enough) */
-  uint64_t bytes_last_step;      /**< bytes this rank sent for them in the last quantized step */
-  uint64_t f32_allreduce_bytes;  /**< what an f32 ring all-reduce of the same buckets sends per rank */
-  uint64_t error_feedback_bytes; /**< memory held by the error feedback */
-} gcommFp8Stats_t;
-
-#define GCOMM_FP8_STATS_INITIALIZER \
-  { GCOMM_CONFIG_HEADER(gcommFp8Stats_t), 0, 0, 0, 0, 0 }
+/** fp8 wire statistics: the int8 wire's struct and fields (the same round, other codes). */
+typedef gcommInt8Stats_t gcommFp8Stats_t;
+#define GCOMM_FP8_STATS_INITIALIZER GCOMM_INT8_STATS_INITIALIZER
 
 /* ------------------------------------------------------------------------- */
 /* Sharded gradients (mode gcommReducerSharded)                               */

@@ -33,6 +33,13 @@ BlockWireOptions block_wire_options(int block_size, int error_feedback, uint64_t
   return o;
 }
 
+void take_block_wire_options(OptionText& options, int& block_size, int& error_feedback,
+                             uint64_t& start_iter) {
+  options.take("block_size", block_size);
+  options.take("error_feedback", error_feedback);
+  options.take("start_iter", start_iter);
+}
+
 void refuse_unsupported_setup(const char* wire, const StrategySetup& setup) {
   if (setup.sharded)
     fail(gcommNotSupported, "the ", wire,

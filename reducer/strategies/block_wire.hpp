@@ -58,6 +58,8 @@ struct BlockWireOptions {
 // naming the field), and the setups the wire refuses (gcommNotSupported).
 BlockWireOptions block_wire_options(int block_size, int error_feedback, uint64_t start_iter);
 void refuse_unsupported_setup(const char* wire, const StrategySetup& setup);
+// The text form's keys of those fields (block_size, error_feedback, start_iter).
+void take_block_wire_options(OptionText& options, int& block_size, int& error_feedback, uint64_t& start_iter);
 
 class BlockWire final : public CompressionStrategy {
  public:

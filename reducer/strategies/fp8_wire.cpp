@@ -38,9 +38,7 @@ std::unique_ptr<CompressionStrategy> make_fp8_wire_from_text(OptionText& options
                                                              const StrategySetup& setup) {
   gcommFp8Config_t c = GCOMM_FP8_CONFIG_INITIALIZER;
   options.take("format", c.format, {{"e4m3", gcommFp8E4M3}, {"e5m2", gcommFp8E5M2}});
-  options.take("block_size", c.block_size);
-  options.take("error_feedback", c.error_feedback);
-  options.take("start_iter", c.start_iter);
+  take_block_wire_options(options, c.block_size, c.error_feedback, c.start_iter);
   options.finish();
   return make_fp8_wire(&c, setup);
 }

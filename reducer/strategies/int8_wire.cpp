@@ -29,9 +29,7 @@ std::unique_ptr<CompressionStrategy> make_int8_wire(const void* config, const St
 std::unique_ptr<CompressionStrategy> make_int8_wire_from_text(OptionText& options,
                                                               const StrategySetup& setup) {
   gcommInt8Config_t c = GCOMM_INT8_CONFIG_INITIALIZER;
-  options.take("block_size", c.block_size);
-  options.take("error_feedback", c.error_feedback);
-  options.take("start_iter", c.start_iter);
+  take_block_wire_options(options, c.block_size, c.error_feedback, c.start_iter);
   options.finish();
   return make_int8_wire(&c, setup);
 }

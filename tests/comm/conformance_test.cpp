@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../kernels/reference.hpp"
+#include "collective_calls.hpp"
 #include "socket/socket_ranks.hpp"
 
 namespace gradcomm::test {
@@ -44,16 +45,6 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return std::string(info.param.transport->name) + "_" + std::to_string(info.param.ranks) + "ranks";
 }
 
-enum class Op { kAllReduce, kReduceScatter, kReduce, kBroadcast, kAllGather, kAllToAll };
-const Op kOps[] = {Op::kAllReduce, Op::kReduceScatter, Op::kReduce,
-                   Op::kBroadcast, Op::kAllGather,     Op::kAllToAll};
-const char* op_name(Op op) {
-  const char* names[] = {"all-reduce", "reduce-scatter", "reduce", "broadcast", "all-gather", "all-to-all"};
-  return names[static_cast<int>(op)];
-}
-bool reduces(Op op) {
-  return op == Op::kAllReduce || op == Op::kReduceScatter || op == Op::kReduce;
-}
 const gcommDataType_t kDtypes[] = {gcommFloat32, gcommFloat16, gcommBfloat16};
 
 // Rank r's input: random values of the dtype in [-8, 8), never zero; with
@@ -121,25 +112,6 @@ std::vector<float> expected(Op op, gcommRedOp_t redop, gcommDataType_t d, size_t
   return out;
 }
 
-gcommStatus_t issue(Op op, gcommComm_t c, const void* send, void* recv, size_t count, gcommDataType_t d,
-                    gcommRedOp_t redop, int root) {
-  switch (op) {
-    case Op::kAllReduce:
-      return gcommAllReduce(c, send, recv, count, d, redop, nullptr);
-    case Op::kReduceScatter:
-      return gcommReduceScatter(c, send, recv, count, d, redop, nullptr);
-    case Op::kReduce:
-      return gcommReduce(c, send, recv, count, d, redop, root, nullptr);
-    case Op::kBroadcast:
-      return gcommBroadcast(c, send, recv, count, d, root, nullptr);
-    case Op::kAllGather:
-      return gcommAllGather(c, send, recv, count, d, nullptr);
-    case Op::kAllToAll:
-      return gcommAllToAll(c, send, recv, count, d, nullptr);
-  }
-  return gcommInternalError;
-}
-
 class Conformance : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override { comms_ = GetParam().transport->make(GetParam().ranks); }
@@ -149,9 +121,7 @@ class Conformance : public ::testing::TestWithParam<Case> {
   std::string check(Op op, gcommDataType_t d, gcommRedOp_t redop, size_t count, bool in_place, bool specials,
                     uint32_t seed) {
     const int n = static_cast<int>(comms_.size()), root = static_cast<int>((count + 1) % n);
-    const bool blocked_in = op == Op::kReduceScatter || op == Op::kAllToAll;
-    const bool blocked_out = op == Op::kAllGather || op == Op::kAllToAll;
-    const size_t send_elems = blocked_in ? count * n : count, recv_elems = blocked_out ? count * n : count;
+    const size_t send_elems = test::send_elems(op, count, n), recv_elems = test::recv_elems(op, count, n);
     const size_t es = elem_size(d);
     std::vector<TypedBuffer> in(n), buf(n);
     for (int r = 0; r < n; ++r) {
@@ -198,7 +168,7 @@ class Conformance : public ::testing::TestWithParam<Case> {
 
 TEST_P(Conformance, EveryCollectiveDtypeOpAndSizeMatchesTheReference) {
   uint32_t seed = 1;
-  for (Op op : kOps)
+  for (Op op : kCollectives)
     for (gcommDataType_t d : kDtypes)
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{4099}})
         for (gcommRedOp_t redop : {gcommSum, gcommAvg, gcommMax, gcommMin})
@@ -211,7 +181,7 @@ TEST_P(Conformance, EveryCollectiveDtypeOpAndSizeMatchesTheReference) {
 
 TEST_P(Conformance, InfAndNanFollowTheContract) {
   uint32_t seed = 1000;
-  for (Op op : kOps)
+  for (Op op : kCollectives)
     for (gcommRedOp_t redop : {gcommSum, gcommAvg, gcommMax, gcommMin}) {
       if (!reduces(op) && redop != gcommSum) continue;
       for (gcommDataType_t d : kDtypes) ASSERT_EQ(check(op, d, redop, 4099, false, true, seed++), "");
@@ -223,7 +193,7 @@ TEST_P(Conformance, MessagesLargerThanOneSocketPiece) {
   const int n = GetParam().ranks;
   const size_t elements = (size_t{8} << 20) / 4 + 12345;
   uint32_t seed = 99;
-  for (Op op : kOps) {
+  for (Op op : kCollectives) {
     const bool blocked = op == Op::kAllGather || op == Op::kReduceScatter || op == Op::kAllToAll;
     for (bool in_place : {false, true}) {
       if (op == Op::kAllToAll && in_place) continue;

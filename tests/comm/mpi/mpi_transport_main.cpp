@@ -16,7 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include "../collective_calls.hpp"
 #include "gradcomm/gradcomm.h"
+
+using namespace gradcomm::test;
 
 namespace {
 
@@ -44,39 +47,15 @@ std::vector<unsigned char> inputs(gcommDataType_t d, size_t count, int rank, int
   return out;
 }
 
-enum class Op { kAllReduce, kReduceScatter, kReduce, kBroadcast, kAllGather, kAllToAll, kSendRecv };
-
-// One call of `op` on communicator c as rank r of n: send/recv buffers sized for it.
-gcommStatus_t issue(Op op, gcommComm_t c, int r, int n, const void* send, void* recv, size_t count,
-                    gcommDataType_t d, gcommRedOp_t redop) {
-  switch (op) {
-    case Op::kAllReduce:
-      return gcommAllReduce(c, send, recv, count, d, redop, nullptr);
-    case Op::kReduceScatter:
-      return gcommReduceScatter(c, send, recv, count, d, redop, nullptr);
-    case Op::kReduce:
-      return gcommReduce(c, send, recv, count, d, redop, 1 % n, nullptr);
-    case Op::kBroadcast:
-      return gcommBroadcast(c, send, recv, count, d, n - 1, nullptr);
-    case Op::kAllGather:
-      return gcommAllGather(c, send, recv, count, d, nullptr);
-    case Op::kAllToAll:
-      return gcommAllToAll(c, send, recv, count, d, nullptr);
-    case Op::kSendRecv: {
-      gcommGroupStart();
-      gcommSend(c, send, count, d, (r + 1) % n, nullptr);
-      gcommRecv(c, recv, count, d, (r + n - 1) % n, nullptr);
-      return gcommGroupEnd();
-    }
-  }
-  return gcommInternalError;
-}
-
-size_t send_elems(Op op, size_t count, int n) {
-  return op == Op::kReduceScatter || op == Op::kAllToAll ? count * n : count;
-}
-size_t recv_elems(Op op, size_t count, int n) {
-  return op == Op::kAllGather || op == Op::kAllToAll ? count * n : count;
+// The collectives (collective_calls.hpp: the reduce's root is 1 % n, the
+// broadcast's n - 1), or (send_recv) a ring of sends and receives in a group.
+gcommStatus_t call(bool send_recv, Op op, gcommComm_t c, int r, int n, const void* send, void* recv,
+                   size_t count, gcommDataType_t d, gcommRedOp_t redop) {
+  if (!send_recv) return issue(op, c, send, recv, count, d, redop, op == Op::kReduce ? 1 % n : n - 1);
+  gcommGroupStart();
+  gcommSend(c, send, count, d, (r + 1) % n, nullptr);
+  gcommRecv(c, recv, count, d, (r + n - 1) % n, nullptr);
+  return gcommGroupEnd();
 }
 
 }  // namespace
@@ -108,31 +87,32 @@ int main(int argc, char** argv) {
   if (gcommCommInitLocal(n, gcommHostDevice(), nullptr, local.data()) != gcommSuccess)
     die("gcommCommInitLocal");
 
-  const Op ops[] = {Op::kAllReduce, Op::kReduceScatter, Op::kReduce,  Op::kBroadcast,
-                    Op::kAllGather, Op::kAllToAll,      Op::kSendRecv};
   int salt = 0, checked = 0;
-  for (Op op : ops)
+  for (int which = 0; which <= 6; ++which)  // the six collectives, then the send/receive ring
     for (gcommDataType_t d : {gcommFloat32, gcommFloat16, gcommBfloat16})
       for (gcommRedOp_t redop : {gcommSum, gcommAvg, gcommMax})
         for (size_t count : {size_t{0}, size_t{1}, size_t{4099}, size_t{2500000}}) {
-          const bool reduces = op == Op::kAllReduce || op == Op::kReduceScatter || op == Op::kReduce;
-          if (!reduces && redop != gcommSum) continue;
+          const bool send_recv = which == 6;
+          const Op op = kCollectives[send_recv ? 0 : which];
+          if ((send_recv || !reduces(op)) && redop != gcommSum) continue;
           if (count == 2500000 && (d != gcommFloat32 || redop != gcommSum)) continue;  // one big case per op
           ++salt;
-          const size_t se = send_elems(op, count, n), re = recv_elems(op, count, n);
+          const size_t se = send_recv ? count : send_elems(op, count, n);
+          const size_t re = send_recv ? count : recv_elems(op, count, n);
           std::vector<std::vector<unsigned char>> in(n),
               want(n, std::vector<unsigned char>(re * esize(d) + 1, 0x5A));
           for (int q = 0; q < n; ++q) in[q] = inputs(d, se, q, salt);
           std::vector<std::thread> threads;
           std::vector<gcommStatus_t> st(n);
           for (int q = 0; q < n; ++q)
-            threads.emplace_back(
-                [&, q] { st[q] = issue(op, local[q], q, n, in[q].data(), want[q].data(), count, d, redop); });
+            threads.emplace_back([&, q] {
+              st[q] = call(send_recv, op, local[q], q, n, in[q].data(), want[q].data(), count, d, redop);
+            });
           for (auto& t : threads) t.join();
           for (int q = 0; q < n; ++q)
             if (st[q] != gcommSuccess) die("the local reference failed");
           std::vector<unsigned char> got(re * esize(d) + 1, 0x5A);
-          if (issue(op, comm, me, n, in[me].data(), got.data(), count, d, redop) != gcommSuccess)
+          if (call(send_recv, op, comm, me, n, in[me].data(), got.data(), count, d, redop) != gcommSuccess)
             die("an MPI transport call failed, case " + std::to_string(salt));
           if (std::memcmp(got.data(), want[me].data(), got.size()) != 0)
             die("bits differ from the local transport's, case " + std::to_string(salt));

@@ -7,30 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "../collective_calls.hpp"
 #include "socket_ranks.hpp"
 
 namespace gradcomm::test {
 namespace {
-
-enum class Op { kAllReduce, kReduceScatter, kAllGather, kAllToAll };
-const char* name(Op op) {
-  const char* names[] = {"all-reduce", "reduce-scatter", "all-gather", "all-to-all"};
-  return names[static_cast<int>(op)];
-}
-
-gcommStatus_t issue(Op op, gcommComm_t c, const void* send, void* recv, size_t count) {
-  switch (op) {
-    case Op::kAllReduce:
-      return gcommAllReduce(c, send, recv, count, gcommFloat32, gcommSum, nullptr);
-    case Op::kReduceScatter:
-      return gcommReduceScatter(c, send, recv, count, gcommFloat32, gcommSum, nullptr);
-    case Op::kAllGather:
-      return gcommAllGather(c, send, recv, count, gcommFloat32, nullptr);
-    case Op::kAllToAll:
-      return gcommAllToAll(c, send, recv, count, gcommFloat32, nullptr);
-  }
-  return gcommInternalError;
-}
 
 // gcommCommBytesSent counts each rank's payload: an all-reduce sends twice what a
 // reduce-scatter or an all-gather of the same buffer sends (each rank's slice to
@@ -53,10 +34,11 @@ TEST(SocketBytesSent, EachCollectiveSendsItsAlgorithmsPayload) {
     for (const Case& k : cases) {
       if (gcommCommBytesSent(c, &before) != gcommSuccess) return gcommGetLastError();
       const size_t elems = k.op == Op::kAllReduce ? count : count / n;
-      if (issue(k.op, c, a.data(), b.data(), elems) != gcommSuccess) return gcommGetLastError();
+      if (issue(k.op, c, a.data(), b.data(), elems, gcommFloat32, gcommSum, 0) != gcommSuccess)
+        return gcommGetLastError();
       if (gcommCommBytesSent(c, &after) != gcommSuccess) return gcommGetLastError();
       if (after - before != k.expect)
-        return std::string(name(k.op)) + " sent " + std::to_string(after - before) + " bytes, not " +
+        return std::string(op_name(k.op)) + " sent " + std::to_string(after - before) + " bytes, not " +
                std::to_string(k.expect);
     }
     return "";

@@ -137,4 +137,36 @@ inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) 
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Random gradients, inputs[step][rank][grad], different for every step, rank and gradient.
+using StepInputs = std::vector<std::vector<std::vector<std::vector<float>>>>;
+inline StepInputs random_inputs(int steps, int world, const std::vector<size_t>& sizes) {
+  StepInputs inputs(steps);
+  for (int t = 0; t < steps; ++t)
+    for (int r = 0; r < world; ++r) {
+      inputs[t].emplace_back();
+      for (size_t k = 0; k < sizes.size(); ++k)
+        inputs[t][r].push_back(randoms(sizes[k], static_cast<unsigned>(1000 * t + 100 * r + k)));
+    }
+  return inputs;
+}
+
+// The model's result for every gradient (one per bucket) from step `start` on:
+// expected[step][grad] (empty before `start`); with error feedback, blocks of `block`.
+inline std::vector<std::vector<std::vector<float>>> model_results(const kernels::quant::Codec& codec,
+                                                                  int world, const std::vector<size_t>& sizes,
+                                                                  size_t block, const StepInputs& inputs,
+                                                                  int start = 0) {
+  std::vector<std::vector<std::vector<float>>> expected(inputs.size());
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    Model m(static_cast<size_t>(world), sizes[k], block, true, codec);
+    for (size_t t = static_cast<size_t>(start); t < inputs.size(); ++t) {
+      std::vector<std::vector<float>> g;
+      for (int r = 0; r < world; ++r) g.push_back(inputs[t][r][k]);
+      bool skipped = false;
+      expected[t].push_back(m.step(g, &skipped));
+    }
+  }
+  return expected;
+}
+
 }  // namespace gradcomm::test

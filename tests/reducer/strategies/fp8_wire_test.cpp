@@ -41,23 +41,8 @@ TEST_P(Fp8Wire, EveryRankGetsTheSingleProcessModelsResultBitForBit) {
     const kq::Codec& codec = format == gcommFp8E4M3 ? kq::fp8_e4m3_codec() : kq::fp8_e5m2_codec();
     for (int world : {1, 3}) {
       const int steps = 3;
-      std::vector<std::vector<std::vector<std::vector<float>>>> inputs(steps);  // [step][rank][grad]
-      for (int t = 0; t < steps; ++t)
-        for (int r = 0; r < world; ++r) {
-          inputs[t].emplace_back();
-          for (size_t k = 0; k < sizes.size(); ++k)
-            inputs[t][r].push_back(randoms(sizes[k], static_cast<unsigned>(1000 * t + 100 * r + k)));
-        }
-      std::vector<std::vector<std::vector<float>>> expected(steps);  // [step][grad]
-      for (size_t k = 0; k < sizes.size(); ++k) {
-        Model m(static_cast<size_t>(world), sizes[k], 128, true, codec);
-        for (int t = 0; t < steps; ++t) {
-          std::vector<std::vector<float>> g;
-          for (int r = 0; r < world; ++r) g.push_back(inputs[t][r][k]);
-          bool skipped = false;
-          expected[t].push_back(m.step(g, &skipped));
-        }
-      }
+      const StepInputs inputs = random_inputs(steps, world, sizes);
+      const auto expected = model_results(codec, world, sizes, 128, inputs);
       run(world, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
         std::string e;
         RankReducer rr(comm, sizes, gpu(), one_grad_per_bucket(), &e);

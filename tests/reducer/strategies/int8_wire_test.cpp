@@ -31,32 +31,15 @@ TEST_P(Int8Wire, EveryRankGetsTheSingleProcessModelsResultBitForBit) {
   const std::vector<size_t> sizes = {1000, 37, 5000, 256};
   for (int world : {1, 2, 3, 4}) {
     const int steps = 4, start = world == 3 ? 2 : 0;  // world 3: two f32 warm-up steps first
-    // inputs[step][rank][grad]
-    std::vector<std::vector<std::vector<std::vector<float>>>> inputs(steps);
-    for (int t = 0; t < steps; ++t)
-      for (int r = 0; r < world; ++r) {
-        inputs[t].emplace_back();
-        for (size_t k = 0; k < sizes.size(); ++k)
-          inputs[t][r].push_back(randoms(sizes[k], static_cast<unsigned>(1000 * t + 100 * r + k)));
-      }
+    const StepInputs inputs = random_inputs(steps, world, sizes);
     // The model, per gradient (= bucket), from the first quantized step on; buckets
     // too small to save bytes (here 37 values beyond one rank) stay f32.
-    std::vector<std::vector<std::vector<float>>> expected(steps);  // [step][grad]
     size_t quantized_buckets = 0;
     for (size_t k = 0; k < sizes.size(); ++k) quantized_buckets += is_quantized(sizes[k], world, 128) ? 1 : 0;
     if (world > 1) {
       ASSERT_FALSE(is_quantized(37, world, 128)) << "the rule's small bucket";
     }
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      Model m(static_cast<size_t>(world), sizes[k], 128, true);
-      for (int t = start; t < steps; ++t) {
-        std::vector<std::vector<float>> g;
-        for (int r = 0; r < world; ++r) g.push_back(inputs[t][r][k]);
-        bool skipped = false;
-        expected[t].push_back(m.step(g, &skipped));
-        ASSERT_FALSE(skipped);
-      }
-    }
+    const auto expected = model_results(kq::int8_codec(), world, sizes, 128, inputs, start);
     run(world, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
       std::string e;
       RankReducer rr(comm, sizes, gpu(), one_grad_per_bucket(), &e);
