@@ -105,8 +105,10 @@ void OptionText::take(const char* key, float& field) {
   const std::string* v = find(key);
   if (v == nullptr) return;
   char* end = nullptr;
+  errno = 0;
   const float x = std::strtof(v->c_str(), &end);
   require(!v->empty() && *end == '\0', kind_, " option ", key, "='", *v, "' is not a number");
+  require(errno != ERANGE, kind_, " option ", key, "='", *v, "' is outside a float's range");
   field = x;
 }
 

@@ -209,7 +209,7 @@ StrategyContext Reducer::context() {
 // and, with views, points the gradients into it (those `strategy` takes into
 // own_) and moves their contents there. The old buffers are freed in order on
 // the side stream: the reducer's own work on them is ordered before that; with
-// views the caller's is not, so enable_powersgd first waits for the device.
+// views the caller's is not, so install() first waits for the device.
 // Nothing of the reducer changes unless every step succeeded.
 void Reducer::build_wire(const BucketPlan& plan, const CompressionStrategy& strategy) {
   const bool views = options_.grad_as_bucket_view;
@@ -650,6 +650,12 @@ void Reducer::enable_compression(const std::string& spec, const size_t* grad_row
 gcommCompression_t Reducer::compression() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return strategy_->kind();
+}
+
+std::pair<gcommCompression_t, std::vector<Counter>> Reducer::compression_in_use() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  side_.drain_host();  // the communicator's lane writes the counters
+  return {strategy_->kind(), strategy_->counters()};
 }
 
 std::vector<Counter> Reducer::compression_counters(gcommCompression_t kind) const {

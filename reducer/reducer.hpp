@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -91,6 +92,8 @@ class Reducer {
   void enable_compression(gcommCompression_t kind, const void* config, const size_t* grad_rows);
   void enable_compression(const std::string& spec, const size_t* grad_rows);
   gcommCompression_t compression() const;
+  // The compression in use and its statistics, read together.
+  std::pair<gcommCompression_t, std::vector<Counter>> compression_in_use() const;
   // The statistics of `kind`, which must be the compression in use.
   std::vector<Counter> compression_counters(gcommCompression_t kind) const;
   // The compression's state, between steps.

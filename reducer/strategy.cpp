@@ -5,11 +5,7 @@
 namespace gradcomm::reducer {
 
 // The all-reduce strategy is the only one without these: it is every reducer's
-// start, wraps nothing and keeps no state across steps.
-void CompressionStrategy::wrap(std::unique_ptr<CompressionStrategy> /*rest*/) {
-  fail(gcommInternalError, "the ", name(), " strategy does not wrap another");
-}
-
+// start and keeps no state across steps.
 std::vector<uint8_t> CompressionStrategy::save() {
   fail(gcommInvalidState, "no compression is enabled on this reducer: it has no compression state to save");
 }

@@ -69,8 +69,9 @@ class CompressionStrategy {
   virtual const char* name() const noexcept = 0;  // the compression table's name ("int8")
 
   // The strategy for what this one does not compress (buckets, gradients, the
-  // steps before it starts): given once enabling can no longer fail.
-  virtual void wrap(std::unique_ptr<CompressionStrategy> rest);
+  // steps before it starts), kept in rest_: given once enabling can no longer
+  // fail, and it cannot fail itself.
+  void wrap(std::unique_ptr<CompressionStrategy> rest) noexcept { rest_ = std::move(rest); }
   // Statistics since enabling, in the C stats struct's order.
   virtual std::vector<Counter> counters() const { return {}; }
   // State (step counter, error feedback, ...) to and from device-independent host
@@ -93,6 +94,9 @@ class CompressionStrategy {
   virtual void run_bucket(size_t b, bool complete, const StrategyContext& ctx) = 0;
   // After every bucket's run_bucket: the work that needs the whole step's flag.
   virtual void end_step(const StrategyContext& /*ctx*/) {}
+
+ protected:
+  std::unique_ptr<CompressionStrategy> rest_;  // what wrap() gave (NULL: the all-reduce strategy itself)
 };
 
 }  // namespace gradcomm::reducer

@@ -1,6 +1,7 @@
 """Communicators: one rank of a multi-process job (torchrun, mpirun, srun), or N
 ranks as threads of this process (the local transport)."""
 import contextlib
+import ctypes
 import threading
 
 from . import _gradcomm as _C
@@ -125,8 +126,10 @@ class Communicator(Handle):
     def recv(self, tensor, peer, stream=None):
         """Receives into ``tensor`` what rank ``peer`` sends (see send)."""
         ptr, count, dtype = self._buf(tensor, "tensor")
-        ptr = _group_recv_buffer(tensor, ptr, count)
-        _C.recv(self.handle, ptr, count, dtype, peer, self._stream(stream))
+        target, landing = _group_recv_landing(tensor, ptr)
+        _C.recv(self.handle, target, count, dtype, peer, self._stream(stream))
+        if _group_depth() > 0:  # only a receive the transport took is delivered at the end
+            _groups.receives.append((tensor, ptr, count, landing))
         return tensor
 
     def barrier(self, stream=None):
@@ -238,31 +241,34 @@ def _group_send_buffer(tensor, ptr):
     return describe(copy)[0]
 
 
-def _group_recv_buffer(tensor, ptr, count):
-    """The address a receive inside a group hands the transport."""
-    if _group_depth() == 0:
-        return ptr
-    if not _on_host(tensor):  # kept alive by _buf
-        _groups.receives.append((tensor, ptr, count, None))
-        return ptr
+def _group_recv_landing(tensor, ptr):
+    """(the address a receive hands the transport, the group's landing buffer or None)."""
+    if _group_depth() == 0 or not _on_host(tensor):  # a GPU tensor: kept alive by _buf
+        return ptr, None
     landing = _copy_of(tensor, empty=True)
-    _groups.receives.append((tensor, ptr, count, landing))
-    return describe(landing)[0]
+    return describe(landing)[0], landing
+
+
+def _nbytes(x):
+    return x.numel() * x.element_size() if hasattr(x, "element_size") else x.nbytes
 
 
 def _deliver_receives(receives):
-    """After the group's end: each receive into its tensor, or an error naming the
-    tensors that were changed inside the block."""
+    """After the group's end: each receive's bytes into its tensor (raw memory, as the
+    transport writes outside a group: no autograd record, a parameter included), or
+    an error naming the tensors that were changed inside the block; every other
+    receive is still delivered."""
     changed = []
     for k, (tensor, ptr, count, landing) in enumerate(receives):
-        now = describe(tensor)
+        try:
+            now = describe(tensor)
+        except InvalidArgumentError as e:  # its dtype or layout changed
+            now = (None, None, str(e))
         if now[0] != ptr or now[1] != count:
-            changed.append(f"receive {k} (given {count} elements at {ptr:#x}, now {now[1]} at {now[0]:#x})")
+            changed.append(f"receive {k} (given {count} elements at {ptr:#x}, now "
+                           f"{'a tensor gradcomm cannot take' if now[0] is None else f'{now[1]} at {now[0]:#x}'})")
         elif landing is not None:
-            if hasattr(tensor, "copy_"):
-                tensor.copy_(landing)
-            else:
-                tensor[...] = landing
+            ctypes.memmove(ptr, describe(landing)[0], _nbytes(landing))
     if changed:
         where = ("its old memory was written" if any(r[3] is None for r in receives)
                  else "the data received was not written")
@@ -279,8 +285,9 @@ def group():
     sends and receives when the block ends: on the host a send carries the
     tensor's values at send(), and a receive is written into its tensor at the
     end unless the block changed that tensor's memory (resize_, set_), which the
-    end refuses with InvalidStateError. An error inside the block still ends the
-    group, and wins."""
+    end refuses with InvalidStateError. When the group's end fails (a send without
+    its receive), its receives are not written. An error inside the block still
+    ends the group, and wins."""
     if _group_depth() == 0:
         _groups.kept, _groups.receives = [], []
     _C.group_start()

@@ -113,7 +113,7 @@ class Reducer(Handle):
         return _C.reducer_describe(self.handle)
 
     def enable_compression(self, kind, rows=None, **options):
-        """Sends the buckets with compression `kind` ("powersgd", "int8"; docs/compression.md)
+        """Sends the buckets with compression `kind` ("powersgd", "int8", "fp8"; docs/compression.md)
         from now on, its options named as the fields of its config struct
         (enable_compression("int8", block_size=128)). rows: each gradient's first
         dimension (0: not a matrix), which PowerSGD needs. Every rank makes the same call,
@@ -127,7 +127,7 @@ class Reducer(Handle):
         _C.reducer_enable_compression(self.handle, spec, rows)
 
     def compression(self):
-        """The compression in use: "none", "powersgd", "int8"."""
+        """The compression in use: "none", "powersgd", "int8", "fp8"."""
         return json.loads(_C.reducer_describe_compression(self.handle))["kind"]
 
     def compression_stats(self):
@@ -151,6 +151,9 @@ def compression_spec(kind, options):
                                    "'powersgd' or 'int8'")
     items = []
     for key, value in options.items():
+        if not key or any(c in key for c in ":,= "):
+            raise InvalidArgumentError("gcommInvalidArgument", f"compression option name {key!r} holds ':', ',', "
+                                       "'=' or a space")
         if isinstance(value, bool):
             value = "true" if value else "false"
         elif isinstance(value, float):

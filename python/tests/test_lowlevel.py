@@ -396,3 +396,35 @@ def test_a_tensor_changed_inside_a_group_neither_crashes_nor_receives_garbage(mo
     first, second = run.stdout.splitlines()[:2]
     assert "changed inside gradcomm.group()" in first and "not written" in first, first
     assert second == "sent", second
+
+
+def test_group_receives_refused_or_into_parameters():
+    """Inside gradcomm.group(): a receive the communicator refuses writes nothing at
+    the end, and a receive into a parameter that requires grad is delivered (raw
+    bytes, as outside a group), with every other receive of the group."""
+    torch = pytest.importorskip("torch")
+    comms = gradcomm.init_local(2, timeout=20)
+
+    def work(r, c):
+        if r == 0:
+            kept = torch.ones(4)
+            p = torch.nn.Parameter(torch.zeros(4))
+            plain = torch.zeros(4)
+            with pytest.raises(gradcomm.InvalidArgumentError):
+                with gradcomm.group():
+                    c.recv(kept, 7)  # no rank 7: refused at the call
+            with gradcomm.group():
+                c.recv(p, 1)
+                c.recv(plain, 1)
+            return kept.tolist(), p.detach().tolist(), plain.tolist(), p.requires_grad
+        with gradcomm.group():
+            c.send(torch.arange(4, dtype=torch.float32), 0)
+            c.send(torch.full((4,), 2.0), 0)
+        return None
+
+    kept, p, plain, requires_grad = on_ranks(comms, work)[0]
+    assert kept == [1.0] * 4, "a refused receive wrote its tensor"
+    assert p == [0.0, 1.0, 2.0, 3.0] and requires_grad
+    assert plain == [2.0] * 4
+    for c in comms:
+        c.close()

@@ -78,6 +78,11 @@ def test_bad_options_are_refused(comm):
         gct.DistributedDataParallel(nn.Linear(8, 2), comm, compression="fp4")
     with pytest.raises(gradcomm.InvalidArgumentError, match="its options: rank"):
         gct.DistributedDataParallel(nn.Linear(8, 2), comm, compression={"kind": "powersgd", "rnak": 2})
+    with pytest.raises(gradcomm.InvalidArgumentError, match="option name 'block_size=64,start_iter'"):
+        gct.DistributedDataParallel(nn.Linear(8, 2), comm, compression={"kind": "int8", "block_size=64,start_iter": 5})
+    plain = gct.DistributedDataParallel(nn.Linear(8, 2), comm, compression="none")  # "none" is no compression
+    assert plain.reducer.compression() == "none" and "compression" not in plain.comm_state_dict()
+    plain.close()
 
 
 class WithEmbedding(nn.Module):

@@ -249,10 +249,9 @@ GCOMM_API gcommStatus_t gcommReducerDescribeCompression(gcommReducer_t reducer, 
                                                         size_t* required) {
   return GCOMM_API_CALL({
     Reducer& r = reducer_of(reducer);
-    const gcommCompression_t kind = r.compression();
+    const auto [kind, counters] = r.compression_in_use();
     nlohmann::json stats = nlohmann::json::object();
-    if (kind != gcommCompressionNone)
-      for (const Counter& c : r.compression_counters(kind)) stats[c.name] = c.value;
+    for (const Counter& c : counters) stats[c.name] = c.value;
     const nlohmann::json j = {{"kind", compression_name(kind)}, {"stats", stats}};
     copy_out_string(j.dump(), buffer, size, required);
   });

@@ -226,7 +226,7 @@ std::vector<uint8_t> BlockWire::save() {
 }
 
 void BlockWire::load(const uint8_t* data, size_t bytes) {
-  const std::string state_name = cat(kind_.name, " wire state");
+  const std::string state_name = cat(kind_.codec.name, " wire state");
   const char* kStateName = state_name.c_str();
   require(data != nullptr || bytes == 0, kStateName, ": data is NULL");
   const uint8_t* p = data;

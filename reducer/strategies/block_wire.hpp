@@ -69,9 +69,6 @@ class BlockWire final : public CompressionStrategy {
   BlockWire(const BlockWire&) = delete;
   BlockWire& operator=(const BlockWire&) = delete;
 
-  // The strategy for the buckets it does not quantize and the steps before start_iter.
-  void wrap(std::unique_ptr<CompressionStrategy> rest) override { rest_ = std::move(rest); }
-
   gcommCompression_t kind() const noexcept override { return kind_.kind; }
   const char* name() const noexcept override { return kind_.name; }
   // Fixes the chunk layout of every f32 bucket and allocates E (zeros) and the
@@ -93,7 +90,6 @@ class BlockWire final : public CompressionStrategy {
   void* alloc(size_t bytes);
   void release();  // frees every buffer (after the side stream's work)
 
-  std::unique_ptr<CompressionStrategy> rest_;
   const BlockWireKind& kind_;
   BlockWireOptions options_;
   int world_, rank_;

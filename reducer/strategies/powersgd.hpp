@@ -46,10 +46,6 @@ class PowerSgd final : public CompressionStrategy {
   PowerSgd(const PowerSgd&) = delete;
   PowerSgd& operator=(const PowerSgd&) = delete;
 
-  // The strategy for the gradients it does not compress; given once the
-  // reducer's switch to PowerSGD can no longer fail.
-  void wrap(std::unique_ptr<CompressionStrategy> rest) override { rest_ = std::move(rest); }
-
   gcommCompression_t kind() const noexcept override { return gcommCompressionPowerSgd; }
   const char* name() const noexcept override { return "powersgd"; }
   bool takes(size_t grad) const noexcept override { return slot_of_[grad] != kNone; }
@@ -84,7 +80,6 @@ class PowerSgd final : public CompressionStrategy {
   kernels::Target target() const { return kernels::Target{device_, side_.stream(), true}; }
   float* alloc_floats(size_t n);
 
-  std::unique_ptr<CompressionStrategy> rest_;
   PowerSgdOptions options_;
   memory::CachingAllocator& allocator_;
   SideStream& side_;

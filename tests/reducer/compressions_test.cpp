@@ -51,6 +51,12 @@ TEST(OptionText, EachTypeIsParsedAndBadValuesAreRefusedNamingTheKey) {
               t.take("s", v);
             }).find("is not a non-negative integer"),
             std::string::npos);
+  EXPECT_NE(refusal([] {
+              OptionText t("demo", "f=1e-50");  // underflows a float: refused, not taken as 0
+              float v = 1;
+              t.take("f", v);
+            }).find("demo option f='1e-50' is outside a float's range"),
+            std::string::npos);
   EXPECT_NE(refusal([] { OptionText t("demo", "a=1,a=2"); }).find("'a' is given twice"), std::string::npos);
   EXPECT_NE(refusal([] { OptionText t("demo", "novalue"); }).find("is not key=value"), std::string::npos);
 }

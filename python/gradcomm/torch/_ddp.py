@@ -69,7 +69,7 @@ def _compression_options(compression, powersgd, quantize):
     if kind is not None:
         return {"kind": kind, **dict(value)}
     if isinstance(value, str):
-        return {"kind": value}
+        return None if value.strip() == "none" else {"kind": value}
     options = dict(value)
     if "kind" not in options:
         raise InvalidArgumentError("gcommInvalidArgument", f"compression={value!r} has no 'kind' (e.g. "
@@ -90,12 +90,13 @@ class DistributedDataParallel(torch.nn.Module):
       wire_dtype (None | torch.float16 | torch.bfloat16 | torch.float32): what
         goes on the wire (DDP's fp16_compress_hook / bf16_compress_hook).
       compression (None | str | dict): how the buckets cross the wire
-        (docs/compression.md): a name ("powersgd", "int8") or a dict with
+        (docs/compression.md): a name ("powersgd", "int8", "fp8"; "none" is
+        None) or a dict with
         "kind" and the kind's options, e.g. {"kind": "powersgd", "rank": 2}
         (PowerSGD: rank, start_iter, warm_start, error_feedback,
         min_compression_rate, orthogonalization_eps, seed; int8: block_size
         (256), error_feedback (True), start_iter (0), not with
-        gradient_as_bucket_view).
+        gradient_as_bucket_view; fp8: format ("e4m3", "e5m2") and int8's).
       powersgd, quantize (None | dict): older spellings of
         compression={"kind": "powersgd" | "int8", **options}.
       broadcast_buffers (True): rank 0's buffers are broadcast at every forward.
@@ -333,7 +334,7 @@ class DistributedDataParallel(torch.nn.Module):
         error feedback, PowerSGD's Q). The GradScaler has its own state_dict()."""
         state = {"synced_steps": self._steps}
         if self._compression is not None:
-            state["compression"] = {"kind": self._compression["kind"], "state": self._reducer.compression_state()}
+            state["compression"] = {"kind": self._reducer.compression(), "state": self._reducer.compression_state()}
         return state
 
     def load_comm_state_dict(self, state):
@@ -343,7 +344,7 @@ class DistributedDataParallel(torch.nn.Module):
         for old, kind in (("powersgd", "powersgd"), ("quantize", "int8")):  # checkpoints from before compression=
             if old in state:
                 saved = {"kind": kind, "state": state[old]}
-        mine = self._compression["kind"] if self._compression is not None else "none"
+        mine = self._reducer.compression()
         theirs = saved["kind"] if saved is not None else "none"
         if mine != theirs:
             raise InvalidArgumentError("gcommInvalidArgument", f"the state was saved with compression {theirs}, "
