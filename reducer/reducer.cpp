@@ -658,15 +658,6 @@ std::pair<gcommCompression_t, std::vector<Counter>> Reducer::compression_in_use(
   return {strategy_->kind(), strategy_->counters()};
 }
 
-std::vector<Counter> Reducer::compression_counters(gcommCompression_t kind) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (strategy_->kind() != kind)
-    fail(gcommInvalidState, "the statistics of ", compression_name(kind), ": ", compression_name(kind),
-         " is not enabled on this reducer (it compresses with ", compression_name(strategy_->kind()), ")");
-  side_.drain_host();  // the communicator's lane writes them
-  return strategy_->counters();
-}
-
 std::vector<uint8_t> Reducer::save_compression() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (phase_ != Phase::kIdle)

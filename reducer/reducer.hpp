@@ -94,8 +94,6 @@ class Reducer {
   gcommCompression_t compression() const;
   // The compression in use and its statistics, read together.
   std::pair<gcommCompression_t, std::vector<Counter>> compression_in_use() const;
-  // The statistics of `kind`, which must be the compression in use.
-  std::vector<Counter> compression_counters(gcommCompression_t kind) const;
   // The compression's state, between steps.
   std::vector<uint8_t> save_compression();
   void load_compression(const uint8_t* data, size_t bytes);

@@ -241,7 +241,11 @@ GCOMM_API gcommStatus_t gcommReducerGetCompressionStats(gcommReducer_t reducer, 
     const CompressionEntry& entry = compression_entry(kind);
     auto* out = static_cast<StatsHeader*>(stats);
     check_versioned_out(out, entry.stats_struct, entry.stats_initializer);
-    write_counters(r.compression_counters(kind), out);
+    const auto [in_use, counters] = r.compression_in_use();
+    if (in_use != kind)
+      fail(gcommInvalidState, "the statistics of ", compression_name(kind), ": ", compression_name(kind),
+           " is not enabled on this reducer (it compresses with ", compression_name(in_use), ")");
+    write_counters(counters, out);
   });
 }
 
