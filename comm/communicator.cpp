@@ -264,11 +264,11 @@ void Communicator::collective(CollectiveArgs a) {
     }
     return;
   }
-  watch(a);
+  watch(a, slot);
 }
 
 // On the collective's device (the caller holds a DeviceGuard).
-void Communicator::watch(const CollectiveArgs& a) {
+void Communicator::watch(const CollectiveArgs& a, size_t slot) {
   if (!is_cuda(device())) return;
   void* event = take_event();
   GCOMM_CUDA_CHECK(
@@ -278,7 +278,7 @@ void Communicator::watch(const CollectiveArgs& a) {
   // timeout is noticed, and waking it per call cost tight loops of small
   // collectives tens of microseconds.
   std::lock_guard<std::mutex> lock(mutex_);
-  pending_.push_back(Pending{event, deadline, call_id(a)});
+  pending_.push_back(Pending{event, deadline, call_id(a), slot});
 }
 
 void Communicator::complete_grouped(const CollectiveArgs& a) {
@@ -326,7 +326,13 @@ void Communicator::watchdog_loop() {
         transport_->abort();
         lock.lock();
       }
-      if (q == cudaSuccess) recorder_.completed(pending_.front().id.seq, is_p2p(pending_.front().id.op));
+      if (q == cudaSuccess) {
+        const Pending& p = pending_.front();
+        if (p.slot != kNoSlot)
+          recorder_.completed_at(p.slot, p.id.seq, is_p2p(p.id.op));
+        else
+          recorder_.completed(p.id.seq, is_p2p(p.id.op));
+      }
       spare_events_.push_back(pending_.front().event);
       pending_.pop_front();
     }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -70,10 +71,12 @@ class Communicator {
 
  private:
   const char* transport_name() const noexcept;  // the transport table's name ("nccl")
+  static constexpr size_t kNoSlot = SIZE_MAX;
   struct Pending {
     void* event;  // cudaEvent_t
     std::chrono::steady_clock::time_point deadline;
-    CallId id;  // the call's name, formatted only for a message
+    CallId id;              // the call's name, formatted only for a message
+    size_t slot = kNoSlot;  // its flight-recorder slot, where known (not grouped calls)
     std::string what() const { return cat(id); }
   };
   void validate(const CollectiveArgs& a) const;
@@ -83,7 +86,7 @@ class Communicator {
   void watchdog_loop();
   void* take_event();
   // CUDA: records the call's completion event for the watchdog.
-  void watch(const CollectiveArgs& a);
+  void watch(const CollectiveArgs& a, size_t slot = kNoSlot);
 
   std::unique_ptr<Transport> transport_;
   const double timeout_s_;

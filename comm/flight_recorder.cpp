@@ -115,6 +115,15 @@ void FlightRecorder::completed(uint64_t seq, bool p2p) noexcept {
   }
 }
 
+void FlightRecorder::completed_at(size_t slot, uint64_t seq, bool p2p) noexcept {
+  if (capacity_ == 0 || slot >= capacity_) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  FlightEntry& e = ring_[slot];
+  if (e.seq != seq || is_p2p(e.sig.op) != p2p) return;  // overwritten meanwhile
+  e.completed_us.store(now_us(), std::memory_order_relaxed);
+  e.state.store(FlightEntry::State::kCompleted, std::memory_order_release);
+}
+
 void FlightRecorder::failed(uint64_t seq, bool p2p) noexcept {
   if (capacity_ == 0) return;
   std::lock_guard<std::mutex> lock(mutex_);

@@ -76,6 +76,11 @@ class FlightRecorder {
   // group's end (any thread; searched by seq among collectives, or among sends
   // and receives when `p2p`: the two are numbered apart).
   void completed(uint64_t seq, bool p2p) noexcept;
+  // The same for a call whose slot is known (the watchdog's ungrouped calls): no
+  // search. The search walks back from the newest entry; retiring thousands of calls
+  // every 20 ms that way, the watchdog never paused (on an H100 a tight loop of NCCL
+  // calls took 18 us each with the recorder on, 8 us with it off).
+  void completed_at(size_t slot, uint64_t seq, bool p2p) noexcept;
   // A grouped call whose launch failed at the group's end (searched likewise).
   void failed(uint64_t seq, bool p2p) noexcept;
 

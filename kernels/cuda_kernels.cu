@@ -3,10 +3,10 @@
 // functors of functors.hpp, which the host twins run too.
 //
 // Multi-tensor apply: the tensor list travels in the kernel parameters (CUDA
-// 12.1+ allows 32 KiB; a Batch holds up to kMaxTensors tensors), each tensor cut
-// in chunks of kChunkElements; block b works on chunks b, b + gridDim.x, ... and
+// 12.1+ allows 32 KiB; a Batch<N> holds up to N tensors), each tensor cut in
+// chunks of kChunkElements; block b works on chunks b, b + gridDim.x, ... and
 // finds its tensor by binary search over the batch's chunk prefix. Longer lists
-// take ceil(n / kMaxTensors) launches.
+// take ceil(n / N) launches.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,13 +24,20 @@ namespace gradcomm::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-// Elements per thread per loop pass: 32 bytes of f16/bf16, 64 of f32, loaded as
-// 16-byte vectors all issued before any is used. At 8 (one 32-byte f32 load in
-// flight per thread) the in-place unscale reached 85-87% of the H100's copy
-// bandwidth (bench/results/2026-11-22-h100-89c61a9); 16 doubles the bytes in
-// flight. Not yet measured on a GPU.
-constexpr int kVec = 16;
-constexpr int kMaxTensors = 900;
+// Elements per thread per loop pass: 16 bytes of f16/bf16, 32 of f32, loaded as
+// 16-byte vectors. At 8 the in-place unscale reached 85-87% of the H100's copy
+// bandwidth (bench/results/2026-11-22-h100-89c61a9); 16, meant to double the bytes
+// in flight, made it slower (GPT-2 medium: unscale 1106 -> 1204 us, the unpack
+// epilogue 1266 -> 1538 us; 2026-11-27-h100-0edc4a0, copy baseline unchanged).
+constexpr int kVec = 8;
+// Every launch copies its whole parameter block, so the block's size is host time
+// spent per launch. On the H100 (bench/results/2026-11-27-h100-0edc4a0) GPT-2
+// medium's 54 per-bucket unpack launches, each with the 32 KiB block, cost 745 us
+// more host time than one fused launch (14 us each, where a launch of a short block
+// takes a few): the copying step's regression since 55b4189. A bucket's list (up to
+// kSmallBatch tensors) now travels in a 2 KiB block; longer lists in kLargeBatch ones.
+constexpr int kSmallBatch = 64;
+constexpr int kLargeBatch = 900;
 constexpr unsigned kMaxBlocks = 65535;
 
 struct TensorArg {
@@ -41,20 +48,24 @@ struct TensorArg {
   unsigned int chunks;
 };
 
+template <int N>
 struct Batch {
-  TensorArg t[kMaxTensors];
+  static constexpr int kCapacity = N;
+  TensorArg t[N];
   int count;
   unsigned int total_chunks;
   unsigned long long chunk_base;  // first chunk of this batch in the whole list (norm partials)
 };
-static_assert(sizeof(Batch) <= 32000, "a Batch must fit CUDA's kernel parameter space");
+static_assert(sizeof(Batch<kLargeBatch>) <= 32000, "a Batch must fit CUDA's kernel parameter space");
+static_assert(sizeof(Batch<kSmallBatch>) <= 4096, "the small Batch is the short-launch one");
 
 template <class T>
 struct alignas(16) Vec {
   T v[kVec];
 };
 
-__device__ __forceinline__ int find_tensor(const Batch& batch, unsigned int chunk) {
+template <int N>
+__device__ __forceinline__ int find_tensor(const Batch<N>& batch, unsigned int chunk) {
   int lo = 0, hi = batch.count - 1;
   while (lo < hi) {
     int mid = (lo + hi + 1) / 2;
@@ -78,9 +89,9 @@ struct ScaleSource {
   }
 };
 
-template <class Op>
+template <class Op, int N>
 __global__ void __launch_bounds__(kThreads)
-    apply_kernel(const __grid_constant__ Batch batch, ScaleSource source, float* found_inf) {
+    apply_kernel(const __grid_constant__ Batch<N> batch, ScaleSource source, float* found_inf) {
   using TA = typename Op::TA;
   using TB = typename Op::TB;
   const Op op{source.value()};
@@ -108,11 +119,11 @@ __global__ void __launch_bounds__(kThreads)
   if (nonfinite && found_inf != nullptr) *found_inf = 1.0f;
 }
 
-// Splits a tensor list into batches that fit the parameter space (empty tensors
-// are skipped: they have no chunk) and calls launch(batch) for each.
-template <class Launch>
+// Splits a tensor list into batches of up to N tensors (empty tensors are
+// skipped: they have no chunk) and calls launch(batch) for each.
+template <int N, class Launch>
 void for_each_batch(const Pair* pairs, size_t n, Launch&& launch) {
-  Batch batch{};
+  Batch<N> batch{};
   unsigned long long base = 0;
   auto flush = [&] {
     if (batch.count == 0) return;
@@ -125,7 +136,7 @@ void for_each_batch(const Pair* pairs, size_t n, Launch&& launch) {
   for (size_t k = 0; k < n; ++k) {
     if (pairs[k].n == 0) continue;
     size_t chunks = chunks_of(pairs[k].n);
-    if (batch.count == kMaxTensors || batch.total_chunks + chunks > 0x7fffffffu) flush();
+    if (batch.count == N || batch.total_chunks + chunks > 0x7fffffffu) flush();
     batch.t[batch.count] =
         TensorArg{pairs[k].a, pairs[k].b, pairs[k].n, batch.total_chunks, static_cast<unsigned int>(chunks)};
     batch.total_chunks += static_cast<unsigned int>(chunks);
@@ -141,10 +152,15 @@ unsigned grid_for(unsigned int chunks) {
 template <class Op>
 void launch_apply(const Pair* pairs, size_t n, const ScaleSource& source, float* found_inf,
                   cudaStream_t stream) {
-  for_each_batch(pairs, n, [&](const Batch& batch) {
-    apply_kernel<Op><<<grid_for(batch.total_chunks), kThreads, 0, stream>>>(batch, source, found_inf);
+  auto launch = [&](const auto& batch) {
+    constexpr int kN = std::decay_t<decltype(batch)>::kCapacity;
+    apply_kernel<Op, kN><<<grid_for(batch.total_chunks), kThreads, 0, stream>>>(batch, source, found_inf);
     GCOMM_CUDA_CHECK(cudaGetLastError());
-  });
+  };
+  if (n <= kSmallBatch)
+    for_each_batch<kSmallBatch>(pairs, n, launch);
+  else
+    for_each_batch<kLargeBatch>(pairs, n, launch);
 }
 
 template <class A, class B>
@@ -180,7 +196,7 @@ void dispatch_pair(const OpSpec& spec, const Pair* pairs, size_t n, const ScaleS
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    chunk_squares_kernel(const __grid_constant__ Batch batch, double* partial) {
+    chunk_squares_kernel(const __grid_constant__ Batch<kLargeBatch> batch, double* partial) {
   __shared__ double shared[kThreads];
   for (unsigned int c = blockIdx.x; c < batch.total_chunks; c += gridDim.x) {
     const TensorArg& t = batch.t[find_tensor(batch, c)];
@@ -281,8 +297,8 @@ void l2_norm(const gcommTensor_t* tensors, size_t n, float* global_norm, float* 
     unsigned long long group_base = first[k];
     dispatch_dtype(tensors[k].dtype, [&](auto tag) {
       using T = decltype(tag);
-      for_each_batch(pairs.data(), pairs.size(), [&](const Batch& batch) {
-        Batch shifted = batch;
+      for_each_batch<kLargeBatch>(pairs.data(), pairs.size(), [&](const Batch<kLargeBatch>& batch) {
+        Batch<kLargeBatch> shifted = batch;
         shifted.chunk_base += group_base;
         chunk_squares_kernel<T><<<grid_for(batch.total_chunks), kThreads, 0, s>>>(shifted, partial);
         GCOMM_CUDA_CHECK(cudaGetLastError());

@@ -32,6 +32,10 @@ GradScaler::GradScaler(gcommDevice_t device, const gcommGradScalerConfig_t& conf
     GCOMM_CUDA_CHECK(cudaMalloc(&p, sizeof(ScalerState)));
     state_ = static_cast<ScalerState*>(p);
     cudaError_t err = cudaMemcpy(state_, &initial, sizeof(initial), cudaMemcpyHostToDevice);
+    // A pageable copy may return before its DMA lands, and the caller's stream may
+    // be a non-blocking one, not ordered after it (gradcomm-perf read stale data so
+    // on an H100): the state is in place before the scaler is handed out.
+    if (err == cudaSuccess) err = cudaStreamSynchronize(nullptr);
     if (err != cudaSuccess) {
       GCOMM_CUDA_WARN(cudaFree(p));
       GCOMM_CUDA_CHECK(err);

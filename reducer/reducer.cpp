@@ -367,6 +367,7 @@ void Reducer::mark_ready(size_t index, gcommStream_t stream, std::optional<const
   auto& streams = bucket_streams_[b];
   if (std::find(streams.begin(), streams.end(), stream) == streams.end()) streams.push_back(stream);
   if (--remaining_[b] == 0) timeline_.instant("ready", static_cast<int>(b));
+  if (marked_count_ == grads_.size()) timeline_.backward_done(stream);  // before this mark's launches
   or_fail([&] { launch_ready_buckets(); });
 }
 

@@ -89,7 +89,11 @@ class StepTimeline {
   void instant(const char* name, int bucket) noexcept;  // host clock, caller's track
   size_t open(const char* name, SpanKind kind, Track track, int bucket, gcommStream_t stream) noexcept;
   void close(size_t span, gcommStream_t stream) noexcept;
-  // Finalize begins: backward has ended (host: at the last mark; GPU: here on `stream`).
+  // Backward has ended: called at the mark that completes the gradients and again
+  // at finalize (missing gradients); the first call stamps. Host: the last mark's
+  // time. GPU: here on `stream`, the caller's, which then holds every gradient; a
+  // stamp at finalize would also count the host time of the launches made at the
+  // last mark (a local transport's rendezvous) as backward (seen on the H100).
   void backward_done(gcommStream_t stream) noexcept;
   // Finalize's work is enqueued on `stream`; host steps are measured at once.
   void end_step(gcommStream_t stream);
@@ -128,6 +132,7 @@ class StepTimeline {
     bool broken = false;  // a CUDA call failed while stamping: not measured
     uint64_t step = 0;
     Stamp begin, backward, end;
+    bool backward_stamped = false;
     double last_mark_us = -1;
     std::vector<RawSpan> spans;
     std::vector<void*> events;  // cudaEvent_t, made on first use and kept

@@ -212,6 +212,12 @@ want bench && for b in $(find "$build/bench" -maxdepth 3 -type f -executable -na
 done
 
 # --- gradcomm-perf -------------------------------------------------------------------
+# gradcomm-perf's runs so far in perf.txt that found wrong values, into the summary.
+wrong_runs() {
+  local failed
+  failed=$(grep -c 'Out of bounds values.*FAILED' "$out/perf.txt" 2>/dev/null)
+  note "perf: ${failed:-0} of $(grep -c 'Out of bounds values' "$out/perf.txt" 2>/dev/null) gradcomm-perf runs found wrong values"
+}
 perf=$build/tools/perf/gradcomm-perf
 if want perf && [ -x "$perf" ]; then
   {
@@ -221,6 +227,8 @@ if want perf && [ -x "$perf" ]; then
     "$perf" -C 1 -z 3 -m 4 -b 8 -e 1M -f 8
     echo "### gradcomm-perf -I 1 -K 2 -M 1 (per-iteration CUDA event timing, memory report)"
     "$perf" -I 1 -K 2 -M 1 -b 8 -e 64M -f 8
+    echo "### gradcomm-perf -y 1 -u 3 -z 1 (legacy default stream, device buffers 3 elements off, blocking)"
+    "$perf" -y 1 -u 3 -z 1 -b 8 -e 16M -f 8
     echo "### gradcomm-perf --local 4 (one GPU, 4 local ranks)"; "$perf" --local 4 -b 1M -e 256M -f 2
     for c in all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
       echo "### gradcomm-perf --collective $c"; "$perf" --collective $c -b 8 -e 128M -f 4
@@ -240,6 +248,7 @@ if want perf && [ -x "$perf" ]; then
     fi
   } >>"$out/perf.txt" 2>&1
   note "perf: $(grep -m1 'Avg bus bandwidth' "$out/perf.txt")"
+  wrong_runs  # the runs that counted wrong values (2026-11-27: 5 of 13, hidden from the summary)
   merge_bench
 fi
 
@@ -252,9 +261,15 @@ if want reducer && [ -x "$rbench" ]; then
   # Step timing and the step trace on the GPU (CUDA events): the overlap lines and a
   # trace of two steps (merged into bench.json as "reducer_trace"), plus the timing's
   # cost: the same configuration with GRADCOMM_REDUCER_TIMING=0 and =1.
-  { for timing in 0 1; do
-      echo "### gradcomm-reducer-bench gpt2_medium, GRADCOMM_REDUCER_TIMING=$timing"
-      GRADCOMM_REDUCER_TIMING=$timing timeout 120 "$rbench" --set gpt2_medium --device gpu --ranks 1 --iters 20
+  # NCCL with one rank, as the reducer's default table: its all-reduce moves nothing,
+  # so the step is the reducer's own cost (a local transport of one rank copies the
+  # bucket, which hid the host-side differences below on 2026-11-27).
+  one_gpu=(--device gpu --transport nccl --ranks 1 --iters 20)
+  { for round in 1 2; do
+      for timing in 0 1; do
+        echo "### gradcomm-reducer-bench gpt2_medium, GRADCOMM_REDUCER_TIMING=$timing (round $round)"
+        GRADCOMM_REDUCER_TIMING=$timing timeout 120 "$rbench" --set gpt2_medium "${one_gpu[@]}" | tail -1
+      done
     done
     # The per-bucket epilogue against one fused epilogue at finalize, alternating, on
     # the copying configurations that got slower between 55b4189 and ec15685 (docs/gpu.md).
@@ -262,8 +277,7 @@ if want reducer && [ -x "$rbench" ]; then
       for epilogue in bucket finalize; do
         for set in gpt2_medium resnet50; do
           echo "### gradcomm-reducer-bench $set, GRADCOMM_REDUCER_EPILOGUE=$epilogue (round $round)"
-          GRADCOMM_REDUCER_EPILOGUE=$epilogue timeout 120 "$rbench" --set $set --device gpu --ranks 1 --iters 20 |
-            tail -1
+          GRADCOMM_REDUCER_EPILOGUE=$epilogue timeout 120 "$rbench" --set $set "${one_gpu[@]}" | tail -1
         done
       done
     done
@@ -287,6 +301,15 @@ pbench=$build/bench/comm/gradcomm-powersgd-bench
 if want powersgd && [ -x "$pbench" ]; then
   { echo "### gradcomm-powersgd-bench (defaults)"; timeout 400 "$pbench" -J "$benchdir/powersgd.jsonl"; } >>"$out/perf.txt" 2>&1
   note "powersgd bench: exit $? ($(wc -l <"$benchdir/powersgd.jsonl" 2>/dev/null || echo 0) rows)"
+  merge_bench
+  # Where GPT-2 medium's PowerSGD step goes, bucket by bucket (its step doubled between
+  # ec15685 and 0edc4a0, when the matrices spread over the buckets): a trace of two
+  # steps, merged into bench.json as "powersgd_trace".
+  { echo "### gradcomm-powersgd-bench gpt2_medium, 1 rank, traced (TRACE lines)"
+    GRADCOMM_REDUCER_TIMING=1 GRADCOMM_TRACE_FILE="$benchdir/powersgd_trace.json" GRADCOMM_TRACE_START=3 \
+      GRADCOMM_TRACE_STEPS=2 GRADCOMM_DEBUG=TRACE GRADCOMM_DEBUG_SUBSYS=REDUCER \
+      timeout 120 "$pbench" --set gpt2_medium --ranks 1 --iters 5 2>&1 | grep -E "timing:|trace" | tail -4
+  } >>"$out/perf.txt" 2>&1
   merge_bench
 fi
 # Its two products against cuBLAS (per matrix, and grouped), on the same matrices.
@@ -316,6 +339,7 @@ if want nccltests && [ -x "$ncclt_dir/all_reduce_perf" ] && [ -x "$perf" ]; then
     done
   } >>"$out/perf.txt" 2>&1
   note "nccl-tests comparison: exit $?"
+  wrong_runs
 fi
 
 # --- peers (PyTorch, NCCL) -----------------------------------------------------------

@@ -70,6 +70,8 @@ void make_set(const std::string& name, int r, Set& s) {
     check_cuda(cudaMemcpy(mat.m, host.data(), n * m * sizeof(float), cudaMemcpyHostToDevice), "upload M");
     for (size_t i = 0; i < m * r; ++i) host[i] = normal(rng);
     check_cuda(cudaMemcpy(mat.q, host.data(), m * r * sizeof(float), cudaMemcpyHostToDevice), "upload Q");
+    // Pageable copies may return before they land; the bench's stream is non-blocking.
+    check_cuda(cudaDeviceSynchronize(), "upload");
     s.mats.push_back(mat);
   }
 }
@@ -187,6 +189,7 @@ void run_set(const std::string& name, int r, int iters, cublasHandle_t handle, c
     check_cuda(cudaMemcpy(da, pa.data(), n * sizeof(void*), cudaMemcpyHostToDevice), "pointers");
     check_cuda(cudaMemcpy(db, pb.data(), n * sizeof(void*), cudaMemcpyHostToDevice), "pointers");
     check_cuda(cudaMemcpy(dc, pc.data(), n * sizeof(void*), cudaMemcpyHostToDevice), "pointers");
+    check_cuda(cudaDeviceSynchronize(), "pointers");  // landed before the non-blocking stream reads them
     auto run_grouped = [&] {
       check_cublas(cublasSgemmGroupedBatched(handle, ta.data(), tb.data(), mm.data(), nn.data(), kk.data(),
                                              alpha.data(), da, lda.data(), db, ldb.data(), beta.data(), dc,

@@ -79,6 +79,8 @@ void* alloc_filled(size_t bytes, bool gpu) {
       check_cuda(cudaMemcpy(static_cast<char*>(p) + off, pattern.data(),
                             std::min(pattern.size() * 2, bytes - off), cudaMemcpyHostToDevice),
                  "cudaMemcpy");
+    // Pageable copies may return before they land; the bench's streams are non-blocking.
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   } else {
     p = std::malloc(std::max<size_t>(bytes, 1));
     for (size_t off = 0; off < bytes; off += pattern.size() * 2)

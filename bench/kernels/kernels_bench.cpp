@@ -1,7 +1,10 @@
 // Kernel benchmarks on model-shaped gradient sets (bench/common/grad_sets.hpp):
 // unscale+check, pack (f32 -> f16 bucket with 1/world), the fused unpack
 // epilogue (f16 bucket -> f32 += , x 1/(world*scale), found-inf), the global
-// norm, and the device's copy bandwidth on the same bytes as the baseline.
+// norm, the block-quantized wires' quantize (with error feedback and residual) and
+// dequantize (int8, fp8 e4m3), the unpack epilogue cut per 25 MiB bucket (one
+// launch each, as the reducer makes them: what a launch costs shows in its time),
+// and the device's copy bandwidth on the same bytes as the baseline.
 // GPU cases use CUDA-event timing (UseManualTime) and report GB/s and launches
 // per call; without a GPU they are skipped. Host-twin cases run everywhere.
 #include <benchmark/benchmark.h>
@@ -14,6 +17,9 @@
 #include "common/device.hpp"
 #include "common/grad_sets.hpp"
 #include "kernels/ops.hpp"
+#include "kernels/quant/fp8.hpp"
+#include "kernels/quant/int8.hpp"
+#include "kernels/quant/quant.hpp"
 
 namespace {
 
@@ -22,9 +28,22 @@ using namespace gradcomm::kernels;
 using namespace gradcomm::bench;
 
 const char* kSets[] = {"resnet50", "gpt2_medium", "tiny"};
-constexpr size_t kMaxTensorsPerLaunch = 900;  // kernels/cuda_kernels.cu
+constexpr size_t kMaxTensorsPerLaunch = 900;        // kernels/cuda_kernels.cu's kLargeBatch
+constexpr size_t kBucketBytes = 25u * 1024 * 1024;  // the reducer's default bucket cap
+constexpr size_t kQuantBlock = 256;                 // the quantized wires' default block
 
-enum class Op { kUnscale, kPack, kUnpack, kNorm, kCopy };
+enum class Op {
+  kUnscale,
+  kPack,
+  kUnpack,
+  kUnpackPerBucket,
+  kNorm,
+  kInt8Quantize,
+  kInt8Dequantize,
+  kFp8Quantize,
+  kFp8Dequantize,
+  kCopy
+};
 
 // Gradients (f32) in one allocation, each tensor 16-byte aligned, plus an f16
 // bucket and scalars, on the GPU or the host.
@@ -37,6 +56,14 @@ struct Workload {
   size_t workspace_bytes = 0;
   float* scalars = nullptr;  // [inv_scale, found_inf, device_scale, norm]
   size_t elements = 0;
+  std::vector<size_t> bucket_starts;   // first tensor of each 25 MiB bucket, then grads.size()
+  std::vector<size_t> bucket_offsets;  // each tensor's element offset in its bucket
+  // The quantized wire of the whole set as one bucket of one chunk: error
+  // feedback, residual (f32, `elements` each) and codes (lazily allocated).
+  kernels::quant::Layout quant_layout;
+  void* error = nullptr;
+  void* residual = nullptr;
+  void* codes = nullptr;
 
   Workload(const std::vector<size_t>& sizes, bool on_gpu) : gpu(on_gpu) {
     size_t padded = 0;
@@ -59,11 +86,38 @@ struct Workload {
     }
     workspace_bytes = norm_workspace_bytes(grads.data(), grads.size());
     workspace = alloc(workspace_bytes);
+    size_t in_bucket = 0;
+    for (size_t k = 0; k < grads.size(); ++k) {
+      if (k == 0 || (in_bucket > 0 && (in_bucket + grads[k].count) * 4 > kBucketBytes)) {
+        bucket_starts.push_back(k);
+        in_bucket = 0;
+      }
+      bucket_offsets.push_back(in_bucket);
+      in_bucket += grads[k].count;
+    }
+    bucket_starts.push_back(grads.size());
   }
   ~Workload() {
-    for (void* p : {grad_mem, bucket, workspace, static_cast<void*>(scalars)})
-      gpu ? (void)cudaFree(p) : free(p);
+    for (void* p : {grad_mem, bucket, workspace, static_cast<void*>(scalars), error, residual, codes})
+      if (p != nullptr) gpu ? (void)cudaFree(p) : free(p);
   }
+  // The quantized wire's buffers, made on the first quantized op (not every case needs them).
+  void prepare_quant() {
+    if (codes != nullptr) return;
+    quant_layout = kernels::quant::layout_for(elements, 1, kQuantBlock);
+    std::vector<float> e(elements);
+    std::mt19937 rng(2);
+    std::uniform_real_distribution<float> u(-1e-3f, 1e-3f);
+    for (float& v : e) v = u(rng);
+    error = alloc(elements * 4);
+    residual = alloc(elements * 4);
+    codes = alloc(quant_layout.total_bytes());
+    copy_in(error, e.data(), elements * 4);
+    kernels::quant::quantize(kernels::quant::int8_codec(), static_cast<const float*>(grad_mem), nullptr,
+                             quant_layout, codes, nullptr, target());
+  }
+  // The contiguous gradient memory as one f32 vector (the quantized wires pack first).
+  const float* flat() const { return static_cast<const float*>(grad_mem); }
   void* alloc(size_t bytes) {
     void* p = nullptr;
     if (gpu) {
@@ -93,6 +147,28 @@ struct Workload {
         unpack(bucket, gcommFloat16, nullptr, grads.data(), grads.size(), 0.125f, scalars + 2, true,
                scalars + 1, target());
         break;
+      case Op::kUnpackPerBucket:
+        for (size_t b = 0; b + 1 < bucket_starts.size(); ++b) {
+          const size_t first = bucket_starts[b], n = bucket_starts[b + 1] - first;
+          // Each bucket's f16 elements start at its first tensor's place in the
+          // whole bucket buffer; offsets are within the bucket.
+          size_t at = 0;
+          for (size_t k = 0; k < first; ++k) at += grads[k].count;
+          unpack(static_cast<const char*>(bucket) + at * 2, gcommFloat16, &bucket_offsets[first],
+                 &grads[first], n, 0.125f, scalars + 2, true, scalars + 1, target());
+        }
+        break;
+      case Op::kInt8Quantize:
+      case Op::kFp8Quantize:
+        prepare_quant();
+        kernels::quant::quantize(codec(op), flat(), static_cast<const float*>(error), quant_layout, codes,
+                                 static_cast<float*>(residual), target());
+        break;
+      case Op::kInt8Dequantize:
+      case Op::kFp8Dequantize:
+        prepare_quant();
+        kernels::quant::dequantize(codec(op), codes, quant_layout, static_cast<float*>(residual), target());
+        break;
       case Op::kNorm:
         l2_norm(grads.data(), grads.size(), scalars + 3, nullptr, workspace, workspace_bytes, target());
         break;
@@ -101,9 +177,21 @@ struct Workload {
         break;
     }
   }
+  static const kernels::quant::Codec& codec(Op op) {
+    return op == Op::kInt8Quantize || op == Op::kInt8Dequantize ? kernels::quant::int8_codec()
+                                                                : kernels::quant::fp8_e4m3_codec();
+  }
   // Bytes each op must move at least (read + write).
   size_t bytes(Op op) const {
     switch (op) {
+      case Op::kUnpackPerBucket:
+        return elements * 10;
+      case Op::kInt8Quantize:
+      case Op::kFp8Quantize:  // x and e read; codes (+ a scale per block) and residual written
+        return elements * 13 + elements / kQuantBlock * 4;
+      case Op::kInt8Dequantize:
+      case Op::kFp8Dequantize:  // codes and scales read, f32 written
+        return elements * 5 + elements / kQuantBlock * 4;
       case Op::kUnscale:
         return elements * 8;
       case Op::kPack:
@@ -129,8 +217,11 @@ void BM_Gpu(benchmark::State& state, Op op, const char* set) {
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
-  w.run(op);  // warm-up
-  cudaDeviceSynchronize();
+  w.run(op);  // warm-up (and the quantized ops' buffers)
+  if (cudaDeviceSynchronize() != cudaSuccess) {
+    state.SkipWithError("a CUDA call failed during the warm-up");
+    return;
+  }
   for (auto _ : state) {
     cudaEventRecord(start, nullptr);
     w.run(op);
@@ -143,10 +234,14 @@ void BM_Gpu(benchmark::State& state, Op op, const char* set) {
   state.counters["GB/s"] =
       benchmark::Counter(static_cast<double>(w.bytes(op)) * state.iterations(), benchmark::Counter::kIsRate);
   size_t nonempty = w.grads.size();
-  state.counters["launches"] =
-      op == Op::kCopy
-          ? 1
-          : (nonempty + kMaxTensorsPerLaunch - 1) / kMaxTensorsPerLaunch + (op == Op::kNorm ? 2 : 0);
+  if (op == Op::kUnpackPerBucket)
+    state.counters["launches"] = static_cast<double>(w.bucket_starts.size() - 1);
+  else if (op == Op::kCopy || op == Op::kInt8Quantize || op == Op::kInt8Dequantize ||
+           op == Op::kFp8Quantize || op == Op::kFp8Dequantize)
+    state.counters["launches"] = 1;
+  else
+    state.counters["launches"] =
+        (nonempty + kMaxTensorsPerLaunch - 1) / kMaxTensorsPerLaunch + (op == Op::kNorm ? 2 : 0);
   state.counters["tensors"] = static_cast<double>(w.grads.size());
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
@@ -165,7 +260,12 @@ const struct {
 } kOps[] = {{Op::kUnscale, "unscale"},
             {Op::kPack, "pack_f16"},
             {Op::kUnpack, "unpack_epilogue"},
+            {Op::kUnpackPerBucket, "unpack_per_bucket"},
             {Op::kNorm, "l2norm"},
+            {Op::kInt8Quantize, "int8_quantize"},
+            {Op::kInt8Dequantize, "int8_dequantize"},
+            {Op::kFp8Quantize, "fp8_quantize"},
+            {Op::kFp8Dequantize, "fp8_dequantize"},
             {Op::kCopy, "copy_baseline"}};
 
 int register_all() {

@@ -58,6 +58,7 @@ def test_amp_on_the_current_stream_skips_an_overflow_step():
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         for step in range(3):
+            opt.zero_grad()  # else step 1's Inf stays in the gradients and step 2 is skipped too
             with torch.autocast("cuda", dtype=torch.float16):
                 loss = model(torch.randn(8, 64, device="cuda")).float().square().mean()
             if step == 1:

@@ -148,37 +148,40 @@ TEST_F(KernelsGpu, TensorsInTheWrongMemoryAreRefusedByIndex) {
   cudaFree(slab);
 }
 
+// 64 and 65 tensors: either side of the short parameter block's capacity; 2000:
+// several launches of the long one.
 TEST_F(KernelsGpu, PackAndUnpackMatchHostTwinOnManyTensors) {
-  for (auto bucket_dtype : kDtypes) {
-    std::vector<TypedBuffer> hs;
-    for (int k = 0; k < 2000; ++k)
-      hs.push_back(random_buffer(rng, kDtypes[k % 3], 1 + (k * 37) % 5000, k % 3 == 0));
-    std::vector<std::unique_ptr<DeviceCopy>> gs;
-    std::vector<gcommTensor_t> ht, gt;
-    size_t total = 0;
-    for (auto& h : hs) {
-      gs.push_back(std::make_unique<DeviceCopy>(h));
-      ht.push_back(h.tensor());
-      gt.push_back(gs.back()->tensor());
-      total += h.count;
-    }
-    TypedBuffer hb = random_buffer(rng, bucket_dtype, total);
-    DeviceCopy gb(hb);
-    DeviceFloat gscale(0.5f);
-    float hscale = 0.5f;
-    pack(ht.data(), ht.size(), nullptr, hb.data(), bucket_dtype, 0.25f, &hscale, host);
-    pack(gt.data(), gt.size(), nullptr, gb.data(), bucket_dtype, 0.25f, gscale.p, gpu);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    expect_same_bytes(gb.fetch(), hb);
+  for (int tensors : {64, 65, 2000})
+    for (auto bucket_dtype : kDtypes) {
+      std::vector<TypedBuffer> hs;
+      for (int k = 0; k < tensors; ++k)
+        hs.push_back(random_buffer(rng, kDtypes[k % 3], 1 + (k * 37) % 5000, k % 3 == 0));
+      std::vector<std::unique_ptr<DeviceCopy>> gs;
+      std::vector<gcommTensor_t> ht, gt;
+      size_t total = 0;
+      for (auto& h : hs) {
+        gs.push_back(std::make_unique<DeviceCopy>(h));
+        ht.push_back(h.tensor());
+        gt.push_back(gs.back()->tensor());
+        total += h.count;
+      }
+      TypedBuffer hb = random_buffer(rng, bucket_dtype, total);
+      DeviceCopy gb(hb);
+      DeviceFloat gscale(0.5f);
+      float hscale = 0.5f;
+      pack(ht.data(), ht.size(), nullptr, hb.data(), bucket_dtype, 0.25f, &hscale, host);
+      pack(gt.data(), gt.size(), nullptr, gb.data(), bucket_dtype, 0.25f, gscale.p, gpu);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      expect_same_bytes(gb.fetch(), hb);
 
-    float hfound = 0;
-    DeviceFloat gfound(0.0f);
-    unpack(hb.data(), bucket_dtype, nullptr, ht.data(), ht.size(), 2.0f, &hscale, true, &hfound, host);
-    unpack(gb.data(), bucket_dtype, nullptr, gt.data(), gt.size(), 2.0f, gscale.p, true, gfound.p, gpu);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    for (size_t k = 0; k < hs.size(); ++k) expect_same_bytes(gs[k]->fetch(), hs[k]);
-    EXPECT_EQ(gfound.get(), hfound);
-  }
+      float hfound = 0;
+      DeviceFloat gfound(0.0f);
+      unpack(hb.data(), bucket_dtype, nullptr, ht.data(), ht.size(), 2.0f, &hscale, true, &hfound, host);
+      unpack(gb.data(), bucket_dtype, nullptr, gt.data(), gt.size(), 2.0f, gscale.p, true, gfound.p, gpu);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      for (size_t k = 0; k < hs.size(); ++k) expect_same_bytes(gs[k]->fetch(), hs[k]);
+      EXPECT_EQ(gfound.get(), hfound);
+    }
 }
 
 TEST_F(KernelsGpu, NormsMatchHostTwinAndAreDeterministic) {

@@ -46,6 +46,22 @@ TEST(StepTimingMath, CommunicationBeforeBackwardEndsIsOverlapped) {
   EXPECT_DOUBLE_EQ(reducer::timing_of(1, 10, 50, {comm_span(20, 10)}).comm_us, 0.0);
 }
 
+// Backward ends once: the mark that completes the gradients stamps it, and
+// finalize's later call (made for steps with missing gradients) keeps that stamp.
+// On the H100 the stamp taken at finalize counted the launches made at the last
+// mark as backward (overlap 1 where none was possible).
+TEST(StepTimingStamps, TheFirstBackwardDoneStampsTheEndOfBackward) {
+  reducer::StepTimeline timeline(gcommHostDevice(), /*enabled=*/true);
+  timeline.begin_step(1, nullptr);
+  timeline.backward_done(nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  timeline.backward_done(nullptr);  // finalize
+  timeline.end_step(nullptr);
+  ASSERT_EQ(timeline.measured_steps(), 1u);
+  EXPECT_LT(timeline.last().backward_us, 10000.0);
+  EXPECT_GE(timeline.last().step_us, 20000.0);
+}
+
 class ReducerTimeline : public ReducerRig {
  protected:
   static constexpr size_t kGrads = 6;

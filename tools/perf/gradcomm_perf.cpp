@@ -161,17 +161,25 @@ struct Buffers {
   }
 };
 
+// Host bytes into device memory, landed on return. A pageable cudaMemcpy may return
+// before its DMA lands, and the collectives run on a non-blocking stream, which is
+// not ordered after it: on the H100 (2026-11-27) out-of-place 512 KiB rows read the
+// previous round's data (#wrong in 5 of 13 runs; nccl-tests fills on its stream).
+bool upload(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream) == cudaSuccess &&
+         cudaStreamSynchronize(stream) == cudaSuccess;
+}
+
 // Host floats to the dtype's bits at dst (device or host) and back, through the
 // library's own conversion (gcommCast on the host: round to nearest even).
-bool fill(const Case& c, void* dst, int rank, size_t count, int round, bool gpu) {
+bool fill(const Case& c, void* dst, int rank, size_t count, int round, bool gpu, cudaStream_t stream) {
   std::vector<float> values(count);
   for (size_t i = 0; i < count; ++i) values[i] = value(rank, i, round);
   std::vector<unsigned char> typed(count * esize(c.dtype) + 1);
   if (gcommCast(values.data(), gcommFloat32, typed.data(), c.dtype, count, gcommHostDevice(), nullptr) !=
       gcommSuccess)
     return false;
-  if (gpu)
-    return cudaMemcpy(dst, typed.data(), count * esize(c.dtype), cudaMemcpyHostToDevice) == cudaSuccess;
+  if (gpu) return upload(dst, typed.data(), count * esize(c.dtype), stream);
   std::memcpy(dst, typed.data(), count * esize(c.dtype));
   return true;
 }
@@ -258,7 +266,11 @@ bool gather_floats(gcommComm_t c, const std::vector<float>& mine, int world, std
       return false;
     }
     recv = static_cast<float*>(send) + n;
-    cudaMemcpy(send, mine.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+    if (!upload(send, mine.data(), n * sizeof(float), nullptr)) {
+      cudaFree(send);
+      error = "cannot copy " + std::to_string(n * sizeof(float)) + " bytes to the GPU";
+      return false;
+    }
   }
   gcommStatus_t st = gcommAllGather(c, send, recv, n, gcommFloat32, nullptr);
   if (st == gcommSuccess) st = gcommCommSynchronize(c);
@@ -483,7 +495,7 @@ bool run_size(Setup& s, const Case& k, RankState& r, size_t size, nlohmann::json
     if (in_place && is(s, "all_gather")) send = recv + r.rank * count * es;
     if (in_place && is(s, "reduce_scatter")) recv = send + r.rank * count * es;
     const size_t send_count = is(s, "reduce_scatter") || is(s, "alltoall") ? count * s.nranks : count;
-    if (!fill(k, send, r.rank, send_count, 0, r.gpu))
+    if (!fill(k, send, r.rank, send_count, 0, r.gpu, r.stream))
       return fail_with(s, "cannot fill the send buffer"), false;
     for (int w = 0; w < s.o.warmup; ++w)
       PERF_CHECK(s, issue(s, k, r.comm, r.rank, send, recv, count, r.stream));
@@ -493,7 +505,7 @@ bool run_size(Setup& s, const Case& k, RankState& r, size_t size, nlohmann::json
     if (!barrier(s, r)) return false;
     // -c N: N rounds on fresh data, every one checked (the same calls on every rank).
     for (int round = 1; round <= s.o.check; ++round) {
-      if (!fill(k, send, r.rank, send_count, round, r.gpu))
+      if (!fill(k, send, r.rank, send_count, round, r.gpu, r.stream))
         return fail_with(s, "cannot fill the send buffer"), false;
       PERF_CHECK(s, issue(s, k, r.comm, r.rank, send, recv, count, r.stream));
       if (r.gpu) cudaStreamSynchronize(r.stream);
