@@ -286,11 +286,14 @@ void report(const Config& c, const Result& r, bool header) {
                 "host_us", "gather_us", "flat_us", "bucket_us", "overhead");
   double overhead = r.bucketed_us > 0 ? (r.step_us / r.bucketed_us - 1.0) * 100.0 : 0.0;
   double mib = r.stats.wire_bytes_per_step / 1048576.0;
-  std::printf("%-12s %-9s %5d %-4s %-4s %5d %-8s %9.1f %9.1f %11.1f %11.1f %11.1f %11.1f %11.1f %8.1f%%\n",
+  // "-": the transport does not count its bytes (NCCL); -1 printed as MiB read as -0.0.
+  char sent[16] = "-";
+  if (r.sent_grad_bytes_per_step >= 0)
+    std::snprintf(sent, sizeof sent, "%.1f", r.sent_grad_bytes_per_step / 1048576.0);
+  std::printf("%-12s %-9s %5d %-4s %-4s %5d %-8s %9.1f %9s %11.1f %11.1f %11.1f %11.1f %11.1f %8.1f%%\n",
               c.set.c_str(), c.transport.c_str(), c.ranks, c.gpu ? "gpu" : "host", wire_label(c),
-              c.view ? 1 : 0, c.sharded ? "sharded" : "allreduce", mib,
-              r.sent_grad_bytes_per_step / 1048576.0, r.step_us, r.host_us, r.gather_us, r.flat_us,
-              r.bucketed_us, overhead);
+              c.view ? 1 : 0, c.sharded ? "sharded" : "allreduce", mib, sent, r.step_us, r.host_us,
+              r.gather_us, r.flat_us, r.bucketed_us, overhead);
   std::fflush(stdout);
   if (c.json != nullptr) {
     std::fprintf(

@@ -5,7 +5,8 @@
 // dequantize (int8, fp8 e4m3), the unpack epilogue cut per 25 MiB bucket (one
 // launch each, as the reducer makes them: what a launch costs shows in its time),
 // and the device's copy bandwidth on the same bytes as the baseline.
-// GPU cases use CUDA-event timing (UseManualTime) and report GB/s and launches
+// GPU cases use CUDA-event timing (UseManualTime) and report bytes_per_second (the
+// least bytes the op must move, read + written) and launches
 // per call; without a GPU they are skipped. Host-twin cases run everywhere.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
@@ -231,8 +232,7 @@ void BM_Gpu(benchmark::State& state, Op op, const char* set) {
     cudaEventElapsedTime(&ms, start, stop);
     state.SetIterationTime(ms / 1e3);
   }
-  state.counters["GB/s"] =
-      benchmark::Counter(static_cast<double>(w.bytes(op)) * state.iterations(), benchmark::Counter::kIsRate);
+  state.SetBytesProcessed(static_cast<int64_t>(w.bytes(op)) * state.iterations());
   size_t nonempty = w.grads.size();
   if (op == Op::kUnpackPerBucket)
     state.counters["launches"] = static_cast<double>(w.bucket_starts.size() - 1);
@@ -250,8 +250,7 @@ void BM_Gpu(benchmark::State& state, Op op, const char* set) {
 void BM_Host(benchmark::State& state, Op op, const char* set) {
   Workload w(grad_set(set), false);
   for (auto _ : state) w.run(op);
-  state.counters["GB/s"] =
-      benchmark::Counter(static_cast<double>(w.bytes(op)) * state.iterations(), benchmark::Counter::kIsRate);
+  state.SetBytesProcessed(static_cast<int64_t>(w.bytes(op)) * state.iterations());
 }
 
 const struct {
