@@ -77,9 +77,10 @@ class FlightRecorder {
   // and receives when `p2p`: the two are numbered apart).
   void completed(uint64_t seq, bool p2p) noexcept;
   // The same for a call whose slot is known (the watchdog's ungrouped calls): no
-  // search. The search walks back from the newest entry; retiring thousands of calls
-  // every 20 ms that way, the watchdog never paused (on an H100 a tight loop of NCCL
-  // calls took 18 us each with the recorder on, 8 us with it off).
+  // search. The search walks back from the newest entry, up to the whole ring, under
+  // the lock every call takes, once per retired call. On an H100 a tight loop of
+  // out-of-place NCCL calls took 18 us each with the recorder on and 8 us with it
+  // off; the search is the suspected cause, not a measured one.
   void completed_at(size_t slot, uint64_t seq, bool p2p) noexcept;
   // A grouped call whose launch failed at the group's end (searched likewise).
   void failed(uint64_t seq, bool p2p) noexcept;

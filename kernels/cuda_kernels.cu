@@ -33,9 +33,10 @@ constexpr int kVec = 8;
 // Every launch copies its whole parameter block, so the block's size is host time
 // spent per launch. On the H100 (bench/results/2026-11-27-h100-0edc4a0) GPT-2
 // medium's 54 per-bucket unpack launches, each with the 32 KiB block, cost 745 us
-// more host time than one fused launch (14 us each, where a launch of a short block
-// takes a few): the copying step's regression since 55b4189. A bucket's list (up to
-// kSmallBatch tensors) now travels in a 2 KiB block; longer lists in kLargeBatch ones.
+// more host time than one fused launch (14 us each, where a launch usually takes a
+// few): the likely cause of the copying step's regression since 55b4189 (inferred,
+// not yet measured with the fix). A list of up to kSmallBatch tensors (most
+// buckets') travels in a 2 KiB block; longer lists in kLargeBatch ones.
 constexpr int kSmallBatch = 64;
 constexpr int kLargeBatch = 900;
 constexpr unsigned kMaxBlocks = 65535;

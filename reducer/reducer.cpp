@@ -321,6 +321,7 @@ void Reducer::begin_step(bool sync) {
          "a step is already in progress: call gcommReducerFinalize before beginning another");
   std::fill(marked_.begin(), marked_.end(), 0);
   marked_count_ = 0;
+  marks_on_one_stream_ = true;
   next_bucket_ = 0;
   for (size_t b = 0; b < plan_.buckets.size(); ++b) {
     remaining_[b] = plan_.buckets[b].entries.size();
@@ -359,6 +360,8 @@ void Reducer::mark_ready(size_t index, gcommStream_t stream, std::optional<const
          "(gcommReducerSetGradData) or keep the gradients in place");
   if (marked_[index]) fail(gcommInvalidState, "gradient ", index, " was already marked ready in this step");
   marked_[index] = 1;
+  if (marked_count_ > 0 && stream != first_mark_stream_) marks_on_one_stream_ = false;
+  if (marked_count_ == 0) first_mark_stream_ = stream;
   ++marked_count_;
   if (phase_ == Phase::kAccumulating) return;
   timeline_.marked();
@@ -367,7 +370,9 @@ void Reducer::mark_ready(size_t index, gcommStream_t stream, std::optional<const
   auto& streams = bucket_streams_[b];
   if (std::find(streams.begin(), streams.end(), stream) == streams.end()) streams.push_back(stream);
   if (--remaining_[b] == 0) timeline_.instant("ready", static_cast<int>(b));
-  if (marked_count_ == grads_.size()) timeline_.backward_done(stream);  // before this mark's launches
+  // Backward ends here, before this mark's launches, where this stream holds every
+  // gradient; marks on several streams leave it to finalize's stream.
+  if (marked_count_ == grads_.size() && marks_on_one_stream_) timeline_.backward_done(stream);
   or_fail([&] { launch_ready_buckets(); });
 }
 

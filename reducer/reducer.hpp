@@ -170,7 +170,9 @@ class Reducer {
   std::vector<std::vector<gcommStream_t>> bucket_streams_;
   size_t next_bucket_ = 0;
   size_t marked_count_ = 0;
-  std::vector<size_t> ready_order_;  // first synced step only (for the rebuild)
+  gcommStream_t first_mark_stream_ = nullptr;  // this step's; with marks_on_one_stream_
+  bool marks_on_one_stream_ = true;            // for the end-of-backward stamp (StepTimeline)
+  std::vector<size_t> ready_order_;            // first synced step only (for the rebuild)
   bool rebuild_pending_;
   // Makes the strategy (make: a compression table factory bound to its config),
   // lays it out (rebuilding the plan when it takes gradients out of the wire) and

@@ -89,11 +89,11 @@ class StepTimeline {
   void instant(const char* name, int bucket) noexcept;  // host clock, caller's track
   size_t open(const char* name, SpanKind kind, Track track, int bucket, gcommStream_t stream) noexcept;
   void close(size_t span, gcommStream_t stream) noexcept;
-  // Backward has ended: called at the mark that completes the gradients and again
-  // at finalize (missing gradients); the first call stamps. Host: the last mark's
-  // time. GPU: here on `stream`, the caller's, which then holds every gradient; a
-  // stamp at finalize would also count the host time of the launches made at the
-  // last mark (a local transport's rendezvous) as backward (seen on the H100).
+  // Backward has ended: called at the mark that completes the gradients (when every
+  // mark of the step was on that stream, which then holds them all) and again at
+  // finalize; the first call stamps. Host: the last mark's time. GPU: here on
+  // `stream`; a stamp at finalize would also count the host time of the launches
+  // made at the last mark (a local transport's rendezvous) as backward (seen on the H100).
   void backward_done(gcommStream_t stream) noexcept;
   // Finalize's work is enqueued on `stream`; host steps are measured at once.
   void end_step(gcommStream_t stream);

@@ -213,10 +213,13 @@ done
 
 # --- gradcomm-perf -------------------------------------------------------------------
 # gradcomm-perf's runs so far in perf.txt that found wrong values, into the summary.
+# (nccl-tests prints the same line: a run is gradcomm-perf's after its version line.)
 wrong_runs() {
-  local failed
-  failed=$(grep -c 'Out of bounds values.*FAILED' "$out/perf.txt" 2>/dev/null)
-  note "perf: ${failed:-0} of $(grep -c 'Out of bounds values' "$out/perf.txt" 2>/dev/null) gradcomm-perf runs found wrong values"
+  local counts
+  counts=$(awk '/^# gradcomm-perf version/ {g = 1} /^# nccl-tests version/ {g = 0}
+                g && /Out of bounds values/ {runs++; if (/FAILED/) bad++}
+                END {print bad + 0, runs + 0}' "$out/perf.txt" 2>/dev/null || echo "0 0")
+  note "perf: ${counts% *} of ${counts#* } gradcomm-perf runs found wrong values"
 }
 perf=$build/tools/perf/gradcomm-perf
 if want perf && [ -x "$perf" ]; then

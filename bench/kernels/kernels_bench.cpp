@@ -2,8 +2,10 @@
 // unscale+check, pack (f32 -> f16 bucket with 1/world), the fused unpack
 // epilogue (f16 bucket -> f32 += , x 1/(world*scale), found-inf), the global
 // norm, the block-quantized wires' quantize (with error feedback and residual) and
-// dequantize (int8, fp8 e4m3), the unpack epilogue cut per 25 MiB bucket (one
-// launch each, as the reducer makes them: what a launch costs shows in its time),
+// dequantize (int8, fp8 e4m3), the unpack epilogue cut in 25 MiB slices of the
+// gradients in registration order (one call each, as the reducer makes one per
+// bucket; its plan differs in detail: reverse order, a smaller first bucket,
+// aligned entries), so that what a launch costs shows in the time,
 // and the device's copy bandwidth on the same bytes as the baseline.
 // GPU cases use CUDA-event timing (UseManualTime) and report bytes_per_second (the
 // least bytes the op must move, read + written) and launches
@@ -30,6 +32,7 @@ using namespace gradcomm::bench;
 
 const char* kSets[] = {"resnet50", "gpt2_medium", "tiny"};
 constexpr size_t kMaxTensorsPerLaunch = 900;        // kernels/cuda_kernels.cu's kLargeBatch
+constexpr size_t kSmallBatch = 64;                  // and its kSmallBatch
 constexpr size_t kBucketBytes = 25u * 1024 * 1024;  // the reducer's default bucket cap
 constexpr size_t kQuantBlock = 256;                 // the quantized wires' default block
 
@@ -102,9 +105,10 @@ struct Workload {
     for (void* p : {grad_mem, bucket, workspace, static_cast<void*>(scalars), error, residual, codes})
       if (p != nullptr) gpu ? (void)cudaFree(p) : free(p);
   }
-  // The quantized wire's buffers, made on the first quantized op (not every case needs them).
-  void prepare_quant() {
-    if (codes != nullptr) return;
+  // The quantized wire's buffers and `op`'s codes of the gradients, made before the
+  // timed loop of a quantized op (the other cases do not need them).
+  bool prepare_quant(Op op) {
+    if (codes != nullptr) return true;
     quant_layout = kernels::quant::layout_for(elements, 1, kQuantBlock);
     std::vector<float> e(elements);
     std::mt19937 rng(2);
@@ -113,9 +117,15 @@ struct Workload {
     error = alloc(elements * 4);
     residual = alloc(elements * 4);
     codes = alloc(quant_layout.total_bytes());
+    if (error == nullptr || residual == nullptr || codes == nullptr) return false;
     copy_in(error, e.data(), elements * 4);
-    kernels::quant::quantize(kernels::quant::int8_codec(), static_cast<const float*>(grad_mem), nullptr,
-                             quant_layout, codes, nullptr, target());
+    kernels::quant::quantize(codec(op), static_cast<const float*>(grad_mem), nullptr, quant_layout, codes,
+                             nullptr, target());
+    return true;
+  }
+  static bool quantized(Op op) {
+    return op == Op::kInt8Quantize || op == Op::kInt8Dequantize || op == Op::kFp8Quantize ||
+           op == Op::kFp8Dequantize;
   }
   // The contiguous gradient memory as one f32 vector (the quantized wires pack first).
   const float* flat() const { return static_cast<const float*>(grad_mem); }
@@ -161,13 +171,11 @@ struct Workload {
         break;
       case Op::kInt8Quantize:
       case Op::kFp8Quantize:
-        prepare_quant();
         kernels::quant::quantize(codec(op), flat(), static_cast<const float*>(error), quant_layout, codes,
                                  static_cast<float*>(residual), target());
         break;
       case Op::kInt8Dequantize:
       case Op::kFp8Dequantize:
-        prepare_quant();
         kernels::quant::dequantize(codec(op), codes, quant_layout, static_cast<float*>(residual), target());
         break;
       case Op::kNorm:
@@ -208,6 +216,25 @@ struct Workload {
   }
 };
 
+// Launches of one call of `op`: a tensor list goes out in batches of up to 900
+// tensors, or 64 where the whole list is that short (kernels/cuda_kernels.cu).
+double launches(const Workload& w, Op op) {
+  auto of_list = [](size_t n) {
+    return n <= kSmallBatch ? 1 : (n + kMaxTensorsPerLaunch - 1) / kMaxTensorsPerLaunch;
+  };
+  if (op == Op::kCopy || Workload::quantized(op)) return 1;
+  if (op == Op::kUnpackPerBucket) {
+    size_t total = 0;
+    for (size_t b = 0; b + 1 < w.bucket_starts.size(); ++b)
+      total += of_list(w.bucket_starts[b + 1] - w.bucket_starts[b]);
+    return static_cast<double>(total);
+  }
+  const size_t per_list =
+      (w.grads.size() + kMaxTensorsPerLaunch - 1) / kMaxTensorsPerLaunch;  // l2_norm: always 900
+  return static_cast<double>((op == Op::kNorm ? per_list : of_list(w.grads.size())) +
+                             (op == Op::kNorm ? 2 : 0));
+}
+
 void BM_Gpu(benchmark::State& state, Op op, const char* set) {
   if (!gpu_available()) {
     state.SkipWithError("no usable GPU");
@@ -215,14 +242,18 @@ void BM_Gpu(benchmark::State& state, Op op, const char* set) {
   }
   cudaSetDevice(0);
   Workload w(grad_set(set), true);
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  w.run(op);  // warm-up (and the quantized ops' buffers)
+  if (Workload::quantized(op) && !w.prepare_quant(op)) {
+    state.SkipWithError("cannot allocate the quantized wire's buffers on the GPU");
+    return;
+  }
+  w.run(op);  // warm-up
   if (cudaDeviceSynchronize() != cudaSuccess) {
     state.SkipWithError("a CUDA call failed during the warm-up");
     return;
   }
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
   for (auto _ : state) {
     cudaEventRecord(start, nullptr);
     w.run(op);
@@ -233,15 +264,7 @@ void BM_Gpu(benchmark::State& state, Op op, const char* set) {
     state.SetIterationTime(ms / 1e3);
   }
   state.SetBytesProcessed(static_cast<int64_t>(w.bytes(op)) * state.iterations());
-  size_t nonempty = w.grads.size();
-  if (op == Op::kUnpackPerBucket)
-    state.counters["launches"] = static_cast<double>(w.bucket_starts.size() - 1);
-  else if (op == Op::kCopy || op == Op::kInt8Quantize || op == Op::kInt8Dequantize ||
-           op == Op::kFp8Quantize || op == Op::kFp8Dequantize)
-    state.counters["launches"] = 1;
-  else
-    state.counters["launches"] =
-        (nonempty + kMaxTensorsPerLaunch - 1) / kMaxTensorsPerLaunch + (op == Op::kNorm ? 2 : 0);
+  state.counters["launches"] = launches(w, op);
   state.counters["tensors"] = static_cast<double>(w.grads.size());
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
@@ -249,6 +272,11 @@ void BM_Gpu(benchmark::State& state, Op op, const char* set) {
 
 void BM_Host(benchmark::State& state, Op op, const char* set) {
   Workload w(grad_set(set), false);
+  if (Workload::quantized(op) && !w.prepare_quant(op)) {
+    state.SkipWithError("cannot allocate the quantized wire's buffers");
+    return;
+  }
+  w.run(op);  // warm-up: first touches of the buffers are not timed
   for (auto _ : state) w.run(op);
   state.SetBytesProcessed(static_cast<int64_t>(w.bytes(op)) * state.iterations());
 }

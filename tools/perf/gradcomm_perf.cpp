@@ -276,7 +276,11 @@ bool gather_floats(gcommComm_t c, const std::vector<float>& mine, int world, std
   if (st == gcommSuccess) st = gcommCommSynchronize(c);
   if (st != gcommSuccess) error = gcommGetLastError();
   if (gpu) {
-    cudaMemcpy(out.data(), recv, total * sizeof(float), cudaMemcpyDeviceToHost);
+    if (st == gcommSuccess &&
+        cudaMemcpy(out.data(), recv, total * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) {
+      st = gcommCudaError;
+      error = "cannot copy the gathered values back from the GPU";
+    }
     cudaFree(send);
   }
   return st == gcommSuccess;
