@@ -360,8 +360,10 @@ void Reducer::mark_ready(size_t index, gcommStream_t stream, std::optional<const
          "(gcommReducerSetGradData) or keep the gradients in place");
   if (marked_[index]) fail(gcommInvalidState, "gradient ", index, " was already marked ready in this step");
   marked_[index] = 1;
-  if (marked_count_ > 0 && stream != first_mark_stream_) marks_on_one_stream_ = false;
-  if (marked_count_ == 0) first_mark_stream_ = stream;
+  if (marked_count_ == 0)
+    first_mark_stream_ = stream;
+  else if (stream != first_mark_stream_)
+    marks_on_one_stream_ = false;
   ++marked_count_;
   if (phase_ == Phase::kAccumulating) return;
   timeline_.marked();

@@ -77,7 +77,6 @@ void StepTimeline::begin_step(uint64_t step, gcommStream_t side) {
   r.events_used = 0;
   r.last_mark_us = -1;
   r.backward = r.end = Stamp{};
-  r.backward_stamped = false;
   current_ = &r;
   r.begin = stamp(r, side);
 }
@@ -156,9 +155,8 @@ void StepTimeline::close(size_t span, gcommStream_t stream) noexcept {
 
 void StepTimeline::backward_done(gcommStream_t stream) noexcept {
   std::lock_guard<std::mutex> lock(stamps_);
-  if (current_ == nullptr || current_->backward_stamped) return;
+  if (current_ == nullptr || current_->backward.host_us >= 0) return;  // the first call stamps
   Record& r = *current_;
-  r.backward_stamped = true;
   if (cuda_) {
     r.backward = stamp(r, stream);
   } else {

@@ -131,8 +131,7 @@ class StepTimeline {
     enum class State { kFree, kOpen, kPending } state = State::kFree;
     bool broken = false;  // a CUDA call failed while stamping: not measured
     uint64_t step = 0;
-    Stamp begin, backward, end;
-    bool backward_stamped = false;
+    Stamp begin, backward, end;  // backward.host_us < 0: not stamped yet
     double last_mark_us = -1;
     std::vector<RawSpan> spans;
     std::vector<void*> events;  // cudaEvent_t, made on first use and kept

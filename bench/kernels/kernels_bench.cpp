@@ -60,8 +60,9 @@ struct Workload {
   size_t workspace_bytes = 0;
   float* scalars = nullptr;  // [inv_scale, found_inf, device_scale, norm]
   size_t elements = 0;
-  std::vector<size_t> bucket_starts;   // first tensor of each 25 MiB bucket, then grads.size()
-  std::vector<size_t> bucket_offsets;  // each tensor's element offset in its bucket
+  std::vector<size_t> bucket_starts;    // first tensor of each 25 MiB bucket, then grads.size()
+  std::vector<size_t> bucket_elements;  // each bucket's first element in the whole bucket buffer
+  std::vector<size_t> bucket_offsets;   // each tensor's element offset in its bucket
   // The quantized wire of the whole set as one bucket of one chunk: error
   // feedback, residual (f32, `elements` each) and codes (lazily allocated).
   kernels::quant::Layout quant_layout;
@@ -90,14 +91,16 @@ struct Workload {
     }
     workspace_bytes = norm_workspace_bytes(grads.data(), grads.size());
     workspace = alloc(workspace_bytes);
-    size_t in_bucket = 0;
+    size_t in_bucket = 0, before = 0;
     for (size_t k = 0; k < grads.size(); ++k) {
       if (k == 0 || (in_bucket > 0 && (in_bucket + grads[k].count) * 4 > kBucketBytes)) {
         bucket_starts.push_back(k);
+        bucket_elements.push_back(before);
         in_bucket = 0;
       }
       bucket_offsets.push_back(in_bucket);
       in_bucket += grads[k].count;
+      before += grads[k].count;
     }
     bucket_starts.push_back(grads.size());
   }
@@ -127,8 +130,6 @@ struct Workload {
     return op == Op::kInt8Quantize || op == Op::kInt8Dequantize || op == Op::kFp8Quantize ||
            op == Op::kFp8Dequantize;
   }
-  // The contiguous gradient memory as one f32 vector (the quantized wires pack first).
-  const float* flat() const { return static_cast<const float*>(grad_mem); }
   void* alloc(size_t bytes) {
     void* p = nullptr;
     if (gpu) {
@@ -161,17 +162,16 @@ struct Workload {
       case Op::kUnpackPerBucket:
         for (size_t b = 0; b + 1 < bucket_starts.size(); ++b) {
           const size_t first = bucket_starts[b], n = bucket_starts[b + 1] - first;
-          // Each bucket's f16 elements start at its first tensor's place in the
-          // whole bucket buffer; offsets are within the bucket.
-          size_t at = 0;
-          for (size_t k = 0; k < first; ++k) at += grads[k].count;
-          unpack(static_cast<const char*>(bucket) + at * 2, gcommFloat16, &bucket_offsets[first],
-                 &grads[first], n, 0.125f, scalars + 2, true, scalars + 1, target());
+          // Offsets are within the bucket, whose f16 elements start at bucket_elements[b].
+          unpack(static_cast<const char*>(bucket) + bucket_elements[b] * 2, gcommFloat16,
+                 &bucket_offsets[first], &grads[first], n, 0.125f, scalars + 2, true, scalars + 1, target());
         }
         break;
       case Op::kInt8Quantize:
       case Op::kFp8Quantize:
-        kernels::quant::quantize(codec(op), flat(), static_cast<const float*>(error), quant_layout, codes,
+        // The contiguous gradient memory as one f32 vector (the quantized wires pack first).
+        kernels::quant::quantize(codec(op), static_cast<const float*>(grad_mem),
+                                 static_cast<const float*>(error), quant_layout, codes,
                                  static_cast<float*>(residual), target());
         break;
       case Op::kInt8Dequantize:
