@@ -305,6 +305,17 @@ if want powersgd && [ -x "$pbench" ]; then
   { echo "### gradcomm-powersgd-bench (defaults)"; timeout 400 "$pbench" -J "$benchdir/powersgd.jsonl"; } >>"$out/perf.txt" 2>&1
   note "powersgd bench: exit $? ($(wc -l <"$benchdir/powersgd.jsonl" 2>/dev/null || echo 0) rows)"
   merge_bench
+  # The per-bucket plan against every compressed matrix in one bucket (ec15685's
+  # layout), alternating: how much of GPT-2 medium's step the bucket split costs.
+  for round in 1 2; do
+    for cap in 25 4096; do
+      { echo "### gradcomm-powersgd-bench gpt2_medium, 1 rank, --bucket-cap-mib $cap (round $round)"
+        timeout 120 "$pbench" --set gpt2_medium --ranks 1 --bucket-cap-mib $cap -J "$benchdir/powersgd_cap_$cap.$round.jsonl"
+      } >>"$out/perf.txt" 2>&1
+    done
+  done
+  note "powersgd bucket cap A/B: exit $?"
+  merge_bench
   # Where GPT-2 medium's PowerSGD step goes, bucket by bucket (its step doubled between
   # ec15685 and 0edc4a0, when the matrices spread over the buckets): a trace of two
   # steps, merged into bench.json as "powersgd_trace".

@@ -8,6 +8,8 @@
 //
 //   gradcomm-powersgd-bench                      ranks 1, 2, 4, 8 (host: 1, 2) for both sets, r = 4
 //   gradcomm-powersgd-bench --set resnet50 --ranks 2 --rank 8 --device host
+//   gradcomm-powersgd-bench --set gpt2_medium --ranks 1 --bucket-cap-mib 4096
+//       every compressed matrix in one bucket (the default cap, 25 MiB, spreads them)
 //   gradcomm-powersgd-bench --set resnet50 --error-steps 10 [--no-error-feedback]
 //       the relative error of each of the first 10 compressed steps on the same
 //       gradients (warm start: Q converges to the gradients' top subspace, so the
@@ -58,6 +60,7 @@ struct Config {
   bool error_feedback = true;
   bool seed_given = false;  // --seed S: the initial Q's seed, else the config's default
   uint64_t seed = 0;
+  size_t bucket_cap_mib = 0;  // --bucket-cap-mib: 0 = the reducer's default
   FILE* json = nullptr;
 };
 
@@ -151,6 +154,7 @@ void run_rank(const Config& c, int rank, gcommComm_t comm, Barrier& barrier, Res
   };
   gcommReducerConfig_t rc = GCOMM_REDUCER_CONFIG_INITIALIZER;
   rc.rebuild_buckets = 0;
+  if (c.bucket_cap_mib > 0) rc.bucket_cap_bytes = c.bucket_cap_mib << 20;
   gcommPowerSgdConfig_t pc = GCOMM_POWERSGD_CONFIG_INITIALIZER;
   pc.rank = c.rank;
   pc.start_iter = 0;
@@ -263,10 +267,11 @@ void report(const Config& c, const Result& r, bool header) {
         "\"plain_step_us\": %.2f, \"powersgd_step_us\": %.2f, \"compressed_matrices\": %zu, "
         "\"uncompressed_tensors\": %zu, \"wire_bytes\": %zu, \"f32_allreduce_bytes\": %zu, "
         "\"pq_bytes\": %zu, \"compressed_f32_bytes\": %zu, \"compression_ratio\": %.3f, "
-        "\"relative_error\": %.6f, \"iters\": %d}\n",
+        "\"relative_error\": %.6f, \"iters\": %d, \"bucket_cap_mib\": %zu}\n",
         c.set.c_str(), c.ranks, c.rank, c.gpu ? "gpu" : "host", r.plain_us, r.psgd_us,
         r.stats.compressed_matrices, r.stats.uncompressed_tensors, r.wire_bytes, r.f32_bytes,
-        r.stats.bytes_last_step, r.stats.uncompressed_bytes_equivalent, ratio, r.rel_error, c.iters);
+        r.stats.bytes_last_step, r.stats.uncompressed_bytes_equivalent, ratio, r.rel_error, c.iters,
+        c.bucket_cap_mib);
     std::fflush(c.json);
   }
 }
@@ -297,6 +302,10 @@ int main(int argc, char** argv) {
   app.add_option("--compressor", base.compressor,
                  "with --error-steps: powersgd, f16, or a compression's text form (int8, fp8:format=e5m2)")
       ->capture_default_str();
+  app.add_option("--bucket-cap-mib", base.bucket_cap_mib,
+                 "the reducer's bucket cap in MiB (default: the reducer's, 25); a cap above the set's size "
+                 "puts every compressed matrix in one bucket")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.add_flag("!--no-error-feedback", base.error_feedback, "with --error-steps: no error feedback");
   CLI::Option* seed_option =
       app.add_option("--seed", base.seed, "the initial Q's seed (default: the config's)");

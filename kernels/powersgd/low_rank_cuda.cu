@@ -70,6 +70,8 @@ __global__ void add_error_kernel(const __grid_constant__ Batch b) {
     a.m[i] += a.e[i];
 }
 
+constexpr int kMqLoads = 8;
+
 // p = m q: one warp per row; the lanes stride over the row, each keeping r sums.
 // ADD_ERROR: m += e first, element by element as it is read (every element is
 // read by exactly one thread, once), so error feedback costs no pass of its own.
@@ -85,16 +87,27 @@ __global__ void __launch_bounds__(kThreads) mq_kernel(const __grid_constant__ Ba
     for (int c = 0; c < R; ++c) acc[c] = 0.0f;
     float* row = a.m + static_cast<size_t>(i) * a.cols;
     const float* error_row = add_error ? a.e + static_cast<size_t>(i) * a.cols : nullptr;
-    for (unsigned j = lane; j < a.cols; j += 32) {
-      float v = row[j];
-      if (add_error) {
-        v += error_row[j];
-        row[j] = v;
-      }
-      const float* q = a.q + static_cast<size_t>(j) * r;
+    // kMqLoads loads of the row in flight per lane before any is used: with one
+    // matrix in a launch (a bucket's few) there are too few warps to hide the
+    // memory latency one load at a time. The sums keep the column order.
+    for (unsigned j0 = lane; j0 < a.cols; j0 += 32 * kMqLoads) {
+      float v[kMqLoads];
 #pragma unroll
-      for (int c = 0; c < R; ++c)
-        if (c < r) acc[c] += v * q[c];
+      for (int u = 0; u < kMqLoads; ++u) {
+        const unsigned j = j0 + 32 * u;
+        v[u] = j < a.cols ? row[j] : 0.0f;
+        if (add_error && j < a.cols) v[u] += error_row[j];
+      }
+#pragma unroll
+      for (int u = 0; u < kMqLoads; ++u) {
+        const unsigned j = j0 + 32 * u;
+        if (j >= a.cols) break;
+        if (add_error) row[j] = v[u];
+        const float* q = a.q + static_cast<size_t>(j) * r;
+#pragma unroll
+        for (int c = 0; c < R; ++c)
+          if (c < r) acc[c] += v[u] * q[c];
+      }
     }
 #pragma unroll
     for (int c = 0; c < R; ++c) {
@@ -108,18 +121,19 @@ __global__ void __launch_bounds__(kThreads) mq_kernel(const __grid_constant__ Ba
 
 // q = m^T p. A block covers 32 columns with kMtpGroups groups of 32 threads: lane
 // = the column (a warp reads 128 contiguous bytes of a row), group g = rows g,
-// g + kMtpGroups, ... of each 32-row tile of p staged in shared memory. The groups'
+// g + kMtpGroups, ... of each kMtpTile-row tile of p staged in shared memory. The groups'
 // sums are added in group order at the end: deterministic. Splitting the rows
 // keeps tall matrices busy (the 50257 x 1024 embedding: 32 blocks, not the 4 that
 // one thread per column of a 256-column block gave, each walking every row).
 constexpr int kMtpGroups = kThreads / 32;
+constexpr int kMtpTile = 64;  // rows of p staged at a time: 8 loads in flight per thread
 
 template <int R>
 __global__ void __launch_bounds__(kThreads)
     mtp_kernel(const __grid_constant__ Batch b, int r, const float* skip) {
   if (skip != nullptr && *skip > 0.0f) return;  // a non-finite step keeps the warm-start q
   const MatArg& a = b.a[blockIdx.y];
-  __shared__ float tile[32 * kMaxRank];
+  __shared__ float tile[kMtpTile * kMaxRank];
   __shared__ float sums[kMtpGroups][R][32];  // lane last: no bank conflicts
   const unsigned lane = threadIdx.x % 32, group = threadIdx.x / 32;
   for (unsigned j0 = blockIdx.x * 32; j0 < a.cols; j0 += gridDim.x * 32) {
@@ -127,19 +141,31 @@ __global__ void __launch_bounds__(kThreads)
     float acc[R];
 #pragma unroll
     for (int c = 0; c < R; ++c) acc[c] = 0.0f;
-    for (unsigned i0 = 0; i0 < a.rows; i0 += 32) {
-      const unsigned rows = min(32u, a.rows - i0);
+    for (unsigned i0 = 0; i0 < a.rows; i0 += kMtpTile) {
+      const unsigned rows = min(static_cast<unsigned>(kMtpTile), a.rows - i0);
       __syncthreads();
       for (unsigned t = threadIdx.x; t < rows * r; t += blockDim.x)
         tile[t] = a.p[static_cast<size_t>(i0) * r + t];
       __syncthreads();
-      if (j < a.cols)
-        for (unsigned ii = group; ii < rows; ii += kMtpGroups) {
-          float v = a.m[static_cast<size_t>(i0 + ii) * a.cols + j];
+      if (j < a.cols) {
+        // A group's rows of the tile loaded before any is used (latency, as in
+        // mq_kernel); each group still adds its rows in increasing order.
+        constexpr int kLoads = kMtpTile / kMtpGroups;
+        float v[kLoads];
+#pragma unroll
+        for (int u = 0; u < kLoads; ++u) {
+          const unsigned ii = group + u * kMtpGroups;
+          v[u] = ii < rows ? a.m[static_cast<size_t>(i0 + ii) * a.cols + j] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < kLoads; ++u) {
+          const unsigned ii = group + u * kMtpGroups;
+          if (ii >= rows) break;
 #pragma unroll
           for (int c = 0; c < R; ++c)
-            if (c < r) acc[c] += v * tile[ii * r + c];
+            if (c < r) acc[c] += v[u] * tile[ii * r + c];
         }
+      }
     }
 #pragma unroll
     for (int c = 0; c < R; ++c) sums[group][c][lane] = acc[c];
