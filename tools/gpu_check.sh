@@ -24,6 +24,8 @@
 #      Benchmark programs' names), BENCH_ARGS (extra flags for them, e.g.
 #      --benchmark_filter=gpu/), GPU_CHECK_PEERS (a regex on the peer scripts' names; default the GPU peers),
 #      GPU_CHECK_SANITIZE (a regex on the test programs compute-sanitizer runs),
+#      GPU_CHECK_TESTS (with a prebuilt carry: a regex on the test programs the tests stage runs),
+#      GPU_CHECK_POWERSGD_ROUNDS (rounds of the powersgd stage's bucket-cap A/B, default 2),
 #      GPU_CHECK_SANITIZER_TOOLS (default "memcheck racecheck synccheck initcheck").
 set -uo pipefail
 out=${1:?usage: tools/gpu_check.sh OUT_DIR}
@@ -119,6 +121,7 @@ if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
     if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
   }
   for t in $(find "$build/tests" -maxdepth 3 -type f -executable -name 'gradcomm_*tests' | sort); do
+    [[ "$(basename "$t")" =~ ${GPU_CHECK_TESTS:-.} ]] || continue
     run_logged "$(basename "$t")" 600 "$t"
   done
   # The reducer's cases again with the epilogues fused at finalize (ctest's
@@ -307,7 +310,7 @@ if want powersgd && [ -x "$pbench" ]; then
   merge_bench
   # The per-bucket plan against every compressed matrix in one bucket (ec15685's
   # layout), alternating: how much of GPT-2 medium's step the bucket split costs.
-  for round in 1 2; do
+  for round in $(seq "${GPU_CHECK_POWERSGD_ROUNDS:-2}"); do
     for cap in 25 4096; do
       { echo "### gradcomm-powersgd-bench gpt2_medium, 1 rank, --bucket-cap-mib $cap (round $round)"
         timeout 120 "$pbench" --set gpt2_medium --ranks 1 --bucket-cap-mib $cap -J "$benchdir/powersgd_cap_$cap.$round.jsonl"

@@ -420,6 +420,45 @@ TEST_F(PowerSgdGpu, FusedErrorFeedbackMatchesTheTwoPassesBitForBit) {
   }
 }
 
+// A matrix alone in its launch, as a bucket of one gives it: P = MQ with a block
+// per row (wide rows take several rounds of loads), Q = MtP with its rows split
+// over a cluster (tall matrices, sm_90), each against the host twin and the same
+// bits when run again.
+TEST_F(PowerSgdGpu, EachProductOfAMatrixAloneMatchesTheHostTwinAndRepeatsBitForBit) {
+  std::mt19937 rng(31);
+  const std::vector<std::pair<size_t, size_t>> shapes = {{4100, 70}, {700, 40}, {3, 5000}, {1, 1}, {65, 2100}};
+  for (int r : {1, 4, 13}) {
+    for (auto [rows, cols] : shapes) {
+      HostMatrix h(rows, cols, r, false);
+      low_rank_plus_noise(h, 2, 0.3f, rng);
+      initial_q(17, rows, cols, r, h.q.data());
+      DeviceBuf m(h.m), p(h.p), q(h.q);
+      LowRankMatrix dv{m.p, nullptr, p.p, q.p, rows, cols};
+      LowRankMatrix hv = h.view();
+      multiply_mq(&hv, 1, r, kHost);
+      multiply_mq(&dv, 1, r, gpu);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::vector<float> first_p = p.get(h.p.size());
+      EXPECT_LT(rel_error(first_p, std::vector<double>(h.p.begin(), h.p.end())), 1e-5)
+          << "P, r=" << r << " " << rows << "x" << cols;
+      multiply_mq(&dv, 1, r, gpu);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(p.get(h.p.size()), first_p) << "P again, r=" << r << " " << rows << "x" << cols;
+      // Q = MtP from the host's P on both sides.
+      ASSERT_EQ(cudaMemcpy(p.p, h.p.data(), h.p.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+      multiply_mtp(&hv, 1, r, nullptr, kHost);
+      multiply_mtp(&dv, 1, r, nullptr, gpu);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::vector<float> first_q = q.get(h.q.size());
+      EXPECT_LT(rel_error(first_q, std::vector<double>(h.q.begin(), h.q.end())), 1e-5)
+          << "Q, r=" << r << " " << rows << "x" << cols;
+      multiply_mtp(&dv, 1, r, nullptr, gpu);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_EQ(q.get(h.q.size()), first_q) << "Q again, r=" << r << " " << rows << "x" << cols;
+    }
+  }
+}
+
 TEST_F(PowerSgdGpu, ZeroMatrixGivesNoNaN) {
   HostMatrix h(300, 20, 8, false);
   initial_q(3, 0, h.cols, 8, h.q.data());
