@@ -4,7 +4,9 @@
 #include <optional>
 #include <string>
 
+#include "comm/host_transport.hpp"
 #include "comm/nccl/store_init.hpp"
+#include "comm/shm/shm_transport.hpp"
 #include "comm/socket/socket_transport.hpp"
 #include "common/env.hpp"
 #include "common/error.hpp"
@@ -19,6 +21,7 @@ const TransportEntry kTransports[] = {
      nullptr},
     {gcommTransportSocket, "socket", "gcommTransportSocket", gcommDeviceHost,
      make_socket_transport_from_store, nullptr},
+    {gcommTransportShm, "shm", "gcommTransportShm", gcommDeviceHost, make_shm_transport_from_store, nullptr},
     {gcommTransportLocal, "local", "gcommTransportLocal", gcommDeviceHost, nullptr,
      "local ranks are threads of one process; create them with gcommCommInitLocal"},
     {gcommTransportMpi, "mpi", "gcommTransportMpi", gcommDeviceHost, nullptr,
@@ -34,7 +37,12 @@ const TransportEntry* find_transport(gcommTransport_t kind) noexcept {
   return nullptr;
 }
 
+// gcommTransportAuto for host ranks: shm or socket, chosen once the ranks met.
+const TransportEntry kHostAuto = {gcommTransportAuto, "auto", "gcommTransportAuto", gcommDeviceHost,
+                                  make_host_transport_from_store, nullptr};
+
 const TransportEntry& transport_for_job(gcommTransport_t requested, const gcommDevice_t& device) {
+  if (requested == gcommTransportAuto && device.kind == gcommDeviceHost) return kHostAuto;
   if (requested == gcommTransportAuto) {
     for (const TransportEntry& t : kTransports)
       if (t.from_store != nullptr && t.serves == device.kind) return t;

@@ -44,8 +44,10 @@ typedef enum gcommTransport {
   gcommTransportLocal = 2,  /**< ranks as threads of one process (gcommCommInitLocal) */
   gcommTransportSocket = 3, /**< host ranks in separate processes, over TCP (gcommCommInit/InitFromEnv
                                 with a host device) */
-  gcommTransportMpi = 4     /**< host ranks in separate processes, over MPI's point-to-point calls
+  gcommTransportMpi = 4,    /**< host ranks in separate processes, over MPI's point-to-point calls
                                 (gcommCommInitMpi, or InitFromEnv under mpirun, with a host device) */
+  gcommTransportShm = 5     /**< host ranks in separate processes on one host, over shared memory
+                                (gcommCommInit/InitFromEnv with a host device) */
 } gcommTransport_t;
 
 /** Communicator configuration (versioned config struct, version 1).
@@ -196,10 +198,10 @@ GCOMM_API gcommStatus_t gcommCommAbort(gcommComm_t comm);
 GCOMM_API gcommStatus_t gcommCommRank(gcommComm_t comm, int* rank);
 GCOMM_API gcommStatus_t gcommCommSize(gcommComm_t comm, int* size);
 GCOMM_API gcommStatus_t gcommCommDevice(gcommComm_t comm, gcommDevice_t* device);
-/** gcommTransportNccl, gcommTransportLocal, gcommTransportSocket or gcommTransportMpi. */
+/** gcommTransportNccl, gcommTransportLocal, gcommTransportSocket, gcommTransportMpi or gcommTransportShm. */
 GCOMM_API gcommStatus_t gcommCommTransport(gcommComm_t comm, gcommTransport_t* transport);
 /** The transport's name, as GRADCOMM_TRANSPORT takes it ("auto", "nccl", "socket",
- *  "local", "mpi"): static storage. A value that is no gcommTransport_t gives "unknown"
+ *  "shm", "local", "mpi"): static storage. A value that is no gcommTransport_t gives "unknown"
  *  and sets the last error. */
 GCOMM_API const char* gcommGetTransportName(gcommTransport_t transport);
 /** Payload bytes this rank has sent to the other ranks since the communicator was

@@ -330,7 +330,8 @@ void bind_enums(nb::module_& m) {
       .value("Nccl", gcommTransportNccl)
       .value("Local", gcommTransportLocal)
       .value("Socket", gcommTransportSocket)
-      .value("Mpi", gcommTransportMpi);
+      .value("Mpi", gcommTransportMpi)
+      .value("Shm", gcommTransportShm);
   nb::enum_<gcommMemoryKind_t>(m, "MemoryKind", nb::is_arithmetic())
       .value("Default", gcommMemoryDefault)
       .value("Device", gcommMemoryDevice)

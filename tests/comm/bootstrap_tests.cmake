@@ -29,6 +29,17 @@ gradcomm_add_test(gradcomm_comm_socket_tests
   SOURCES socket/collectives_test.cpp socket/failure_test.cpp socket/signals_test.cpp socket/p2p_test.cpp
   LIBS gradcomm::gradcomm
   LABELS comm)
+# The shm transport's segment alone (internal API); the transport itself runs in
+# the conformance suite, the failure suite above and the process tests.
+gradcomm_add_test(gradcomm_shm_segment_tests
+  SOURCES shm/segment_test.cpp
+  LIBS gradcomm_comm
+  LABELS comm)
+# gcommTransportAuto's choice between shm and socket for host ranks.
+gradcomm_add_test(gradcomm_host_transport_choice_tests
+  SOURCES shm/choice_test.cpp
+  LIBS gradcomm::gradcomm
+  LABELS comm)
 # The socket transport's phase engine alone, over socketpairs (internal API).
 gradcomm_add_test(gradcomm_socket_links_tests
   SOURCES socket/peer_links_test.cpp

@@ -1,5 +1,5 @@
 // The transport conformance suite: one test body, run against every host transport
-// (one instantiation each: local, socket; as RMM runs one suite over every memory
+// (one instantiation each: local, socket, shm; as RMM runs one suite over every memory
 // resource). Every collective, dtype and reduction op, sizes 0, 1, 7, 4099 and one
 // past the socket transport's 8 MiB piece, in place and out of place, 1 to 8 ranks,
 // against a reference written from the host transports' contract
@@ -35,6 +35,8 @@ const TransportUnderTest kLocal{"local", [](int n) { return make_local(n); },
                                 [](std::vector<gcommComm_t>& c) { destroy(c); }};
 const TransportUnderTest kSocket{"socket", [](int n) { return make_socket(n, 30.0, "conformance"); },
                                  [](std::vector<gcommComm_t>& c) { destroy_together(c); }};
+const TransportUnderTest kShm{"shm", [](int n) { return make_socket(n, 30.0, "conformance", gcommTransportShm); },
+                              [](std::vector<gcommComm_t>& c) { destroy_together(c); }};
 
 struct Case {
   const TransportUnderTest* transport;
@@ -210,6 +212,9 @@ INSTANTIATE_TEST_SUITE_P(Local, Conformance,
 INSTANTIATE_TEST_SUITE_P(Socket, Conformance,
                          ::testing::Values(Case{&kSocket, 1}, Case{&kSocket, 2}, Case{&kSocket, 3},
                                            Case{&kSocket, 5}),
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(Shm, Conformance,
+                         ::testing::Values(Case{&kShm, 1}, Case{&kShm, 2}, Case{&kShm, 3}, Case{&kShm, 5}),
                          case_name);
 
 }  // namespace

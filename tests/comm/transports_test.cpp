@@ -21,11 +21,13 @@ std::string refusal(gcommTransport_t requested, const gcommDevice_t& device) {
   return "(accepted)";
 }
 
-// A GPU means NCCL; the host means the socket transport unless NCCL was named
-// (which then refuses the host, with the reason, in store_init, after the ranks meet).
+// A GPU means NCCL; the host means the choice made once the ranks met (shm on one
+// host, else socket: comm/host_transport.hpp) unless a transport was named (NCCL
+// then refuses the host, with the reason, in store_init, after the ranks meet).
 TEST(Transports, TheTransportFollowsTheDevice) {
   EXPECT_EQ(transport_for_job(gcommTransportAuto, gcommCudaDevice(1)).kind, gcommTransportNccl);
-  EXPECT_EQ(transport_for_job(gcommTransportAuto, gcommHostDevice()).kind, gcommTransportSocket);
+  EXPECT_EQ(std::string(transport_for_job(gcommTransportAuto, gcommHostDevice()).name), "auto");
+  EXPECT_EQ(transport_for_job(gcommTransportShm, gcommHostDevice()).kind, gcommTransportShm);
   EXPECT_EQ(transport_for_job(gcommTransportSocket, gcommHostDevice()).kind, gcommTransportSocket);
   EXPECT_EQ(transport_for_job(gcommTransportNccl, gcommHostDevice()).kind, gcommTransportNccl);
   EXPECT_EQ(transport_for_job(gcommTransportNccl, gcommCudaDevice(0)).kind, gcommTransportNccl);
@@ -34,12 +36,12 @@ TEST(Transports, TheTransportFollowsTheDevice) {
   EXPECT_NE(refusal(gcommTransportLocal, gcommHostDevice()).find("create them with gcommCommInitLocal"),
             std::string::npos);
   EXPECT_NE(refusal(static_cast<gcommTransport_t>(77), gcommHostDevice())
-                .find("must be one of gcommTransportAuto, gcommTransportNccl, gcommTransportSocket"),
+                .find("must be one of gcommTransportAuto, gcommTransportNccl, gcommTransportSocket, gcommTransportShm"),
             std::string::npos);
 }
 
 TEST(Transports, EveryKindHasOneEntryWithAName) {
-  for (gcommTransport_t kind : {gcommTransportNccl, gcommTransportLocal, gcommTransportSocket}) {
+  for (gcommTransport_t kind : {gcommTransportNccl, gcommTransportLocal, gcommTransportSocket, gcommTransportShm}) {
     const TransportEntry* t = find_transport(kind);
     ASSERT_NE(t, nullptr) << kind;
     EXPECT_EQ(t->kind, kind);
@@ -53,6 +55,7 @@ TEST(Transports, EveryKindHasOneEntryWithAName) {
 TEST(Transports, NamesComeFromTheTable) {
   EXPECT_EQ(std::string(gcommGetTransportName(gcommTransportSocket)), "socket");
   EXPECT_EQ(std::string(gcommGetTransportName(gcommTransportMpi)), "mpi");
+  EXPECT_EQ(std::string(gcommGetTransportName(gcommTransportShm)), "shm");
   EXPECT_EQ(std::string(gcommGetTransportName(gcommTransportAuto)), "auto");
   EXPECT_EQ(std::string(gcommGetTransportName(static_cast<gcommTransport_t>(77))), "unknown");
   EXPECT_NE(std::string(gcommGetLastError()).find("77 is not a gcommTransport_t"), std::string::npos);
@@ -64,7 +67,7 @@ TEST(Transports, NamesComeFromTheTable) {
     message = e.message();
   }
   unsetenv("GRADCOMM_TRANSPORT");
-  EXPECT_NE(message.find("'tcp' is not one of auto, nccl, socket, local, mpi"), std::string::npos) << message;
+  EXPECT_NE(message.find("'tcp' is not one of auto, nccl, socket, shm, local, mpi"), std::string::npos) << message;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // rank that dies after the meeting, and the C API through torchrun's, Open MPI's
 // and Slurm's variables. Every child is waited for with a deadline and killed if
 // it overstays: a hang fails the test instead of the CI job.
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -280,13 +281,15 @@ TEST(Processes, CApiInitNamesTheRankThatNeverStarted) {
 
 // ---- The socket transport: host ranks as separate processes ----
 
-// Starts ranks 0..n-1 running `mode` under torchrun's variables; rank `special`
-// (if any) also gets `extra` (how and when it dies).
+// Starts ranks 0..n-1 running `mode` under torchrun's variables, on the socket
+// transport (auto would choose shm: they share this host) unless `transport`;
+// rank `special` (if any) also gets `extra` (how and when it dies).
 void spawn_world(Job& job, const std::string& mode, int n, double timeout_s, int special = -1,
-                 const Env& extra = {}) {
+                 const Env& extra = {}, const std::string& transport = "socket") {
   const int port = gradcomm::test::free_tcp_port();
   for (int r = 0; r < n; ++r) {
     Env env = torchrun(r, n, port, timeout_s);
+    env["GRADCOMM_TRANSPORT"] = transport;
     if (r == special) env.insert(extra.begin(), extra.end());
     job.spawn(mode, env);
   }
@@ -343,13 +346,85 @@ TEST(Processes, AReducerRankThatDiesMidStepFailsTheOthersPromptly) {
   expect_survivors_name(job.wait(90), 0, "all-reduce #");
 }
 
-TEST(Processes, ReducerRanksAverageAcrossProcesses) {
+// ---- The shm transport: the same ranks over one shared segment ----
+
+// Entries of /dev/shm that a gradcomm segment left ("gradcomm-<job>-<nonce>").
+std::vector<std::string> leftover_segments() {
+  std::vector<std::string> found;
+  if (DIR* d = ::opendir("/dev/shm")) {
+    while (const dirent* e = ::readdir(d))
+      if (std::string(e->d_name).rfind("gradcomm-", 0) == 0) found.push_back(e->d_name);
+    ::closedir(d);
+  }
+  return found;
+}
+
+TEST(Processes, HostRanksReduceAcrossProcessesOverTheShmTransportAndLeaveNothingInDevShm) {
+  const std::vector<std::string> before = leftover_segments();
   Job job;
-  spawn_world(job, "reducer", 3, 30);
+  spawn_world(job, "socket", 4, 30, -1, {}, "shm");
   auto out = job.wait(60);
-  for (int r = 0; r < 3; ++r) {
+  for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].output;
-    EXPECT_TRUE(contains(out[r].output, "finished 6 steps; destroyed cleanly")) << out[r].output;
+    EXPECT_TRUE(contains(out[r].output,
+                         "gcommSuccess: rank " + std::to_string(r) + " reduced 20 times; destroyed cleanly"))
+        << out[r].output;
+  }
+  EXPECT_EQ(leftover_segments(), before);
+}
+
+// A rank whose process ends without a word (exit, SIGKILL) is named by the
+// survivors within a second or so (they check their peers' processes while
+// they wait), not at the 60 s timeout; the segment's name was gone since init.
+void expect_shm_survivors_name(const std::vector<Outcome>& out, int dead, int dead_code) {
+  EXPECT_EQ(out[dead].exit_code, dead_code) << out[dead].output;
+  for (int r = 0; r < static_cast<int>(out.size()); ++r) {
+    if (r == dead) continue;
+    const std::string& o = out[r].output;
+    EXPECT_EQ(out[r].exit_code, 1) << o;
+    EXPECT_TRUE(contains(o, "gcommRemoteError")) << o;
+    EXPECT_TRUE(contains(o, "rank " + std::to_string(dead) + " is gone (its process exited or was killed)")) << o;
+    EXPECT_TRUE(contains(o, "all-reduce #5")) << o;
+    EXPECT_TRUE(contains(o, "; destroyed cleanly")) << o;
+    EXPECT_LT(out[r].seconds, 20.0) << "long before the 60 s timeout: " << o;
+  }
+}
+
+TEST(Processes, AnShmRankThatExitsOrIsKilledIsNamedPromptly) {
+  const std::vector<std::string> before = leftover_segments();
+  for (const auto& [how, code] : {std::pair<const char*, int>{"GRADCOMM_TEST_DIE_AT", 4},
+                                  std::pair<const char*, int>{"GRADCOMM_TEST_KILL_AT", 128 + SIGKILL}}) {
+    SCOPED_TRACE(how);
+    Job job;
+    spawn_world(job, "socket", 3, 60, 1, {{how, "5"}}, "shm");
+    expect_shm_survivors_name(job.wait(90), 1, code);
+  }
+  EXPECT_EQ(leftover_segments(), before);
+}
+
+TEST(Processes, AStoppedShmRankIsNamedAtTheTimeout) {
+  Job job;
+  spawn_world(job, "socket", 3, 3, 2, {{"GRADCOMM_TEST_STOP_AT", "5"}}, "shm");
+  auto out = job.wait(10);  // rank 2 stays stopped: killed when the wait ends
+  for (int r = 0; r < 2; ++r) {
+    const std::string& o = out[r].output;
+    EXPECT_EQ(out[r].exit_code, 1) << o;
+    // One survivor times out waiting for rank 2; the other may hear of it from that one first.
+    EXPECT_TRUE(contains(o, "waiting for data from rank 2") || contains(o, "failed: all-reduce #5")) << o;
+    EXPECT_LT(out[r].seconds, 20.0) << o;
+  }
+}
+
+TEST(Processes, ReducerRanksAverageAcrossProcesses) {
+  for (const char* transport : {"socket", "shm"}) {
+    SCOPED_TRACE(transport);
+    Job job;
+    spawn_world(job, "reducer", 3, 30, -1, {}, transport);
+    auto out = job.wait(60);
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(out[r].exit_code, 0) << "rank " << r << ": " << out[r].output;
+      EXPECT_TRUE(contains(out[r].output, "finished 6 steps; destroyed cleanly")) << out[r].output;
+    }
   }
 }
 

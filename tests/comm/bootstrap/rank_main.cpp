@@ -4,16 +4,19 @@
 //                                   exchange values, a barrier, the shutdown barrier
 //   gradcomm_bootstrap_rank capi    gcommCommInitFromEnv, then a barrier, destroy
 //   gradcomm_bootstrap_rank socket  gcommCommInitFromEnv on the host (the socket
-//                                   transport), 20 checked all-reduces, destroy
+//                                   transport, or GRADCOMM_TRANSPORT's), 20 checked
+//                                   all-reduces, destroy
 //   gradcomm_bootstrap_rank reducer the same communicator under a reducer: 6
 //                                   synced steps of 5 gradients, each checked
 // GRADCOMM_TEST_DIE_AFTER_MEETING=1: exit abruptly (code 3) once every rank met.
 // GRADCOMM_TEST_DIE_AT=<k>: exit abruptly (code 4) before collective / step k
-// (socket, reducer); GRADCOMM_TEST_DIE_AFTER_READY=<m>: in the reducer, after
+// (socket, reducer); GRADCOMM_TEST_KILL_AT / _STOP_AT=<k>: SIGKILL / SIGSTOP
+// itself there instead (socket); GRADCOMM_TEST_DIE_AFTER_READY=<m>: in the reducer, after
 // marking m gradients of step k ready instead (some buckets already sent).
 // After a failure the communicator (and reducer) are still destroyed, and the
 // line says whether that worked ("; destroyed cleanly").
 // Prints one line, "<status name>: <message>", and exits 0 on success, else 1.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -110,10 +113,13 @@ int socket_rank() {
   int rank = 0, size = 0;
   gcommComm_t comm = host_comm(s, rank, size);
   if (s != gcommSuccess) return report(s, gcommGetLastError(), nullptr, nullptr);
-  const int die_at = env_int("GRADCOMM_TEST_DIE_AT", -1);
+  const int die_at = env_int("GRADCOMM_TEST_DIE_AT", -1), kill_at = env_int("GRADCOMM_TEST_KILL_AT", -1),
+            stop_at = env_int("GRADCOMM_TEST_STOP_AT", -1);
   std::vector<float> x(100003);
   for (int k = 1; k <= 20; ++k) {
     if (k == die_at) _exit(4);
+    if (k == kill_at) ::raise(SIGKILL);
+    if (k == stop_at) ::raise(SIGSTOP);
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((rank + 1) * (i % 7 + k));
     s = gcommAllReduce(comm, x.data(), x.data(), x.size(), gcommFloat32, gcommSum, nullptr);
     if (s != gcommSuccess) return report(s, gcommGetLastError(), nullptr, comm);

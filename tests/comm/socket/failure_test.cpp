@@ -1,6 +1,7 @@
-// How the socket transport fails: never a hang, always a message that names
-// the rank and the collective. Ranks that call different collectives; a rank
-// that never calls (timeout); an abort from another thread; a rank whose
+// How the socket and shm transports fail (one suite, both wires: the collectives
+// are the same code over comm/exchange/): never a hang, always a message that
+// names the rank and the collective. Ranks that call different collectives; a
+// rank that never calls (timeout); an abort from another thread; a rank whose
 // communicator is gone; a barrier that really waits for every rank.
 #include <gtest/gtest.h>
 
@@ -24,8 +25,15 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-TEST(SocketFailures, DifferentCollectivesFailEveryRankAndTheCommunicatorStaysFailed) {
-  auto comms = make_socket(3, 20);
+class Failures : public ::testing::TestWithParam<gcommTransport_t> {
+ protected:
+  std::vector<gcommComm_t> make(int n, double timeout_s) {
+    return make_socket(n, timeout_s, "failures", GetParam());
+  }
+};
+
+TEST_P(Failures, DifferentCollectivesFailEveryRankAndTheCommunicatorStaysFailed) {
+  auto comms = make(3, 20);
   std::vector<float> a(64, 1.0f), b(64, 1.0f);
   std::vector<gcommStatus_t> status(3);
   auto start = Clock::now();
@@ -54,9 +62,9 @@ TEST(SocketFailures, DifferentCollectivesFailEveryRankAndTheCommunicatorStaysFai
   destroy_together(comms);
 }
 
-TEST(SocketFailures, ARankThatNeverCallsIsNamedAtTheTimeout) {
+TEST_P(Failures, ARankThatNeverCallsIsNamedAtTheTimeout) {
   // 2 s: rank 1's prompt failure below must stand apart from its own timeout on a loaded CI machine.
-  auto comms = make_socket(2, 2.0);
+  auto comms = make(2, 2.0);
   std::vector<float> x(1000, 2.0f);
   auto start = Clock::now();
   EXPECT_EQ(gcommAllReduce(comms[0], x.data(), x.data(), x.size(), gcommFloat32, gcommSum, nullptr),
@@ -65,7 +73,7 @@ TEST(SocketFailures, ARankThatNeverCallsIsNamedAtTheTimeout) {
   EXPECT_LT(since(start), 5.0);
   EXPECT_TRUE(contains(error, "all-reduce #1")) << error;
   EXPECT_TRUE(contains(error, "waiting for data from rank 1")) << error;
-  // Rank 0 told rank 1 why and closed its connections: rank 1 learns it at once.
+  // Rank 0 told rank 1 why and closed its connections (rings): rank 1 learns it at once.
   start = Clock::now();
   EXPECT_EQ(gcommAllReduce(comms[1], x.data(), x.data(), x.size(), gcommFloat32, gcommSum, nullptr),
             gcommRemoteError);
@@ -78,8 +86,8 @@ TEST(SocketFailures, ARankThatNeverCallsIsNamedAtTheTimeout) {
   destroy_together(comms);
 }
 
-TEST(SocketFailures, AbortFromAnotherThreadEndsABlockedCall) {
-  auto comms = make_socket(2, 30);
+TEST_P(Failures, AbortFromAnotherThreadEndsABlockedCall) {
+  auto comms = make(2, 30);
   std::vector<float> x(1000, 2.0f);
   std::thread aborter([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -94,13 +102,15 @@ TEST(SocketFailures, AbortFromAnotherThreadEndsABlockedCall) {
   start = Clock::now();
   EXPECT_EQ(gcommAllReduce(comms[1], x.data(), x.data(), x.size(), gcommFloat32, gcommSum, nullptr),
             gcommRemoteError);
-  EXPECT_TRUE(contains(gcommGetLastError(), "rank 0 closed its connection")) << gcommGetLastError();
+  EXPECT_TRUE(contains(gcommGetLastError(), GetParam() == gcommTransportShm ? "rank 0 closed its communicator"
+                                                                          : "rank 0 closed its connection"))
+      << gcommGetLastError();
   EXPECT_LT(since(start), 5.0);
   destroy_together(comms);
 }
 
-TEST(SocketFailures, ABarrierWaitsForTheLastRank) {
-  auto comms = make_socket(3, 20);
+TEST_P(Failures, ABarrierWaitsForTheLastRank) {
+  auto comms = make(3, 20);
   std::atomic<bool> last_arrived{false};
   auto errors = run_ranks(comms, [&](int r, gcommComm_t c) -> std::string {
     if (r == 2) {
@@ -127,6 +137,11 @@ TEST(SocketFailures, JobsWithAnotherKeyOrWorldSizeDoNotMix) {
   EXPECT_EQ(comms[0], nullptr);
   EXPECT_EQ(comms[1], nullptr);
 }
+
+INSTANTIATE_TEST_SUITE_P(Wires, Failures, ::testing::Values(gcommTransportSocket, gcommTransportShm),
+                         [](const ::testing::TestParamInfo<gcommTransport_t>& info) {
+                           return std::string(gcommGetTransportName(info.param));
+                         });
 
 }  // namespace
 }  // namespace gradcomm::test

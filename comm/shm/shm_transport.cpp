@@ -1,0 +1,114 @@
+#include "comm/shm/shm_transport.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "comm/bootstrap/bootstrap.hpp"
+#include "comm/bootstrap/store_state.hpp"
+#include "comm/bootstrap/wire.hpp"
+#include "comm/exchange/exchange_transport.hpp"
+#include "comm/shm/shm_links.hpp"
+#include "comm/store_backed_transport.hpp"
+#include "common/error.hpp"
+
+namespace gradcomm::comm {
+
+using namespace bootstrap;
+
+namespace {
+
+// What tells two processes apart as being on one host: the hostname and the
+// kernel's boot id (containers may share a hostname but not a kernel's /dev/shm;
+// this does not see a private /dev/shm mount, which shm_open's error then names).
+std::string host_identity() {
+  char host[256] = {};
+  (void)::gethostname(host, sizeof(host) - 1);
+  std::string boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  return std::string(host) + " " + boot_id;
+}
+
+std::string to_string(const std::vector<uint8_t>& b) {
+  return std::string(b.begin(), b.end());
+}
+
+// Rank 0 creates the segment and publishes its name with its host; every rank
+// checks that all are on rank 0's host and maps the segment; every rank says
+// whether that worked, and once all have, rank 0 removes the name. Every rank
+// sees the same answers, so all return a segment or all return none (with why).
+std::optional<shm::Segment> attach_segment(Bootstrap& boot, const std::string& job_key, std::string& why_not) {
+  const int me = boot.rank(), n = boot.size();
+  const uint64_t job = job_key_tag(job_key);
+  std::optional<shm::Segment> segment;
+  std::string mine = host_identity();
+  if (me == 0) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "/gradcomm-%016llx-%016llx", static_cast<unsigned long long>(job),
+                  static_cast<unsigned long long>((uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()));
+    try {
+      segment = shm::Segment::create(name, job, n);
+      mine += std::string("\n") + name;
+    } catch (const Error& e) {
+      mine += "\n\n" + e.message();  // no name: the reason instead
+    }
+  }
+  const std::vector<std::vector<uint8_t>> all =
+      boot.store().gather("shm/segment", std::vector<uint8_t>(mine.begin(), mine.end()), boot.deadline());
+  const std::string first = to_string(all[0]);
+  const size_t newline = first.find('\n');
+  const std::string host0 = first.substr(0, newline), name = newline == std::string::npos ? "" : first.substr(newline + 1);
+  std::vector<int> elsewhere;
+  for (int q = 1; q < n; ++q)
+    if (to_string(all[q]) != host0) elsewhere.push_back(q);
+  std::string status;  // "" when this rank mapped the segment, else why not
+  if (!elsewhere.empty()) {
+    status = cat(rank_list(elsewhere), " on another host than rank 0 (", host0.substr(0, host0.find(' ')), ")");
+  } else if (name.empty() || name[0] == '\n') {
+    status = cat("rank 0 could not create the segment: ", name.empty() ? "no reason given" : name.substr(1));
+  } else if (me != 0) {
+    try {
+      segment = shm::Segment::open(name, job, n);
+    } catch (const Error& e) {
+      status = cat("rank ", me, ": ", e.message());
+    }
+  }
+  const std::vector<std::vector<uint8_t>> opened =
+      boot.store().gather("shm/mapped", std::vector<uint8_t>(status.begin(), status.end()), boot.deadline());
+  if (segment) segment->unlink();  // rank 0's: nothing of the job stays in /dev/shm
+  for (const auto& o : opened)
+    if (!o.empty()) {
+      why_not = to_string(o);
+      return std::nullopt;
+    }
+  return segment;
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> try_make_shm_transport(Bootstrap& met, const LaunchConfig& launch, std::string& why_not) {
+  std::optional<shm::Segment> segment = attach_segment(met, launch.job_key, why_not);
+  if (!segment) return nullptr;
+  return make_exchange_transport(std::make_unique<shm::ShmLinks>(std::move(*segment), launch.rank),
+                                 gcommTransportShm, launch.timeout_s);
+}
+
+std::unique_ptr<Transport> make_shm_transport_from_store(const LaunchConfig& launch) {
+  auto boot = std::make_unique<Bootstrap>(rendezvous_options(launch));
+  throw_if_any_failed(boot->meet(RankReport{}), launch.rank);
+  return finish_store_init(std::move(boot), launch, "shm", [&](Bootstrap& met) -> std::unique_ptr<Transport> {
+    std::string why_not;
+    std::unique_ptr<Transport> t = try_make_shm_transport(met, launch, why_not);
+    if (t == nullptr)
+      fail(gcommInvalidArgument, "the shm transport needs every rank on one host, sharing /dev/shm: ", why_not,
+           "; GRADCOMM_TRANSPORT=socket (or unset) talks over TCP");
+    return t;
+  });
+}
+
+}  // namespace gradcomm::comm
