@@ -1,5 +1,6 @@
 #include "comm/store_backed_transport.hpp"
 
+#include "comm/transports.hpp"
 #include "common/device.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -38,7 +39,9 @@ std::unique_ptr<Transport> finish_store_init(
   try {
     bootstrap::agree_on_transport(*boot, name);
     auto inner = make_inner(*boot);
-    GCOMM_INFO(INIT, "rank ", launch.rank, " of ", launch.world_size, ": ", name, " transport on ",
+    const TransportEntry* chosen = find_transport(inner->kind());  // "auto" names what it chose
+    GCOMM_INFO(INIT, "rank ", launch.rank, " of ", launch.world_size, ": ", chosen != nullptr ? chosen->name : name,
+               " transport on ",
                describe_device(inner->device()), " (met at ", boot->address(), ", ", launch.source, ")");
     return std::make_unique<StoreBackedTransport>(std::move(inner), std::move(boot), launch.timeout_s);
   } catch (const Error& e) {

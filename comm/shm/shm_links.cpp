@@ -41,10 +41,17 @@ void futex_wake_all(std::atomic<uint32_t>& word) {
   (void)::syscall(SYS_futex, futex_word(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+// With more ranks on the host than cores, a spinning rank holds the core that the
+// rank it waits for needs: sleep at once there.
+std::chrono::microseconds spin_for(int world) {
+  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return cores > 0 && world > cores ? std::chrono::microseconds(0) : kSpin;
+}
+
 }  // namespace
 
 ShmLinks::ShmLinks(Segment segment, int rank)
-    : segment_(std::move(segment)), rank_(rank), flows_(segment_.world()) {
+    : segment_(std::move(segment)), rank_(rank), spin_(spin_for(segment_.world())), flows_(segment_.world()) {
   segment_.rank_words(rank_).pid.store(static_cast<int32_t>(::getpid()), std::memory_order_release);
 }
 
@@ -286,7 +293,8 @@ void ShmLinks::run_messages(const std::vector<PeerQueue>& queues, Deadline deadl
 void ShmLinks::run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress) {
   const int n = size();
   RankWords& me = segment_.rank_words(rank_);
-  auto spin_end = Clock::now() + kSpin;
+  const auto spin = spin_;
+  auto spin_end = Clock::now() + spin;
   auto next_liveness_check = Clock::now() + kNap;
   for (;;) {
     if (aborted_.load()) fail(gcommAborted, what, ": rank ", rank_, "'s communicator was aborted");
@@ -314,7 +322,7 @@ void ShmLinks::run_flows(Deadline deadline, const std::string& what, const std::
     }
     const auto now = Clock::now();
     if (moved) {
-      spin_end = now + kSpin;
+      spin_end = now + spin;
       continue;
     }
     if (progress) progress();

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -84,6 +85,7 @@ class ShmLinks final : public PeerExchange {
 
   Segment segment_;
   int rank_;
+  std::chrono::microseconds spin_;  // how long a wait spins before it sleeps
   std::vector<Flow> flows_;
   std::vector<OutMessage> phase_out_;
   std::vector<InMessage> phase_in_;
