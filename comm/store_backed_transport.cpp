@@ -40,9 +40,9 @@ std::unique_ptr<Transport> finish_store_init(
     bootstrap::agree_on_transport(*boot, name);
     auto inner = make_inner(*boot);
     const TransportEntry* chosen = find_transport(inner->kind());  // "auto" names what it chose
-    GCOMM_INFO(INIT, "rank ", launch.rank, " of ", launch.world_size, ": ", chosen != nullptr ? chosen->name : name,
-               " transport on ",
-               describe_device(inner->device()), " (met at ", boot->address(), ", ", launch.source, ")");
+    GCOMM_INFO(INIT, "rank ", launch.rank, " of ", launch.world_size, ": ",
+               chosen != nullptr ? chosen->name : name, " transport on ", describe_device(inner->device()),
+               " (met at ", boot->address(), ", ", launch.source, ")");
     return std::make_unique<StoreBackedTransport>(std::move(inner), std::move(boot), launch.timeout_s);
   } catch (const Error& e) {
     boot->abort(e.message());

@@ -38,8 +38,12 @@ const TransportEntry* find_transport(gcommTransport_t kind) noexcept {
 }
 
 // gcommTransportAuto for host ranks: shm or socket, chosen once the ranks met.
-const TransportEntry kHostAuto = {gcommTransportAuto, "auto", "gcommTransportAuto", gcommDeviceHost,
-                                  make_host_transport_from_store, nullptr};
+const TransportEntry kHostAuto = {gcommTransportAuto,
+                                  "auto",
+                                  "gcommTransportAuto",
+                                  gcommDeviceHost,
+                                  make_host_transport_from_store,
+                                  nullptr};
 
 const TransportEntry& transport_for_job(gcommTransport_t requested, const gcommDevice_t& device) {
   if (requested == gcommTransportAuto && device.kind == gcommDeviceHost) return kHostAuto;

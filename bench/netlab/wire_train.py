@@ -177,6 +177,7 @@ def main():
     addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=rank, world_size=world,
                             timeout=__import__("datetime").timedelta(seconds=a.timeout))
+    # tools/netlab sets GRADCOMM_TRANSPORT=socket: its ranks share this host, and shm would bypass the links.
     comm = gradcomm.init(rank, world, master_addr=addr, master_port=port + 1, device="cpu", timeout=a.timeout)
 
     if a.lr is None:

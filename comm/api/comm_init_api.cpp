@@ -86,6 +86,9 @@ GCOMM_API gcommStatus_t gcommCommInit(const gcommCommConfig_t* config, gcommComm
     GCOMM_REQUIRE_NOT_NULL(config);
     const gcommCommConfig_t defaults = GCOMM_COMM_CONFIG_INITIALIZER;
     gcommCommConfig_t c = read_config(config, defaults, "gcommCommConfig_t");
+    // As in InitFromEnv: the variable chooses where the config left it to chance
+    // (the network lab keeps ranks of one host on TCP with it).
+    c.transport = transport_or_env(c.transport);
     *comm = create(bootstrap::launch_from_config(c, bootstrap::process_environment()));
   });
 }

@@ -1,6 +1,9 @@
 #include "comm/shm/shm_links.hpp"
 
 #include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -41,18 +44,32 @@ void futex_wake_all(std::atomic<uint32_t>& word) {
   (void)::syscall(SYS_futex, futex_word(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-// With more ranks on the host than cores, a spinning rank holds the core that the
-// rank it waits for needs: sleep at once there.
+// With more ranks on the host than cores this process may run on, a spinning rank
+// holds the core that the rank it waits for needs: sleep at once there.
 std::chrono::microseconds spin_for(int world) {
-  const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cores = ::sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
   return cores > 0 && world > cores ? std::chrono::microseconds(0) : kSpin;
+}
+
+// This process's pid namespace (the inode of /proc/self/ns/pid), 0 when unknown.
+uint64_t pid_namespace() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
 }  // namespace
 
 ShmLinks::ShmLinks(Segment segment, int rank)
-    : segment_(std::move(segment)), rank_(rank), spin_(spin_for(segment_.world())), flows_(segment_.world()) {
-  segment_.rank_words(rank_).pid.store(static_cast<int32_t>(::getpid()), std::memory_order_release);
+    : segment_(std::move(segment)),
+      rank_(rank),
+      spin_(spin_for(segment_.world())),
+      pid_namespace_(pid_namespace()),
+      flows_(segment_.world()) {
+  RankWords& me = segment_.rank_words(rank_);
+  me.pid_ns.store(pid_namespace_, std::memory_order_release);
+  me.pid.store(static_cast<int32_t>(::getpid()), std::memory_order_release);
 }
 
 ShmLinks::~ShmLinks() {
@@ -135,7 +152,8 @@ size_t ShmLinks::send_more(int q) {
     if (f.out_done < kHeaderBytes)
       n = ring_write(q, f.out_header + f.out_done, kHeaderBytes - f.out_done);
     else
-      n = ring_write(q, static_cast<const uint8_t*>(f.out) + (f.out_done - kHeaderBytes), f.out_total - f.out_done);
+      n = ring_write(q, static_cast<const uint8_t*>(f.out) + (f.out_done - kHeaderBytes),
+                     f.out_total - f.out_done);
     if (n == 0) break;
     f.out_done += n;
     moved += n;
@@ -173,7 +191,8 @@ size_t ShmLinks::receive_more(int q, const std::string& what) {
 
 std::string ShmLinks::read_reason(int q, const uint8_t* header, const void* early, size_t have) {
   const size_t n = failure_reason_bytes(header);
-  std::string reason = have > 0 ? std::string(static_cast<const char*>(early), std::min(have, n)) : std::string();
+  std::string reason =
+      have > 0 ? std::string(static_cast<const char*>(early), std::min(have, n)) : std::string();
   const Deadline until = deadline_after(1.0);
   while (reason.size() < n && Clock::now() < until) {
     uint8_t chunk[256];
@@ -188,13 +207,18 @@ std::string ShmLinks::read_reason(int q, const uint8_t* header, const void* earl
   return reason;
 }
 
+// A peer's pid means something here only in this rank's pid namespace (ranks in
+// containers may share /dev/shm but not pids): elsewhere, or where /proc cannot
+// tell, the peer is never called gone; the timeout still ends the wait.
 bool ShmLinks::process_gone(int q) const {
-  const int32_t pid = segment_.rank_words(q).pid.load(std::memory_order_acquire);
-  if (pid <= 0) return false;  // not attached yet
+  const RankWords& peer = segment_.rank_words(q);
+  const int32_t pid = peer.pid.load(std::memory_order_acquire);
+  const uint64_t ns = peer.pid_ns.load(std::memory_order_acquire);
+  if (pid <= 0 || ns == 0 || ns != pid_namespace_) return false;
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return true;
   std::string line;
-  std::getline(stat, line);
+  if (!stat || !std::getline(stat, line)) return false;
   const size_t paren = line.rfind(')');
   if (paren == std::string::npos || paren + 2 >= line.size()) return false;
   const char state = line[paren + 2];
@@ -209,9 +233,11 @@ void ShmLinks::peer_gone(int q, const std::string& how, const std::string& what)
   if ((f.in_done == 0 || f.in_done >= f.in_total) && ring_available(q) >= kHeaderBytes) {
     uint8_t h[kHeaderBytes];
     (void)ring_read(q, h, sizeof(h));
-    if (is_failure_notice(h)) fail(gcommRemoteError, what, ": rank ", q, " failed: ", read_reason(q, h, nullptr, 0));
+    if (is_failure_notice(h))
+      fail(gcommRemoteError, what, ": rank ", q, " failed: ", read_reason(q, h, nullptr, 0));
   }
-  fail(gcommRemoteError, what, ": rank ", q, " ", how, " (it exited, aborted or failed: its own error says why)");
+  fail(gcommRemoteError, what, ": rank ", q, " ", how,
+       " (it exited, aborted or failed: its own error says why)");
 }
 
 void ShmLinks::fail_all(const std::string& reason, double grace_s) noexcept {
@@ -275,7 +301,8 @@ void ShmLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& t
   run_flows(deadline, what, progress);
 }
 
-void ShmLinks::run_messages(const std::vector<PeerQueue>& queues, Deadline deadline, const std::string& what) {
+void ShmLinks::run_messages(const std::vector<PeerQueue>& queues, Deadline deadline,
+                            const std::string& what) {
   for (int q = 0; q < size(); ++q) {
     flows_[q] = Flow{};
     if (q == rank_) continue;
@@ -339,7 +366,13 @@ void ShmLinks::run_flows(Deadline deadline, const std::string& what, const std::
         }
         peer_gone(q, "closed its communicator", what);
       }
-      if (check_processes && process_gone(q)) peer_gone(q, "is gone (its process exited or was killed)", what);
+      if (check_processes && process_gone(q)) {
+        if (receive_more(q, what) > 0) {  // what it wrote before it went
+          moved = true;
+          continue;
+        }
+        peer_gone(q, "is gone (its process exited or was killed)", what);
+      }
     }
     if (moved) continue;
     if (now >= deadline) {
@@ -354,7 +387,8 @@ void ShmLinks::run_flows(Deadline deadline, const std::string& what, const std::
       std::string detail;
       if (!silent.empty()) detail = cat("waiting for data from ", bootstrap::rank_list(silent));
       if (!stuck.empty())
-        detail += cat(detail.empty() ? "" : "; ", bootstrap::rank_list(stuck), " did not take this rank's data");
+        detail +=
+            cat(detail.empty() ? "" : "; ", bootstrap::rank_list(stuck), " did not take this rank's data");
       fail(gcommTimeout, what, " did not complete within the timeout on rank ", rank_, ": ", detail,
            " (a rank that is stuck, slower by more than the timeout, or calling other collectives)");
     }

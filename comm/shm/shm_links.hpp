@@ -86,6 +86,7 @@ class ShmLinks final : public PeerExchange {
   Segment segment_;
   int rank_;
   std::chrono::microseconds spin_;  // how long a wait spins before it sleeps
+  uint64_t pid_namespace_;          // this process's: peers' pids are checked only within it
   std::vector<Flow> flows_;
   std::vector<OutMessage> phase_out_;
   std::vector<InMessage> phase_in_;

@@ -17,7 +17,10 @@ namespace gradcomm::comm::shm {
 namespace {
 
 constexpr uint64_t kMagic = 0x31304D4853434721ull;  // "!GCSHM01"
-constexpr size_t kRingBudget = size_t{64} << 20;
+// Every ring together: small enough for a container's default 64 MiB /dev/shm to
+// hold two communicators of 4 ranks (a GAN's two models).
+constexpr size_t kRingBudget = size_t{32} << 20;
+constexpr size_t kMinRingBytes = size_t{16} << 10;
 
 struct Header {
   uint64_t magic;
@@ -48,9 +51,10 @@ size_t segment_bytes(int world, size_t ring_bytes) {
 [[noreturn]] void system_failed(const char* call, const std::string& name, int err) {
   fail(err == ENOMEM || err == ENOSPC ? gcommOutOfMemory : gcommNotSupported, "shm transport: ", call, "('",
        name, "') failed: ", net::errno_text(err),
-       err == ENOMEM || err == ENOSPC ? " (/dev/shm is full)"
-                                      : " (is /dev/shm mounted and shared by the ranks? GRADCOMM_TRANSPORT=socket "
-                                        "talks over TCP instead)");
+       err == ENOMEM || err == ENOSPC
+           ? " (/dev/shm is full)"
+           : " (is /dev/shm mounted and shared by the ranks? GRADCOMM_TRANSPORT=socket "
+             "talks over TCP instead)");
 }
 
 }  // namespace
@@ -58,7 +62,7 @@ size_t segment_bytes(int world, size_t ring_bytes) {
 size_t Segment::ring_bytes_for(int world) {
   const size_t rings = std::max<size_t>(1, static_cast<size_t>(world) * (world - 1));
   size_t bytes = size_t{4} << 20;
-  while (bytes > (size_t{64} << 10) && bytes * rings > kRingBudget) bytes /= 2;
+  while (bytes > kMinRingBytes && bytes * rings > kRingBudget) bytes /= 2;
   return bytes;
 }
 
@@ -104,17 +108,19 @@ Segment Segment::create(const std::string& name, uint64_t job, int world) {
   const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) system_failed("shm_open", name, errno);
   s.owner_ = true;  // from here on the name goes with s
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    const int err = errno;
+  // Reserve the pages now: a /dev/shm too full for them fails here (ENOSPC, and
+  // the automatic choice falls back to TCP), not as a SIGBUS at a ring's first use.
+  if (const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
     ::close(fd);
-    system_failed("ftruncate", name, err);
+    system_failed("posix_fallocate", name, err);
   }
   s.map(fd, bytes);
   // A fresh tmpfs file reads as zeros: every atomic starts at 0. Construct them
   // in place all the same, then publish the header last.
   auto* base = static_cast<uint8_t*>(s.base_);
   for (int r = 0; r < world; ++r) new (base + rank_words_offset() + r * sizeof(RankWords)) RankWords();
-  for (int r = 0; r < world * world; ++r) new (base + ring_words_offset(world) + r * sizeof(RingWords)) RingWords();
+  for (int r = 0; r < world * world; ++r)
+    new (base + ring_words_offset(world) + r * sizeof(RingWords)) RingWords();
   auto* h = reinterpret_cast<Header*>(base);
   h->job = job;
   h->world = static_cast<uint32_t>(world);
@@ -140,8 +146,8 @@ Segment Segment::open(const std::string& name, uint64_t job, int world) {
   const size_t bytes = segment_bytes(world, s.ring_bytes_);
   if (static_cast<size_t>(st.st_size) != bytes) {
     ::close(fd);
-    fail(gcommInvalidArgument, "shm transport: segment '", name, "' has ", st.st_size, " bytes, not the ", bytes,
-         " of a ", world, "-rank job: ranks with different world sizes");
+    fail(gcommInvalidArgument, "shm transport: segment '", name, "' has ", st.st_size, " bytes, not the ",
+         bytes, " of a ", world, "-rank job: ranks with different world sizes");
   }
   s.map(fd, bytes);
   const auto* h = static_cast<const Header*>(s.base_);
@@ -149,7 +155,8 @@ Segment Segment::open(const std::string& name, uint64_t job, int world) {
   if (h->magic != kMagic) fail(gcommInvalidArgument, "shm transport: '", name, "' is not a gradcomm segment");
   if (h->job != job) fail(gcommInvalidArgument, "shm transport: segment '", name, "' belongs to another job");
   if (h->world != static_cast<uint32_t>(world) || h->ring_bytes != s.ring_bytes_)
-    fail(gcommInvalidArgument, "shm transport: segment '", name, "' is for ", h->world, " ranks, not ", world);
+    fail(gcommInvalidArgument, "shm transport: segment '", name, "' is for ", h->world, " ranks, not ",
+         world);
   return s;
 }
 
@@ -159,7 +166,8 @@ void Segment::unlink() noexcept {
 }
 
 RankWords& Segment::rank_words(int r) const {
-  return *reinterpret_cast<RankWords*>(static_cast<uint8_t*>(base_) + rank_words_offset() + r * sizeof(RankWords));
+  return *reinterpret_cast<RankWords*>(static_cast<uint8_t*>(base_) + rank_words_offset() +
+                                       r * sizeof(RankWords));
 }
 
 RingWords& Segment::ring(int from, int to) const {

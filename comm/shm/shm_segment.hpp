@@ -26,7 +26,10 @@ struct alignas(kCacheLine) RankWords {
   std::atomic<uint32_t> sleeping{0};  // 1 while this rank waits on the doorbell
   std::atomic<uint32_t> closed{0};    // 1 once the rank aborted, failed or left
   std::atomic<int32_t> pid{0};        // for telling a dead process from a slow one
+  std::atomic<uint64_t> pid_ns{0};    // its pid namespace (0: unknown): pids compare only within one
 };
+static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
+              "the segment's words are shared between processes: lock-free atomics only");
 
 // The counters of one ring; its data follows in the segment.
 struct RingWords {
@@ -60,8 +63,9 @@ class Segment {
   RingWords& ring(int from, int to) const;
   uint8_t* ring_data(int from, int to) const;
 
-  // The ring bytes for `world` ranks: a power of two, 64 KiB to 4 MiB, so that
-  // every ring together stays near 64 MiB of (sparse, touched-as-used) memory.
+  // The ring bytes for `world` ranks: a power of two, 16 KiB to 4 MiB, so that
+  // every ring together stays within 32 MiB up to 45 ranks (the segment's pages
+  // are reserved at creation).
   static size_t ring_bytes_for(int world);
 
  private:

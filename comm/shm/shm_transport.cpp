@@ -1,5 +1,6 @@
 #include "comm/shm/shm_transport.hpp"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -42,15 +43,17 @@ std::string to_string(const std::vector<uint8_t>& b) {
 // checks that all are on rank 0's host and maps the segment; every rank says
 // whether that worked, and once all have, rank 0 removes the name. Every rank
 // sees the same answers, so all return a segment or all return none (with why).
-std::optional<shm::Segment> attach_segment(Bootstrap& boot, const std::string& job_key, std::string& why_not) {
+std::optional<shm::Segment> attach_segment(Bootstrap& boot, const std::string& job_key,
+                                           std::string& why_not) {
   const int me = boot.rank(), n = boot.size();
   const uint64_t job = job_key_tag(job_key);
   std::optional<shm::Segment> segment;
   std::string mine = host_identity();
   if (me == 0) {
     char name[64];
-    std::snprintf(name, sizeof(name), "/gradcomm-%016llx-%016llx", static_cast<unsigned long long>(job),
-                  static_cast<unsigned long long>((uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()));
+    std::snprintf(
+        name, sizeof(name), "/gradcomm-%016llx-%016llx", static_cast<unsigned long long>(job),
+        static_cast<unsigned long long>((uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()));
     try {
       segment = shm::Segment::create(name, job, n);
       mine += std::string("\n") + name;
@@ -62,13 +65,24 @@ std::optional<shm::Segment> attach_segment(Bootstrap& boot, const std::string& j
       boot.store().gather("shm/segment", std::vector<uint8_t>(mine.begin(), mine.end()), boot.deadline());
   const std::string first = to_string(all[0]);
   const size_t newline = first.find('\n');
-  const std::string host0 = first.substr(0, newline), name = newline == std::string::npos ? "" : first.substr(newline + 1);
+  const std::string host0 = first.substr(0, newline),
+                    name = newline == std::string::npos ? "" : first.substr(newline + 1);
+  // Every rank that knows the name removes it when it leaves here, whatever
+  // happened (ENOENT once one did): rank 0 dying between the two gathers
+  // leaves nothing behind either.
+  struct Unlink {
+    std::string name;
+    ~Unlink() {
+      if (!name.empty() && name[0] == '/') (void)::shm_unlink(name.c_str());
+    }
+  } unlink_at_exit{name};
   std::vector<int> elsewhere;
   for (int q = 1; q < n; ++q)
     if (to_string(all[q]) != host0) elsewhere.push_back(q);
   std::string status;  // "" when this rank mapped the segment, else why not
   if (!elsewhere.empty()) {
-    status = cat(rank_list(elsewhere), " on another host than rank 0 (", host0.substr(0, host0.find(' ')), ")");
+    status =
+        cat(rank_list(elsewhere), " on another host than rank 0 (", host0.substr(0, host0.find(' ')), ")");
   } else if (name.empty() || name[0] == '\n') {
     status = cat("rank 0 could not create the segment: ", name.empty() ? "no reason given" : name.substr(1));
   } else if (me != 0) {
@@ -91,7 +105,8 @@ std::optional<shm::Segment> attach_segment(Bootstrap& boot, const std::string& j
 
 }  // namespace
 
-std::unique_ptr<Transport> try_make_shm_transport(Bootstrap& met, const LaunchConfig& launch, std::string& why_not) {
+std::unique_ptr<Transport> try_make_shm_transport(Bootstrap& met, const LaunchConfig& launch,
+                                                  std::string& why_not) {
   std::optional<shm::Segment> segment = attach_segment(met, launch.job_key, why_not);
   if (!segment) return nullptr;
   return make_exchange_transport(std::make_unique<shm::ShmLinks>(std::move(*segment), launch.rank),
@@ -105,7 +120,8 @@ std::unique_ptr<Transport> make_shm_transport_from_store(const LaunchConfig& lau
     std::string why_not;
     std::unique_ptr<Transport> t = try_make_shm_transport(met, launch, why_not);
     if (t == nullptr)
-      fail(gcommInvalidArgument, "the shm transport needs every rank on one host, sharing /dev/shm: ", why_not,
+      fail(gcommInvalidArgument,
+           "the shm transport needs every rank on one host, sharing /dev/shm: ", why_not,
            "; GRADCOMM_TRANSPORT=socket (or unset) talks over TCP");
     return t;
   });

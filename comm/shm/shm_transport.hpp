@@ -25,7 +25,8 @@ std::unique_ptr<Transport> make_shm_transport_from_store(const bootstrap::Launch
 
 // Over a job that met: the shm transport when every rank maps the segment, else
 // nullptr with `why_not` (every rank gets the same answer). Collective.
-std::unique_ptr<Transport> try_make_shm_transport(bootstrap::Bootstrap& met, const bootstrap::LaunchConfig& launch,
+std::unique_ptr<Transport> try_make_shm_transport(bootstrap::Bootstrap& met,
+                                                  const bootstrap::LaunchConfig& launch,
                                                   std::string& why_not);
 
 }  // namespace gradcomm::comm

@@ -17,6 +17,7 @@ namespace gradcomm::comm {
 // (like make_nccl_transport_from_store). Collective: every rank must call it.
 std::unique_ptr<Transport> make_socket_transport_from_store(const bootstrap::LaunchConfig& launch);
 // The same over a job that already met (comm/host_transport.cpp's choice).
-std::unique_ptr<Transport> make_socket_transport(bootstrap::Bootstrap& met, const bootstrap::LaunchConfig& launch);
+std::unique_ptr<Transport> make_socket_transport(bootstrap::Bootstrap& met,
+                                                 const bootstrap::LaunchConfig& launch);
 
 }  // namespace gradcomm::comm

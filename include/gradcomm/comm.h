@@ -158,7 +158,7 @@ GCOMM_API gcommStatus_t gcommGetLauncherRank(int* rank, int* world_size);
  *  config->world_size, config->master_addr and config->master_port (the last two
  *  unless world_size is 1), and config->device or config->local_rank are required.
  *  The environment is read only for the GRADCOMM_JOB_KEY and GRADCOMM_TIMEOUT_S
- *  defaults. */
+ *  defaults, and for GRADCOMM_TRANSPORT where config->transport is gcommTransportAuto. */
 GCOMM_API gcommStatus_t gcommCommInit(const gcommCommConfig_t* config, gcommComm_t* comm);
 
 /** Creates an NCCL communicator from an ncclUniqueId the caller already shared
@@ -205,9 +205,9 @@ GCOMM_API gcommStatus_t gcommCommTransport(gcommComm_t comm, gcommTransport_t* t
  *  and sets the last error. */
 GCOMM_API const char* gcommGetTransportName(gcommTransport_t transport);
 /** Payload bytes this rank has sent to the other ranks since the communicator was
- *  created (the socket transport's protocol headers, 40 bytes a message, not
- *  counted): what the collectives cost on the wire. Socket transport only; the
- *  local transport (shared memory) and NCCL return gcommNotSupported. */
+ *  created (the protocol headers, 40 bytes a message, not counted): what the
+ *  collectives cost on the wire. The socket, shm and MPI transports; the local
+ *  transport (threads) and NCCL return gcommNotSupported. */
 GCOMM_API gcommStatus_t gcommCommBytesSent(gcommComm_t comm, uint64_t* bytes);
 
 /** The flight record: this communicator's last collectives (sequence number, kind,

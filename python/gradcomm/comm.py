@@ -144,7 +144,8 @@ class Communicator(Handle):
         _C.comm_async_error(self.handle)
 
     def bytes_sent(self):
-        """Payload bytes this rank sent (socket transport only)."""
+        """Payload bytes this rank sent (host transports of separate processes:
+        socket, shm, mpi)."""
         return _C.comm_bytes_sent(self.handle)
 
     def flight_record(self):
@@ -175,7 +176,8 @@ def init_from_env(device="cpu", **kwargs):
     """This process's rank of a job started by torchrun, mpirun or srun (rank,
     world size and rendezvous from the launcher's environment; keyword arguments
     rank, world_size, local_rank, master_addr, master_port, timeout, job_key win
-    over it). device: "cpu" (socket transport) or "cuda"/"cuda:N" (NCCL)."""
+    over it). device: "cpu" (the shm transport when every rank is on one host,
+    else socket; GRADCOMM_TRANSPORT names one) or "cuda"/"cuda:N" (NCCL)."""
     return Communicator(_C.comm_init_from_env(_config(device=device, **kwargs)))
 
 

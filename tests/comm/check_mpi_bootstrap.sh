@@ -15,7 +15,7 @@ echo "gcommCommInitMpi on two sub-communicators: ok"
 
 out=$("${clean[@]}" GRADCOMM_BOOTSTRAP=mpi GRADCOMM_DEBUG=INFO "${mpi[@]}" -np 3 timeout 120 "$perf" -b 8 -e 64K -f 8 \
       -n 2 -w 1 2>&1) || { echo "$out"; echo "gradcomm-perf over the MPI bootstrap failed"; exit 1; }
-grep -q "Transport: socket (3 ranks, one per process)" <<< "$out" || { echo "$out"; echo "not 3 ranks"; exit 1; }
+grep -q "Transport: shm (3 ranks, one per process)" <<< "$out" || { echo "$out"; echo "not 3 ranks"; exit 1; }
 grep -q "Out of bounds values : 0 OK" <<< "$out" || { echo "$out"; echo "wrong values"; exit 1; }
 [ "$(grep -c "MPI bootstrap: rank" <<< "$out")" -eq 3 ] || { echo "$out"; echo "not met through MPI"; exit 1; }
 echo "gradcomm-perf, GRADCOMM_BOOTSTRAP=mpi: ok"

@@ -35,7 +35,8 @@ const TransportUnderTest kLocal{"local", [](int n) { return make_local(n); },
                                 [](std::vector<gcommComm_t>& c) { destroy(c); }};
 const TransportUnderTest kSocket{"socket", [](int n) { return make_socket(n, 30.0, "conformance"); },
                                  [](std::vector<gcommComm_t>& c) { destroy_together(c); }};
-const TransportUnderTest kShm{"shm", [](int n) { return make_socket(n, 30.0, "conformance", gcommTransportShm); },
+const TransportUnderTest kShm{"shm",
+                              [](int n) { return make_socket(n, 30.0, "conformance", gcommTransportShm); },
                               [](std::vector<gcommComm_t>& c) { destroy_together(c); }};
 
 struct Case {

@@ -36,12 +36,14 @@ TEST(Transports, TheTransportFollowsTheDevice) {
   EXPECT_NE(refusal(gcommTransportLocal, gcommHostDevice()).find("create them with gcommCommInitLocal"),
             std::string::npos);
   EXPECT_NE(refusal(static_cast<gcommTransport_t>(77), gcommHostDevice())
-                .find("must be one of gcommTransportAuto, gcommTransportNccl, gcommTransportSocket, gcommTransportShm"),
+                .find("must be one of gcommTransportAuto, gcommTransportNccl, gcommTransportSocket, "
+                      "gcommTransportShm"),
             std::string::npos);
 }
 
 TEST(Transports, EveryKindHasOneEntryWithAName) {
-  for (gcommTransport_t kind : {gcommTransportNccl, gcommTransportLocal, gcommTransportSocket, gcommTransportShm}) {
+  for (gcommTransport_t kind :
+       {gcommTransportNccl, gcommTransportLocal, gcommTransportSocket, gcommTransportShm}) {
     const TransportEntry* t = find_transport(kind);
     ASSERT_NE(t, nullptr) << kind;
     EXPECT_EQ(t->kind, kind);
@@ -67,7 +69,8 @@ TEST(Transports, NamesComeFromTheTable) {
     message = e.message();
   }
   unsetenv("GRADCOMM_TRANSPORT");
-  EXPECT_NE(message.find("'tcp' is not one of auto, nccl, socket, shm, local, mpi"), std::string::npos) << message;
+  EXPECT_NE(message.find("'tcp' is not one of auto, nccl, socket, shm, local, mpi"), std::string::npos)
+      << message;
 }
 
 }  // namespace

@@ -80,7 +80,7 @@ clean=(env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT -u 
        -u TORCHELASTIC_RUN_ID GRADCOMM_TIMEOUT_S=60)
 for n in 2 3; do
   out=$("${clean[@]}" timeout 120 srun --overcommit -n $n "$perf" -b 8 -e 64K -f 8 -n 2 -w 1 2>&1) || fail "srun -n $n: $out"
-  grep -q "Transport: socket ($n ranks, one per process)" <<< "$out" || fail "srun -n $n: not $n ranks: $out"
+  grep -q "Transport: shm ($n ranks, one per process)" <<< "$out" || fail "srun -n $n: not $n ranks: $out"
   grep -q "Out of bounds values : 0 OK" <<< "$out" || fail "srun -n $n: wrong values: $out"
 done
 echo "srun -n 2 and -n 3 gradcomm-perf, no MASTER_ADDR: ok"

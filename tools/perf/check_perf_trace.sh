@@ -24,7 +24,7 @@ run ALL
 for r in 0 1; do
   f=$dir/$r.log
   [ -s "$f" ] || fail "no $f"
-  grep -q "^[^ ]*:$r gradcomm INFO \[INIT\] communicator created: rank $r of 2, socket transport on host" "$f" ||
+  grep -q "^[^ ]*:$r gradcomm INFO \[INIT\] communicator created: rank $r of 2, shm transport on host" "$f" ||
     fail "rank $r: no creation line"
   grep -q "gradcomm INFO \[INIT\] communicator destroyed: rank $r of 2" "$f" || fail "rank $r: no destruction line"
   grep -q "gradcomm TRACE \[COLL\] all-reduce #[0-9]* of 8 bytes (f32, sum) completed in" "$f" ||

@@ -33,7 +33,8 @@ std::vector<gcommTransport_t> kinds_after_a_sum(std::vector<gcommComm_t>& comms,
   auto errors = run_ranks(comms, [&](int r, gcommComm_t c) -> std::string {
     if (gcommCommTransport(c, &kinds[r]) != gcommSuccess) return gcommGetLastError();
     float x = 0.25f * static_cast<float>(r + 1);
-    if (gcommAllReduce(c, &x, &x, 1, gcommFloat32, gcommSum, nullptr) != gcommSuccess) return gcommGetLastError();
+    if (gcommAllReduce(c, &x, &x, 1, gcommFloat32, gcommSum, nullptr) != gcommSuccess)
+      return gcommGetLastError();
     sums[r] = x;
     return "";
   });

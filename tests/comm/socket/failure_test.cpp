@@ -103,7 +103,7 @@ TEST_P(Failures, AbortFromAnotherThreadEndsABlockedCall) {
   EXPECT_EQ(gcommAllReduce(comms[1], x.data(), x.data(), x.size(), gcommFloat32, gcommSum, nullptr),
             gcommRemoteError);
   EXPECT_TRUE(contains(gcommGetLastError(), GetParam() == gcommTransportShm ? "rank 0 closed its communicator"
-                                                                          : "rank 0 closed its connection"))
+                                                                            : "rank 0 closed its connection"))
       << gcommGetLastError();
   EXPECT_LT(since(start), 5.0);
   destroy_together(comms);

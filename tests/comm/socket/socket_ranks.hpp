@@ -30,7 +30,8 @@ inline gcommCommConfig_t socket_config(int rank, int n, int port, double timeout
 // n socket-transport communicators, one per rank, made concurrently (with
 // `transport`, another store-met host transport: gcommTransportShm; auto would
 // choose shm for these ranks, which share a host).
-inline std::vector<gcommComm_t> make_socket(int n, double timeout_s = 30.0, const char* job_key = "socket-test",
+inline std::vector<gcommComm_t> make_socket(int n, double timeout_s = 30.0,
+                                            const char* job_key = "socket-test",
                                             gcommTransport_t transport = gcommTransportSocket) {
   std::vector<gcommComm_t> comms(n, nullptr);
   const int port = free_tcp_port();
