@@ -114,11 +114,12 @@ void agree_on_transport(Bootstrap& boot, const std::string& mine) {
   for (size_t q = 0; q < all.size(); ++q) {
     std::string theirs(all[q].begin(), all[q].end());
     if (theirs != mine)
-      fail(gcommInvalidArgument, "rank ", boot.rank(), " uses the ", mine, " transport but rank ", q,
-           " uses the ", theirs,
-           " transport: every rank needs the same kind of device (all GPUs for nccl, all host for the host "
-           "transports) and the same GRADCOMM_TRANSPORT or config.transport (\"auto\" chooses after the ranks "
-           "meet, so it cannot meet a rank that named one)");
+      fail(
+          gcommInvalidArgument, "rank ", boot.rank(), " uses the ", mine, " transport but rank ", q,
+          " uses the ", theirs,
+          " transport: every rank needs the same kind of device (all GPUs for nccl, all host for the host "
+          "transports) and the same GRADCOMM_TRANSPORT or config.transport (\"auto\" chooses after the ranks "
+          "meet, so it cannot meet a rank that named one)");
   }
 }
 

@@ -127,25 +127,8 @@ size_t ShmLinks::ring_read(int from, uint8_t* dst, size_t bytes) {
   return n;
 }
 
-bool ShmLinks::Flow::start_next_out() {
-  if (next_out >= n_out) return false;
-  const OutMessage& m = outs[next_out++];
-  encode_phase_header(m.tag, m.bytes, out_header);
-  out = m.data;
-  out_done = 0;
-  out_total = kHeaderBytes + m.bytes;
-  return true;
-}
-
-bool ShmLinks::Flow::start_next_in() {
-  if (next_in >= n_in) return false;
-  in_done = 0;
-  in_total = kHeaderBytes + ins[next_in++].bytes;
-  return true;
-}
-
 size_t ShmLinks::send_more(int q) {
-  Flow& f = flows_[q];
+  MessageFlow& f = flows_[q];
   size_t moved = 0;
   while (f.out_done < f.out_total) {
     size_t n;
@@ -163,7 +146,7 @@ size_t ShmLinks::send_more(int q) {
 }
 
 size_t ShmLinks::receive_more(int q, const std::string& what) {
-  Flow& f = flows_[q];
+  MessageFlow& f = flows_[q];
   size_t moved = 0;
   while (f.in_done < f.in_total) {
     const InMessage& m = f.in();
@@ -229,7 +212,7 @@ bool ShmLinks::process_gone(int q) const {
 // message boundary of its ring to this rank), that is the message; else how.
 void ShmLinks::peer_gone(int q, const std::string& how, const std::string& what) {
   if (aborted_.load()) fail(gcommAborted, what, ": rank ", rank_, "'s communicator was aborted");
-  const Flow& f = flows_[q];
+  const MessageFlow& f = flows_[q];
   if ((f.in_done == 0 || f.in_done >= f.in_total) && ring_available(q) >= kHeaderBytes) {
     uint8_t h[kHeaderBytes];
     (void)ring_read(q, h, sizeof(h));
@@ -277,43 +260,13 @@ void ShmLinks::fail_all(const std::string& reason, double grace_s) noexcept {
 
 void ShmLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& tag, Deadline deadline,
                          const std::string& what, const std::function<void()>& progress) {
-  const int n = size();
-  phase_out_.resize(n);
-  phase_in_.resize(n);
-  for (int q = 0; q < n; ++q) {
-    flows_[q] = Flow{};
-    if (q == rank_) continue;
-    const PeerTransfer& t = transfers[q];
-    Flow& f = flows_[q];
-    phase_out_[q] = OutMessage{t.out, t.out_bytes, tag};
-    phase_in_[q] = InMessage{t.in, t.in_bytes, tag};
-    if (t.sends) {
-      f.outs = &phase_out_[q];
-      f.n_out = 1;
-      f.start_next_out();
-    }
-    if (t.receives) {
-      f.ins = &phase_in_[q];
-      f.n_in = 1;
-      f.start_next_in();
-    }
-  }
+  flows_.start_phase(transfers, tag, rank_);
   run_flows(deadline, what, progress);
 }
 
 void ShmLinks::run_messages(const std::vector<PeerQueue>& queues, Deadline deadline,
                             const std::string& what) {
-  for (int q = 0; q < size(); ++q) {
-    flows_[q] = Flow{};
-    if (q == rank_) continue;
-    Flow& f = flows_[q];
-    f.outs = queues[q].out.data();
-    f.n_out = queues[q].out.size();
-    f.ins = queues[q].in.data();
-    f.n_in = queues[q].in.size();
-    f.start_next_out();
-    f.start_next_in();
-  }
+  flows_.start_messages(queues, rank_);
   run_flows(deadline, what, {});
 }
 
@@ -330,7 +283,7 @@ void ShmLinks::run_flows(Deadline deadline, const std::string& what, const std::
     const uint32_t bell = me.doorbell.load(std::memory_order_seq_cst);
     bool left = false, moved = false;
     for (int q = 0; q < n; ++q) {
-      Flow& f = flows_[q];
+      MessageFlow& f = flows_[q];
       if (f.in_done >= f.in_total && f.out_done >= f.out_total) continue;
       const size_t got = receive_more(q, what);
       const size_t put = send_more(q);
@@ -341,10 +294,7 @@ void ShmLinks::run_flows(Deadline deadline, const std::string& what, const std::
       if (f.in_done < f.in_total || f.out_done < f.out_total) left = true;
     }
     if (!left) {
-      uint64_t payload = 0;
-      for (int q = 0; q < n; ++q)
-        for (size_t i = 0; i < flows_[q].n_out; ++i) payload += flows_[q].outs[i].bytes;
-      sent_.fetch_add(payload, std::memory_order_relaxed);
+      sent_.fetch_add(flows_.payload_sent(), std::memory_order_relaxed);
       return;
     }
     const auto now = Clock::now();
@@ -357,7 +307,7 @@ void ShmLinks::run_flows(Deadline deadline, const std::string& what, const std::
     const bool check_processes = now >= next_liveness_check;
     if (check_processes) next_liveness_check = now + kNap;
     for (int q = 0; q < n; ++q) {
-      const Flow& f = flows_[q];
+      const MessageFlow& f = flows_[q];
       if (f.in_done >= f.in_total && f.out_done >= f.out_total) continue;
       if (segment_.rank_words(q).closed.load(std::memory_order_seq_cst) != 0) {
         if (receive_more(q, what) > 0) {  // what it wrote before closing
@@ -378,7 +328,7 @@ void ShmLinks::run_flows(Deadline deadline, const std::string& what, const std::
     if (now >= deadline) {
       std::vector<int> silent, stuck;
       for (int q = 0; q < n; ++q) {
-        const Flow& f = flows_[q];
+        const MessageFlow& f = flows_[q];
         if (f.in_done < f.in_total)
           silent.push_back(q);
         else if (f.out_done < f.out_total)

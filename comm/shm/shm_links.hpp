@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/exchange/message_flows.hpp"
 #include "comm/exchange/peer_exchange.hpp"
 #include "comm/exchange/phase_header.hpp"
 #include "comm/shm/shm_segment.hpp"
@@ -42,31 +43,12 @@ class ShmLinks final : public PeerExchange {
                  const std::string& what, const std::function<void()>& progress) override;
   void run_messages(const std::vector<PeerQueue>& queues, Deadline deadline,
                     const std::string& what) override;
-  size_t received_bytes(int q) const override {
-    const Flow& f = flows_[q];
-    return f.in_done > kPhaseHeaderBytes ? f.in_done - kPhaseHeaderBytes : 0;
-  }
+  size_t received_bytes(int q) const override { return flows_[q].received_bytes(); }
   void abort() noexcept override;
   void fail_all(const std::string& reason, double grace_s) noexcept override;
   uint64_t payload_bytes_sent() const noexcept override { return sent_.load(std::memory_order_relaxed); }
 
  private:
-  // Progress of one peer's messages: the current one each way (as PeerLinks').
-  struct Flow {
-    uint8_t out_header[kPhaseHeaderBytes];
-    uint8_t in_header[kPhaseHeaderBytes];
-    size_t out_done = 0, out_total = 0;  // header + payload
-    const void* out = nullptr;           // the payload
-    size_t in_done = 0, in_total = 0;
-    const OutMessage* outs = nullptr;
-    size_t n_out = 0, next_out = 0;
-    const InMessage* ins = nullptr;
-    size_t n_in = 0, next_in = 0;
-    bool mid_send() const { return out_done > 0 && out_done < out_total; }
-    bool start_next_out();
-    bool start_next_in();
-    const InMessage& in() const { return ins[next_in - 1]; }
-  };
   void run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress);
   // Moves what fits of flow q's outgoing message into its ring; bytes moved.
   size_t send_more(int q);
@@ -87,9 +69,7 @@ class ShmLinks final : public PeerExchange {
   int rank_;
   std::chrono::microseconds spin_;  // how long a wait spins before it sleeps
   uint64_t pid_namespace_;          // this process's: peers' pids are checked only within it
-  std::vector<Flow> flows_;
-  std::vector<OutMessage> phase_out_;
-  std::vector<InMessage> phase_in_;
+  MessageFlows flows_;
   std::atomic<bool> aborted_{false};
   std::atomic<uint64_t> sent_{0};
 };

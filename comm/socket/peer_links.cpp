@@ -62,7 +62,7 @@ void PeerLinks::fail_all(const std::string& reason, double grace_s) noexcept {
     const Deadline until = deadline_after(grace_s);
     for (size_t q = 0; q < peers_.size(); ++q) {
       if (!peers_[q].valid()) continue;
-      Flow& f = flows_[q];
+      MessageFlow& f = flows_[q];
       // Inside a message the peer would read the notice as data: finish the
       // message first (a live peer in this phase is reading it).
       while (f.mid_send()) {
@@ -91,7 +91,7 @@ void PeerLinks::fail_all(const std::string& reason, double grace_s) noexcept {
 // message boundary of its stream), that is the message; else how it ended.
 void PeerLinks::peer_gone(int q, const std::string& how, const std::string& what) {
   if (aborted_.load()) fail(gcommAborted, what, ": rank ", rank_, "'s communicator was aborted");
-  const Flow& f = flows_[q];
+  const MessageFlow& f = flows_[q];
   if (f.in_done == 0 || f.in_done >= f.in_total) {
     uint8_t h[kHeaderBytes];
     ssize_t got = ::recv(peers_[q].fd(), h, sizeof(h), MSG_DONTWAIT | MSG_PEEK);
@@ -105,7 +105,7 @@ void PeerLinks::peer_gone(int q, const std::string& how, const std::string& what
 }
 
 ssize_t PeerLinks::send_more(int q, int flags) {
-  Flow& f = flows_[q];
+  MessageFlow& f = flows_[q];
   iovec v[2];
   int nv = remaining(f.out_header, const_cast<void*>(f.out), f.out_total - kHeaderBytes, f.out_done, v);
   msghdr m{};
@@ -121,68 +121,21 @@ void PeerLinks::close_all() noexcept {
     if (s.valid()) (void)::shutdown(s.fd(), SHUT_RDWR);
 }
 
-bool PeerLinks::Flow::start_next_out() {
-  if (next_out >= n_out) return false;
-  const OutMessage& m = outs[next_out++];
-  encode_phase_header(m.tag, m.bytes, out_header);
-  out = m.data;
-  out_done = 0;
-  out_total = kHeaderBytes + m.bytes;
-  return true;
-}
-
-bool PeerLinks::Flow::start_next_in() {
-  if (next_in >= n_in) return false;
-  in_done = 0;
-  in_total = kHeaderBytes + ins[next_in++].bytes;
-  return true;
-}
-
 void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& tag, Deadline deadline,
                           const std::string& what, const std::function<void()>& progress) {
-  const int n = size();
-  phase_out_.resize(n);
-  phase_in_.resize(n);
-  for (int q = 0; q < n; ++q) {
-    flows_[q] = Flow{};
-    if (q == rank_) continue;
-    const PeerTransfer& t = transfers[q];
-    Flow& f = flows_[q];
-    phase_out_[q] = OutMessage{t.out, t.out_bytes, tag};
-    phase_in_[q] = InMessage{t.in, t.in_bytes, tag};
-    if (t.sends) {
-      f.outs = &phase_out_[q];
-      f.n_out = 1;
-      f.start_next_out();
-    }
-    if (t.receives) {
-      f.ins = &phase_in_[q];
-      f.n_in = 1;
-      f.start_next_in();
-    }
-  }
+  flows_.start_phase(transfers, tag, rank_);
   run_flows(deadline, what, progress);
 }
 
 void PeerLinks::run_messages(const std::vector<PeerQueue>& queues, Deadline deadline,
                              const std::string& what) {
-  for (int q = 0; q < size(); ++q) {
-    flows_[q] = Flow{};
-    if (q == rank_) continue;
-    Flow& f = flows_[q];
-    f.outs = queues[q].out.data();
-    f.n_out = queues[q].out.size();
-    f.ins = queues[q].in.data();
-    f.n_in = queues[q].in.size();
-    f.start_next_out();
-    f.start_next_in();
-  }
+  flows_.start_messages(queues, rank_);
   run_flows(deadline, what, {});
 }
 
 void PeerLinks::run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress) {
   const int n = size();
-  std::vector<Flow>& flows = flows_;
+  MessageFlows& flows = flows_;
   std::vector<pollfd> fds;
   std::vector<int> who;
   // Small messages usually arrive within microseconds: poll without sleeping for
@@ -194,7 +147,7 @@ void PeerLinks::run_flows(Deadline deadline, const std::string& what, const std:
     fds.clear();
     who.clear();
     for (int q = 0; q < n; ++q) {
-      const Flow& f = flows[q];
+      const MessageFlow& f = flows[q];
       short events = 0;
       if (f.out_done < f.out_total) events |= POLLOUT;
       if (f.in_done < f.in_total) events |= POLLIN;
@@ -203,10 +156,7 @@ void PeerLinks::run_flows(Deadline deadline, const std::string& what, const std:
       who.push_back(q);
     }
     if (fds.empty()) {
-      uint64_t payload = 0;
-      for (int q = 0; q < n; ++q)
-        for (size_t i = 0; i < flows[q].n_out; ++i) payload += flows[q].outs[i].bytes;
-      sent_.fetch_add(payload, std::memory_order_relaxed);
+      sent_.fetch_add(flows.payload_sent(), std::memory_order_relaxed);
       return;
     }
     if (progress) progress();
@@ -235,7 +185,7 @@ void PeerLinks::run_flows(Deadline deadline, const std::string& what, const std:
     for (size_t i = 0; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       const int q = who[i];
-      Flow& f = flows[q];
+      MessageFlow& f = flows[q];
       const int fd = fds[i].fd;
       while (f.in_done < f.in_total) {
         const InMessage& m = f.in();

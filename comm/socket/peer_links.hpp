@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/exchange/message_flows.hpp"
 #include "comm/exchange/peer_exchange.hpp"
 #include "comm/exchange/phase_header.hpp"
 #include "comm/net/tcp_socket.hpp"
@@ -55,10 +56,7 @@ class PeerLinks final : public PeerExchange {
   void run_messages(const std::vector<PeerQueue>& queues, Deadline deadline,
                     const std::string& what) override;
   // Payload bytes received so far from rank q in the phase being run.
-  size_t received_bytes(int q) const override {
-    const Flow& f = flows_[q];
-    return f.in_done > kHeaderBytes ? f.in_done - kHeaderBytes : 0;
-  }
+  size_t received_bytes(int q) const override { return flows_[q].received_bytes(); }
 
   // Shuts every connection down: peers blocked on this rank fail at once, and
   // so does a phase in progress here. Safe from any thread.
@@ -76,23 +74,6 @@ class PeerLinks final : public PeerExchange {
   static constexpr size_t kHeaderBytes = kPhaseHeaderBytes;
 
  private:
-  // Progress of one peer's messages: the current one each way.
-  struct Flow {
-    uint8_t out_header[kHeaderBytes];
-    uint8_t in_header[kHeaderBytes];
-    size_t out_done = 0, out_total = 0;  // header + payload
-    const void* out = nullptr;           // the payload
-    size_t in_done = 0, in_total = 0;
-    const OutMessage* outs = nullptr;  // the queue, and the next message of it
-    size_t n_out = 0, next_out = 0;
-    const InMessage* ins = nullptr;
-    size_t n_in = 0, next_in = 0;
-    bool mid_send() const { return out_done > 0 && out_done < out_total; }
-    // Moves to the next message each way once the current one is done; false when none is left.
-    bool start_next_out();
-    bool start_next_in();
-    const InMessage& in() const { return ins[next_in - 1]; }
-  };
   // The loop under run_phase and run_messages: flows_ are set up.
   void run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress);
   // One sendmsg of what is left of flow q's outgoing message; its result.
@@ -101,9 +82,7 @@ class PeerLinks final : public PeerExchange {
   void close_all() noexcept;
 
   std::vector<net::Socket> peers_;
-  std::vector<Flow> flows_;
-  std::vector<OutMessage> phase_out_;  // run_phase's one message each way per peer
-  std::vector<InMessage> phase_in_;
+  MessageFlows flows_;
   int rank_;
   std::atomic<bool> aborted_{false};
   std::atomic<uint64_t> sent_{0};  // read from any thread (gcommCommBytesSent)

@@ -426,7 +426,8 @@ TEST_F(PowerSgdGpu, FusedErrorFeedbackMatchesTheTwoPassesBitForBit) {
 // bits when run again.
 TEST_F(PowerSgdGpu, EachProductOfAMatrixAloneMatchesTheHostTwinAndRepeatsBitForBit) {
   std::mt19937 rng(31);
-  const std::vector<std::pair<size_t, size_t>> shapes = {{4100, 70}, {700, 40}, {3, 5000}, {1, 1}, {65, 2100}};
+  const std::vector<std::pair<size_t, size_t>> shapes = {
+      {4100, 70}, {700, 40}, {3, 5000}, {1, 1}, {65, 2100}};
   for (int r : {1, 4, 13}) {
     for (auto [rows, cols] : shapes) {
       HostMatrix h(rows, cols, r, false);

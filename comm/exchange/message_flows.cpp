@@ -1,0 +1,64 @@
+#include "comm/exchange/message_flows.hpp"
+
+namespace gradcomm::comm {
+
+bool MessageFlow::start_next_out() {
+  if (next_out >= n_out) return false;
+  const OutMessage& m = outs[next_out++];
+  encode_phase_header(m.tag, m.bytes, out_header);
+  out = m.data;
+  out_done = 0;
+  out_total = kPhaseHeaderBytes + m.bytes;
+  return true;
+}
+
+bool MessageFlow::start_next_in() {
+  if (next_in >= n_in) return false;
+  in_done = 0;
+  in_total = kPhaseHeaderBytes + ins[next_in++].bytes;
+  return true;
+}
+
+void MessageFlows::start_phase(const std::vector<PeerTransfer>& transfers, const PhaseTag& tag, int me) {
+  for (size_t q = 0; q < flows_.size(); ++q) {
+    flows_[q] = MessageFlow{};
+    if (static_cast<int>(q) == me) continue;
+    const PeerTransfer& t = transfers[q];
+    MessageFlow& f = flows_[q];
+    phase_out_[q] = OutMessage{t.out, t.out_bytes, tag};
+    phase_in_[q] = InMessage{t.in, t.in_bytes, tag};
+    if (t.sends) {
+      f.outs = &phase_out_[q];
+      f.n_out = 1;
+      f.start_next_out();
+    }
+    if (t.receives) {
+      f.ins = &phase_in_[q];
+      f.n_in = 1;
+      f.start_next_in();
+    }
+  }
+}
+
+void MessageFlows::start_messages(const std::vector<PeerQueue>& queues, int me) {
+  for (size_t q = 0; q < flows_.size(); ++q) {
+    flows_[q] = MessageFlow{};
+    if (static_cast<int>(q) == me) continue;
+    MessageFlow& f = flows_[q];
+    f.outs = queues[q].out.data();
+    f.n_out = queues[q].out.size();
+    f.ins = queues[q].in.data();
+    f.n_in = queues[q].in.size();
+    f.start_next_out();
+    f.start_next_in();
+  }
+}
+
+uint64_t MessageFlows::payload_sent() const {
+  uint64_t payload = 0;
+  for (const MessageFlow& f : flows_)
+    for (size_t i = 0; i < f.n_out; ++i) payload += f.outs[i].bytes;
+  return payload;
+}
+
+}  // namespace gradcomm::comm

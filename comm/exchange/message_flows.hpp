@@ -1,0 +1,61 @@
+// The bookkeeping that every byte-stream wire of comm/exchange/ shares (the socket
+// transport's TCP connections, the shm transport's rings): per peer, the message
+// being sent and the one being received, each its 40-byte phase header followed by
+// its payload, and the queue each comes from (run_phase's one message each way,
+// or run_messages' queues). The wires move the bytes; this says which bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "comm/exchange/peer_exchange.hpp"
+#include "comm/exchange/phase_header.hpp"
+
+namespace gradcomm::comm {
+
+// Progress of one peer's messages: the current one each way.
+struct MessageFlow {
+  uint8_t out_header[kPhaseHeaderBytes];
+  uint8_t in_header[kPhaseHeaderBytes];
+  size_t out_done = 0, out_total = 0;  // header + payload
+  const void* out = nullptr;           // the payload
+  size_t in_done = 0, in_total = 0;
+  const OutMessage* outs = nullptr;  // the queue, and the next message of it
+  size_t n_out = 0, next_out = 0;
+  const InMessage* ins = nullptr;
+  size_t n_in = 0, next_in = 0;
+
+  bool sending() const { return out_done < out_total; }
+  bool receiving() const { return in_done < in_total; }
+  bool mid_send() const { return out_done > 0 && out_done < out_total; }
+  // Moves to the next message each way once the current one is done; false when none is left.
+  bool start_next_out();
+  bool start_next_in();
+  const InMessage& in() const { return ins[next_in - 1]; }
+  // Payload bytes received of the current incoming message.
+  size_t received_bytes() const { return in_done > kPhaseHeaderBytes ? in_done - kPhaseHeaderBytes : 0; }
+};
+
+// One flow per rank (this rank's stays empty), set up for a phase or a run of messages.
+class MessageFlows {
+ public:
+  explicit MessageFlows(size_t ranks) : flows_(ranks), phase_out_(ranks), phase_in_(ranks) {}
+  // run_phase's transfers (indexed by peer rank): one message each way per peer, tagged `tag`.
+  void start_phase(const std::vector<PeerTransfer>& transfers, const PhaseTag& tag, int me);
+  // run_messages' queues (indexed by peer rank).
+  void start_messages(const std::vector<PeerQueue>& queues, int me);
+  // The payload bytes of every message sent in the run: what it put on the wire.
+  uint64_t payload_sent() const;
+
+  MessageFlow& operator[](size_t q) { return flows_[q]; }
+  const MessageFlow& operator[](size_t q) const { return flows_[q]; }
+  size_t size() const { return flows_.size(); }
+
+ private:
+  std::vector<MessageFlow> flows_;
+  std::vector<OutMessage> phase_out_;  // start_phase's one message each way per peer
+  std::vector<InMessage> phase_in_;
+};
+
+}  // namespace gradcomm::comm
