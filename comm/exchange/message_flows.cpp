@@ -1,5 +1,8 @@
 #include "comm/exchange/message_flows.hpp"
 
+#include "comm/bootstrap/store_state.hpp"
+#include "common/error.hpp"
+
 namespace gradcomm::comm {
 
 bool MessageFlow::start_next_out() {
@@ -59,6 +62,22 @@ uint64_t MessageFlows::payload_sent() const {
   for (const MessageFlow& f : flows_)
     for (size_t i = 0; i < f.n_out; ++i) payload += f.outs[i].bytes;
   return payload;
+}
+
+void MessageFlows::fail_timeout(const std::string& what, int me) const {
+  std::vector<int> silent, stuck;
+  for (size_t q = 0; q < flows_.size(); ++q) {
+    if (flows_[q].receiving())
+      silent.push_back(static_cast<int>(q));
+    else if (flows_[q].sending())
+      stuck.push_back(static_cast<int>(q));
+  }
+  std::string detail;
+  if (!silent.empty()) detail = cat("waiting for data from ", bootstrap::rank_list(silent));
+  if (!stuck.empty())
+    detail += cat(detail.empty() ? "" : "; ", bootstrap::rank_list(stuck), " did not take this rank's data");
+  fail(gcommTimeout, what, " did not complete within the timeout on rank ", me, ": ", detail,
+       " (a rank that is stuck, slower by more than the timeout, or calling other collectives)");
 }
 
 }  // namespace gradcomm::comm

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "comm/exchange/peer_exchange.hpp"
@@ -47,6 +48,9 @@ class MessageFlows {
   void start_messages(const std::vector<PeerQueue>& queues, int me);
   // The payload bytes of every message sent in the run: what it put on the wire.
   uint64_t payload_sent() const;
+  // The run's deadline passed on rank `me`: gcommTimeout naming the peers it still
+  // waits to hear from and those that did not take its data.
+  [[noreturn]] void fail_timeout(const std::string& what, int me) const;
 
   MessageFlow& operator[](size_t q) { return flows_[q]; }
   const MessageFlow& operator[](size_t q) const { return flows_[q]; }

@@ -14,7 +14,6 @@
 #include <ctime>
 #include <fstream>
 
-#include "comm/bootstrap/store_state.hpp"
 #include "common/cpu_relax.hpp"
 #include "common/error.hpp"
 
@@ -273,8 +272,7 @@ void ShmLinks::run_messages(const std::vector<PeerQueue>& queues, Deadline deadl
 void ShmLinks::run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress) {
   const int n = size();
   RankWords& me = segment_.rank_words(rank_);
-  const auto spin = spin_;
-  auto spin_end = Clock::now() + spin;
+  auto spin_end = Clock::now() + spin_;
   auto next_liveness_check = Clock::now() + kNap;
   for (;;) {
     if (aborted_.load()) fail(gcommAborted, what, ": rank ", rank_, "'s communicator was aborted");
@@ -299,7 +297,7 @@ void ShmLinks::run_flows(Deadline deadline, const std::string& what, const std::
     }
     const auto now = Clock::now();
     if (moved) {
-      spin_end = now + spin;
+      spin_end = now + spin_;
       continue;
     }
     if (progress) progress();
@@ -309,39 +307,16 @@ void ShmLinks::run_flows(Deadline deadline, const std::string& what, const std::
     for (int q = 0; q < n; ++q) {
       const MessageFlow& f = flows_[q];
       if (f.in_done >= f.in_total && f.out_done >= f.out_total) continue;
-      if (segment_.rank_words(q).closed.load(std::memory_order_seq_cst) != 0) {
-        if (receive_more(q, what) > 0) {  // what it wrote before closing
-          moved = true;
-          continue;
-        }
-        peer_gone(q, "closed its communicator", what);
+      const bool closed = segment_.rank_words(q).closed.load(std::memory_order_seq_cst) != 0;
+      if (!closed && !(check_processes && process_gone(q))) continue;
+      if (receive_more(q, what) > 0) {  // what it wrote before it closed or went
+        moved = true;
+        continue;
       }
-      if (check_processes && process_gone(q)) {
-        if (receive_more(q, what) > 0) {  // what it wrote before it went
-          moved = true;
-          continue;
-        }
-        peer_gone(q, "is gone (its process exited or was killed)", what);
-      }
+      peer_gone(q, closed ? "closed its communicator" : "is gone (its process exited or was killed)", what);
     }
     if (moved) continue;
-    if (now >= deadline) {
-      std::vector<int> silent, stuck;
-      for (int q = 0; q < n; ++q) {
-        const MessageFlow& f = flows_[q];
-        if (f.in_done < f.in_total)
-          silent.push_back(q);
-        else if (f.out_done < f.out_total)
-          stuck.push_back(q);
-      }
-      std::string detail;
-      if (!silent.empty()) detail = cat("waiting for data from ", bootstrap::rank_list(silent));
-      if (!stuck.empty())
-        detail +=
-            cat(detail.empty() ? "" : "; ", bootstrap::rank_list(stuck), " did not take this rank's data");
-      fail(gcommTimeout, what, " did not complete within the timeout on rank ", rank_, ": ", detail,
-           " (a rank that is stuck, slower by more than the timeout, or calling other collectives)");
-    }
+    if (now >= deadline) flows_.fail_timeout(what, rank_);
     if (now < spin_end) {
       cpu_relax();
       continue;

@@ -167,21 +167,7 @@ void PeerLinks::run_flows(Deadline deadline, const std::string& what, const std:
       fail(gcommInternalError, what, ": poll() failed: ", errno_text(errno));
     }
     if (rc == 0 && spin) continue;
-    if (rc == 0 && Clock::now() >= deadline) {
-      std::vector<int> silent, stuck;
-      for (size_t i = 0; i < fds.size(); ++i) {
-        if (fds[i].events & POLLIN)
-          silent.push_back(who[i]);
-        else
-          stuck.push_back(who[i]);
-      }
-      std::string detail;
-      if (!silent.empty()) detail = cat("waiting for data from ", rank_list(silent));
-      if (!stuck.empty())
-        detail += cat(detail.empty() ? "" : "; ", rank_list(stuck), " did not take this rank's data");
-      fail(gcommTimeout, what, " did not complete within the timeout on rank ", rank_, ": ", detail,
-           " (a rank that is stuck, slower by more than the timeout, or calling other collectives)");
-    }
+    if (rc == 0 && Clock::now() >= deadline) flows.fail_timeout(what, rank_);
     for (size_t i = 0; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       const int q = who[i];
