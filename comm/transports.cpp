@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "comm/cuda_ipc/cuda_ipc_transport.hpp"
 #include "comm/host_transport.hpp"
 #include "comm/nccl/store_init.hpp"
 #include "comm/shm/shm_transport.hpp"
@@ -22,6 +23,8 @@ const TransportEntry kTransports[] = {
     {gcommTransportSocket, "socket", "gcommTransportSocket", gcommDeviceHost,
      make_socket_transport_from_store, nullptr},
     {gcommTransportShm, "shm", "gcommTransportShm", gcommDeviceHost, make_shm_transport_from_store, nullptr},
+    {gcommTransportCudaIpc, "cuda-ipc", "gcommTransportCudaIpc", gcommDeviceCuda,
+     make_cuda_ipc_transport_from_store, nullptr},
     {gcommTransportLocal, "local", "gcommTransportLocal", gcommDeviceHost, nullptr,
      "local ranks are threads of one process; create them with gcommCommInitLocal"},
     {gcommTransportMpi, "mpi", "gcommTransportMpi", gcommDeviceHost, nullptr,
@@ -37,19 +40,25 @@ const TransportEntry* find_transport(gcommTransport_t kind) noexcept {
   return nullptr;
 }
 
-// gcommTransportAuto for host ranks: shm or socket, chosen once the ranks met.
+// gcommTransportAuto, chosen once the ranks met: for host ranks shm or socket,
+// for CUDA devices NCCL or cuda-ipc.
 const TransportEntry kHostAuto = {gcommTransportAuto,
                                   "auto",
                                   "gcommTransportAuto",
                                   gcommDeviceHost,
                                   make_host_transport_from_store,
                                   nullptr};
+const TransportEntry kCudaAuto = {gcommTransportAuto,
+                                  "auto",
+                                  "gcommTransportAuto",
+                                  gcommDeviceCuda,
+                                  make_cuda_transport_from_store,
+                                  nullptr};
 
 const TransportEntry& transport_for_job(gcommTransport_t requested, const gcommDevice_t& device) {
-  if (requested == gcommTransportAuto && device.kind == gcommDeviceHost) return kHostAuto;
   if (requested == gcommTransportAuto) {
-    for (const TransportEntry& t : kTransports)
-      if (t.from_store != nullptr && t.serves == device.kind) return t;
+    if (device.kind == gcommDeviceHost) return kHostAuto;
+    if (device.kind == gcommDeviceCuda) return kCudaAuto;
     fail(gcommInvalidArgument, "no transport moves memory of device kind ", static_cast<int>(device.kind));
   }
   const TransportEntry* t = find_transport(requested);
@@ -60,6 +69,9 @@ const TransportEntry& transport_for_job(gcommTransport_t requested, const gcommD
     fail(gcommInvalidArgument, "config.transport must be one of ", enumerators);
   }
   require(t->from_store != nullptr, "config.transport is ", t->enumerator, ": ", t->not_from_store);
+  require(!(t->kind == gcommTransportCudaIpc && device.kind == gcommDeviceHost),
+          "config.transport is gcommTransportCudaIpc, which moves GPU memory: set config.device to the CUDA "
+          "device the ranks share (host ranks on one host: gcommTransportShm)");
   // NCCL on the host is refused later, with the reason, after the ranks meet
   // (comm/nccl/store_init.cpp): every rank then fails alike.
   require(!(t->serves == gcommDeviceHost && device.kind != gcommDeviceHost), "config.transport is ",

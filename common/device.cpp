@@ -67,7 +67,8 @@ using PrimaryCtxGetState = CUresult (*)(CUdevice, unsigned int*, int*);
 using DeviceGet = CUresult (*)(CUdevice*, int);
 using PointerGetAttributes = CUresult (*)(unsigned int, CUpointer_attribute*, void**, CUdeviceptr);
 
-// A driver entry point through the runtime (no link against libcuda); nullptr if absent.
+}  // namespace
+
 void* driver_entry(const char* name) noexcept {
   void* f = nullptr;
   cudaDriverEntryPointQueryResult q{};
@@ -78,7 +79,6 @@ void* driver_entry(const char* name) noexcept {
   }
   return f;
 }
-}  // namespace
 
 int cuda_device_count() noexcept {
   try {

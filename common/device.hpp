@@ -62,6 +62,10 @@ bool usable_by(const PointerInfo& info, const gcommDevice_t& device) noexcept;
 void require_usable(const PointerInfo& info, const gcommDevice_t& device, const char* what, long long index,
                     const char* user);
 
+// A CUDA driver entry point, found through the runtime (no link against libcuda);
+// nullptr without a driver or where the driver lacks it.
+void* driver_entry(const char* name) noexcept;
+
 // True if the primary context of CUDA device `ordinal` exists (so switching to
 // it creates nothing). False when it cannot be told.
 bool primary_context_active(int ordinal) noexcept;

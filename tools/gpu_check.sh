@@ -17,7 +17,7 @@
 #   built here:          carry .gpu-carry.tar.gz (tools/pack_gpu_build.sh; or the folder .gpu-carry/);
 #                        GPU_CHECK_PREBUILT=.gpu-carry.tar.gz tools/gpu_check.sh OUT_DIR
 # Env: GRADCOMM_COMMIT (when .git is absent), GPU_CHECK_SKIP_SANITIZER=1, GPU_CHECK_JOBS,
-#      GPU_CHECK_STAGES (default "build tests sanitizer bench perf reducer powersgd nccltests peers python": a subset
+#      GPU_CHECK_STAGES (default "build tests sanitizer bench perf cudaipc reducer powersgd nccltests peers python": a subset
 #      to fit one device call's 10 minutes), GPU_CHECK_PREBUILT=1 (build-gpu/ was built
 #      on the development machine and carried: skip the build and make its absolute
 #      paths resolve here), BENCH_REPS, GPU_CHECK_BENCHES (a regex on the Google
@@ -36,7 +36,7 @@ root=$(pwd)
 build=$root/build-gpu
 jobs=${GPU_CHECK_JOBS:-$(nproc)}
 export PATH=/usr/local/cuda/bin:$PATH
-stages=" ${GPU_CHECK_STAGES:-build tests sanitizer bench perf reducer powersgd nccltests peers python} "
+stages=" ${GPU_CHECK_STAGES:-build tests sanitizer bench perf cudaipc reducer powersgd nccltests peers python} "
 want() { [[ "$stages" == *" $1 "* ]]; }
 summary=$out/summary.txt
 touch "$summary"
@@ -256,6 +256,30 @@ if want perf && [ -x "$perf" ]; then
   note "perf: $(grep -m1 'Avg bus bandwidth' "$out/perf.txt")"
   wrong_runs  # the runs that counted wrong values (2026-11-27: 5 of 13, hidden from the summary)
   merge_bench
+fi
+
+# --- processes sharing one GPU (the cuda-ipc transport) -------------------------------
+# Its test program (separate processes on GPU 0 against the host reference), then
+# gradcomm-perf as 4 processes on GPU 0 against 4 local ranks (threads) on it,
+# alternating (issue 33's target: within 1.2x at 1 MiB and 64 MiB), then every other
+# collective as 4 processes with the values checked. Into tests.log and perf.txt.
+if want cudaipc && [ -x "$perf" ]; then
+  ipc_tests=$build/tests/comm/gradcomm_cuda_ipc_tests
+  { echo "### gradcomm_cuda_ipc_tests"; timeout 400 "$ipc_tests"; } >>"$out/tests.log" 2>&1
+  note "cuda-ipc tests: exit $?"
+  { for round in 1 2; do
+      echo "### gradcomm-perf --local 4 -b 1M -e 64M -f 8 (threads on GPU 0, round $round)"
+      "$perf" --local 4 -b 1M -e 64M -f 8
+      echo "### gradcomm-perf as 4 processes on GPU 0 -b 1M -e 64M -f 8 (cuda-ipc, round $round)"
+      RUN_PROCESSES_TIMEOUT=200 examples/run_processes.sh 4 "$perf" -b 1M -e 64M -f 8
+    done
+    for c in all_gather reduce_scatter broadcast reduce alltoall sendrecv; do
+      echo "### gradcomm-perf --collective $c as 4 processes on GPU 0 (cuda-ipc)"
+      RUN_PROCESSES_TIMEOUT=200 examples/run_processes.sh 4 "$perf" --collective $c -b 8 -e 16M -f 16
+    done
+  } >>"$out/perf.txt" 2>&1
+  note "cuda-ipc perf: exit $?"
+  wrong_runs
 fi
 
 # --- reducer step -------------------------------------------------------------------

@@ -15,7 +15,7 @@ rm -rf .gpu-carry
 mkdir -p .gpu-carry/lib
 cp "$src/CMakeCache.txt" .gpu-carry/
 ( cd "$src" && find . \( -path ./install-test -o -path ./install \) -prune -o -type f \( -name 'libgradcomm.so*' -o -name 'gradcomm_*tests' \
-    -o -name 'gradcomm_*bench*' -o -name 'gradcomm-*' -o -name 'gradcomm-info' -o -name 'gradcomm_bootstrap_rank' \
+    -o -name 'gradcomm_*bench*' -o -name 'gradcomm-*' -o -name 'gradcomm-info' -o -name 'gradcomm_bootstrap_rank' -o -name 'gradcomm_cuda_ipc_rank' \
     -o -name 'gradcomm_example_*' \) -perm -u+x -print ) |
   while read -r f; do mkdir -p ".gpu-carry/build-gpu/$(dirname "$f")"; cp -P "$src/$f" ".gpu-carry/build-gpu/$f"; done
 ( cd "$src" && find . -maxdepth 1 -name 'libgradcomm.so*' ) | while read -r f; do cp -P "$src/$f" .gpu-carry/build-gpu/; done

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "gradcomm/gradcomm.h"
 
@@ -19,6 +20,15 @@ inline bool launcher_world_size(const char* tool, int& world) {
   if (gcommGetLauncherRank(&rank, &world) == gcommSuccess) return true;
   std::fprintf(stderr, "%s: the launcher's environment is not usable: %s\n", tool, gcommGetLastError());
   return false;
+}
+
+// This process's local rank as a launcher sets it (torchrun's LOCAL_RANK, Open
+// MPI's OMPI_COMM_WORLD_LOCAL_RANK, Slurm's SLURM_LOCALID: the variables the
+// library reads for config.local_rank), 0 when none is set.
+inline int launcher_local_rank() {
+  for (const char* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0') return std::atoi(v);
+  return 0;
 }
 
 }  // namespace gradcomm::bench

@@ -13,11 +13,18 @@
 
 #include <memory>
 
+#include "comm/bootstrap/bootstrap.hpp"
 #include "comm/bootstrap/launch_env.hpp"
 #include "comm/transport.hpp"
 
 namespace gradcomm::comm {
 
 std::unique_ptr<Transport> make_nccl_transport_from_store(const bootstrap::LaunchConfig& launch);
+
+// Steps 3 and 4 over ranks that met (the auto choice for CUDA devices,
+// comm/cuda_ipc/cuda_ipc_transport.hpp, meets first, then picks NCCL).
+std::unique_ptr<Transport> make_nccl_transport_over(bootstrap::Bootstrap& met,
+                                                    const bootstrap::LaunchConfig& launch,
+                                                    gcommDevice_t device);
 
 }  // namespace gradcomm::comm

@@ -24,17 +24,6 @@ using namespace bootstrap;
 
 namespace {
 
-// What tells two processes apart as being on one host: the hostname and the
-// kernel's boot id (containers may share a hostname but not a kernel's /dev/shm;
-// this does not see a private /dev/shm mount, which shm_open's error then names).
-std::string host_identity() {
-  char host[256] = {};
-  (void)::gethostname(host, sizeof(host) - 1);
-  std::string boot_id;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
-  return std::string(host) + " " + boot_id;
-}
-
 std::string to_string(const std::vector<uint8_t>& b) {
   return std::string(b.begin(), b.end());
 }
@@ -104,6 +93,14 @@ std::optional<shm::Segment> attach_segment(Bootstrap& boot, const std::string& j
 }
 
 }  // namespace
+
+std::string host_identity() {
+  char host[256] = {};
+  (void)::gethostname(host, sizeof(host) - 1);
+  std::string boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  return std::string(host) + " " + boot_id;
+}
 
 std::unique_ptr<Transport> try_make_shm_transport(Bootstrap& met, const LaunchConfig& launch,
                                                   std::string& why_not) {

@@ -29,4 +29,9 @@ std::unique_ptr<Transport> try_make_shm_transport(bootstrap::Bootstrap& met,
                                                   const bootstrap::LaunchConfig& launch,
                                                   std::string& why_not);
 
+// Tells processes apart as being on one host: the hostname and the kernel's boot
+// id (containers may share a hostname but not a kernel's /dev/shm; a private
+// /dev/shm mount is not seen here, and shm_open's error then names it).
+std::string host_identity();
+
 }  // namespace gradcomm::comm

@@ -38,16 +38,18 @@ typedef enum gcommRedOp {
 
 /** Which transport moves the bytes. */
 typedef enum gcommTransport {
-  gcommTransportAuto =
-      0, /**< NCCL for CUDA devices; for the host: local (InitLocal) or socket (Init/InitFromEnv) */
+  gcommTransportAuto = 0,   /**< CUDA devices: NCCL, or cuda-ipc when every rank is on one GPU; the host:
+                                local (InitLocal), shm on one host or socket (Init/InitFromEnv) */
   gcommTransportNccl = 1,   /**< NCCL (CUDA devices only) */
   gcommTransportLocal = 2,  /**< ranks as threads of one process (gcommCommInitLocal) */
   gcommTransportSocket = 3, /**< host ranks in separate processes, over TCP (gcommCommInit/InitFromEnv
                                 with a host device) */
   gcommTransportMpi = 4,    /**< host ranks in separate processes, over MPI's point-to-point calls
                                 (gcommCommInitMpi, or InitFromEnv under mpirun, with a host device) */
-  gcommTransportShm = 5     /**< host ranks in separate processes on one host, over shared memory
+  gcommTransportShm = 5,    /**< host ranks in separate processes on one host, over shared memory
                                 (gcommCommInit/InitFromEnv with a host device) */
+  gcommTransportCudaIpc = 6 /**< ranks in separate processes on one GPU, over CUDA IPC
+                                (gcommCommInit/InitFromEnv with a CUDA device) */
 } gcommTransport_t;
 
 /** Communicator configuration (versioned config struct, version 1).
@@ -198,10 +200,11 @@ GCOMM_API gcommStatus_t gcommCommAbort(gcommComm_t comm);
 GCOMM_API gcommStatus_t gcommCommRank(gcommComm_t comm, int* rank);
 GCOMM_API gcommStatus_t gcommCommSize(gcommComm_t comm, int* size);
 GCOMM_API gcommStatus_t gcommCommDevice(gcommComm_t comm, gcommDevice_t* device);
-/** gcommTransportNccl, gcommTransportLocal, gcommTransportSocket, gcommTransportMpi or gcommTransportShm. */
+/** gcommTransportNccl, gcommTransportLocal, gcommTransportSocket, gcommTransportMpi, gcommTransportShm or
+ *  gcommTransportCudaIpc. */
 GCOMM_API gcommStatus_t gcommCommTransport(gcommComm_t comm, gcommTransport_t* transport);
 /** The transport's name, as GRADCOMM_TRANSPORT takes it ("auto", "nccl", "socket",
- *  "shm", "local", "mpi"): static storage. A value that is no gcommTransport_t gives "unknown"
+ *  "shm", "cuda-ipc", "local", "mpi"): static storage. A value that is no gcommTransport_t gives "unknown"
  *  and sets the last error. */
 GCOMM_API const char* gcommGetTransportName(gcommTransport_t transport);
 /** Payload bytes this rank has sent to the other ranks since the communicator was

@@ -32,7 +32,7 @@ def _config(device=None, rank=None, world_size=None, local_rank=None, master_add
     if job_key is not None:
         c.job_key = job_key
     if transport is not None:
-        c.transport = getattr(_C.Transport, transport.capitalize())
+        c.transport = getattr(_C.Transport, "".join(w.capitalize() for w in transport.split("-")))  # "cuda-ipc": CudaIpc
     return c
 
 
@@ -177,7 +177,8 @@ def init_from_env(device="cpu", **kwargs):
     world size and rendezvous from the launcher's environment; keyword arguments
     rank, world_size, local_rank, master_addr, master_port, timeout, job_key win
     over it). device: "cpu" (the shm transport when every rank is on one host,
-    else socket; GRADCOMM_TRANSPORT names one) or "cuda"/"cuda:N" (NCCL)."""
+    else socket; GRADCOMM_TRANSPORT names one) or "cuda"/"cuda:N" (NCCL with a GPU
+    per rank, cuda-ipc when every rank's process is on one GPU)."""
     return Communicator(_C.comm_init_from_env(_config(device=device, **kwargs)))
 
 

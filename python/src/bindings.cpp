@@ -331,7 +331,8 @@ void bind_enums(nb::module_& m) {
       .value("Local", gcommTransportLocal)
       .value("Socket", gcommTransportSocket)
       .value("Mpi", gcommTransportMpi)
-      .value("Shm", gcommTransportShm);
+      .value("Shm", gcommTransportShm)
+      .value("CudaIpc", gcommTransportCudaIpc);
   nb::enum_<gcommMemoryKind_t>(m, "MemoryKind", nb::is_arithmetic())
       .value("Default", gcommMemoryDefault)
       .value("Device", gcommMemoryDevice)

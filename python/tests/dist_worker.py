@@ -71,11 +71,11 @@ def use_branch(step, rank):
     return (step + rank) % 3 == 0  # some ranks skip the branch in some steps
 
 
-def train(model, opt, args, rank, world, steps, scaler=None, start=0, record=None, inject=()):
+def train(model, opt, args, rank, world, steps, scaler=None, start=0, record=None, inject=(), device="cpu"):
     for step in range(start, start + steps):
         clear_grads(model, opt, args.zero_grad, step)
         for micro in range(args.accumulate):
-            x, y = batch(step * args.accumulate + micro, rank, world)
+            x, y = (t.to(device) for t in batch(step * args.accumulate + micro, rank, world))
             last = micro == args.accumulate - 1
             ctx = contextlib.nullcontext() if last else model.no_sync()
             with ctx:
@@ -98,7 +98,7 @@ def train(model, opt, args, rank, world, steps, scaler=None, start=0, record=Non
 
 
 def params_of(module):
-    return [p.detach().clone().reshape(-1).tolist() for p in module.parameters()]
+    return [p.detach().cpu().reshape(-1).tolist() for p in module.parameters()]
 
 
 def init_model(args):
@@ -142,8 +142,10 @@ def make_gradcomm(args, comm, model):
 
 
 def run_gradcomm(args, rank, world, record):
-    comm = gradcomm.init(rank, world, master_port=args.gc_port, timeout=60)
-    model = init_model(args)
+    # On a GPU every process is on args.device: gradcomm's cuda-ipc transport.
+    comm = gradcomm.init(rank, world, master_port=args.gc_port, timeout=60, device=args.device)
+    record["transport"] = str(comm.transport)
+    model = init_model(args).to(args.device)
     ddp, scaler = make_gradcomm(args, comm, model)
     opt = make_optimizer(args.opt, ddp.parameters())
     if args.resume:  # steps checkpoint_at .. steps-1 from a checkpoint, in fresh processes
@@ -161,7 +163,8 @@ def run_gradcomm(args, rank, world, record):
                     "scaler": scaler.state_dict() if scaler is not None else None},
                    os.path.join(args.outdir, f"ckpt{rank}.pt"))
     else:
-        train(ddp, opt, args, rank, world, args.steps, scaler=scaler, record=record, inject=args.inject)
+        train(ddp, opt, args, rank, world, args.steps, scaler=scaler, record=record, inject=args.inject,
+              device=args.device)
     if args.powersgd:
         record["powersgd_compressed_steps"] = ddp.reducer.compression_stats()["compressed_steps"]
     out = params_of(model)
@@ -334,6 +337,7 @@ def main():
     ap.add_argument("--checkpoint-at", type=int, default=0)
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--skip-ddp", action="store_true")
+    ap.add_argument("--device", default="cpu")  # gradcomm's side; torch's DDP stays on the CPU (gloo)
     args = ap.parse_args()
     rank, world = args.rank, args.world
     torch.set_num_threads(1)

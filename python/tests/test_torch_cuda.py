@@ -1,4 +1,5 @@
-"""gradcomm.torch on a GPU: NCCL with a world of one, and local ranks on one GPU.
+"""gradcomm.torch on a GPU: NCCL with a world of one, local ranks on one GPU, and
+processes sharing one GPU (the cuda-ipc transport).
 Skipped, with the reason, where there is no GPU (the development machine and CI);
 tools/gpu_check.sh's `python` stage runs it on a GPU machine."""
 import threading
@@ -8,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import gradcomm  # noqa: E402
 import gradcomm.torch as gct  # noqa: E402
+from conftest import max_rel_diff, run_ranks  # noqa: E402
 
 if not torch.cuda.is_available() or gradcomm.cuda_device_count() == 0:
     pytest.skip("no GPU: torch.cuda.is_available() is False or gradcomm sees no device",
@@ -84,6 +86,21 @@ def test_ddp_refuses_local_ranks_on_one_gpu_instead_of_hanging():
     finally:
         for c in comms:
             c.close()
+
+
+@pytest.mark.parametrize("world,args", [
+    pytest.param(2, ["--opt", "adam", "--zero-grad", "mixed"], id="2p-adam"),
+    pytest.param(3, ["--opt", "sgd_momentum", "--bucket-view", "--branch"], id="3p-bucket-view-unused"),
+])
+def test_processes_sharing_one_gpu_train_as_ddp_does(tmp_path, world, args):
+    # Every process on cuda:0 (which NCCL refuses): gradcomm picks the cuda-ipc
+    # transport; torch's DDP runs the same steps on the CPU (gloo) as the reference.
+    results = run_ranks(tmp_path, world, "--device", "cuda:0", "--steps", "12", *args)
+    for r in results:
+        assert r["gradcomm_record"]["transport"] == "Transport.CudaIpc"
+        assert r["gradcomm"] == results[0]["gradcomm"], f"rank {r['rank']} differs from rank 0"
+    # GPU and CPU kernels round differently; the averaging itself is exact.
+    assert max_rel_diff(results[0]["gradcomm"], results[0]["ddp"]) <= 1e-4
 
 
 def test_local_ranks_on_one_gpu_average_through_the_reducer():

@@ -55,3 +55,19 @@ if(GRADCOMM_BUILD_TOOLS)
       $<TARGET_FILE:gradcomm_bootstrap_rank>)
   set_tests_properties(launchers.real_slurm PROPERTIES LABELS "comm;tools" TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()
+# The cuda-ipc transport (comm/cuda_ipc/): its GPU cases start processes of
+# gradcomm_cuda_ipc_rank, every one on GPU 0.
+if(GRADCOMM_WITH_CUDA)
+  add_executable(gradcomm_cuda_ipc_rank cuda_ipc/rank_main.cpp)
+  target_include_directories(gradcomm_cuda_ipc_rank PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/tests
+                                                            ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(gradcomm_cuda_ipc_rank PRIVATE gradcomm::gradcomm CUDA::cudart)
+  gradcomm_warnings(gradcomm_cuda_ipc_rank)
+  gradcomm_add_test(gradcomm_cuda_ipc_tests
+    SOURCES cuda_ipc/cuda_ipc_test.cpp
+    LIBS gradcomm_comm
+    LABELS comm gpu)
+  add_dependencies(gradcomm_cuda_ipc_tests gradcomm_cuda_ipc_rank)
+  target_compile_definitions(gradcomm_cuda_ipc_tests PRIVATE
+    GRADCOMM_CUDA_IPC_RANK_PROGRAM="$<TARGET_FILE:gradcomm_cuda_ipc_rank>")
+endif()

@@ -21,11 +21,16 @@ std::string refusal(gcommTransport_t requested, const gcommDevice_t& device) {
   return "(accepted)";
 }
 
-// A GPU means NCCL; the host means the choice made once the ranks met (shm on one
-// host, else socket: comm/host_transport.hpp) unless a transport was named (NCCL
-// then refuses the host, with the reason, in store_init, after the ranks meet).
+// Auto means the choice made once the ranks met: on a GPU NCCL, or cuda-ipc when
+// every rank is on one GPU (comm/cuda_ipc/); on the host shm on one host, else
+// socket (comm/host_transport.hpp); unless a transport was named (NCCL then refuses
+// the host, with the reason, in store_init, after the ranks meet).
 TEST(Transports, TheTransportFollowsTheDevice) {
-  EXPECT_EQ(transport_for_job(gcommTransportAuto, gcommCudaDevice(1)).kind, gcommTransportNccl);
+  EXPECT_EQ(std::string(transport_for_job(gcommTransportAuto, gcommCudaDevice(1)).name), "auto");
+  EXPECT_EQ(transport_for_job(gcommTransportAuto, gcommCudaDevice(1)).serves, gcommDeviceCuda);
+  EXPECT_EQ(transport_for_job(gcommTransportCudaIpc, gcommCudaDevice(0)).kind, gcommTransportCudaIpc);
+  EXPECT_NE(refusal(gcommTransportCudaIpc, gcommHostDevice()).find("which moves GPU memory"),
+            std::string::npos);
   EXPECT_EQ(std::string(transport_for_job(gcommTransportAuto, gcommHostDevice()).name), "auto");
   EXPECT_EQ(transport_for_job(gcommTransportShm, gcommHostDevice()).kind, gcommTransportShm);
   EXPECT_EQ(transport_for_job(gcommTransportSocket, gcommHostDevice()).kind, gcommTransportSocket);
@@ -42,8 +47,8 @@ TEST(Transports, TheTransportFollowsTheDevice) {
 }
 
 TEST(Transports, EveryKindHasOneEntryWithAName) {
-  for (gcommTransport_t kind :
-       {gcommTransportNccl, gcommTransportLocal, gcommTransportSocket, gcommTransportShm}) {
+  for (gcommTransport_t kind : {gcommTransportNccl, gcommTransportLocal, gcommTransportSocket,
+                                gcommTransportShm, gcommTransportCudaIpc}) {
     const TransportEntry* t = find_transport(kind);
     ASSERT_NE(t, nullptr) << kind;
     EXPECT_EQ(t->kind, kind);
@@ -58,6 +63,7 @@ TEST(Transports, NamesComeFromTheTable) {
   EXPECT_EQ(std::string(gcommGetTransportName(gcommTransportSocket)), "socket");
   EXPECT_EQ(std::string(gcommGetTransportName(gcommTransportMpi)), "mpi");
   EXPECT_EQ(std::string(gcommGetTransportName(gcommTransportShm)), "shm");
+  EXPECT_EQ(std::string(gcommGetTransportName(gcommTransportCudaIpc)), "cuda-ipc");
   EXPECT_EQ(std::string(gcommGetTransportName(gcommTransportAuto)), "auto");
   EXPECT_EQ(std::string(gcommGetTransportName(static_cast<gcommTransport_t>(77))), "unknown");
   EXPECT_NE(std::string(gcommGetLastError()).find("77 is not a gcommTransport_t"), std::string::npos);
@@ -69,7 +75,8 @@ TEST(Transports, NamesComeFromTheTable) {
     message = e.message();
   }
   unsetenv("GRADCOMM_TRANSPORT");
-  EXPECT_NE(message.find("'tcp' is not one of auto, nccl, socket, shm, local, mpi"), std::string::npos)
+  EXPECT_NE(message.find("'tcp' is not one of auto, nccl, socket, shm, cuda-ipc, local, mpi"),
+            std::string::npos)
       << message;
 }
 

@@ -3,8 +3,8 @@
 // one NCCL rank per GPU (-t x -g, default all), each driven by its own thread;
 // --local N: N ranks as threads on the local transport (on GPU 0, or on the host,
 // the default without a GPU). Under a launcher (a world size above 1 in the
-// environment) each process is one rank (gcommCommInitFromEnv: NCCL, or the
-// socket transport without a GPU). After each size the ranks all-gather their
+// environment) each process is one rank (gcommCommInitFromEnv: NCCL, cuda-ipc
+// for processes sharing one GPU, or shm/socket without a GPU). After each size the ranks all-gather their
 // times and #wrong, and rank 0 prints the row at once.
 #include <cuda_runtime_api.h>
 #include <unistd.h>
@@ -801,7 +801,10 @@ bool init(Setup& s, int gpus) {
   gcommCommConfig_t cfg = GCOMM_COMM_CONFIG_INITIALIZER;
   if (s.o.timeout_s > 0) cfg.timeout_s = s.o.timeout_s;
   if (s.launch == Launch::kProcessPerRank) {
-    if (gpus == 0) cfg.device = gcommHostDevice();  // the socket transport
+    // Without a GPU host ranks (shm or socket); with one, the GPU of the local rank,
+    // modulo the visible GPUs: more processes than GPUs share them (cuda-ipc).
+    cfg.device =
+        gpus == 0 ? gcommHostDevice() : gcommCudaDevice(gradcomm::bench::launcher_local_rank() % gpus);
     gcommComm_t c = nullptr;
     if (gcommCommInitFromEnv(&cfg, &c) != gcommSuccess) {
       std::fprintf(stderr, "gradcomm-perf: %s\n", gcommGetLastError());

@@ -87,7 +87,8 @@ const char* kFooter =
     "program serves every collective, where nccl-tests has one program each; -C means CPU time\n"
     "as in nccl-tests).\n"
     "Under a launcher (torchrun, mpirun, srun: a world size above 1), each process is one rank:\n"
-    "gcommCommInitFromEnv, NCCL on the GPU of its local rank, or, without a GPU, the shm\n"
+    "gcommCommInitFromEnv on the GPU of its local rank (modulo the visible GPUs): NCCL, or\n"
+    "cuda-ipc when every process is on one GPU; without a GPU, the shm\n"
     "transport between processes of one host (socket across hosts, or GRADCOMM_TRANSPORT);\n"
     "srun and single-host mpirun need no MASTER_ADDR.\n"
     "Rank 0 prints each row as it completes.\n";

@@ -134,9 +134,10 @@ class DistributedDataParallel(torch.nn.Module):
             raise InvalidArgumentError(
                 "gcommInvalidArgument", "DistributedDataParallel cannot drive several local ranks of one process "
                 "on a GPU: PyTorch runs all of a device's backward passes on one thread, so a rank's gradient hook "
-                "would wait for the other ranks' hooks forever. Use one GPU per process (NCCL refuses two ranks on "
-                "one GPU), the local ranks on the CPU, or drive gradcomm.Reducer yourself from each rank's thread "
-                "after backward() (python/tests/test_torch_cuda.py shows how)")
+                "would wait for the other ranks' hooks forever. Use a process per rank (torchrun: NCCL when each has "
+                "a GPU of its own, the cuda-ipc transport when they share one), the local ranks on the CPU, or drive "
+                "gradcomm.Reducer yourself from each rank's thread after backward() (python/tests/test_torch_cuda.py "
+                "shows how)")
         if _torch_device_of(comm) != self.device:
             raise InvalidArgumentError("gcommInvalidArgument", f"the module is on {self.device}, the communicator on "
                                        f"{_torch_device_of(comm)}: move the module (or create the communicator) "

@@ -1,0 +1,41 @@
+// The cuda-ipc transport: ranks in separate processes that share one GPU (several
+// training processes on one GPU, which NCCL refuses: "Duplicate GPU detected").
+// Each rank's buffers are read by the others in place, through CUDA IPC
+// (comm/cuda_ipc/ipc_buffers.hpp: each allocation opened once per peer and kept
+// open), and reduced by the local transport's kernels on each rank's stream, in the
+// same two phases and rank order as the local transport (comm/local/), so the bits
+// equal its and the host transports'. Nothing is staged through host memory and a
+// call returns once its work is enqueued.
+//
+// The host side of every call goes over the shm transport's rings (the control
+// plane: comm/shm/): an all-gather of each rank's call (its signature and its
+// buffers as the peers open them), then, once every rank has enqueued its reading,
+// a barrier. Each rank has three interprocess events, recorded at three points of
+// every collective; a rank waits on the peers' after the meeting that follows
+// their record, and re-records its own only after the next meeting, so every wait
+// sees the record it means.
+//
+// Sends and receives: the sender posts a letter (its buffer, an event its stream
+// records) through the control plane, the receiver copies out of the sender's
+// buffer after that event and answers with its own event, which the sender's
+// stream waits for. At most PeerEvents::kMaxLettersPerPeer (1024) sends between two
+// ranks in one group.
+#pragma once
+
+#include <memory>
+
+#include "comm/bootstrap/launch_env.hpp"
+#include "comm/transport.hpp"
+
+namespace gradcomm::comm {
+
+// GRADCOMM_TRANSPORT=cuda-ipc or config.transport = gcommTransportCudaIpc: every
+// rank on one GPU of one host, or init fails on every rank with the reason.
+std::unique_ptr<Transport> make_cuda_ipc_transport_from_store(const bootstrap::LaunchConfig& launch);
+
+// gcommTransportAuto with a CUDA device: the cuda-ipc transport when every rank is
+// on one GPU (more than one rank), NCCL when every rank has a GPU of its own; ranks
+// that share GPUs otherwise are refused with the reason. The INFO log says which.
+std::unique_ptr<Transport> make_cuda_transport_from_store(const bootstrap::LaunchConfig& launch);
+
+}  // namespace gradcomm::comm
