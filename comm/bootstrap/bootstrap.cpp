@@ -1,5 +1,9 @@
 #include "comm/bootstrap/bootstrap.hpp"
 
+#include <map>
+#include <mutex>
+#include <tuple>
+
 #include "comm/bootstrap/store_state.hpp"
 #include "comm/bootstrap/wire.hpp"
 #include "common/error.hpp"
@@ -12,7 +16,9 @@ Bootstrap::Bootstrap(const RendezvousOptions& options)
   require(options.world_size >= 1 && options.rank >= 0 && options.rank < options.world_size, "rank ",
           options.rank, " of world size ", options.world_size, " is not valid");
   port_ = options.master_port;
+  const uint32_t generation = next_generation(options);
   StoreClientOptions c;
+  c.generation = generation;
   c.job_key = options.job_key;
   c.rank = options.rank;
   c.world_size = options.world_size;
@@ -24,6 +30,7 @@ Bootstrap::Bootstrap(const RendezvousOptions& options)
     s.world_size = options.world_size;
     s.hello_timeout_s = options.hello_timeout_s;
     s.started = started_;
+    s.generation = generation;
     server_ = std::make_unique<StoreServer>(s);
     port_ = server_->port();
     c.host = server_->loopback();
@@ -56,6 +63,14 @@ std::vector<RankReport> Bootstrap::meet(const RankReport& mine) {
                                                                          : gcommRemoteError;
   }
   return reports;
+}
+
+uint32_t next_generation(const RendezvousOptions& options) {
+  if (options.master_port == 0) return 0;
+  static std::mutex lock;
+  static std::map<std::tuple<std::string, int, std::string, int>, uint32_t> made;
+  std::lock_guard<std::mutex> held(lock);
+  return made[{options.master_addr, options.master_port, options.job_key, options.rank}]++;
 }
 
 void Bootstrap::shutdown(double timeout_s) noexcept {

@@ -26,6 +26,11 @@ struct RendezvousOptions {
   double hello_timeout_s = 30;  // rank 0's store drops connections silent for this long
 };
 
+// This rank's generation for a communicator it makes at master_addr:port with this
+// job key: how many it made there before, in this process (wire.hpp). Port 0 (any
+// free port) is always 0.
+uint32_t next_generation(const RendezvousOptions& options);
+
 // The rendezvous of the rank that `launch` describes.
 RendezvousOptions rendezvous_options(const LaunchConfig& launch);
 

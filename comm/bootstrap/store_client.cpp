@@ -64,7 +64,11 @@ StoreClient::StoreClient(const StoreClientOptions& options, Deadline deadline)
            "); check that rank 0 was started and that MASTER_ADDR and MASTER_PORT point at it");
     }
     Writer hello;
-    hello.str(options.job_key).i32(options.rank).i32(options.world_size).str(self_name());
+    hello.str(options.job_key)
+        .i32(options.rank)
+        .i32(options.world_size)
+        .str(self_name())
+        .u32(options.generation);
     try {
       (void)request(hello.frame(MsgType::kHello, tag_), reply_deadline(deadline), "hello");
       return;
@@ -73,6 +77,18 @@ StoreClient::StoreClient(const StoreClientOptions& options, Deadline deadline)
       if (e.status() == gcommInvalidArgument)
         fail(gcommInvalidArgument, "the store at ", address_, " refused rank ", options.rank, ": ",
              e.message());
+      // The previous communicator's store, still closing: rank 0 opens this one's
+      // next. It says so while it serves (gcommInvalidState); while it stops it may
+      // drop the connection, which only a rank that made a communicator here before
+      // (generation > 0) takes for that.
+      if (e.status() == gcommInvalidState || (e.status() == gcommRemoteError && options.generation > 0)) {
+        if (Clock::now() >= deadline)
+          fail(gcommTimeout, "rank ", options.rank, " of ", options.world_size, " found only an earlier ",
+               "communicator's store at ", address_, " within ", elapsed(), " s (", e.message(), ")");
+        broken_.clear();  // the next connection starts afresh
+        std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
+        continue;
+      }
       if (e.status() != gcommOutOfMemory) throw;
       // Full (connections held by something else, say): it frees room as idle
       // connections time out; try again until the deadline.

@@ -23,7 +23,8 @@ struct StoreClientOptions {
   std::string job_key;
   int rank = 0;
   int world_size = 1;
-  std::string address;  // names the store in messages; "" = "host:port"
+  std::string address;      // names the store in messages; "" = "host:port"
+  uint32_t generation = 0;  // of the communicator this rank is making (wire.hpp)
 };
 
 class StoreClient {

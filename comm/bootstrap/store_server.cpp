@@ -304,7 +304,19 @@ void Loop::handle(ConnId id, Conn& c, const Header& h, const uint8_t* payload, D
     int rank = r.i32();
     int world = r.i32();
     std::string name = printable(r.str());
+    const uint32_t generation = r.u32();
     r.finish();
+    if (key == o_.job_key && generation > o_.generation)
+      return refuse(c, h.tag,
+                    cat("this store is an earlier communicator's of the job (generation ", o_.generation,
+                        ", rank ", rank, "'s is ", generation, "): it is closing; try again"),
+                    now, gcommInvalidState);
+    if (key == o_.job_key && generation < o_.generation)
+      return refuse(c, h.tag,
+                    cat("it is making the job's communicator #", generation + 1,
+                        " on this address, rank 0 its #", o_.generation + 1,
+                        ": every rank must make (and close) the same communicators on one MASTER_PORT"),
+                    now);
     if (key != o_.job_key)
       return refuse(c, h.tag,
                     "its job key differs from this job's (set the same GRADCOMM_JOB_KEY or config.job_key on "
@@ -421,7 +433,10 @@ Conn* Loop::oldest_without_hello() {
 }
 
 void Loop::refuse(Conn& c, uint64_t tag, const std::string& why, Deadline now, gcommStatus_t status) {
-  warnings_.warn(now, cat("refused ", c.peer, ": ", why));
+  if (status == gcommInvalidState)  // a rank early for the next communicator: normal, it retries
+    GCOMM_INFO(STORE, "store at ", address_, ": turned away ", c.peer, ": ", why);
+  else
+    warnings_.warn(now, cat("refused ", c.peer, ": ", why));
   std::vector<uint8_t> frame =
       Writer().u32(static_cast<uint32_t>(status)).str(why).frame(MsgType::kError, tag);
   c.out.insert(c.out.end(), frame.begin(), frame.end());

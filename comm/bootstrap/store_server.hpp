@@ -25,6 +25,7 @@ struct StoreServerOptions {
   double hello_timeout_s = 30;      // a connection that has not said hello by then is dropped
   std::string address;              // names the store in messages; "" = "host:port"
   Deadline started = Clock::now();  // when the ranks began to meet ("never connected within <since then>")
+  uint32_t generation = 0;          // of this job's communicator on this address (wire.hpp)
 };
 
 class StoreServer {

@@ -12,7 +12,8 @@
 //                  byte blobs as a u32 length then the bytes
 //
 // Payloads (-> request, <- reply; every request gets kOk or kError, except kBye):
-//   kHello   -> str job_key, i32 rank, i32 world_size, str who     <- kOk
+//   kHello   -> str job_key, i32 rank, i32 world_size, str who,
+//               u32 generation                                     <- kOk
 //   kSet     -> str key, blob value                                <- kOk
 //   kGet     -> str key, u32 timeout_ms                            <- kOk: blob value
 //   kGather  -> str name, u32 timeout_ms, blob contribution       <- kOk: u32 n, n blobs (rank order)
@@ -20,7 +21,12 @@
 //   kBye     -> (empty); the peer closes next
 //   kError   <- u32 status (gcommStatus_t), str message; gcommOutOfMemory, sent
 //               to a connection before its hello is answered, means "the store
-//               is full, try again" (StoreClient retries until its deadline)
+//               is full, try again" (StoreClient retries until its deadline);
+//               gcommInvalidState there means "this store belongs to an earlier
+//               communicator of the job (a lower generation), try again"
+// The generation counts the communicators a rank made before on this store's
+// address and job key (next_generation): a rank that closed a communicator and
+// makes the next one cannot meet the earlier one's store, still shutting down.
 // The job-key tag and the key in the hello guard against mix-ups (two jobs on one
 // port, a stale process), not against attackers: nothing is authenticated or
 // encrypted, as in torchrun's store.

@@ -2,6 +2,7 @@
 ranks as threads of this process (the local transport)."""
 import contextlib
 import ctypes
+import functools
 import threading
 
 from . import _gradcomm as _C
@@ -43,8 +44,8 @@ class Communicator(Handle):
 
     _kind = "communicator"
 
-    def __init__(self, handle):
-        self._own(handle, _C.comm_destroy)
+    def __init__(self, handle, destroy=_C.comm_destroy):
+        self._own(handle, destroy)
         self.rank = _C.comm_rank(handle)
         self.world_size = _C.comm_size(handle)
         self.device = _C.comm_device(handle)
@@ -172,14 +173,56 @@ def _op(op):
     return _OPS[op]
 
 
+# This process's default communicators (init_from_env), one per device and
+# rendezvous: shared by every caller, as every DDP model of a process shares
+# torch's default process group, and destroyed (a collective: every rank's last
+# user closes it) when the last one is closed. {key: [native handle, users]}.
+_defaults = {}
+_defaults_lock = threading.Lock()
+
+
+def _default_key(device, kwargs):
+    try:
+        dev = parse_device(device)
+        name = device_name(dev) if dev.kind == _C.DeviceKind.Host or dev.ordinal >= 0 else str(device)
+    except Exception:  # noqa: BLE001 - an invalid device is refused by the init below, with its reason
+        name = str(device)
+    # The timeout is a setting, not an identity: the first caller's holds.
+    return name, tuple(sorted((k, str(v)) for k, v in kwargs.items() if v is not None and k != "timeout"))
+
+
+def _release_default(key, handle):
+    with _defaults_lock:
+        entry = _defaults.get(key)
+        if entry is not None and entry[0] == handle:
+            entry[1] -= 1
+            if entry[1] > 0:
+                return
+            del _defaults[key]
+    _C.comm_destroy(handle)
+
+
 def init_from_env(device="cpu", **kwargs):
     """This process's rank of a job started by torchrun, mpirun or srun (rank,
     world size and rendezvous from the launcher's environment; keyword arguments
     rank, world_size, local_rank, master_addr, master_port, timeout, job_key win
     over it). device: "cpu" (the shm transport when every rank is on one host,
     else socket; GRADCOMM_TRANSPORT names one) or "cuda"/"cuda:N" (NCCL with a GPU
-    per rank, cuda-ipc when every rank's process is on one GPU)."""
-    return Communicator(_C.comm_init_from_env(_config(device=device, **kwargs)))
+    per rank, cuda-ipc when every rank's process is on one GPU).
+
+    The process's default communicator for that device: every call (and every
+    DistributedDataParallel made with comm=None) gets the same one, reference
+    counted; close() releases this caller's use and the last close destroys it.
+    The first call's timeout holds for all. A failed default stays failed until
+    its last user closes it; the next call then makes a new one."""
+    key = _default_key(device, kwargs)
+    with _defaults_lock:
+        entry = _defaults.get(key)
+        if entry is None:
+            entry = _defaults[key] = [_C.comm_init_from_env(_config(device=device, **kwargs)), 0]
+        entry[1] += 1
+        handle = entry[0]
+    return Communicator(handle, functools.partial(_release_default, key))
 
 
 def init(rank, world_size, master_addr="127.0.0.1", master_port=None, device="cpu", **kwargs):

@@ -192,6 +192,51 @@ def run_unused_error(args, rank, world, record):
     comm.close()
 
 
+def run_shared_default(args, rank, world, record):
+    """Several users of the default communicator (init_from_env twice, two wrapped
+    models with comm=None, as a GAN or an EMA copy has), then 20 cycles of closing
+    it and making a new one with the ranks out of step."""
+    import time
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(args.gc_port))
+    first = gradcomm.init_from_env(timeout=60)
+    second = gradcomm.init_from_env()  # before the default was shared: "Address already in use"
+    record["one_native_comm"] = first.handle == second.handle
+    torch.manual_seed(7)
+    gen, disc = Net(), Net()
+    g, d = gct.DistributedDataParallel(gen), gct.DistributedDataParallel(disc)  # comm=None
+    record["wrappers_share_it"] = g.comm.handle == d.comm.handle == first.handle
+    g_opt, d_opt = torch.optim.SGD(g.parameters(), lr=0.05), torch.optim.SGD(d.parameters(), lr=0.05)
+    for step in range(3):
+        for model, opt in ((g, g_opt), (d, d_opt)):
+            opt.zero_grad()
+            x, y = batch(step, rank, world)
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+    g.close()
+    first.close()
+    d_opt.zero_grad()  # the other users go on
+    x, y = batch(9, rank, world)
+    ((d(x) - y) ** 2).mean().backward()
+    d_opt.step()
+    t = torch.full((4,), float(rank + 1))
+    second.all_reduce(t, op="sum")
+    record["after_first_closed"] = t.tolist()
+    d.close()
+    second.close()
+    record["gen"], record["disc"] = params_of(gen), params_of(disc)
+    sums = []
+    for cycle in range(20):
+        if (cycle + rank) % 3 == 0:
+            time.sleep(0.02 * (rank + 1))  # out of step: one rank still closing while another makes the next
+        c = gradcomm.init_from_env(timeout=60)
+        t = torch.full((2,), float(cycle * 10 + rank))
+        c.all_reduce(t, op="sum")
+        sums.append(t[0].item())
+        c.close()
+    record["cycles"] = sums
+
+
 class PsNet(nn.Module):
     """Matrices only (no biases, distinct shapes): every tensor in the bucket is
     compressed, so powerSGD_hook's error feedback over the whole bucket and
@@ -319,7 +364,8 @@ def main():
     ap.add_argument("--gloo-port", type=int, required=True)
     ap.add_argument("--gc-port", type=int, required=True)
     ap.add_argument("--outdir", required=True)
-    ap.add_argument("--scenario", default="parity", choices=["parity", "unused_error", "powersgd_parity"])
+    ap.add_argument("--scenario", default="parity",
+                    choices=["parity", "unused_error", "powersgd_parity", "shared_default"])
     ap.add_argument("--opt", default="sgd", choices=["sgd", "sgd_momentum", "adam"])
     ap.add_argument("--zero-grad", default="none", choices=["none", "zero", "assign", "mixed"])
     ap.add_argument("--steps", type=int, default=30)
@@ -346,6 +392,8 @@ def main():
         run_unused_error(args, rank, world, result)
     elif args.scenario == "powersgd_parity":
         run_powersgd_parity(args, rank, world, result)
+    elif args.scenario == "shared_default":
+        run_shared_default(args, rank, world, result)
     else:
         if not args.skip_ddp:
             dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.gloo_port}", rank=rank,

@@ -91,3 +91,16 @@ def test_powersgd_equals_powersgd_hook_fed_the_same_q(tmp_path, world, rank):
     assert max(per_step) <= 1e-4, per_step
     for r in results[1:]:
         assert r["gradcomm_grads"] == r0["gradcomm_grads"]
+
+
+def test_default_communicator_is_shared_and_made_again_after_its_last_user(tmp_path):
+    # init_from_env twice and two wrapped models with comm=None in one process (a GAN,
+    # teacher and student, an EMA copy): before, the second failed on rank 0 with
+    # "Address already in use" and on rank 1 with "... already holds".
+    results = run_ranks(tmp_path, 2, "--scenario", "shared_default")
+    for r in results:
+        assert r["one_native_comm"] and r["wrappers_share_it"]
+        assert r["after_first_closed"] == [3.0] * 4  # 1 + 2: still usable once one user closed
+        assert r["gen"] == results[0]["gen"] and r["disc"] == results[0]["disc"]
+        # 20 cycles of close and make again, ranks out of step: each met its own cycle's peer.
+        assert r["cycles"] == [float(2 * cycle * 10 + 1) for cycle in range(20)]

@@ -73,7 +73,7 @@ std::vector<uint8_t> drain(int fd, int ms, bool frame_only = false) {
 
 std::vector<uint8_t> hello(int rank) {
   Writer w;
-  w.str("fuzz").i32(rank).i32(2).str("fuzzer");
+  w.str("fuzz").i32(rank).i32(2).str("fuzzer").u32(0);
   return w.frame(MsgType::kHello, job_key_tag("fuzz"));
 }
 

@@ -259,4 +259,44 @@ TEST(CommInitApi, TwoRanksOfOneProcessMeetThroughTheCApi) {
   }
 }
 
+// Closing a communicator and making the next on the same port, 20 times, with the
+// ranks out of step (one still in the shutdown while the other makes the next): each
+// communicator's ranks meet each other, never a rank of the one before or after.
+// Failed before generations: "lost its connection to the store during hello".
+TEST(CommInitApi, CommunicatorsMadeOneAfterAnotherOnOnePortMeetTheirOwnRanks) {
+  const int port = gradcomm::test::free_tcp_port();
+  std::vector<std::string> errors(2);
+  std::vector<std::vector<float>> sums(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      for (int cycle = 0; cycle < 20 && errors[r].empty(); ++cycle) {
+        if ((cycle + r) % 3 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20 * (r + 1)));
+        gcommCommConfig_t c = world_of_one();
+        c.rank = r;
+        c.world_size = 2;
+        c.master_addr = "127.0.0.1";
+        c.master_port = port;
+        c.job_key = "one-after-another";
+        c.device = gcommHostDevice();
+        c.timeout_s = 20;
+        gcommComm_t comm = nullptr;
+        float value = static_cast<float>(cycle * 10 + r);
+        if (gcommCommInit(&c, &comm) != gcommSuccess ||
+            gcommAllReduce(comm, &value, &value, 1, gcommFloat32, gcommSum, nullptr) != gcommSuccess ||
+            gcommCommDestroy(comm) != gcommSuccess) {
+          errors[r] = "cycle " + std::to_string(cycle) + ": " + gcommGetLastError();
+          break;
+        }
+        sums[r].push_back(value);
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    ASSERT_EQ(sums[r].size(), 20u) << "rank " << r;
+    for (int cycle = 0; cycle < 20; ++cycle) EXPECT_EQ(sums[r][cycle], 20.0f * cycle + 1) << cycle;
+  }
+}
+
 }  // namespace

@@ -64,12 +64,13 @@ StoreClientOptions client_options(int port, int rank, int world, const std::stri
 
 struct Store {
   std::unique_ptr<StoreServer> server;
-  explicit Store(int world, double hello_timeout_s = 30) {
+  explicit Store(int world, double hello_timeout_s = 30, uint32_t generation = 0) {
     StoreServerOptions o;
     o.host = "127.0.0.1";
     o.job_key = "job";
     o.world_size = world;
     o.hello_timeout_s = hello_timeout_s;
+    o.generation = generation;
     server = std::make_unique<StoreServer>(o);
   }
   int port() const { return server->port(); }
@@ -236,7 +237,8 @@ TEST(Store, AWrongJobKeyIsRefusedWithAClearErrorAndTheJobGoesOn) {
   }
   // A frame whose tag matches but whose hello names another key is refused too.
   Socket forged = raw_connect(store.port());
-  raw_send(forged, Writer().str("other").i32(0).i32(2).str("x").frame(MsgType::kHello, job_key_tag("job")));
+  raw_send(forged,
+           Writer().str("other").i32(0).i32(2).str("x").u32(0).frame(MsgType::kHello, job_key_tag("job")));
   EXPECT_TRUE(closed_within(forged, 3.0));
   real_job(store, 2);
   EXPECT_TRUE(log.has("refused 127.0.0.1:"));
@@ -267,7 +269,7 @@ TEST(Store, AJoinedRankSendingAnOversizedMessageIsDroppedAndItsPeersFailPromptly
   Store store(2);
   Socket rogue = raw_connect(store.port());
   uint64_t tag = job_key_tag("job");
-  raw_send(rogue, Writer().str("job").i32(1).i32(2).str("rogue").frame(MsgType::kHello, tag));
+  raw_send(rogue, Writer().str("job").i32(1).i32(2).str("rogue").u32(0).frame(MsgType::kHello, tag));
   std::vector<uint8_t> header = Writer().frame(MsgType::kSet, tag);
   header[19] = 0x01;  // 16 MiB
   auto c = store.connect(0, 2);
@@ -290,7 +292,7 @@ TEST(Store, ASlowPeerBlocksNoOneAndIsDroppedAfterTheHelloTimeout) {
   Store store(2, /*hello_timeout_s=*/0.5);
   Socket slow = raw_connect(store.port());
   std::vector<uint8_t> hello =
-      Writer().str("job").i32(1).i32(2).str("slow").frame(MsgType::kHello, job_key_tag("job"));
+      Writer().str("job").i32(1).i32(2).str("slow").u32(0).frame(MsgType::kHello, job_key_tag("job"));
   raw_send(slow, std::vector<uint8_t>(hello.begin(), hello.begin() + 10));  // half a header, then silence
   auto start = Clock::now();
   real_job(store, 2);  // ranks 0 and 1 finish while it dawdles
@@ -537,4 +539,37 @@ TEST(Bootstrap, RanksMeetReportProblemsAndShutDownTogether) {
 }
 
 }  // namespace
+
+// A rank making the job's next communicator on this port may reach the previous
+// one's store while it closes: that store turns it away to try again (the rank
+// then meets the right one), and a rank still on an earlier communicator is refused.
+TEST(Store, GenerationsKeepConsecutiveCommunicatorsOnOnePortApart) {
+  Store closing(2, 30, /*generation=*/3);
+  StoreClientOptions early = client_options(closing.port(), 1, 2);
+  early.generation = 4;  // already on the next communicator: retried until its deadline here
+  const auto start = Clock::now();
+  try {
+    StoreClient c(early, deadline_after(0.5));
+    FAIL() << "the next communicator's rank joined the earlier one's store";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), gcommTimeout);
+    EXPECT_TRUE(contains(e.message(), "found only an earlier communicator's store")) << e.message();
+    EXPECT_TRUE(contains(e.message(), "generation 3, rank 1's is 4")) << e.message();
+  }
+  EXPECT_LT(since(start), 3.0);
+  StoreClientOptions stale = client_options(closing.port(), 1, 2);
+  stale.generation = 2;
+  try {
+    StoreClient c(stale, deadline_after(5));
+    FAIL() << "a rank of an earlier communicator joined";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), gcommInvalidArgument);
+    EXPECT_TRUE(contains(e.message(), "communicator #3 on this address, rank 0 its #4")) << e.message();
+  }
+  // The same generation joins.
+  StoreClientOptions right = client_options(closing.port(), 1, 2);
+  right.generation = 3;
+  EXPECT_NO_THROW(StoreClient(right, deadline_after(5)));
+}
+
 }  // namespace gradcomm::comm::bootstrap
