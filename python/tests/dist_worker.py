@@ -237,6 +237,33 @@ def run_shared_default(args, rank, world, record):
     record["cycles"] = sums
 
 
+def run_compile(args, rank, world, record):
+    """The same 10 steps eagerly and under torch.compile: the wrapper compiled, a
+    compiled module wrapped, the loss function compiled."""
+    comm = gradcomm.init(rank, world, master_port=args.gc_port, timeout=120)
+    for mode in ("eager", "compile_wrapper", "wrap_compiled", "compile_loss"):
+        torch.manual_seed(7)
+        model = nn.Sequential(Net(), nn.BatchNorm1d(10))  # buffers: broadcast before every forward
+        ddp = gct.DistributedDataParallel(torch.compile(model) if mode == "wrap_compiled" else model, comm,
+                                          bucket_cap_mb=args.bucket_mb, first_bucket_mb=args.bucket_mb)
+        run = torch.compile(ddp) if mode == "compile_wrapper" else ddp
+
+        def loss_fn(out, y):
+            return ((out - y) ** 2).mean()
+
+        if mode == "compile_loss":
+            loss_fn = torch.compile(loss_fn)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+        for step in range(10):
+            opt.zero_grad()
+            x, y = batch(step, rank, world)
+            loss_fn(run(x), y).backward()
+            opt.step()
+        record[mode] = params_of(model)
+        ddp.close()
+    comm.close()
+
+
 class PsNet(nn.Module):
     """Matrices only (no biases, distinct shapes): every tensor in the bucket is
     compressed, so powerSGD_hook's error feedback over the whole bucket and
@@ -365,7 +392,7 @@ def main():
     ap.add_argument("--gc-port", type=int, required=True)
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--scenario", default="parity",
-                    choices=["parity", "unused_error", "powersgd_parity", "shared_default"])
+                    choices=["parity", "unused_error", "powersgd_parity", "shared_default", "compile"])
     ap.add_argument("--opt", default="sgd", choices=["sgd", "sgd_momentum", "adam"])
     ap.add_argument("--zero-grad", default="none", choices=["none", "zero", "assign", "mixed"])
     ap.add_argument("--steps", type=int, default=30)
@@ -394,6 +421,8 @@ def main():
         run_powersgd_parity(args, rank, world, result)
     elif args.scenario == "shared_default":
         run_shared_default(args, rank, world, result)
+    elif args.scenario == "compile":
+        run_compile(args, rank, world, result)
     else:
         if not args.skip_ddp:
             dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.gloo_port}", rank=rank,

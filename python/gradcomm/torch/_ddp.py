@@ -27,6 +27,12 @@ from ..comm import Communicator, init_from_env
 from ..errors import InvalidArgumentError, InvalidStateError
 from ..reducer import Reducer
 
+# What runs around the module's forward (checks, the buffers' broadcast) touches
+# gradcomm's handles, whose weakref finalizers torch.compile cannot guard on ("Guard
+# failed on the same frame it was created"): it runs eagerly, and the module's own
+# forward is compiled, as torch's DDP keeps its communication out of the graph.
+_eager = getattr(getattr(torch, "compiler", None), "disable", lambda f: f)
+
 _DTYPES = {torch.float32: _C.DataType.Float32, torch.float16: _C.DataType.Float16,
            torch.bfloat16: _C.DataType.Bfloat16}
 
@@ -238,6 +244,11 @@ class DistributedDataParallel(torch.nn.Module):
         return torch.cuda.current_stream(self.device).cuda_stream if self.device.type == "cuda" else 0
 
     def forward(self, *args, **kwargs):
+        self._before_forward()
+        return self.module(*args, **kwargs)
+
+    @_eager
+    def _before_forward(self):
         if self._param_signature() != self._signature:
             raise InvalidStateError("gcommInvalidState", "the module's parameters changed after it was wrapped "
                                     "(added, removed, replaced, reshaped or moved): wrap the module again")
@@ -248,7 +259,6 @@ class DistributedDataParallel(torch.nn.Module):
             with torch.no_grad():
                 for b in self.module.buffers():
                     self._broadcast_tensor(b)
-        return self.module(*args, **kwargs)
 
     def _make_hook(self, i):
         def hook(p):

@@ -1,0 +1,146 @@
+"""gradcomm for PyTorch Lightning: ``Trainer(strategy="gradcomm")`` after
+``import gradcomm.lightning``, or ``Trainer(strategy=GradcommStrategy(...))``.
+
+The strategy is Lightning's own DDP strategy (its launchers, samplers, cluster
+environments, barriers and logging) with the gradients reduced by gradcomm instead
+of torch's DistributedDataParallel: the module is wrapped in
+``gradcomm.torch.DistributedDataParallel`` and every wrapper option is a strategy
+option. Lightning's own collectives (barriers, broadcasting objects, logging with
+``sync_dist``) stay on torch.distributed; gradcomm's store listens on Lightning's
+port + 1 (``GRADCOMM_MASTER_PORT`` chooses another). Needs ``lightning`` (or
+``pytorch_lightning``): ``pip install ./python[lightning]``.
+"""
+import inspect
+import os
+
+try:
+    import lightning.pytorch as pl
+    from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
+except ImportError:  # the package Lightning was published as before 2.0
+    try:
+        import pytorch_lightning as pl
+        from pytorch_lightning.strategies import DDPStrategy, StrategyRegistry
+    except ImportError as e:
+        raise ImportError("gradcomm.lightning needs PyTorch Lightning: pip install lightning "
+                          "(or pip install ./python[lightning])") from e
+import torch
+
+from . import comm as _comm
+from .errors import InvalidArgumentError
+from .torch import DistributedDataParallel
+
+# The wrapper's options, as the strategy takes them (module and comm are the strategy's).
+_WRAPPER_OPTIONS = [name for name in inspect.signature(DistributedDataParallel.__init__).parameters
+                    if name not in ("self", "module", "comm")]
+
+
+class GradcommStrategy(DDPStrategy):
+    """Lightning's DDP strategy with gradcomm's gradient reduction. Keyword
+    arguments are gradcomm.torch.DistributedDataParallel's (wire_dtype, powersgd,
+    quantize, gradient_as_bucket_view, bucket_cap_mb, unused_parameters, ...); an
+    unknown one is refused here, when the Trainer is built."""
+
+    strategy_name = "gradcomm"
+
+    def __init__(self, accelerator=None, parallel_devices=None, cluster_environment=None, checkpoint_io=None,
+                 precision_plugin=None, start_method="popen", **options):
+        unknown = sorted(set(options) - set(_WRAPPER_OPTIONS))
+        if unknown:
+            raise InvalidArgumentError("gcommInvalidArgument", f"GradcommStrategy got {', '.join(unknown)}: its "
+                                       f"options are gradcomm.torch.DistributedDataParallel's: "
+                                       f"{', '.join(_WRAPPER_OPTIONS)}")
+        super().__init__(accelerator=accelerator, parallel_devices=parallel_devices,
+                         cluster_environment=cluster_environment, checkpoint_io=checkpoint_io,
+                         precision_plugin=precision_plugin, start_method=start_method)
+        self._gradcomm_options = options
+        self._gradcomm_comm = None
+        self._gradcomm_restore = None  # a checkpoint's communication state, applied once wrapped
+        self._gradcomm_last_state = None  # the wrapper's when it was closed (teardown)
+
+    # ---- the communicator ---------------------------------------------------------------
+
+    def setup_distributed(self):
+        super().setup_distributed()  # torch.distributed, for Lightning's own collectives
+        env = self.cluster_environment
+        port = os.environ.get("GRADCOMM_MASTER_PORT")
+        device = "cpu" if self.root_device.type == "cpu" else f"cuda:{self.root_device.index or 0}"
+        self._gradcomm_comm = _comm.init(self.global_rank, self.world_size, master_addr=env.main_address,
+                                         master_port=int(port) if port else env.main_port + 1, device=device)
+
+    # ---- the wrapper --------------------------------------------------------------------
+
+    def _setup_model(self, model):
+        return DistributedDataParallel(model, self._gradcomm_comm, **self._gradcomm_options)
+
+    def configure_ddp(self):
+        self.model = self._setup_model(self.model)
+        if self._gradcomm_restore is not None:
+            self.model.load_comm_state_dict(self._gradcomm_restore)
+            self._gradcomm_restore = None
+
+    def _register_ddp_hooks(self):
+        pass  # torch's comm hooks: gradcomm's compression is a wrapper option
+
+    def block_backward_sync(self):
+        if isinstance(self.model, DistributedDataParallel):
+            return self.model.no_sync()
+        return super().block_backward_sync()
+
+    def pre_backward(self, closure_loss):
+        pass  # torch's DDP prepares its reducer here; gradcomm's hooks need nothing
+
+    def post_backward(self, closure_loss):
+        pass
+
+    # ---- checkpoints: every rank's communication state (PowerSGD, int8 error feedback) ---
+
+    def _comm_state(self):
+        """This rank's state: the wrapper's, or what it held when fit ended (a
+        checkpoint saved after fit, the common `trainer.save_checkpoint` call)."""
+        if isinstance(self.model, DistributedDataParallel):
+            return self.model.comm_state_dict()
+        return self._gradcomm_last_state
+
+    def save_checkpoint(self, checkpoint, filepath, storage_options=None):
+        mine = self._comm_state()
+        if mine is not None and torch.distributed.is_initialized():
+            states = [None] * self.world_size
+            torch.distributed.all_gather_object(states, mine)
+            checkpoint["gradcomm"] = {"world_size": self.world_size, "ranks": states}
+        super().save_checkpoint(checkpoint, filepath, storage_options=storage_options)
+
+    def load_checkpoint(self, checkpoint_path, weights_only=None):
+        if weights_only:  # the communication state is not weights: load it too
+            weights_only = False
+        checkpoint = super().load_checkpoint(checkpoint_path, weights_only=weights_only)
+        saved = checkpoint.get("gradcomm")
+        if saved is not None:
+            if saved["world_size"] != self.world_size:
+                raise InvalidArgumentError(
+                    "gcommInvalidArgument", f"the checkpoint holds gradcomm's state of {saved['world_size']} ranks, "
+                    f"this run has {self.world_size}: resume with the same number of processes")
+            self._gradcomm_restore = saved["ranks"][self.global_rank]
+            if isinstance(self.model, DistributedDataParallel):
+                self.model.load_comm_state_dict(self._gradcomm_restore)
+                self._gradcomm_restore = None
+        return checkpoint
+
+    # ---- the end ------------------------------------------------------------------------
+
+    def teardown(self):
+        if isinstance(self.model, DistributedDataParallel):
+            self._gradcomm_last_state = self.model.comm_state_dict()
+            self.model.close()
+            self.model = self.lightning_module
+        if self._gradcomm_comm is not None:
+            self._gradcomm_comm.close()
+            self._gradcomm_comm = None
+        super().teardown()
+
+    @classmethod
+    def register_strategies(cls, strategy_registry):
+        strategy_registry.register("gradcomm", cls, description="gradcomm's gradient reduction in Lightning's DDP",
+                                   override=True)
+
+
+GradcommStrategy.register_strategies(StrategyRegistry)

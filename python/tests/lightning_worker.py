@@ -1,0 +1,89 @@
+"""One Lightning run for test_lightning.py: a LightningModule trained by
+Trainer(accelerator="cpu", devices=2, strategy=...) for --steps steps (from a
+checkpoint with --resume), then validated and tested; rank 0 writes its parameters
+and metrics to <outdir>/<name>.json. Lightning's launcher starts rank 1 by running
+this script again."""
+import argparse
+import json
+import os
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import lightning.pytorch as pl
+
+import gradcomm.lightning  # noqa: F401 - registers strategy="gradcomm"
+from gradcomm.lightning import GradcommStrategy
+
+
+class Module(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(7)
+        self.net = nn.Sequential(nn.Linear(32, 48), nn.Tanh(), nn.Linear(48, 24), nn.Tanh(), nn.Linear(24, 10))
+
+    def loss(self, batch):
+        x, y = batch
+        return ((self.net(x) - y) ** 2).mean()
+
+    def training_step(self, batch, batch_idx):
+        loss = self.loss(batch)
+        self.log("train_loss", loss, sync_dist=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val_loss", self.loss(batch), sync_dist=True)
+
+    def test_step(self, batch, batch_idx):
+        self.log("test_loss", self.loss(batch), sync_dist=True)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+
+
+def data(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    return DataLoader(TensorDataset(torch.randn(n, 32, generator=g), torch.randn(n, 10, generator=g)), batch_size=8)
+
+
+def strategy(args):
+    if args.strategy == "ddp" or (args.strategy == "gradcomm" and not args.option):
+        return args.strategy  # by name, as a user writes it
+    options = {}
+    for o in args.option:
+        key, value = o.split("=", 1)
+        options[key] = json.loads(value)
+    return GradcommStrategy(**options)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--strategy", required=True)
+    ap.add_argument("--option", action="append", default=[])  # key=json value, GradcommStrategy's options
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--save", default="")  # a checkpoint written after the steps
+    ap.add_argument("--resume", default="")  # the checkpoint to start from
+    ap.add_argument("--outdir", required=True)
+    ap.add_argument("--name", required=True)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    model = Module()
+    trainer = pl.Trainer(accelerator="cpu", devices=2, strategy=strategy(args), max_steps=args.steps, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         num_sanity_val_steps=0)
+    trainer.fit(model, data(160, 1), data(64, 2), ckpt_path=args.resume or None)
+    if args.save:
+        trainer.save_checkpoint(args.save)
+    val = trainer.validate(model, data(64, 2), verbose=False)
+    test = trainer.test(model, data(64, 3), verbose=False)
+    if trainer.global_rank == 0:
+        result = {"params": [p.detach().reshape(-1).tolist() for p in model.parameters()],
+                  "val": val, "test": test, "strategy": type(trainer.strategy).__name__,
+                  "steps": trainer.global_step}
+        with open(os.path.join(args.outdir, f"{args.name}.json"), "w") as f:
+            json.dump(result, f)
+
+
+if __name__ == "__main__":
+    main()
