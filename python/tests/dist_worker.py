@@ -264,6 +264,45 @@ def run_compile(args, rank, world, record):
     comm.close()
 
 
+def run_join(args, rank, world, record):
+    """Uneven inputs (rank r has args.batches[r] batches) under torch DDP's join()
+    and gradcomm's, then join(throw_on_early_termination=True)."""
+    def loop(model, opt, steps):
+        for step in range(steps):
+            opt.zero_grad()
+            x, y = batch(step, rank, world)
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+
+    divide = not args.join_effective
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.gloo_port}", rank=rank, world_size=world)
+    torch.manual_seed(7)
+    model = Net()
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    with ddp.join(divide_by_initial_world_size=divide):
+        loop(ddp, opt, args.batches[rank])
+    record["ddp"] = params_of(model)
+    dist.destroy_process_group()
+
+    comm = gradcomm.init(rank, world, master_port=args.gc_port, timeout=60)
+    torch.manual_seed(7)
+    model = Net()
+    gc = gct.DistributedDataParallel(model, comm, bucket_cap_mb=args.bucket_mb, first_bucket_mb=args.bucket_mb)
+    opt = torch.optim.SGD(gc.parameters(), lr=0.05, momentum=0.9)
+    with gc.join(divide_by_initial_world_size=divide):
+        loop(gc, opt, args.batches[rank])
+    record["gradcomm"] = params_of(model)
+    try:
+        with gc.join(throw_on_early_termination=True):
+            loop(gc, opt, args.batches[rank])
+        record["raised"] = None
+    except gct.JoinedRankError as e:
+        record["raised"] = str(e)
+    gc.close()
+    comm.close()
+
+
 class PsNet(nn.Module):
     """Matrices only (no biases, distinct shapes): every tensor in the bucket is
     compressed, so powerSGD_hook's error feedback over the whole bucket and
@@ -392,7 +431,7 @@ def main():
     ap.add_argument("--gc-port", type=int, required=True)
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--scenario", default="parity",
-                    choices=["parity", "unused_error", "powersgd_parity", "shared_default", "compile"])
+                    choices=["parity", "unused_error", "powersgd_parity", "shared_default", "compile", "join"])
     ap.add_argument("--opt", default="sgd", choices=["sgd", "sgd_momentum", "adam"])
     ap.add_argument("--zero-grad", default="none", choices=["none", "zero", "assign", "mixed"])
     ap.add_argument("--steps", type=int, default=30)
@@ -410,6 +449,8 @@ def main():
     ap.add_argument("--checkpoint-at", type=int, default=0)
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--skip-ddp", action="store_true")
+    ap.add_argument("--batches", type=int, nargs="*", default=[])  # join: each rank's number of batches
+    ap.add_argument("--join-effective", action="store_true")  # join: divide by the ranks that had inputs
     ap.add_argument("--device", default="cpu")  # gradcomm's side; torch's DDP stays on the CPU (gloo)
     args = ap.parse_args()
     rank, world = args.rank, args.world
@@ -423,6 +464,8 @@ def main():
         run_shared_default(args, rank, world, result)
     elif args.scenario == "compile":
         run_compile(args, rank, world, result)
+    elif args.scenario == "join":
+        run_join(args, rank, world, result)
     else:
         if not args.skip_ddp:
             dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.gloo_port}", rank=rank,

@@ -118,3 +118,15 @@ def test_torch_compile_matches_eager(tmp_path):
             worst = max(abs(a - b) for ta, tb in zip(r[mode], r["eager"]) for a, b in zip(ta, tb))
             assert worst <= 1e-5, (mode, worst)
         assert r["compile_wrapper"] == results[0]["compile_wrapper"]
+
+
+@pytest.mark.parametrize("effective", [False, True], ids=["divide-by-world", "divide-by-ranks-with-inputs"])
+def test_join_with_uneven_inputs_equals_ddp_join(tmp_path, effective):
+    # Ranks with 3, 4 and 7 batches. Before join() existed, the rank with more
+    # batches waited for the others' gradients until the timeout.
+    args = ["--scenario", "join", "--batches", "3", "4", "7"] + (["--join-effective"] if effective else [])
+    results = run_ranks(tmp_path, 3, *args)
+    for r in results:
+        assert r["gradcomm"] == results[0]["gradcomm"], "every rank ends with the last joiner's parameters"
+        assert max_rel_diff(r["gradcomm"], r["ddp"]) <= 1e-6
+        assert "ran out of inputs" in r["raised"]

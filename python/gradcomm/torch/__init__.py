@@ -7,6 +7,6 @@
 The migration guide, with the table of DDP options, is docs/pytorch.md.
 """
 from ._amp import GradScaler
-from ._ddp import DistributedDataParallel, UnusedParametersError
+from ._ddp import DistributedDataParallel, JoinedRankError, UnusedParametersError
 
-__all__ = ["DistributedDataParallel", "GradScaler", "UnusedParametersError"]
+__all__ = ["DistributedDataParallel", "GradScaler", "JoinedRankError", "UnusedParametersError"]

@@ -83,6 +83,15 @@ def _compression_options(compression, powersgd, quantize):
     return options
 
 
+class JoinedRankError(RuntimeError):
+    """join(throw_on_early_termination=True): a rank ran out of inputs; every rank raises."""
+
+    def __init__(self, joined, world):
+        super().__init__(f"{joined} of {world} rank(s) ran out of inputs inside join(throw_on_early_termination=True): "
+                         "every rank stops here")
+        self.joined = joined
+
+
 class DistributedDataParallel(torch.nn.Module):
     """Wraps ``module`` like torch.nn.parallel.DistributedDataParallel.
 
@@ -164,6 +173,7 @@ class DistributedDataParallel(torch.nn.Module):
         self._grad_scaler = None
         self.broadcast_buffers = broadcast_buffers
         self.require_backward_grad_sync = True
+        self._join = None  # inside join(): its options and this step's count of ranks with inputs
         self._step_open = False
         self._marked = []
         self._steps = 0
@@ -225,7 +235,7 @@ class DistributedDataParallel(torch.nn.Module):
             for t in list(self.module.parameters()) + list(self.module.buffers()):
                 self._broadcast_tensor(t)
 
-    def _broadcast_tensor(self, t):
+    def _broadcast_tensor(self, t, root=0):
         if self.comm.world_size == 1 or t.numel() == 0:
             return
         flat = t.detach()
@@ -234,7 +244,7 @@ class DistributedDataParallel(torch.nn.Module):
         raw = flat.reshape(-1).view(torch.uint8)
         if raw.numel() % 2:  # broadcast moves bytes: send them as 16-bit elements
             raw = torch.cat([raw, raw.new_zeros(1)])
-        self.comm.broadcast(raw.view(torch.float16), root=0, stream=self._stream())
+        self.comm.broadcast(raw.view(torch.float16), root=root, stream=self._stream())
         if raw.data_ptr() != t.data_ptr() or not t.is_contiguous():
             t.detach().copy_(raw[:t.numel() * t.element_size()].view(t.dtype).view(t.shape))
 
@@ -255,10 +265,15 @@ class DistributedDataParallel(torch.nn.Module):
         if self._step_open:
             raise InvalidStateError("gcommInvalidState", "forward while the previous backward pass has not finished "
                                     "its step")
+        if self._join is not None and torch.is_grad_enabled():
+            self._join_vote(active=True)
         if self.broadcast_buffers and self.comm.world_size > 1 and torch.is_grad_enabled():
-            with torch.no_grad():
-                for b in self.module.buffers():
-                    self._broadcast_tensor(b)
+            self._broadcast_buffers()
+
+    def _broadcast_buffers(self):
+        with torch.no_grad():
+            for b in self.module.buffers():
+                self._broadcast_tensor(b)
 
     def _make_hook(self, i):
         def hook(p):
@@ -327,6 +342,82 @@ class DistributedDataParallel(torch.nn.Module):
                 for p, slot, marked in zip(self._params, self._slots, self._marked):
                     if not marked:  # it received the others' average
                         p.grad = slot
+        join = self._join
+        if sync and join is not None and not join["divide_by_initial_world_size"] and \
+                join["active"] < self.comm.world_size:
+            with torch.no_grad():  # the average over the ranks that still had inputs
+                for p in self._params:
+                    if p.grad is not None:
+                        p.grad.mul_(self.comm.world_size / join["active"])
+
+    # ---- uneven inputs ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def join(self, divide_by_initial_world_size=True, enable=True, throw_on_early_termination=False):
+        """For ranks with different numbers of batches, as torch's DDP.join(): wrap
+        the training loop; a rank that runs out of inputs takes part in the others'
+        remaining steps with zero gradients until every rank has. The average is
+        over all ranks (divide_by_initial_world_size=True, DDP's default) or over
+        those that still had inputs (False). throw_on_early_termination=True makes
+        every rank raise once one runs out instead. Each rank votes once per forward
+        with grad enabled, so one forward per backward (as DDP requires here)."""
+        if not enable or self.comm.world_size == 1:
+            yield self
+            return
+        if self._join is not None:
+            raise InvalidStateError("gcommInvalidState", "join() is already active on this model")
+        self._join = {"divide_by_initial_world_size": divide_by_initial_world_size,
+                      "throw": throw_on_early_termination, "active": self.comm.world_size, "steps": 0}
+        try:
+            yield self
+            # This rank ran out of inputs: shadow the others until none has any.
+            while True:
+                active, syncing = self._join_vote(active=False)
+                if active == 0:
+                    break
+                if syncing:
+                    self._shadow_step()
+            self._sync_final_model()
+        finally:
+            self._join = None
+
+    def _sync_final_model(self):
+        """As DDP's join: every rank ends with the parameters and buffers of a rank
+        that ran the most steps (the highest such rank, as DDP picks), whose
+        optimizer stepped last."""
+        n, rank = self.comm.world_size, self.comm.rank
+        # steps * n + rank: the maximum names the rank (exact in float32 below 2^24 / n steps)
+        best = torch.tensor([float(self._join["steps"] * n + rank)], device=self.device)
+        self.comm.all_reduce(best, op="max", stream=self._stream())
+        root = int(round(best.item())) % n
+        with torch.no_grad():
+            for t in list(self.module.parameters()) + list(self.module.buffers()):
+                self._broadcast_tensor(t, root=root)
+
+    def _join_vote(self, active):
+        """All-reduces (ranks with inputs, of them those whose backward syncs);
+        raises on every rank under throw_on_early_termination once one has none."""
+        sync = active and self.require_backward_grad_sync
+        self._join["steps"] += 1 if active else 0
+        vote = torch.tensor([1.0 if active else 0.0, 1.0 if sync else 0.0], device=self.device)
+        self.comm.all_reduce(vote, op="sum", stream=self._stream())
+        ranks, syncing = int(vote[0].item()), int(vote[1].item())
+        self._join["active"] = ranks
+        if self._join["throw"] and ranks < self.comm.world_size:
+            raise JoinedRankError(self.comm.world_size - ranks, self.comm.world_size)
+        return ranks, syncing
+
+    def _shadow_step(self):
+        """One step of the ranks that still have inputs, with zero gradients: the
+        buffers' broadcast, then the reducer's collectives with nothing marked."""
+        if self.broadcast_buffers:
+            self._broadcast_buffers()
+        self._reducer.begin_step(sync=True)
+        try:
+            self._reducer.finalize(self._stream())
+        except InvalidStateError:
+            pass  # the unused-gradient report: this rank contributed zeros on purpose
+        self._steps += 1
 
     @contextlib.contextmanager
     def no_sync(self):
