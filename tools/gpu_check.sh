@@ -404,8 +404,12 @@ if want python; then
     note "python: no .whl/gradcomm-*.whl carried: skipped"
   else
     python3 -m pip install -q --no-deps --force-reinstall "$wheel" >>"$out/tests.log" 2>&1
+    # Lightning from wheels carried in .whl/lightning (the GPU machine has no network; docs/gpu.md).
+    [ -d "$root/.whl/lightning" ] && python3 -m pip install -q --no-index --find-links "$root/.whl/lightning" \
+      lightning >>"$out/tests.log" 2>&1
     (cd "$root/python/tests" && timeout 600 python3 -m pytest -q -p no:cacheprovider test_torch_cuda.py \
-      test_torch_bad_input.py test_lowlevel.py test_bindings.py test_import_order.py) >>"$out/tests.log" 2>&1
+      test_torch_bad_input.py test_lowlevel.py test_bindings.py test_import_order.py test_lightning.py \
+      -k 'not test_lightning or gpu') >>"$out/tests.log" 2>&1
     note "python: pytest exit $? (tests.log)"
   fi
 fi

@@ -27,7 +27,7 @@ import torch
 
 from . import comm as _comm
 from .errors import InvalidArgumentError
-from .torch import DistributedDataParallel
+from .torch import DistributedDataParallel, GradScaler
 
 # The wrapper's options, as the strategy takes them (module and comm are the strategy's).
 _WRAPPER_OPTIONS = [name for name in inspect.signature(DistributedDataParallel.__init__).parameters
@@ -74,9 +74,21 @@ class GradcommStrategy(DDPStrategy):
 
     def configure_ddp(self):
         self.model = self._setup_model(self.model)
+        self._fuse_grad_scaler()
         if self._gradcomm_restore is not None:
             self.model.load_comm_state_dict(self._gradcomm_restore)
             self._gradcomm_restore = None
+
+    def _fuse_grad_scaler(self):
+        """precision="16-mixed": Lightning's GradScaler becomes gradcomm's, which
+        unscales and checks the gradients inside the reduction (same settings, same
+        calls: scale, unscale_, step, update, state_dict)."""
+        scaler = getattr(self.precision_plugin, "scaler", None)
+        if scaler is None or isinstance(scaler, GradScaler) or not scaler.is_enabled():
+            return
+        self.precision_plugin.scaler = GradScaler(
+            self.model, init_scale=scaler.get_scale(), growth_factor=scaler.get_growth_factor(),
+            backoff_factor=scaler.get_backoff_factor(), growth_interval=scaler.get_growth_interval())
 
     def _register_ddp_hooks(self):
         pass  # torch's comm hooks: gradcomm's compression is a wrapper option

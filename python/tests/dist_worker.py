@@ -241,12 +241,13 @@ def run_compile(args, rank, world, record):
     """The same 10 steps eagerly and under torch.compile: the wrapper compiled, a
     compiled module wrapped, the loss function compiled."""
     comm = gradcomm.init(rank, world, master_port=args.gc_port, timeout=120)
-    for mode in ("eager", "compile_wrapper", "wrap_compiled", "compile_loss"):
+    for mode in ("eager", "compile_wrapper", "wrap_compiled", "compile_loss", "compiled_autograd"):
+        torch._dynamo.config.compiled_autograd = mode == "compiled_autograd"  # the backward traced too
         torch.manual_seed(7)
         model = nn.Sequential(Net(), nn.BatchNorm1d(10))  # buffers: broadcast before every forward
         ddp = gct.DistributedDataParallel(torch.compile(model) if mode == "wrap_compiled" else model, comm,
                                           bucket_cap_mb=args.bucket_mb, first_bucket_mb=args.bucket_mb)
-        run = torch.compile(ddp) if mode == "compile_wrapper" else ddp
+        run = torch.compile(ddp) if mode in ("compile_wrapper", "compiled_autograd") else ddp
 
         def loss_fn(out, y):
             return ((out - y) ** 2).mean()
@@ -261,6 +262,7 @@ def run_compile(args, rank, world, record):
             opt.step()
         record[mode] = params_of(model)
         ddp.close()
+    torch._dynamo.config.compiled_autograd = False
     comm.close()
 
 

@@ -66,12 +66,20 @@ def main():
     ap.add_argument("--resume", default="")  # the checkpoint to start from
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--name", required=True)
+    ap.add_argument("--gpu", action="store_true")  # one process on cuda:0 (the GPU pass) instead of 2 CPU processes
+    ap.add_argument("--fp16", action="store_true")  # precision="16-mixed" with a GradScaler (on the CPU too)
     args = ap.parse_args()
     torch.set_num_threads(1)
     model = Module()
-    trainer = pl.Trainer(accelerator="cpu", devices=2, strategy=strategy(args), max_steps=args.steps, logger=False,
+    plugins = []
+    if args.fp16:  # Lightning gives the CPU no scaler for "16-mixed"; this is the GPU's setup
+        from lightning.pytorch.plugins import MixedPrecision
+        device = "cuda" if args.gpu else "cpu"
+        plugins.append(MixedPrecision("16-mixed", device, scaler=torch.amp.GradScaler(device, init_scale=2.0 ** 12,
+                                                                                      growth_interval=3)))
+    trainer = pl.Trainer(accelerator="gpu" if args.gpu else "cpu", devices=1 if args.gpu else 2, strategy=strategy(args), max_steps=args.steps, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                         num_sanity_val_steps=0)
+                         num_sanity_val_steps=0, plugins=plugins)
     trainer.fit(model, data(160, 1), data(64, 2), ckpt_path=args.resume or None)
     if args.save:
         trainer.save_checkpoint(args.save)
@@ -80,6 +88,8 @@ def main():
     if trainer.global_rank == 0:
         result = {"params": [p.detach().reshape(-1).tolist() for p in model.parameters()],
                   "val": val, "test": test, "strategy": type(trainer.strategy).__name__,
+                  "scaler": type(getattr(trainer.precision_plugin, "scaler", None)).__module__,
+                  "scale": getattr(getattr(trainer.precision_plugin, "scaler", None), "get_scale", lambda: None)(),
                   "steps": trainer.global_step}
         with open(os.path.join(args.outdir, f"{args.name}.json"), "w") as f:
             json.dump(result, f)

@@ -79,3 +79,22 @@ def test_unknown_options_are_refused_when_the_trainer_is_built():
     from gradcomm.lightning import GradcommStrategy
     with pytest.raises(gradcomm.InvalidArgumentError, match="bucket_size.*its options are.*bucket_cap_mb"):
         GradcommStrategy(bucket_size=25)
+
+
+def test_16_mixed_runs_on_gradcomms_fused_grad_scaler(tmp_path):
+    # Lightning's GradScaler is replaced by gradcomm's (unscale and the Inf/NaN check
+    # inside the reduction): same scale trajectory and parameters as DDP's.
+    gc = run(tmp_path, "gc16", "gradcomm", "--fp16")
+    ddp = run(tmp_path, "ddp16", "ddp", "--fp16")
+    assert gc["scaler"] == "gradcomm.torch._amp" and ddp["scaler"] == "torch.amp.grad_scaler"
+    assert gc["scale"] == ddp["scale"] == 2.0 ** 12 * 2 ** 6  # grown every 3 steps
+    assert worst(gc["params"], ddp["params"]) <= 1e-6
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU: tools/gpu_check.sh's python stage runs it")
+def test_one_gpu_with_16_mixed_trains_as_ddp_does(tmp_path):
+    gc = run(tmp_path, "gpu_gc", "gradcomm", "--gpu", "--fp16")
+    ddp = run(tmp_path, "gpu_ddp", "ddp", "--gpu", "--fp16")
+    assert gc["scaler"] == "gradcomm.torch._amp"
+    assert gc["scale"] == ddp["scale"]
+    assert worst(gc["params"], ddp["params"]) <= 1e-5

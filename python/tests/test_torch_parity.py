@@ -112,12 +112,13 @@ def test_torch_compile_matches_eager(tmp_path):
     # forward touched gradcomm's handles; it now runs outside the graph.
     results = run_ranks(tmp_path, 2, "--scenario", "compile")
     for r in results:
-        for mode in ("compile_wrapper", "wrap_compiled", "compile_loss"):
+        for mode in ("compile_wrapper", "wrap_compiled", "compile_loss", "compiled_autograd"):
             # Absolute: the bias before the BatchNorm gets no gradient and stays at
             # rounding noise (1e-9), where a relative difference means nothing.
             worst = max(abs(a - b) for ta, tb in zip(r[mode], r["eager"]) for a, b in zip(ta, tb))
             assert worst <= 1e-5, (mode, worst)
         assert r["compile_wrapper"] == results[0]["compile_wrapper"]
+        assert r["compiled_autograd"] == results[0]["compiled_autograd"]
 
 
 @pytest.mark.parametrize("effective", [False, True], ids=["divide-by-world", "divide-by-ranks-with-inputs"])
