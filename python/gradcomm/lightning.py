@@ -44,6 +44,11 @@ class GradcommStrategy(DDPStrategy):
 
     def __init__(self, accelerator=None, parallel_devices=None, cluster_environment=None, checkpoint_io=None,
                  precision_plugin=None, start_method="popen", **options):
+        if "ranks_per_device" in options:
+            raise InvalidArgumentError("gcommInvalidArgument", "ranks_per_device is not available yet: several "
+                                       "processes per GPU need the cuda-ipc transport, which is built but has not "
+                                       "run on a GPU (docs/gpu.md); gradcomm.torch.DistributedDataParallel under "
+                                       "torchrun can put them there meanwhile (docs/pytorch.md)")
         unknown = sorted(set(options) - set(_WRAPPER_OPTIONS))
         if unknown:
             raise InvalidArgumentError("gcommInvalidArgument", f"GradcommStrategy got {', '.join(unknown)}: its "

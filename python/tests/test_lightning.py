@@ -17,13 +17,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 POWERSGD = 'powersgd={"rank": 2, "start_iter": 3, "min_compression_rate": 0.5}'
 
 
-def run(tmp_path, name, strategy, *args):
-    """One Trainer run (two processes); rank 0's result."""
+def run(tmp_path, name, strategy, *args, torchrun=False):
+    """One Trainer run (two processes: Lightning's launcher starts the second, or
+    torchrun both); rank 0's result."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "GRADCOMM_MASTER_PORT"):
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "GRADCOMM_MASTER_PORT",
+                "TORCHELASTIC_RUN_ID"):
         env.pop(var, None)
-    env["MASTER_PORT"] = str(free_port_pair())  # gradcomm's store takes the port after Lightning's
-    cmd = [sys.executable, os.path.join(HERE, "lightning_worker.py"), "--strategy", strategy, "--outdir",
+    port = free_port_pair()  # gradcomm's store takes the port after Lightning's (or torchrun's agent's)
+    launcher = [sys.executable]
+    if torchrun:
+        launcher += ["-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port)]
+    else:
+        env["MASTER_PORT"] = str(port)
+    cmd = [*launcher, os.path.join(HERE, "lightning_worker.py"), "--strategy", strategy, "--outdir",
            str(tmp_path), "--name", name, *args]
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-6000:]
@@ -79,6 +86,8 @@ def test_unknown_options_are_refused_when_the_trainer_is_built():
     from gradcomm.lightning import GradcommStrategy
     with pytest.raises(gradcomm.InvalidArgumentError, match="bucket_size.*its options are.*bucket_cap_mb"):
         GradcommStrategy(bucket_size=25)
+    with pytest.raises(gradcomm.InvalidArgumentError, match="ranks_per_device is not available yet"):
+        GradcommStrategy(ranks_per_device=2)
 
 
 def test_16_mixed_runs_on_gradcomms_fused_grad_scaler(tmp_path):
@@ -98,3 +107,12 @@ def test_one_gpu_with_16_mixed_trains_as_ddp_does(tmp_path):
     assert gc["scaler"] == "gradcomm.torch._amp"
     assert gc["scale"] == ddp["scale"]
     assert worst(gc["params"], ddp["params"]) <= 1e-5
+
+
+def test_under_torchrun_as_ddp_does(tmp_path):
+    # torchrun starts both processes (Lightning's TorchElasticEnvironment); its agent
+    # holds MASTER_PORT, gradcomm's store the next port.
+    gc = run(tmp_path, "tr_gc", "gradcomm", torchrun=True)
+    ddp = run(tmp_path, "tr_ddp", "ddp", torchrun=True)
+    assert gc["strategy"] == "GradcommStrategy" and gc["steps"] == 20
+    assert worst(gc["params"], ddp["params"]) <= 1e-6
