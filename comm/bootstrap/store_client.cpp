@@ -84,7 +84,10 @@ StoreClient::StoreClient(const StoreClientOptions& options, Deadline deadline)
       if (e.status() == gcommInvalidState || (e.status() == gcommRemoteError && options.generation > 0)) {
         if (Clock::now() >= deadline)
           fail(gcommTimeout, "rank ", options.rank, " of ", options.world_size, " found only an earlier ",
-               "communicator's store at ", address_, " within ", elapsed(), " s (", e.message(), ")");
+               "communicator's store at ", address_, " within ", elapsed(), " s (", e.message(),
+               "): rank 0 has not made this rank's communicator #", options.generation + 1,
+               " on this port; if it is running, it made fewer communicators here than this rank (every rank "
+               "must make and close the same ones on one MASTER_PORT)");
         broken_.clear();  // the next connection starts afresh
         std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
         continue;

@@ -182,7 +182,45 @@ class CudaIpcTransport final : public Transport, public P2PBatchRunner {
     forget_replaced_scratch(all);
 
     std::vector<const void*> sends(n_);
+    std::vector<const float*> reduced(n_);  // all-reduce: every rank's slice of the result
+    const auto out_at = [&](size_t elem) { return static_cast<char*>(a.recv) + elem * es; };
+    // Phase 1. A failure here on one rank (a peer's buffer that will not open, a
+    // launch) must not leave the others waiting or reading what it never wrote: the
+    // meeting after it says whether every rank got through.
+    try {
+      phase_one(a, all, sends, reduced, stream);
+    } catch (const Error& e) {
+      settle(what, &e);
+    }
+    settle(what, nullptr);
+    // Every rank has read this rank's input once all phase-1 work is done.
+    for (int q = 0; q < n_; ++q)
+      GCOMM_CUDA_CHECK(cudaStreamWaitEvent(stream, events_->collective(q, kComputed), 0));
+    if (a.op == Collective::kAllReduce)
+      for (int q = 0; q < n_; ++q) {
+        size_t qlo = 0, qhi = 0;
+        slice(a.count, n_, q, qlo, qhi);
+        if (qhi > qlo)
+          kernels::reduce_cuda::float_to_typed(reduced[q], out_at(qlo), qhi - qlo, a.dtype, a.stream);
+      }
+    GCOMM_CUDA_CHECK(cudaEventRecord(events_->collective(rank_, kDone), stream));
+  }
+
+  void run_p2p_batch(const std::vector<CollectiveArgs>& calls, bool grouped) override;
+
+ private:
+  // Opens the peers' buffers, waits for their inputs, enqueues this rank's part of
+  // the reading and records its end (kComputed).
+  void phase_one(const CollectiveArgs& a, const std::vector<CallRecord>& all, std::vector<const void*>& sends,
+                 std::vector<const float*>& reduced, cudaStream_t stream) {
+    const size_t es = dtype_size(a.dtype);
+    size_t lo = 0, hi = 0;
+    slice(a.count, n_, rank_, lo, hi);
     for (int q = 0; q < n_; ++q) sends[q] = q == rank_ ? a.send : peers_->open(q, all[q].send);
+    if (a.op == Collective::kAllReduce)
+      for (int q = 0; q < n_; ++q)
+        reduced[q] = static_cast<const float*>(q == rank_ ? static_cast<void*>(scratch_)
+                                                          : peers_->open(q, all[q].scratch));
     // Phase 1 reads every rank's input and rewrites this rank's scratch, which the
     // peers' previous all-reduce read: wait for both.
     for (int q = 0; q < n_; ++q) {
@@ -237,25 +275,21 @@ class CudaIpcTransport final : public Transport, public P2PBatchRunner {
         break;
     }
     GCOMM_CUDA_CHECK(cudaEventRecord(events_->collective(rank_, kComputed), stream));
-    control_->run(host_call(Collective::kBarrier, nullptr, nullptr, 0));
-    // Every rank has read this rank's input once all phase-1 work is done.
-    for (int q = 0; q < n_; ++q)
-      GCOMM_CUDA_CHECK(cudaStreamWaitEvent(stream, events_->collective(q, kComputed), 0));
-    if (a.op == Collective::kAllReduce)
-      for (int q = 0; q < n_; ++q) {
-        size_t qlo = 0, qhi = 0;
-        slice(a.count, n_, q, qlo, qhi);
-        if (qhi == qlo) continue;
-        const auto* reduced = static_cast<const float*>(q == rank_ ? static_cast<void*>(scratch_)
-                                                                   : peers_->open(q, all[q].scratch));
-        kernels::reduce_cuda::float_to_typed(reduced, out_at(qlo), qhi - qlo, a.dtype, a.stream);
-      }
-    GCOMM_CUDA_CHECK(cudaEventRecord(events_->collective(rank_, kDone), stream));
   }
 
-  void run_p2p_batch(const std::vector<CollectiveArgs>& calls, bool grouped) override;
+  // The meeting after phase 1 (every rank has enqueued its reading): an all-gather of
+  // whether each got through. `failed`: this rank's failure, thrown after the meeting;
+  // a peer's makes every other rank throw gcommRemoteError naming it.
+  void settle(const CallId& what, const Error* failed) {
+    const int32_t mine = failed != nullptr ? 1 : 0;
+    std::vector<int32_t> all(n_, 0);
+    control_->run(host_call(Collective::kAllGather, &mine, all.data(), 1));
+    if (failed != nullptr) throw *failed;
+    for (int q = 0; q < n_; ++q)
+      if (all[q] != 0)
+        fail(gcommRemoteError, what, ": rank ", q, " could not take part (rank ", q, " says why)");
+  }
 
- private:
   CollectiveArgs host_call(Collective op, const void* send, void* recv, size_t floats, int peer = 0) {
     if (is_p2p(op))  // numbered per peer by the control plane itself; ranks not in the pair make none
       return p2p_call(op, op == Collective::kSend ? send : recv, floats, gcommFloat32, peer, nullptr);

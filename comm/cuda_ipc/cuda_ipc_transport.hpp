@@ -10,7 +10,8 @@
 // The host side of every call goes over the shm transport's rings (the control
 // plane: comm/shm/): an all-gather of each rank's call (its signature and its
 // buffers as the peers open them), then, once every rank has enqueued its reading,
-// a barrier. Each rank has three interprocess events, recorded at three points of
+// an all-gather of whether each got through (a rank that failed there makes every
+// rank fail, instead of leaving them to wait or to read what it never wrote). Each rank has three interprocess events, recorded at three points of
 // every collective; a rank waits on the peers' after the meeting that follows
 // their record, and re-records its own only after the next meeting, so every wait
 // sees the record it means.

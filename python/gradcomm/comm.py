@@ -176,30 +176,51 @@ def _op(op):
 # This process's default communicators (init_from_env), one per device and
 # rendezvous: shared by every caller, as every DDP model of a process shares
 # torch's default process group, and destroyed (a collective: every rank's last
-# user closes it) when the last one is closed. {key: [native handle, users]}.
-_defaults = {}
-_defaults_lock = threading.Lock()
+# user closes it) when the last one is closed. Each entry is found under the key it
+# was asked for and under its resolved device ("cuda" and "cuda:1" alike).
+# _defaults_lock guards the dict only (re-entrant: a collected Communicator's
+# finalizer may release one while it is held); a key's own lock is held while its
+# communicator is made, so ranks that are threads of this process, with other keys,
+# meet each other meanwhile.
+_defaults = {}  # key -> {"handle", "users", "keys"}
+_defaults_lock = threading.RLock()
+_making = {}  # key -> lock held while that key's communicator is made
 
 
-def _default_key(device, kwargs):
-    try:
-        dev = parse_device(device)
-        name = device_name(dev) if dev.kind == _C.DeviceKind.Host or dev.ordinal >= 0 else str(device)
-    except Exception:  # noqa: BLE001 - an invalid device is refused by the init below, with its reason
-        name = str(device)
+def _default_key(device, kwargs, resolved=None):
+    if resolved is not None:
+        name = device_name(resolved)
+    else:
+        try:
+            dev = parse_device(device)
+            name = device_name(dev) if dev.kind == _C.DeviceKind.Host or dev.ordinal >= 0 else str(device)
+        except Exception:  # noqa: BLE001 - an invalid device is refused by the init below, with its reason
+            name = str(device)
     # The timeout is a setting, not an identity: the first caller's holds.
     return name, tuple(sorted((k, str(v)) for k, v in kwargs.items() if v is not None and k != "timeout"))
 
 
-def _release_default(key, handle):
+def _release_default(entry, handle):
     with _defaults_lock:
-        entry = _defaults.get(key)
-        if entry is not None and entry[0] == handle:
-            entry[1] -= 1
-            if entry[1] > 0:
-                return
-            del _defaults[key]
+        entry["users"] -= 1
+        if entry["users"] > 0:
+            return
+        for key in entry["keys"]:
+            if _defaults.get(key) is entry:
+                del _defaults[key]
     _C.comm_destroy(handle)
+
+
+def _shared(entry):
+    """A new user of `entry` (under _defaults_lock); refuses a default that failed."""
+    try:
+        _C.comm_async_error(entry["handle"])
+    except Exception as e:  # noqa: BLE001 - re-raised with what to do
+        raise InvalidStateError("gcommInvalidState", f"this process's default communicator failed ({e}): close "
+                                "its users (wrappers made with comm=None, init_from_env's communicators); the next "
+                                "init_from_env() then makes a new one") from None
+    entry["users"] += 1
+    return Communicator(entry["handle"], functools.partial(_release_default, entry))
 
 
 def init_from_env(device="cpu", **kwargs):
@@ -213,16 +234,34 @@ def init_from_env(device="cpu", **kwargs):
     The process's default communicator for that device: every call (and every
     DistributedDataParallel made with comm=None) gets the same one, reference
     counted; close() releases this caller's use and the last close destroys it.
-    The first call's timeout holds for all. A failed default stays failed until
-    its last user closes it; the next call then makes a new one."""
+    The first call's timeout holds for all. While the default has failed a new
+    call raises InvalidStateError; once its last user closed it, the next call
+    makes a new one."""
     key = _default_key(device, kwargs)
+
+    def existing():
+        if key in _defaults:
+            return _defaults[key]
+        if key[0] == "cuda":  # the local rank's GPU: the process's CUDA default, if it has one
+            made = {id(e): e for k, e in _defaults.items() if k[0].startswith("cuda:") and k[1] == key[1]}
+            if len(made) == 1:
+                return next(iter(made.values()))
+        return None
+
     with _defaults_lock:
-        entry = _defaults.get(key)
-        if entry is None:
-            entry = _defaults[key] = [_C.comm_init_from_env(_config(device=device, **kwargs)), 0]
-        entry[1] += 1
-        handle = entry[0]
-    return Communicator(handle, functools.partial(_release_default, key))
+        if existing() is not None:
+            return _shared(existing())
+        making = _making.setdefault(key, threading.Lock())
+    with making:  # one maker per key; a second caller waits, then shares
+        with _defaults_lock:
+            if existing() is not None:
+                return _shared(existing())
+        handle = _C.comm_init_from_env(_config(device=device, **kwargs))
+        with _defaults_lock:
+            entry = {"handle": handle, "users": 0, "keys": {key, _default_key(device, kwargs, _C.comm_device(handle))}}
+            for k in entry["keys"]:
+                _defaults.setdefault(k, entry)
+            return _shared(entry)
 
 
 def init(rank, world_size, master_addr="127.0.0.1", master_port=None, device="cpu", **kwargs):

@@ -68,9 +68,11 @@ class GradcommStrategy(DDPStrategy):
         super().setup_distributed()  # torch.distributed, for Lightning's own collectives
         env = self.cluster_environment
         port = os.environ.get("GRADCOMM_MASTER_PORT")
+        port = int(port) if port else env.main_port + 1
         device = "cpu" if self.root_device.type == "cpu" else f"cuda:{self.root_device.index or 0}"
         self._gradcomm_comm = _comm.init(self.global_rank, self.world_size, master_addr=env.main_address,
-                                         master_port=int(port) if port else env.main_port + 1, device=device)
+                                         master_port=None if self.world_size == 1 else port, device=device,
+                                         timeout=self._gradcomm_options.get("timeout"))
 
     # ---- the wrapper --------------------------------------------------------------------
 
@@ -89,8 +91,10 @@ class GradcommStrategy(DDPStrategy):
         unscales and checks the gradients inside the reduction (same settings, same
         calls: scale, unscale_, step, update, state_dict)."""
         scaler = getattr(self.precision_plugin, "scaler", None)
-        if scaler is None or isinstance(scaler, GradScaler) or not scaler.is_enabled():
+        if scaler is None or not scaler.is_enabled():
             return
+        # (A gradcomm scaler of an earlier fit is bound to that fit's wrapper: made again,
+        # from its current scale.)
         self.precision_plugin.scaler = GradScaler(
             self.model, init_scale=scaler.get_scale(), growth_factor=scaler.get_growth_factor(),
             backoff_factor=scaler.get_backoff_factor(), growth_interval=scaler.get_growth_interval())
@@ -119,19 +123,21 @@ class GradcommStrategy(DDPStrategy):
         return self._gradcomm_last_state
 
     def save_checkpoint(self, checkpoint, filepath, storage_options=None):
+        # Every rank calls it (Lightning's Trainer.save_checkpoint); rank 0 writes.
         mine = self._comm_state()
         if mine is not None and torch.distributed.is_initialized():
-            states = [None] * self.world_size
-            torch.distributed.all_gather_object(states, mine)
-            checkpoint["gradcomm"] = {"world_size": self.world_size, "ranks": states}
+            states = [None] * self.world_size if self.global_rank == 0 else None
+            torch.distributed.gather_object(mine, states, dst=0)
+            if self.global_rank == 0:
+                checkpoint["gradcomm"] = {"world_size": self.world_size, "ranks": states}
         super().save_checkpoint(checkpoint, filepath, storage_options=storage_options)
 
-    def load_checkpoint(self, checkpoint_path, weights_only=None):
-        if weights_only:  # the communication state is not weights: load it too
-            weights_only = False
-        checkpoint = super().load_checkpoint(checkpoint_path, weights_only=weights_only)
+    def load_checkpoint(self, checkpoint_path, *args, **kwargs):
+        checkpoint = super().load_checkpoint(checkpoint_path, *args, **kwargs)
         saved = checkpoint.get("gradcomm")
-        if saved is not None:
+        trainer = getattr(self.lightning_module, "_trainer", None) if self.lightning_module is not None else None
+        fitting = trainer is not None and trainer.state.fn == "fit"
+        if saved is not None and fitting:  # validate and test need no communication state
             if saved["world_size"] != self.world_size:
                 raise InvalidArgumentError(
                     "gcommInvalidArgument", f"the checkpoint holds gradcomm's state of {saved['world_size']} ranks, "
@@ -145,6 +151,7 @@ class GradcommStrategy(DDPStrategy):
     # ---- the end ------------------------------------------------------------------------
 
     def teardown(self):
+        self._gradcomm_restore = None
         if isinstance(self.model, DistributedDataParallel):
             self._gradcomm_last_state = self.model.comm_state_dict()
             self.model.close()

@@ -271,25 +271,33 @@ def run_join(args, rank, world, record):
     and gradcomm's, then join(throw_on_early_termination=True)."""
     def loop(model, opt, steps):
         for step in range(steps):
-            opt.zero_grad()
+            if step % args.accumulate == 0:
+                opt.zero_grad()
             x, y = batch(step, rank, world)
-            ((model(x) - y) ** 2).mean().backward()
-            opt.step()
+            last = (step + 1) % args.accumulate == 0
+            with contextlib.nullcontext() if last else model.no_sync():
+                ((model(x) - y) ** 2).mean().backward()
+            if last:
+                opt.step()
+
+    def make():  # with buffers (BatchNorm's running statistics): broadcast before every forward
+        torch.manual_seed(7)
+        return nn.Sequential(Net(), nn.BatchNorm1d(10))
 
     divide = not args.join_effective
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.gloo_port}", rank=rank, world_size=world)
-    torch.manual_seed(7)
-    model = Net()
-    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-    with ddp.join(divide_by_initial_world_size=divide):
-        loop(ddp, opt, args.batches[rank])
-    record["ddp"] = params_of(model)
-    dist.destroy_process_group()
+    if args.accumulate == 1:  # torch's DDP join() shadows no no_sync steps
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.gloo_port}", rank=rank,
+                                world_size=world)
+        model = make()
+        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+        with ddp.join(divide_by_initial_world_size=divide):
+            loop(ddp, opt, args.batches[rank])
+        record["ddp"] = params_of(model)
+        dist.destroy_process_group()
 
     comm = gradcomm.init(rank, world, master_port=args.gc_port, timeout=60)
-    torch.manual_seed(7)
-    model = Net()
+    model = make()
     gc = gct.DistributedDataParallel(model, comm, bucket_cap_mb=args.bucket_mb, first_bucket_mb=args.bucket_mb)
     opt = torch.optim.SGD(gc.parameters(), lr=0.05, momentum=0.9)
     with gc.join(divide_by_initial_world_size=divide):

@@ -129,5 +129,16 @@ def test_join_with_uneven_inputs_equals_ddp_join(tmp_path, effective):
     results = run_ranks(tmp_path, 3, *args)
     for r in results:
         assert r["gradcomm"] == results[0]["gradcomm"], "every rank ends with the last joiner's parameters"
-        assert max_rel_diff(r["gradcomm"], r["ddp"]) <= 1e-6
+        # Absolute: the bias before the BatchNorm stays at rounding noise (1e-9).
+        worst = max(abs(a - b) for ta, tb in zip(r["gradcomm"], r["ddp"]) for a, b in zip(ta, tb))
+        assert worst <= 1e-6
+        assert "ran out of inputs" in r["raised"]
+
+
+def test_join_with_gradient_accumulation_completes(tmp_path):
+    # no_sync steps inside join(): the ranks that ran out shadow each forward's buffer
+    # broadcast but only the synced backward passes (torch's DDP has no reference here).
+    results = run_ranks(tmp_path, 3, "--scenario", "join", "--batches", "4", "6", "9", "--accumulate", "2")
+    for r in results:
+        assert r["gradcomm"] == results[0]["gradcomm"]
         assert "ran out of inputs" in r["raised"]

@@ -265,15 +265,18 @@ class DistributedDataParallel(torch.nn.Module):
         if self._step_open:
             raise InvalidStateError("gcommInvalidState", "forward while the previous backward pass has not finished "
                                     "its step")
-        if self._join is not None and torch.is_grad_enabled():
-            self._join_vote(active=True)
         if self.broadcast_buffers and self.comm.world_size > 1 and torch.is_grad_enabled():
-            self._broadcast_buffers()
+            root = 0
+            if self._join is not None:  # inside join(): the highest rank that still has inputs, as DDP
+                root = self._join_vote(active=True)[2]
+            self._broadcast_buffers(root)
+        elif self._join is not None and torch.is_grad_enabled():
+            self._join_vote(active=True)
 
-    def _broadcast_buffers(self):
+    def _broadcast_buffers(self, root=0):
         with torch.no_grad():
             for b in self.module.buffers():
-                self._broadcast_tensor(b)
+                self._broadcast_tensor(b, root=root)
 
     def _make_hook(self, i):
         def hook(p):
@@ -370,11 +373,14 @@ class DistributedDataParallel(torch.nn.Module):
                       "throw": throw_on_early_termination, "active": self.comm.world_size, "steps": 0}
         try:
             yield self
-            # This rank ran out of inputs: shadow the others until none has any.
+            # This rank ran out of inputs: shadow the others until none has any: each
+            # forward's buffer broadcast (syncing or not), and each synced backward.
             while True:
-                active, syncing = self._join_vote(active=False)
+                active, syncing, root = self._join_vote(active=False)
                 if active == 0:
                     break
+                if self.broadcast_buffers:
+                    self._broadcast_buffers(root)
                 if syncing:
                     self._shadow_step()
             self._sync_final_model()
@@ -385,33 +391,38 @@ class DistributedDataParallel(torch.nn.Module):
         """As DDP's join: every rank ends with the parameters and buffers of a rank
         that ran the most steps (the highest such rank, as DDP picks), whose
         optimizer stepped last."""
-        n, rank = self.comm.world_size, self.comm.rank
-        # steps * n + rank: the maximum names the rank (exact in float32 below 2^24 / n steps)
-        best = torch.tensor([float(self._join["steps"] * n + rank)], device=self.device)
+        most = torch.tensor([float(self._join["steps"])], device=self.device)
+        self.comm.all_reduce(most, op="max", stream=self._stream())
+        mine = self.comm.rank if float(self._join["steps"]) == most.item() else -1
+        best = torch.tensor([float(mine)], device=self.device)
         self.comm.all_reduce(best, op="max", stream=self._stream())
-        root = int(round(best.item())) % n
+        root = int(best.item())
         with torch.no_grad():
             for t in list(self.module.parameters()) + list(self.module.buffers()):
                 self._broadcast_tensor(t, root=root)
 
     def _join_vote(self, active):
-        """All-reduces (ranks with inputs, of them those whose backward syncs);
-        raises on every rank under throw_on_early_termination once one has none."""
+        """One all-reduce per forward inside join(): which ranks still have inputs
+        and how many of them sync this backward. Returns (ranks with inputs, of them
+        syncing, the highest of them: the buffers' root). Under
+        throw_on_early_termination every rank raises once one has none."""
+        n = self.comm.world_size
         sync = active and self.require_backward_grad_sync
         self._join["steps"] += 1 if active else 0
-        vote = torch.tensor([1.0 if active else 0.0, 1.0 if sync else 0.0], device=self.device)
+        vote = torch.zeros(n + 1, device=self.device)
+        vote[0] = 1.0 if sync else 0.0
+        vote[1 + self.comm.rank] = 1.0 if active else 0.0
         self.comm.all_reduce(vote, op="sum", stream=self._stream())
-        ranks, syncing = int(vote[0].item()), int(vote[1].item())
-        self._join["active"] = ranks
-        if self._join["throw"] and ranks < self.comm.world_size:
-            raise JoinedRankError(self.comm.world_size - ranks, self.comm.world_size)
-        return ranks, syncing
+        votes = vote.tolist()  # one copy to the host
+        with_inputs = [r for r in range(n) if votes[1 + r] > 0]
+        self._join["active"] = len(with_inputs)
+        if self._join["throw"] and len(with_inputs) < n:
+            raise JoinedRankError(n - len(with_inputs), n)
+        return len(with_inputs), int(votes[0]), (with_inputs[-1] if with_inputs else 0)
 
     def _shadow_step(self):
-        """One step of the ranks that still have inputs, with zero gradients: the
-        buffers' broadcast, then the reducer's collectives with nothing marked."""
-        if self.broadcast_buffers:
-            self._broadcast_buffers()
+        """A synced backward of the ranks that still have inputs, with zero
+        gradients: the reducer's collectives with nothing marked."""
         self._reducer.begin_step(sync=True)
         try:
             self._reducer.finalize(self._stream())

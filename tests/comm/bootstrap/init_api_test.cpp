@@ -230,6 +230,18 @@ TEST(CommInitApi, AWorldOfOneOnTheHost) {
   EXPECT_EQ(gcommCommDestroy(comm), gcommSuccess) << gcommGetLastError();
 }
 
+// Rank r of a job of two meeting on loopback at `port`.
+gcommCommConfig_t rank_of_two(int r, int port, const char* job_key, double timeout_s) {
+  gcommCommConfig_t c = world_of_one();
+  c.rank = r;
+  c.world_size = 2;
+  c.master_addr = "127.0.0.1";
+  c.master_port = port;
+  c.job_key = job_key;
+  c.timeout_s = timeout_s;
+  return c;
+}
+
 TEST(CommInitApi, TwoRanksOfOneProcessMeetThroughTheCApi) {
   if (gradcomm::gpu_available())
     GTEST_SKIP()
@@ -241,13 +253,7 @@ TEST(CommInitApi, TwoRanksOfOneProcessMeetThroughTheCApi) {
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
-      gcommCommConfig_t c = world_of_one();
-      c.rank = r;
-      c.world_size = 2;
-      c.master_addr = "127.0.0.1";
-      c.master_port = port;
-      c.job_key = "two-ranks";
-      c.timeout_s = 10;
+      gcommCommConfig_t c = rank_of_two(r, port, "two-ranks", 10);
       gcommComm_t comm = nullptr;
       status[r] = gcommCommInit(&c, &comm);
       errors[r] = gcommGetLastError();
@@ -272,14 +278,8 @@ TEST(CommInitApi, CommunicatorsMadeOneAfterAnotherOnOnePortMeetTheirOwnRanks) {
     threads.emplace_back([&, r] {
       for (int cycle = 0; cycle < 20 && errors[r].empty(); ++cycle) {
         if ((cycle + r) % 3 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20 * (r + 1)));
-        gcommCommConfig_t c = world_of_one();
-        c.rank = r;
-        c.world_size = 2;
-        c.master_addr = "127.0.0.1";
-        c.master_port = port;
-        c.job_key = "one-after-another";
+        gcommCommConfig_t c = rank_of_two(r, port, "one-after-another", 20);
         c.device = gcommHostDevice();
-        c.timeout_s = 20;
         gcommComm_t comm = nullptr;
         float value = static_cast<float>(cycle * 10 + r);
         if (gcommCommInit(&c, &comm) != gcommSuccess ||
