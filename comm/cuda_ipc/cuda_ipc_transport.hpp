@@ -11,10 +11,10 @@
 // plane: comm/shm/): an all-gather of each rank's call (its signature and its
 // buffers as the peers open them), then, once every rank has enqueued its reading,
 // an all-gather of whether each got through (a rank that failed there makes every
-// rank fail, instead of leaving them to wait or to read what it never wrote). Each rank has three interprocess events, recorded at three points of
-// every collective; a rank waits on the peers' after the meeting that follows
-// their record, and re-records its own only after the next meeting, so every wait
-// sees the record it means.
+// rank fail, instead of leaving them to wait or to read what it never wrote). Each rank has three
+// interprocess events, recorded at three points of every collective; a rank waits on the peers' after the
+// meeting that follows their record, and re-records its own only after the next meeting, so every wait sees
+// the record it means.
 //
 // Sends and receives: the sender posts a letter (its buffer, an event its stream
 // records) through the control plane, the receiver copies out of the sender's
