@@ -63,6 +63,7 @@ StoreClient::StoreClient(const StoreClientOptions& options, Deadline deadline)
            address_, " within ", elapsed(), " s (last attempt: ", error,
            "); check that rank 0 was started and that MASTER_ADDR and MASTER_PORT point at it");
     }
+    broken_.clear();  // a new connection: an earlier one's loss is not its
     Writer hello;
     hello.str(options.job_key)
         .i32(options.rank)
@@ -88,7 +89,6 @@ StoreClient::StoreClient(const StoreClientOptions& options, Deadline deadline)
                "): rank 0 has not made this rank's communicator #", options.generation + 1,
                " on this port; if it is running, it made fewer communicators here than this rank (every rank "
                "must make and close the same ones on one MASTER_PORT)");
-        broken_.clear();  // the next connection starts afresh
         std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
         continue;
       }
@@ -97,7 +97,6 @@ StoreClient::StoreClient(const StoreClientOptions& options, Deadline deadline)
       // connections time out; try again until the deadline.
       ++full;
       full_message = e.message();
-      broken_.clear();
       const auto left = deadline - Clock::now();
       if (left <= Clock::duration::zero())
         fail(gcommTimeout, "rank ", options.rank, " of ", options.world_size, " could not join the store at ",

@@ -9,6 +9,7 @@
 
 #include "comm/cuda_ipc/ipc_buffers.hpp"
 #include "comm/cuda_ipc/peer_events.hpp"
+#include "comm/local/local_transport.hpp"
 #include "comm/p2p_group.hpp"
 #include "comm/shm/shm_transport.hpp"
 #include "common/cuda_check.hpp"
@@ -57,11 +58,6 @@ template <class T>
 size_t floats_in() {
   static_assert(sizeof(T) % sizeof(float) == 0, "a control message is a whole number of floats");
   return sizeof(T) / sizeof(float);
-}
-
-void slice(size_t count, int nranks, int r, size_t& lo, size_t& hi) {
-  lo = count * r / nranks;
-  hi = count * (r + 1) / nranks;
 }
 
 cudaEvent_t new_event(unsigned flags = cudaEventDisableTiming) {
@@ -153,7 +149,7 @@ class CudaIpcTransport final : public Transport, public P2PBatchRunner {
     const cudaStream_t stream = reinterpret_cast<cudaStream_t>(a.stream);
     const size_t es = dtype_size(a.dtype);
     size_t lo = 0, hi = 0;
-    slice(a.count, n_, rank_, lo, hi);
+    rank_slice(a.count, n_, rank_, lo, hi);
 
     CallRecord mine;
     mine.op = static_cast<int32_t>(a.op);
@@ -199,7 +195,7 @@ class CudaIpcTransport final : public Transport, public P2PBatchRunner {
     if (a.op == Collective::kAllReduce)
       for (int q = 0; q < n_; ++q) {
         size_t qlo = 0, qhi = 0;
-        slice(a.count, n_, q, qlo, qhi);
+        rank_slice(a.count, n_, q, qlo, qhi);
         if (qhi > qlo)
           kernels::reduce_cuda::float_to_typed(reduced[q], out_at(qlo), qhi - qlo, a.dtype, a.stream);
       }
@@ -215,7 +211,7 @@ class CudaIpcTransport final : public Transport, public P2PBatchRunner {
                  std::vector<const float*>& reduced, cudaStream_t stream) {
     const size_t es = dtype_size(a.dtype);
     size_t lo = 0, hi = 0;
-    slice(a.count, n_, rank_, lo, hi);
+    rank_slice(a.count, n_, rank_, lo, hi);
     for (int q = 0; q < n_; ++q) sends[q] = q == rank_ ? a.send : peers_->open(q, all[q].send);
     if (a.op == Collective::kAllReduce)
       for (int q = 0; q < n_; ++q)

@@ -39,12 +39,6 @@ struct LocalGroup {
   std::vector<cudaEvent_t> ready, computed, done;
 };
 
-// Rank r's share [lo, hi) of n elements.
-void slice(size_t count, int nranks, int r, size_t& lo, size_t& hi) {
-  lo = count * r / nranks;
-  hi = count * (r + 1) / nranks;
-}
-
 class LocalTransport final : public Transport, public P2PBatchRunner {
  public:
   LocalTransport(std::shared_ptr<LocalGroup> group, int rank) : group_(std::move(group)), rank_(rank) {}
@@ -106,7 +100,7 @@ class LocalTransport final : public Transport, public P2PBatchRunner {
     switch (a.op) {
       case Collective::kAllReduce: {
         size_t lo, hi;
-        slice(a.count, n, rank_, lo, hi);
+        rank_slice(a.count, n, rank_, lo, hi);
         kernels::reduce_host::reduce_to_float(sends(0, a).data(), n, lo, hi - lo, a.dtype, a.redop,
                                               group_->host_scratch.data() + lo);
         rv.arrive_and_wait(rank_, what);
@@ -176,7 +170,7 @@ class LocalTransport final : public Transport, public P2PBatchRunner {
     switch (a.op) {
       case Collective::kAllReduce: {
         size_t lo, hi;
-        slice(a.count, n, rank_, lo, hi);
+        rank_slice(a.count, n, rank_, lo, hi);
         kernels::reduce_cuda::reduce_to_float(sends(0, a).data(), n, lo, hi - lo, a.dtype, a.redop,
                                               g.dev_scratch + lo, a.stream);
         break;

@@ -11,12 +11,20 @@
 // through host memory and the call returns once its work is enqueued.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <vector>
 
 #include "comm/transport.hpp"
 
 namespace gradcomm::comm {
+
+// Rank r's share [lo, hi) of `count` elements in the two phases of a reduction: the
+// local transport's split, which the cuda-ipc transport shares (the same bits).
+inline void rank_slice(size_t count, int nranks, int r, size_t& lo, size_t& hi) {
+  lo = count * r / nranks;
+  hi = count * (r + 1) / nranks;
+}
 
 std::vector<std::unique_ptr<Transport>> make_local_transports(int nranks, gcommDevice_t device,
                                                               double timeout_s);

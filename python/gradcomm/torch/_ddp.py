@@ -265,13 +265,12 @@ class DistributedDataParallel(torch.nn.Module):
         if self._step_open:
             raise InvalidStateError("gcommInvalidState", "forward while the previous backward pass has not finished "
                                     "its step")
-        if self.broadcast_buffers and self.comm.world_size > 1 and torch.is_grad_enabled():
-            root = 0
-            if self._join is not None:  # inside join(): the highest rank that still has inputs, as DDP
-                root = self._join_vote(active=True)[2]
-            self._broadcast_buffers(root)
-        elif self._join is not None and torch.is_grad_enabled():
-            self._join_vote(active=True)
+        if torch.is_grad_enabled():
+            # Inside join() every such forward votes; the buffers then come from the
+            # highest rank that still has inputs, as DDP's.
+            root = self._join_vote(active=True)[2] if self._join is not None else 0
+            if self.broadcast_buffers and self.comm.world_size > 1:
+                self._broadcast_buffers(root)
 
     def _broadcast_buffers(self, root=0):
         with torch.no_grad():
