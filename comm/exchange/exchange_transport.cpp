@@ -17,6 +17,7 @@ namespace gradcomm::comm {
 namespace {
 
 constexpr size_t kPieceBytes = size_t{8} << 20;
+constexpr size_t kPiecesAhead = 2;                  // all-reduce: pieces sent ahead of the one being reduced
 constexpr size_t kMinReduceRun = size_t{64} << 10;  // bytes of a slice reduced at a time while receiving
 
 // Rank q's slice of `count` elements starting at `first`: [first + count*q/n, first + count*(q+1)/n).
@@ -271,6 +272,7 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
   }
 
   void all_reduce(const CollectiveArgs& a, const std::string& what) {
+    if (n() > 1 && links_->runs_gated_messages()) return all_reduce_pipelined(a, what);
     const size_t es = dtype_size(a.dtype);
     const char* send = static_cast<const char*>(a.send);
     char* recv = static_cast<char*>(a.recv);
@@ -279,6 +281,79 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
       reduce_slices(a, send, s, recv + s.offset[me()] * es, what);
       gather_slices(recv, es, s, what);
     });
+  }
+
+  // The same two phases per piece and the same bits, as one run of messages per
+  // peer in which later pieces' slices go out while a piece is reduced: to every
+  // peer q, slice q of pieces 0, 1 and 2, then this rank's reduced slice of piece 0
+  // (held until it is reduced), slice q of piece 3, the reduced slice of piece 1,
+  // and so on, kPiecesAhead pieces ahead. Phase by phase, each phase ended with its
+  // slowest flow while the link idled and the next phase waited; here another
+  // piece's data is queued behind it (4 ranks on a 1 Gbit lab link: 0.93x the
+  // time at 64 MiB, docs/benchmarks.md). kPiecesAhead + 1 pieces' slices are
+  // staged: piece k's wait (the gate) until piece k - kPiecesAhead - 1 is reduced.
+  void all_reduce_pipelined(const CollectiveArgs& a, const std::string& what) {
+    const size_t es = dtype_size(a.dtype);
+    const char* send = static_cast<const char*>(a.send);
+    char* recv = static_cast<char*>(a.recv);
+    std::vector<Slices> pieces;
+    for_each_piece(a.count, piece_elems(a.dtype),
+                   [&](size_t first, size_t m) { pieces.emplace_back(first, m, n()); });
+    const size_t count = pieces.size(), longest = pieces[0].longest;
+    const size_t ahead = kPiecesAhead;
+    char* staging = scratch((ahead + 1) * static_cast<size_t>(n()) * longest * es);
+    auto slot = [&](size_t k, int q) { return staging + ((k % (ahead + 1)) * n() + q) * longest * es; };
+    auto reduced_slice = [&](size_t k, int q) { return recv + pieces[k].offset[q] * es; };
+    auto tag = [&](size_t k, uint32_t which) {
+      PhaseTag t = tag_;
+      t.phase = tag_.phase + static_cast<uint32_t>(2 * k) + which;
+      return t;
+    };
+    std::vector<PeerQueue> queues(n());
+    std::vector<size_t> slices_at(count);  // where piece k's slices are in each peer's queue
+    for (int q = 0; q < n(); ++q) {
+      if (q == me()) continue;
+      PeerQueue& p = queues[q];
+      auto gather = [&](size_t k) {
+        p.out.push_back(OutMessage{reduced_slice(k, me()), pieces[k].length[me()] * es, tag(k, 1), k + 1});
+        p.in.push_back(InMessage{reduced_slice(k, q), pieces[k].length[q] * es, tag(k, 1), 0});
+      };
+      for (size_t k = 0; k < count; ++k) {
+        slices_at[k] = p.in.size();
+        p.out.push_back(OutMessage{send + pieces[k].offset[q] * es, pieces[k].length[q] * es, tag(k, 0), 0});
+        p.in.push_back(
+            InMessage{slot(k, q), pieces[k].length[me()] * es, tag(k, 0), k > ahead ? k - ahead : 0});
+        if (k >= ahead) gather(k - ahead);
+      }
+      for (size_t k = count > ahead ? count - ahead : 0; k < count; ++k) gather(k);
+    }
+    // The gate: pieces reduced so far. Each is reduced as its slices arrive, in
+    // runs of at least kMinReduceRun, in rank order (reduce_slices' math).
+    size_t reduced = 0, done = 0;
+    std::vector<const void*> inputs(n());
+    auto progress = [&] {
+      while (reduced < count) {
+        const Slices& s = pieces[reduced];
+        const size_t total = s.length[me()];
+        size_t ready = total;
+        for (int q = 0; q < n(); ++q) {
+          if (q == me()) continue;
+          const size_t got = links_->messages_received(q);
+          const size_t at = slices_at[reduced];
+          ready = std::min(ready, got > at ? total : got == at ? links_->received_bytes(q) / es : 0);
+        }
+        if (ready < total && ready - done < kMinReduceRun / es) return;
+        for (int q = 0; q < n(); ++q) inputs[q] = q == me() ? send + s.offset[me()] * es : slot(reduced, q);
+        kernels::reduce_host::reduce_to_typed(inputs.data(), n(), done, ready - done, a.dtype, a.redop,
+                                              reduced_slice(reduced, me()) + done * es);
+        done = ready;
+        if (done < total) return;
+        ++reduced;
+        done = 0;
+      }
+    };
+    links_->run_gated_messages(queues, reduced, deadline_, what, progress);
+    tag_.phase += static_cast<uint32_t>(2 * count);
   }
 
   void reduce_scatter(const CollectiveArgs& a, const std::string& what) {

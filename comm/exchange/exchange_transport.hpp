@@ -16,6 +16,9 @@
 //   all-gather      every rank sends its block to every other
 //   barrier         a header from every rank to every other
 // Messages larger than 8 MiB go in 8 MiB pieces, which bounds the scratch memory.
+// On wires that can hold a message back (runs_gated_messages: socket, shm) the
+// all-reduce's pieces are pipelined, one run of messages per peer instead of two
+// phases per piece, with the same bits.
 // A collective runs to completion before the call returns (the stream is
 // ignored), bounded by the timeout. Ranks that call different collectives get
 // gcommInvalidArgument (the rank that noticed) or gcommRemoteError (the others),

@@ -7,6 +7,7 @@ namespace gradcomm::comm {
 
 bool MessageFlow::start_next_out() {
   if (next_out >= n_out) return false;
+  if (gate != nullptr && outs[next_out].after > *gate) return false;
   const OutMessage& m = outs[next_out++];
   encode_phase_header(m.tag, m.bytes, out_header);
   out = m.data;
@@ -17,6 +18,7 @@ bool MessageFlow::start_next_out() {
 
 bool MessageFlow::start_next_in() {
   if (next_in >= n_in) return false;
+  if (gate != nullptr && ins[next_in].after > *gate) return false;
   in_done = 0;
   in_total = kPhaseHeaderBytes + ins[next_in++].bytes;
   return true;
@@ -43,11 +45,12 @@ void MessageFlows::start_phase(const std::vector<PeerTransfer>& transfers, const
   }
 }
 
-void MessageFlows::start_messages(const std::vector<PeerQueue>& queues, int me) {
+void MessageFlows::start_messages(const std::vector<PeerQueue>& queues, int me, const size_t* gate) {
   for (size_t q = 0; q < flows_.size(); ++q) {
     flows_[q] = MessageFlow{};
     if (static_cast<int>(q) == me) continue;
     MessageFlow& f = flows_[q];
+    f.gate = gate;
     f.outs = queues[q].out.data();
     f.n_out = queues[q].out.size();
     f.ins = queues[q].in.data();
@@ -55,6 +58,22 @@ void MessageFlows::start_messages(const std::vector<PeerQueue>& queues, int me) 
     f.start_next_out();
     f.start_next_in();
   }
+}
+
+bool MessageFlows::resume() {
+  bool started = false;
+  for (MessageFlow& f : flows_) {
+    if (f.gate == nullptr) continue;
+    if (!f.sending() && f.start_next_out()) started = true;
+    if (!f.receiving() && f.start_next_in()) started = true;
+  }
+  return started;
+}
+
+bool MessageFlows::holding() const {
+  for (const MessageFlow& f : flows_)
+    if (f.holding()) return true;
+  return false;
 }
 
 uint64_t MessageFlows::payload_sent() const {
@@ -78,6 +97,14 @@ void MessageFlows::fail_timeout(const std::string& what, int me) const {
     detail += cat(detail.empty() ? "" : "; ", bootstrap::rank_list(stuck), " did not take this rank's data");
   fail(gcommTimeout, what, " did not complete within the timeout on rank ", me, ": ", detail,
        " (a rank that is stuck, slower by more than the timeout, or calling other collectives)");
+}
+
+void MessageFlows::fail_held(const std::string& what, int me) const {
+  std::vector<int> held;
+  for (size_t q = 0; q < flows_.size(); ++q)
+    if (flows_[q].holding()) held.push_back(static_cast<int>(q));
+  fail(gcommInternalError, what, " on rank ", me, ": the messages left for ", bootstrap::rank_list(held),
+       " wait for work that what arrived does not allow (a schedule error in gradcomm)");
 }
 
 }  // namespace gradcomm::comm

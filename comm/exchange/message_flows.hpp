@@ -26,16 +26,26 @@ struct MessageFlow {
   size_t n_out = 0, next_out = 0;
   const InMessage* ins = nullptr;
   size_t n_in = 0, next_in = 0;
+  const size_t* gate = nullptr;  // run_gated_messages' gate (null: nothing is held back)
 
   bool sending() const { return out_done < out_total; }
   bool receiving() const { return in_done < in_total; }
   bool mid_send() const { return out_done > 0 && out_done < out_total; }
-  // Moves to the next message each way once the current one is done; false when none is left.
+  // A message waits for the gate (nothing moves this way until it opens).
+  bool holding() const { return (!sending() && next_out < n_out) || (!receiving() && next_in < n_in); }
+  // Moves to the next message each way once the current one is done; false when
+  // none is left or the next one waits for the gate.
   bool start_next_out();
   bool start_next_in();
+  // Messages received completely so far.
+  size_t in_completed() const { return receiving() ? next_in - 1 : next_in; }
   const InMessage& in() const { return ins[next_in - 1]; }
-  // Payload bytes received of the current incoming message.
-  size_t received_bytes() const { return in_done > kPhaseHeaderBytes ? in_done - kPhaseHeaderBytes : 0; }
+  // Payload bytes received of the current incoming message (the last one once all
+  // arrived; 0 while the next one is held).
+  size_t received_bytes() const {
+    if (!receiving() && next_in < n_in) return 0;
+    return in_done > kPhaseHeaderBytes ? in_done - kPhaseHeaderBytes : 0;
+  }
 };
 
 // One flow per rank (this rank's stays empty), set up for a phase or a run of messages.
@@ -44,13 +54,20 @@ class MessageFlows {
   explicit MessageFlows(size_t ranks) : flows_(ranks), phase_out_(ranks), phase_in_(ranks) {}
   // run_phase's transfers (indexed by peer rank): one message each way per peer, tagged `tag`.
   void start_phase(const std::vector<PeerTransfer>& transfers, const PhaseTag& tag, int me);
-  // run_messages' queues (indexed by peer rank).
-  void start_messages(const std::vector<PeerQueue>& queues, int me);
+  // run_messages' queues (indexed by peer rank); with a gate, run_gated_messages'.
+  void start_messages(const std::vector<PeerQueue>& queues, int me, const size_t* gate = nullptr);
+  // Starts the held messages whose gate opened; whether any did.
+  bool resume();
+  // Some message waits for the gate.
+  bool holding() const;
   // The payload bytes of every message sent in the run: what it put on the wire.
   uint64_t payload_sent() const;
   // The run's deadline passed on rank `me`: gcommTimeout naming the peers it still
   // waits to hear from and those that did not take its data.
   [[noreturn]] void fail_timeout(const std::string& what, int me) const;
+  // Every message left waits for a gate that the work on what arrived did not
+  // open: a schedule that cannot complete (a bug in gradcomm), gcommInternalError.
+  [[noreturn]] void fail_held(const std::string& what, int me) const;
 
   MessageFlow& operator[](size_t q) { return flows_[q]; }
   const MessageFlow& operator[](size_t q) const { return flows_[q]; }

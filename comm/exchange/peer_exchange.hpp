@@ -43,15 +43,20 @@ struct PhaseTag {
 };
 
 // Messages of run_messages: each peer's go out, and come in, in order.
+// `after` holds a message of run_gated_messages back until the run's gate reaches
+// it: an outgoing one until its data is computed, an incoming one until the
+// buffer it lands in is free again.
 struct OutMessage {
   const void* data = nullptr;
   size_t bytes = 0;
   PhaseTag tag;  // sent in its header
+  size_t after = 0;
 };
 struct InMessage {
   void* data = nullptr;
   size_t bytes = 0;
   PhaseTag tag;  // its header must say this
+  size_t after = 0;
 };
 struct PeerQueue {
   std::vector<OutMessage> out;
@@ -79,6 +84,24 @@ class PeerExchange {
                             const std::string& what) = 0;
   // Payload bytes received so far from rank q in the phase being run.
   virtual size_t received_bytes(int q) const = 0;
+
+  // Whether run_gated_messages works on this wire. A wire that posts every
+  // message up front (MPI) cannot hold one back; the collectives then run phase
+  // by phase.
+  virtual bool runs_gated_messages() const { return false; }
+  // run_messages whose messages wait for `gate`: each peer's next message each
+  // way starts once gate >= its `after`. `progress` is called whenever the run
+  // would wait, and when every message left is held; it advances the gate with
+  // the work that the messages received so far allow (messages_received,
+  // received_bytes). This pipelines a collective: the wire carries one piece
+  // while the previous one is reduced, with no phase boundary where a link
+  // idles. A run whose held messages `progress` cannot release fails with
+  // gcommInternalError instead of waiting for ever.
+  virtual void run_gated_messages(const std::vector<PeerQueue>& queues, const size_t& gate, Deadline deadline,
+                                  const std::string& what, const std::function<void()>& progress);
+  // Messages of the run received completely from rank q so far; received_bytes(q)
+  // counts the one after them.
+  virtual size_t messages_received(int q) const;
 
   // Makes a phase in progress, and every later one, fail. Safe from any thread.
   virtual void abort() noexcept = 0;

@@ -269,6 +269,12 @@ void ShmLinks::run_messages(const std::vector<PeerQueue>& queues, Deadline deadl
   run_flows(deadline, what, {});
 }
 
+void ShmLinks::run_gated_messages(const std::vector<PeerQueue>& queues, const size_t& gate, Deadline deadline,
+                                  const std::string& what, const std::function<void()>& progress) {
+  flows_.start_messages(queues, rank_, &gate);
+  run_flows(deadline, what, progress);
+}
+
 void ShmLinks::run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress) {
   const int n = size();
   RankWords& me = segment_.rank_words(rank_);
@@ -282,25 +288,36 @@ void ShmLinks::run_flows(Deadline deadline, const std::string& what, const std::
     bool left = false, moved = false;
     for (int q = 0; q < n; ++q) {
       MessageFlow& f = flows_[q];
-      if (f.in_done >= f.in_total && f.out_done >= f.out_total) continue;
+      if (!f.receiving() && !f.sending()) {
+        if (f.holding()) left = true;
+        continue;
+      }
       const size_t got = receive_more(q, what);
       const size_t put = send_more(q);
       if (got + put > 0) {
         moved = true;
         ring_doorbell(q);  // data to read, or room to write
       }
-      if (f.in_done < f.in_total || f.out_done < f.out_total) left = true;
+      if (f.receiving() || f.sending() || f.holding()) left = true;
     }
     if (!left) {
       sent_.fetch_add(flows_.payload_sent(), std::memory_order_relaxed);
       return;
     }
+    // A phase's progress fills idle time; a gated run's also opens the gate, so it
+    // runs while data moves too (else a reduced slice would wait until every
+    // incoming message had arrived, and the peers waiting for it with them).
+    const bool held = flows_.holding();
+    if (progress && (!moved || held)) progress();
+    if (held && flows_.resume()) continue;  // the gate opened: move the messages it let through
     const auto now = Clock::now();
     if (moved) {
       spin_end = now + spin_;
       continue;
     }
-    if (progress) progress();
+    bool active = false;
+    for (int q = 0; q < n; ++q) active = active || flows_[q].receiving() || flows_[q].sending();
+    if (!active) flows_.fail_held(what, rank_);
     // Nothing moved: a peer that closed (or whose process is gone) never will.
     const bool check_processes = now >= next_liveness_check;
     if (check_processes) next_liveness_check = now + kNap;

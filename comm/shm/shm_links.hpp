@@ -44,6 +44,10 @@ class ShmLinks final : public PeerExchange {
   void run_messages(const std::vector<PeerQueue>& queues, Deadline deadline,
                     const std::string& what) override;
   size_t received_bytes(int q) const override { return flows_[q].received_bytes(); }
+  bool runs_gated_messages() const override { return true; }
+  void run_gated_messages(const std::vector<PeerQueue>& queues, const size_t& gate, Deadline deadline,
+                          const std::string& what, const std::function<void()>& progress) override;
+  size_t messages_received(int q) const override { return flows_[q].in_completed(); }
   void abort() noexcept override;
   void fail_all(const std::string& reason, double grace_s) noexcept override;
   uint64_t payload_bytes_sent() const noexcept override { return sent_.load(std::memory_order_relaxed); }

@@ -133,6 +133,13 @@ void PeerLinks::run_messages(const std::vector<PeerQueue>& queues, Deadline dead
   run_flows(deadline, what, {});
 }
 
+void PeerLinks::run_gated_messages(const std::vector<PeerQueue>& queues, const size_t& gate,
+                                   Deadline deadline, const std::string& what,
+                                   const std::function<void()>& progress) {
+  flows_.start_messages(queues, rank_, &gate);
+  run_flows(deadline, what, progress);
+}
+
 void PeerLinks::run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress) {
   const int n = size();
   MessageFlows& flows = flows_;
@@ -155,11 +162,13 @@ void PeerLinks::run_flows(Deadline deadline, const std::string& what, const std:
       fds.push_back(pollfd{peers_[q].fd(), events, 0});
       who.push_back(q);
     }
-    if (fds.empty()) {
+    if (fds.empty() && !flows.holding()) {
       sent_.fetch_add(flows.payload_sent(), std::memory_order_relaxed);
       return;
     }
     if (progress) progress();
+    if (flows.resume()) continue;  // the gate opened: poll for the messages it let through
+    if (fds.empty()) flows.fail_held(what, rank_);
     const bool spin = Clock::now() < spin_end;
     int rc = ::poll(fds.data(), fds.size(), spin ? 0 : poll_ms_until(deadline));
     if (rc < 0) {

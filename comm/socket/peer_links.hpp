@@ -57,6 +57,10 @@ class PeerLinks final : public PeerExchange {
                     const std::string& what) override;
   // Payload bytes received so far from rank q in the phase being run.
   size_t received_bytes(int q) const override { return flows_[q].received_bytes(); }
+  bool runs_gated_messages() const override { return true; }
+  void run_gated_messages(const std::vector<PeerQueue>& queues, const size_t& gate, Deadline deadline,
+                          const std::string& what, const std::function<void()>& progress) override;
+  size_t messages_received(int q) const override { return flows_[q].in_completed(); }
 
   // Shuts every connection down: peers blocked on this rank fail at once, and
   // so does a phase in progress here. Safe from any thread.

@@ -21,6 +21,7 @@
 #include "../kernels/reference.hpp"
 #include "collective_calls.hpp"
 #include "collective_reference.hpp"
+#include "common/dtype.hpp"
 #include "socket/socket_ranks.hpp"
 
 namespace gradcomm::test {
@@ -137,6 +138,20 @@ TEST_P(Conformance, MessagesLargerThanOneSocketPiece) {
       ASSERT_EQ(check(op, gcommFloat32, gcommSum, blocked ? elements / n : elements, in_place, false, seed++),
                 "");
     }
+  }
+}
+
+// An all-reduce of four pieces, which the socket and shm transports pipeline
+// (two pieces ahead): piece 3's slices wait until piece 0 is reduced (they reuse
+// its staging), and each reduced slice goes out only once it is complete. An odd
+// tail, and a 2-byte type whose pieces hold twice the elements, against the
+// reference's bits.
+TEST_P(Conformance, AllReduceOfSeveralPiecesMatchesTheReference) {
+  if (GetParam().transport == &kLocal)
+    GTEST_SKIP() << "the local transport does not cut messages into pieces";
+  for (auto [d, redop] : {std::pair{gcommFloat32, gcommSum}, std::pair{gcommBfloat16, gcommAvg}}) {
+    const size_t piece = (size_t{8} << 20) / dtype_size(d);
+    ASSERT_EQ(check(Op::kAllReduce, d, redop, 3 * piece + 4099, redop == gcommAvg, false, 500 + d), "");
   }
 }
 

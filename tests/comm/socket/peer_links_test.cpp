@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -318,6 +319,62 @@ TEST(PeerLinks, FailAllFinishesTheMessageInFlightThenSendsTheNotice) {
         << e.message();
   }
   first.join();
+}
+
+// run_gated_messages: a message held by the gate neither moves nor counts. Rank 1
+// (the test) sends two messages at once; rank 0 holds the second one's receive
+// and its own reply until its progress hook opens the gate, which it does only
+// after checking that nothing of either has moved.
+TEST(PeerLinks, GatedMessagesWaitUntilProgressOpensTheGate) {
+  Rank0 r;
+  PhaseTag first = all_reduce_tag(64), second = first;
+  second.phase = 1;
+  std::vector<uint8_t> a(256, 0x11), b(256, 0x22), reply(256, 0x33);
+  r.write(header(first, a.size()));
+  r.write(a);
+  r.write(header(second, b.size()));
+  r.write(b);
+  std::vector<uint8_t> in_a(256), in_b(256);
+  std::vector<PeerQueue> queues(2);
+  queues[1].in = {InMessage{in_a.data(), in_a.size(), first, 0},
+                  InMessage{in_b.data(), in_b.size(), second, 1}};
+  queues[1].out = {OutMessage{reply.data(), reply.size(), second, 1}};
+  size_t gate = 0;
+  bool held_untouched = false;
+  r.links->run_gated_messages(queues, gate, deadline_after(10), "all-reduce #7 (test)", [&] {
+    if (gate > 0 || r.links->messages_received(1) < 1) return;
+    uint8_t probe;
+    const bool nothing_sent = ::recv(r.peer, &probe, 1, MSG_DONTWAIT | MSG_PEEK) < 0 && errno == EAGAIN;
+    held_untouched = nothing_sent && r.links->received_bytes(1) == 0 &&
+                     std::all_of(in_b.begin(), in_b.end(), [](uint8_t x) { return x == 0; });
+    gate = 1;
+  });
+  EXPECT_TRUE(held_untouched);
+  EXPECT_EQ(r.links->messages_received(1), 2u);
+  EXPECT_EQ(in_a, a);
+  EXPECT_EQ(in_b, b);
+  std::vector<uint8_t> got(PeerLinks::kHeaderBytes + reply.size());
+  ASSERT_EQ(::recv(r.peer, got.data(), got.size(), MSG_WAITALL), static_cast<ssize_t>(got.size()));
+  EXPECT_TRUE(std::equal(reply.begin(), reply.end(), got.begin() + PeerLinks::kHeaderBytes));
+}
+
+// A gate that the progress hook never opens is a schedule error: it fails at once
+// naming the peer, instead of waiting until the deadline.
+TEST(PeerLinks, AGateThatNeverOpensFailsAtOnce) {
+  Rank0 r;
+  std::vector<uint8_t> out(64, 1);
+  std::vector<PeerQueue> queues(2);
+  queues[1].out = {OutMessage{out.data(), out.size(), all_reduce_tag(16), 1}};
+  size_t gate = 0;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    r.links->run_gated_messages(queues, gate, deadline_after(30), "all-reduce #7 (test)", [] {});
+    ADD_FAILURE() << "a run whose gate never opens returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), gcommInternalError);
+    EXPECT_TRUE(contains(e.message(), "rank 1")) << e.message();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
 }  // namespace
