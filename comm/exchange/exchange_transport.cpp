@@ -300,9 +300,9 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
     for_each_piece(a.count, piece_elems(a.dtype),
                    [&](size_t first, size_t m) { pieces.emplace_back(first, m, n()); });
     const size_t count = pieces.size(), longest = pieces[0].longest;
-    const size_t ahead = kPiecesAhead;
-    char* staging = scratch((ahead + 1) * static_cast<size_t>(n()) * longest * es);
-    auto slot = [&](size_t k, int q) { return staging + ((k % (ahead + 1)) * n() + q) * longest * es; };
+    const size_t ahead = kPiecesAhead, slots = std::min(count, ahead + 1);
+    char* staging = scratch(slots * static_cast<size_t>(n()) * longest * es);
+    auto slot = [&](size_t k, int q) { return staging + ((k % slots) * n() + q) * longest * es; };
     auto reduced_slice = [&](size_t k, int q) { return recv + pieces[k].offset[q] * es; };
     auto tag = [&](size_t k, uint32_t which) {
       PhaseTag t = tag_;

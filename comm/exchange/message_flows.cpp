@@ -70,6 +70,16 @@ bool MessageFlows::resume() {
   return started;
 }
 
+void MessageFlows::forget_queues() {
+  for (MessageFlow& f : flows_) {
+    f.n_out = f.next_out;  // the message in flight keeps its header and payload pointer
+    f.ins = nullptr;
+    f.n_in = f.next_in = 0;
+    f.in_done = f.in_total = 0;
+    f.gate = nullptr;
+  }
+}
+
 bool MessageFlows::holding() const {
   for (const MessageFlow& f : flows_)
     if (f.holding()) return true;

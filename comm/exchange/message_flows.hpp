@@ -58,6 +58,10 @@ class MessageFlows {
   void start_messages(const std::vector<PeerQueue>& queues, int me, const size_t* gate = nullptr);
   // Starts the held messages whose gate opened; whether any did.
   bool resume();
+  // After a run that ended with an exception, whose queues (the caller's) may be
+  // gone by the time fail_all finishes the message in flight: only that message
+  // is left; nothing after it starts, and nothing is received any more.
+  void forget_queues();
   // Some message waits for the gate.
   bool holding() const;
   // The payload bytes of every message sent in the run: what it put on the wire.

@@ -276,6 +276,15 @@ void ShmLinks::run_gated_messages(const std::vector<PeerQueue>& queues, const si
 }
 
 void ShmLinks::run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress) {
+  try {
+    move_flows(deadline, what, progress);
+  } catch (...) {
+    flows_.forget_queues();  // the caller's queues may be gone by the time fail_all runs
+    throw;
+  }
+}
+
+void ShmLinks::move_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress) {
   const int n = size();
   RankWords& me = segment_.rank_words(rank_);
   auto spin_end = Clock::now() + spin_;

@@ -53,7 +53,10 @@ class ShmLinks final : public PeerExchange {
   uint64_t payload_bytes_sent() const noexcept override { return sent_.load(std::memory_order_relaxed); }
 
  private:
+  // As PeerLinks': move_flows is the loop; a run it ends with an exception leaves
+  // only the message in flight (forget_queues).
   void run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress);
+  void move_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress);
   // Moves what fits of flow q's outgoing message into its ring; bytes moved.
   size_t send_more(int q);
   // Moves what has arrived of flow q's incoming message out of its ring (checking

@@ -141,6 +141,16 @@ void PeerLinks::run_gated_messages(const std::vector<PeerQueue>& queues, const s
 }
 
 void PeerLinks::run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress) {
+  try {
+    move_flows(deadline, what, progress);
+  } catch (...) {
+    flows_.forget_queues();  // the caller's queues may be gone by the time fail_all runs
+    throw;
+  }
+}
+
+void PeerLinks::move_flows(Deadline deadline, const std::string& what,
+                           const std::function<void()>& progress) {
   const int n = size();
   MessageFlows& flows = flows_;
   std::vector<pollfd> fds;

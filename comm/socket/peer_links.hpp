@@ -78,8 +78,10 @@ class PeerLinks final : public PeerExchange {
   static constexpr size_t kHeaderBytes = kPhaseHeaderBytes;
 
  private:
-  // The loop under run_phase and run_messages: flows_ are set up.
+  // Under run_phase and the run_messages: flows_ are set up; move_flows is the loop,
+  // and a run it ends with an exception leaves only the message in flight (forget_queues).
   void run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress);
+  void move_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress);
   // One sendmsg of what is left of flow q's outgoing message; its result.
   ssize_t send_more(int q, int flags);
   [[noreturn]] void peer_gone(int q, const std::string& how, const std::string& what);
