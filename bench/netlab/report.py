@@ -32,7 +32,8 @@ TARGET_AT = 0.75
 
 
 def peer_of(v):
-    return PEER.get(v.removesuffix("_inline"))
+    """PyTorch's answer to variant v; a bucket size ("@4") is the variant's own, the peer keeps --bucket-mb."""
+    return PEER.get(v.split("@")[0].removesuffix("_inline"))
 
 
 def load_run(folder):

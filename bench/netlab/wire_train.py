@@ -32,6 +32,7 @@ Writes DIR/rankR.json (times, losses, bytes per block, gradcomm's step timing).
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -71,8 +72,13 @@ def parse_args():
     p.add_argument("--out", required=True, help="folder for rankR.json")
     a = p.parse_args()
     a.variants = [v for v in a.variants.split(",") if v]
-    bad = {v for v in a.variants if v not in VARIANTS and not (v.endswith("_inline") and
-                                                                 v[:-7] in VARIANTS and v.startswith("gc_"))}
+
+    def known(v):  # a variant, "_inline" after a gradcomm one, then "@MB": its own bucket size
+        v, _, mb = v.partition("@")
+        if mb and not re.fullmatch(r"\d+(\.\d+)?", mb):
+            return False
+        return v in VARIANTS or (v.endswith("_inline") and v[:-7] in VARIANTS and v.startswith("gc_"))
+    bad = {v for v in a.variants if not known(v)}
     if bad or not a.variants:
         p.error(f"unknown variant(s) {sorted(bad)}; choose from {', '.join(VARIANTS)}")
     return a
@@ -188,7 +194,8 @@ def main():
     for v in a.variants:
         torch.manual_seed(0)  # every variant starts from the same weights
         module = build_model(a.model)
-        model = wrap(v, module, comm, a.bucket_mb)
+        base, _, mb = v.partition("@")
+        model = wrap(base, module, comm, float(mb) if mb else a.bucket_mb)
         runs[v] = dict(model=model, opt=torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9), step=0,
                        times_ms=[], losses=[], blocks=[], timing=[])
     n_params = sum(p.numel() for p in module.parameters())

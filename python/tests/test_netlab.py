@@ -191,11 +191,11 @@ def test_wire_comparison_smoke(tmp_path):
     r = netlab("run", "--ranks", "2", "--rate", "1gbit", "--name", "gctsmoke", "--logdir", str(run),
                "--probe-seconds", "1", "--env", "OMP_NUM_THREADS=1", "--",
                sys.executable, os.path.join(ROOT, "bench", "netlab", "wire_train.py"), "--model", "mlp",
-               "--variants", "ddp_f32,gc_f32,gc_int8,ddp_psgd1,gc_psgd1", "--rounds", "1", "--steps", "3",
+               "--variants", "ddp_f32,gc_f32,gc_int8,ddp_psgd1,gc_psgd1,gc_f32@2", "--rounds", "1", "--steps", "3",
                "--warmup", "3", "--out", str(run), timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
     doc = json.loads((run / "rank0.json").read_text())
-    for v in ("ddp_f32", "gc_f32", "gc_int8", "ddp_psgd1", "gc_psgd1"):
+    for v in ("ddp_f32", "gc_f32", "gc_int8", "ddp_psgd1", "gc_psgd1", "gc_f32@2"):
         assert len(doc["variants"][v]["losses"]) == 6
         timed = doc["variants"][v]["blocks"][1]
         assert timed["steps"] == 3 and timed["tx_bytes"] > 0
@@ -207,5 +207,6 @@ def test_wire_comparison_smoke(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert rep.returncode == 0, rep.stderr
     assert "| gc_int8 |" in rep.stdout and "x ddp_f32" in rep.stdout
+    assert "| gc_f32@2 |" in rep.stdout  # a variant with its own bucket size, against its peer
     assert (tmp_path / "loss-1gbit.png").stat().st_size > 1000
     assert leftovers("gctsmoke") == ([], [])
