@@ -17,7 +17,9 @@ Per variant:
                 steps, first reaches the target: what ddp_f32 reaches at 75% of its steps
   vs peer       the ratio of step time (and of time to target) to PyTorch's answer for
                 the same job: gc_f32 and gc_int8 against ddp_f32, gc_f16 against
-                ddp_f16hook, gc_psgdR against ddp_psgdR
+                ddp_f16hook, gc_psgdR against ddp_psgdR; a variant with its own bucket
+                size (gc_f32@4) against the peer of that size if the run has one
+                (ddp_f32@4), else against the peer at --bucket-mb
 """
 import argparse
 import glob
@@ -31,9 +33,15 @@ PEER = {"gc_f32": "ddp_f32", "gc_f16": "ddp_f16hook", "gc_int8": "ddp_f32", "gc_
 TARGET_AT = 0.75
 
 
-def peer_of(v):
-    """PyTorch's answer to variant v; a bucket size ("@4") is the variant's own, the peer keeps --bucket-mb."""
-    return PEER.get(v.split("@")[0].removesuffix("_inline"))
+def peer_of(v, rows=()):
+    """PyTorch's answer to variant v. A variant with its own bucket size ("gc_f32@4") is
+    compared with the peer of the same size when the run has it, else with the peer at
+    the run's --bucket-mb; the table names which."""
+    base, at, mb = v.partition("@")
+    peer = PEER.get(base.removesuffix("_inline"))
+    if peer and at and f"{peer}@{mb}" in rows:
+        return f"{peer}@{mb}"
+    return peer
 
 
 def load_run(folder):
@@ -105,8 +113,8 @@ def table(run, rows, target):
              "| variant | step ms | vs peer | MB/step sent | to target s | vs peer | final loss | overlap |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for v, row in rows.items():
-        peer = rows.get(peer_of(v) or "", None)
-        ratio = f"{row['step_ms'] / peer['step_ms']:.2f}x {peer_of(v)}" if peer else ""
+        peer = rows.get(peer_of(v, rows) or "", None)
+        ratio = f"{row['step_ms'] / peer['step_ms']:.2f}x {peer_of(v, rows)}" if peer else ""
         tt = ""
         if peer and row["to_target_s"] and peer["to_target_s"]:
             tt = f"{row['to_target_s'] / peer['to_target_s']:.2f}x"

@@ -74,13 +74,14 @@ def parse_args():
     a.variants = [v for v in a.variants.split(",") if v]
 
     def known(v):  # a variant, "_inline" after a gradcomm one, then "@MB": its own bucket size
-        v, _, mb = v.partition("@")
-        if mb and not re.fullmatch(r"\d+(\.\d+)?", mb):
+        v, at, mb = v.partition("@")
+        if at and not (re.fullmatch(r"\d+(\.\d+)?", mb) and float(mb) > 0):
             return False
         return v in VARIANTS or (v.endswith("_inline") and v[:-7] in VARIANTS and v.startswith("gc_"))
     bad = {v for v in a.variants if not known(v)}
     if bad or not a.variants:
-        p.error(f"unknown variant(s) {sorted(bad)}; choose from {', '.join(VARIANTS)}")
+        p.error(f"unknown variant(s) {sorted(bad)}; choose from {', '.join(VARIANTS)} (a gradcomm one may end "
+                "in _inline; any may end in @MB, its own bucket size in MB)")
     return a
 
 

@@ -72,7 +72,8 @@ bool MessageFlows::resume() {
 
 void MessageFlows::forget_queues() {
   for (MessageFlow& f : flows_) {
-    f.n_out = f.next_out;  // the message in flight keeps its header and payload pointer
+    f.outs = nullptr;  // the message in flight keeps its header and payload pointer
+    f.n_out = f.next_out = 0;
     f.ins = nullptr;
     f.n_in = f.next_in = 0;
     f.in_done = f.in_total = 0;

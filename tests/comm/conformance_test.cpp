@@ -143,16 +143,16 @@ TEST_P(Conformance, MessagesLargerThanOneSocketPiece) {
 
 // An all-reduce of four pieces, which the socket and shm transports pipeline
 // (two pieces ahead): piece 3's slices wait until piece 0 is reduced (they reuse
-// its staging), and each reduced slice goes out only once it is complete. An odd
-// tail, and a 2-byte type whose pieces hold twice the elements, against the
-// reference's bits.
+// its staging), and each reduced slice goes out only once it is complete. In
+// place (a peer's gathered slice lands where this rank's slices to the others
+// were), an odd tail, a 2-byte type, against the reference's bits. One case, on 2
+// and 3 ranks: under the sanitizers in CI its 25 MB take minutes.
 TEST_P(Conformance, AllReduceOfSeveralPiecesMatchesTheReference) {
-  if (GetParam().transport == &kLocal)
-    GTEST_SKIP() << "the local transport does not cut messages into pieces";
-  for (auto [d, redop] : {std::pair{gcommFloat32, gcommSum}, std::pair{gcommBfloat16, gcommAvg}}) {
-    const size_t piece = (size_t{8} << 20) / dtype_size(d);
-    ASSERT_EQ(check(Op::kAllReduce, d, redop, 3 * piece + 4099, redop == gcommAvg, false, 500 + d), "");
-  }
+  if (GetParam().transport == &kLocal || GetParam().ranks == 1)
+    GTEST_SKIP() << "only the socket and shm transports cut a message into pieces, and only with peers";
+  if (GetParam().ranks > 3) GTEST_SKIP() << "2 and 3 ranks cover the schedule; more only cost CI time";
+  const size_t piece = (size_t{8} << 20) / dtype_size(gcommBfloat16);
+  ASSERT_EQ(check(Op::kAllReduce, gcommBfloat16, gcommAvg, 3 * piece + 4099, true, false, 500), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Local, Conformance,

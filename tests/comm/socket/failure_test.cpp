@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -23,6 +24,24 @@ bool contains(const std::string& s, const std::string& part) {
 
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Ranks called different collectives: every rank failed; a rank that read the
+// other's header says so, naming `call` (the other rank's), the others got a remote error.
+void expect_mismatch_reported(const std::vector<gcommStatus_t>& status,
+                              const std::vector<std::string>& errors, const std::string& call) {
+  int told = 0;
+  for (size_t r = 0; r < status.size(); ++r) {
+    EXPECT_NE(status[r], gcommSuccess) << errors[r];
+    if (status[r] == gcommInvalidArgument) {
+      ++told;
+      EXPECT_TRUE(contains(errors[r], "ranks called different collectives")) << errors[r];
+      EXPECT_TRUE(contains(errors[r], call)) << errors[r];
+    } else {
+      EXPECT_EQ(status[r], gcommRemoteError) << errors[r];
+    }
+  }
+  EXPECT_GE(told, 1) << "the rank that saw the other header names both calls";
 }
 
 class Failures : public ::testing::TestWithParam<gcommTransport_t> {
@@ -42,18 +61,7 @@ TEST_P(Failures, DifferentCollectivesFailEveryRankAndTheCommunicatorStaysFailed)
     return gcommGetLastError();
   });
   EXPECT_LT(since(start), 10.0) << "well before the 20 s timeout";
-  int told = 0;
-  for (int r = 0; r < 3; ++r) {
-    EXPECT_NE(status[r], gcommSuccess) << errors[r];
-    if (status[r] == gcommInvalidArgument) {
-      ++told;
-      EXPECT_TRUE(contains(errors[r], "ranks called different collectives")) << errors[r];
-      EXPECT_TRUE(contains(errors[r], "all-reduce(count 32, f32, sum)")) << errors[r];
-    } else {
-      EXPECT_EQ(status[r], gcommRemoteError) << errors[r];
-    }
-  }
-  EXPECT_GE(told, 1) << "the rank that saw the other header names both calls";
+  expect_mismatch_reported(status, errors, "all-reduce(count 32, f32, sum)");
   // The byte streams are out of step: nothing more goes through.
   errors = run_ranks(comms, [&](int, gcommComm_t c) -> std::string {
     return gcommBarrier(c, nullptr) == gcommSuccess ? "" : gcommGetLastError();
@@ -79,17 +87,7 @@ TEST_P(Failures, DifferentCountsInAPipelinedAllReduceFailEveryRank) {
     return gcommGetLastError();
   });
   EXPECT_LT(since(start), 10.0) << "well before the 20 s timeout";
-  int told = 0;
-  for (int r = 0; r < 3; ++r) {
-    EXPECT_NE(status[r], gcommSuccess) << errors[r];
-    if (status[r] == gcommInvalidArgument) {
-      ++told;
-      EXPECT_TRUE(contains(errors[r], "ranks called different collectives")) << errors[r];
-    } else {
-      EXPECT_EQ(status[r], gcommRemoteError) << errors[r];
-    }
-  }
-  EXPECT_GE(told, 1) << "the rank that saw the other header names both calls";
+  expect_mismatch_reported(status, errors, "all-reduce(count " + std::to_string(count + 3) + ", f32, sum)");
   destroy_together(comms);
 }
 
