@@ -33,6 +33,28 @@ struct Slices {
   }
 };
 
+// One slice reduced while its inputs arrive: in rank order (the local transport's
+// math), in runs of at least kMinReduceRun, so the reduction overlaps the transfer.
+struct ArrivingSlice {
+  const void* const* inputs;  // per rank, the slice's input
+  int ranks;
+  size_t total;  // elements
+  gcommDataType_t dtype;
+  gcommRedOp_t op;
+  char* out;
+  size_t done = 0;  // elements reduced so far
+
+  // `ready` elements have arrived from every rank: reduces them once there are
+  // enough of them, or all. Whether the whole slice is reduced.
+  bool reduce_upto(size_t ready) {
+    if (ready < total && ready - done < kMinReduceRun / dtype_size(dtype)) return false;
+    kernels::reduce_host::reduce_to_typed(inputs, ranks, done, ready - done, dtype, op,
+                                          out + done * dtype_size(dtype));
+    done = ready;
+    return done == total;
+  }
+};
+
 class ExchangeTransport final : public Transport, public P2PBatchRunner {
  public:
   ExchangeTransport(std::unique_ptr<PeerExchange> links, gcommTransport_t kind, double timeout_s)
@@ -245,20 +267,14 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
       if (q == me()) continue;
       t[q] = PeerTransfer{send + s.offset[q] * es, s.length[q] * es, true, slot, s.length[me()] * es, true};
     }
-    const size_t total = s.length[me()];
-    size_t done = 0;
-    auto reduce_upto = [&](size_t upto) {
-      kernels::reduce_host::reduce_to_typed(inputs.data(), n(), done, upto - done, a.dtype, a.redop,
-                                            static_cast<char*>(out) + done * es);
-      done = upto;
-    };
+    ArrivingSlice slice{inputs.data(), n(), s.length[me()], a.dtype, a.redop, static_cast<char*>(out)};
     phase(t, what, [&] {
-      size_t ready = total;
+      size_t ready = slice.total;
       for (int q = 0; q < n(); ++q)
         if (q != me()) ready = std::min(ready, links_->received_bytes(q) / es);
-      if (ready - done >= kMinReduceRun / es) reduce_upto(ready);
+      slice.reduce_upto(ready);
     });
-    if (done < total) reduce_upto(total);
+    slice.reduce_upto(slice.total);
   }
 
   // Phase "all-gather the slices of buf": this rank's slice to everyone, rank q's into slice q.
@@ -327,29 +343,25 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
       }
       for (size_t k = count > ahead ? count - ahead : 0; k < count; ++k) gather(k);
     }
-    // The gate: pieces reduced so far. Each is reduced as its slices arrive, in
-    // runs of at least kMinReduceRun, in rank order (reduce_slices' math).
-    size_t reduced = 0, done = 0;
+    // The gate: pieces reduced so far. Each is reduced as its slices arrive.
+    size_t reduced = 0;
     std::vector<const void*> inputs(n());
+    auto start_piece = [&](size_t k) {
+      for (int q = 0; q < n(); ++q) inputs[q] = q == me() ? send + pieces[k].offset[me()] * es : slot(k, q);
+      return ArrivingSlice{inputs.data(), n(),     pieces[k].length[me()],
+                           a.dtype,       a.redop, reduced_slice(k, me())};
+    };
+    ArrivingSlice slice = start_piece(0);
     auto progress = [&] {
       while (reduced < count) {
-        const Slices& s = pieces[reduced];
-        const size_t total = s.length[me()];
-        size_t ready = total;
+        size_t ready = slice.total;
         for (int q = 0; q < n(); ++q) {
           if (q == me()) continue;
-          const size_t got = links_->messages_received(q);
-          const size_t at = slices_at[reduced];
-          ready = std::min(ready, got > at ? total : got == at ? links_->received_bytes(q) / es : 0);
+          const size_t got = links_->messages_received(q), at = slices_at[reduced];
+          ready = std::min(ready, got > at ? slice.total : got == at ? links_->received_bytes(q) / es : 0);
         }
-        if (ready < total && ready - done < kMinReduceRun / es) return;
-        for (int q = 0; q < n(); ++q) inputs[q] = q == me() ? send + s.offset[me()] * es : slot(reduced, q);
-        kernels::reduce_host::reduce_to_typed(inputs.data(), n(), done, ready - done, a.dtype, a.redop,
-                                              reduced_slice(reduced, me()) + done * es);
-        done = ready;
-        if (done < total) return;
-        ++reduced;
-        done = 0;
+        if (!slice.reduce_upto(ready)) return;
+        if (++reduced < count) slice = start_piece(reduced);
       }
     };
     links_->run_gated_messages(queues, reduced, deadline_, what, progress);

@@ -294,29 +294,27 @@ void ShmLinks::move_flows(Deadline deadline, const std::string& what, const std:
     // Read before looking at the rings: news that lands after this changes it,
     // so the sleep below cannot miss it.
     const uint32_t bell = me.doorbell.load(std::memory_order_seq_cst);
-    bool left = false, moved = false;
+    bool active = false, held = false, moved = false;  // some flow moves bytes, waits for the gate, moved
     for (int q = 0; q < n; ++q) {
       MessageFlow& f = flows_[q];
-      if (!f.receiving() && !f.sending()) {
-        if (f.holding()) left = true;
-        continue;
+      if (f.receiving() || f.sending()) {
+        const size_t got = receive_more(q, what);
+        const size_t put = send_more(q);
+        if (got + put > 0) {
+          moved = true;
+          ring_doorbell(q);  // data to read, or room to write
+        }
       }
-      const size_t got = receive_more(q, what);
-      const size_t put = send_more(q);
-      if (got + put > 0) {
-        moved = true;
-        ring_doorbell(q);  // data to read, or room to write
-      }
-      if (f.receiving() || f.sending() || f.holding()) left = true;
+      active = active || f.receiving() || f.sending();
+      held = held || f.holding();
     }
-    if (!left) {
+    if (!active && !held) {
       sent_.fetch_add(flows_.payload_sent(), std::memory_order_relaxed);
       return;
     }
     // A phase's progress fills idle time; a gated run's also opens the gate, so it
     // runs while data moves too (else a reduced slice would wait until every
     // incoming message had arrived, and the peers waiting for it with them).
-    const bool held = flows_.holding();
     if (progress && (!moved || held)) progress();
     if (held && flows_.resume()) continue;  // the gate opened: move the messages it let through
     const auto now = Clock::now();
@@ -324,8 +322,6 @@ void ShmLinks::move_flows(Deadline deadline, const std::string& what, const std:
       spin_end = now + spin_;
       continue;
     }
-    bool active = false;
-    for (int q = 0; q < n; ++q) active = active || flows_[q].receiving() || flows_[q].sending();
     if (!active) flows_.fail_held(what, rank_);
     // Nothing moved: a peer that closed (or whose process is gone) never will.
     const bool check_processes = now >= next_liveness_check;
