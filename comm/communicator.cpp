@@ -226,7 +226,8 @@ void Communicator::collective(CollectiveArgs a) {
   if (in_group()) transport_->join_group();  // a transport's own group opens before its call
   try {
     transport_->run(a);
-  } catch (const Error& e) {
+  } catch (...) {  // whatever was thrown: a half-run call leaves the ranks out of step
+    const Error e = as_error(std::current_exception());
     recorder_.done(slot, a.seq, is_p2p(a.op), false);
     // Argument mismatches between ranks leave the communicator usable; anything
     // else (timeout, abort, a peer's failure, CUDA/NCCL errors) fails it.

@@ -65,7 +65,8 @@ void group_end() {
   for (const TransportGroupHooks* hooks : open) {
     try {
       hooks->close();
-    } catch (const Error& e) {
+    } catch (...) {
+      const Error e = as_error(std::current_exception());
       failure.set(e.status(), e.message(), hooks->mismatch_is_local);
     }
   }
@@ -82,7 +83,8 @@ void group_end() {
     try {
       auto deadline = deadline_after(comm->timeout_s());
       comm->transport().wait_group_launched(deadline);
-    } catch (const Error& e) {
+    } catch (...) {
+      const Error e = as_error(std::current_exception());
       failure.set(e.status(), e.message());
     }
   }
@@ -95,10 +97,9 @@ void group_end() {
       try {
         comm->complete_grouped(args);
         continue;
-      } catch (const Error& e) {
+      } catch (...) {
+        const Error e = as_error(std::current_exception());
         failure.set(e.status(), e.message());
-      } catch (const std::exception& e) {
-        failure.set(gcommInternalError, e.what());
       }
     }
     comm->fail_grouped(args, failure.status, failure.message);

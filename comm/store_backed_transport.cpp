@@ -44,8 +44,8 @@ std::unique_ptr<Transport> finish_store_init(
                chosen != nullptr ? chosen->name : name, " transport on ", describe_device(inner->device()),
                " (met at ", boot->address(), ", ", launch.source, ")");
     return std::make_unique<StoreBackedTransport>(std::move(inner), std::move(boot), launch.timeout_s);
-  } catch (const Error& e) {
-    boot->abort(e.message());
+  } catch (...) {  // whatever was thrown: the peers waiting for this rank hear why now
+    boot->abort(as_error(std::current_exception()).message());
     throw;
   }
 }

@@ -3,6 +3,7 @@
 // last-error message. Nothing thrown inside ever reaches a C caller.
 #pragma once
 
+#include <exception>
 #include <new>
 #include <string>
 
@@ -22,14 +23,17 @@ gcommStatus_t api_call(const char* function, Body&& body) noexcept {
              cat(function, " failed (", status_name(e.status()), "): ", e.message()));
     return e.status();
   } catch (const std::bad_alloc&) {
-    set_last_error(std::string(function) + ": out of host memory");
+    set_last_error(std::string(function) + ": out of host memory");  // no allocation beyond the message's
     return gcommOutOfMemory;
-  } catch (const std::exception& e) {
-    set_last_error(std::string(function) + ": internal error: " + e.what());
-    return gcommInternalError;
   } catch (...) {
-    set_last_error(std::string(function) + ": internal error: unknown exception");
-    return gcommInternalError;
+    try {
+      const Error e = as_error(std::current_exception());
+      set_last_error(cat(function, ": ", e.message()));
+      return e.status();
+    } catch (...) {
+      set_last_error(std::string(function) + ": out of host memory");
+      return gcommOutOfMemory;
+    }
   }
 }
 

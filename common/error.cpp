@@ -1,6 +1,7 @@
 #include "common/error.hpp"
 
 #include <cctype>
+#include <new>
 
 namespace gradcomm {
 
@@ -32,6 +33,20 @@ std::string& last_error_storage() {
   return message;
 }
 }  // namespace
+
+Error as_error(const std::exception_ptr& thrown) {
+  try {
+    std::rethrow_exception(thrown);
+  } catch (const Error& e) {
+    return e;
+  } catch (const std::bad_alloc&) {
+    return Error(gcommOutOfMemory, "out of host memory");
+  } catch (const std::exception& e) {
+    return Error(gcommInternalError, cat("internal error: ", e.what()));
+  } catch (...) {
+    return Error(gcommInternalError, "internal error: unknown exception");
+  }
+}
 
 const char* status_name(gcommStatus_t status) noexcept {
   return known(status) ? kStatusInfo[status].name : nullptr;

@@ -48,6 +48,12 @@ void require(bool cond, Args&&... args) {
 #define GCOMM_REQUIRE_NOT_NULL(ptr) \
   ::gradcomm::require((ptr) != nullptr, "argument '" #ptr "' must not be NULL")
 
+// A caught exception as gradcomm's Error, as the C API reports it: an Error as it
+// is, std::bad_alloc as gcommOutOfMemory, anything else gcommInternalError. For a
+// catch (...) whose cleanup must run whatever was thrown: any exception half-way
+// through a call can leave state (a peer protocol, a byte stream) out of step.
+Error as_error(const std::exception_ptr& thrown);
+
 const char* status_name(gcommStatus_t status) noexcept;    // nullptr if unknown
 const char* status_string(gcommStatus_t status) noexcept;  // nullptr if unknown
 

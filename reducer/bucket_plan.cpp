@@ -104,7 +104,11 @@ BucketPlan plan_buckets(const std::vector<GradSpec>& grads, const PlanOptions& o
     int d = grads[g].dtype;
     gcommDataType_t wire = wire_of(o, grads[g].dtype);
     size_t bytes = grads[g].count * dtype_size(wire);
-    if (bytes >= cap_for(d) && has_open[d] && !open[d].entries.empty()) close(d);  // oversize: alone
+    // A gradient of at least the cap has a bucket of its own. One between the first
+    // bucket's cap and the cap joins the open bucket, as in DDP: the first bucket
+    // then launches as soon as that gradient is ready, where closing it before (a
+    // bucket of a few biases) left the gradient to wait for a full bucket behind it.
+    if (bytes >= o.bucket_cap_bytes && has_open[d] && !open[d].entries.empty()) close(d);
     if (!has_open[d]) {
       open[d].grad_dtype = grads[g].dtype;
       open[d].wire_dtype = wire;

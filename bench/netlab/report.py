@@ -19,7 +19,8 @@ Per variant:
                 the same job: gc_f32 and gc_int8 against ddp_f32, gc_f16 against
                 ddp_f16hook, gc_psgdR against ddp_psgdR; a variant with its own bucket
                 size (gc_f32@4) against the peer of that size if the run has one
-                (ddp_f32@4), else against the peer at --bucket-mb
+                (ddp_f32@4), else against the peer at --bucket-mb (or the wrappers'
+                default buckets)
 """
 import argparse
 import glob

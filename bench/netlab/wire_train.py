@@ -67,7 +67,9 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--warmup", type=int, default=2, help="untimed first steps of each variant (counted in the curve)")
     p.add_argument("--lr", type=float, help="SGD's learning rate (momentum 0.9); default: the model's")
-    p.add_argument("--bucket-mb", type=float, default=25.0)
+    p.add_argument("--bucket-mb", type=float,
+                   help="every variant's bucket size in MB; default: each one's own (DDP's and gradcomm's: "
+                        "25 MB after a 1 MB first bucket; DDP drops the small first bucket when a size is named)")
     p.add_argument("--timeout", type=float, default=300, help="gradcomm's and gloo's collective timeout (s)")
     p.add_argument("--out", required=True, help="folder for rankR.json")
     a = p.parse_args()
@@ -142,8 +144,10 @@ def ordered(hook):
 
 
 def wrap(variant, module, comm, bucket_mb):
+    """The variant's wrapper of `module`; bucket_mb None: the wrapper's default buckets."""
+    sized = {} if bucket_mb is None else dict(bucket_cap_mb=bucket_mb)
     if variant.startswith("ddp"):
-        m = torch.nn.parallel.DistributedDataParallel(module, bucket_cap_mb=bucket_mb)
+        m = torch.nn.parallel.DistributedDataParallel(module, **sized)
         if variant == "ddp_f16hook":
             m.register_comm_hook(None, default_hooks.fp16_compress_hook)
         elif variant.startswith("ddp_psgd"):
@@ -162,7 +166,7 @@ def wrap(variant, module, comm, bucket_mb):
     if inline:  # read when the wrapper creates its reducer
         os.environ["GRADCOMM_REDUCER_HOST_THREAD"] = "0"
     try:
-        return gct.DistributedDataParallel(module, comm, bucket_cap_mb=bucket_mb, **kw)
+        return gct.DistributedDataParallel(module, comm, **sized, **kw)
     finally:
         os.environ.pop("GRADCOMM_REDUCER_HOST_THREAD", None)
 

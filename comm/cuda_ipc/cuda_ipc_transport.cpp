@@ -168,8 +168,8 @@ class CudaIpcTransport final : public Transport, public P2PBatchRunner {
         grow_scratch(hi - lo);
         mine.scratch = exports_.share(scratch_, "the all-reduce scratch");
       }
-    } catch (const Error& e) {
-      unshareable = e.message();
+    } catch (...) {  // whatever was thrown, the meeting must still hear of it
+      unshareable = as_error(std::current_exception()).message();
       mine.unshareable = 1;
     }
     GCOMM_CUDA_CHECK(cudaEventRecord(events_->collective(rank_, kReady), stream));
@@ -185,7 +185,8 @@ class CudaIpcTransport final : public Transport, public P2PBatchRunner {
     // meeting after it says whether every rank got through.
     try {
       phase_one(a, all, sends, reduced, stream);
-    } catch (const Error& e) {
+    } catch (...) {
+      const Error e = as_error(std::current_exception());
       settle(what, &e);
     }
     settle(what, nullptr);
@@ -450,7 +451,8 @@ void CudaIpcTransport::run_p2p_batch(const std::vector<CollectiveArgs>& calls, b
       if (s.count > 0) l.data = exports_.share(s.send, "the send's buffer");
       cudaEvent_t ready = events_->own_letter_event(PeerEvents::kSendReady, s.root, l.slot, &l.ready);
       GCOMM_CUDA_CHECK(cudaEventRecord(ready, reinterpret_cast<cudaStream_t>(s.stream)));
-    } catch (const Error& e) {
+    } catch (...) {
+      const Error e = as_error(std::current_exception());
       l.unusable = 1;  // the receiver refuses it
       note(e.status(), cat(call_id(s), in_group, ": ", e.message()));
     }
@@ -490,7 +492,8 @@ void CudaIpcTransport::run_p2p_batch(const std::vector<CollectiveArgs>& calls, b
         cudaEvent_t copied = events_->own_letter_event(PeerEvents::kCopied, r.root, a.slot, &a.copied);
         GCOMM_CUDA_CHECK(cudaEventRecord(copied, rs));
         a.taken = 1;
-      } catch (const Error& e) {
+      } catch (...) {
+        const Error e = as_error(std::current_exception());
         a.failed = 1;
         note(e.status(), cat(call_id(r), in_group, ": ", e.message()));
       }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -62,9 +63,15 @@ Rendezvous choose_rendezvous(const gcommCommConfig_t& c, const bootstrap::EnvLoo
     r.port = port;
     copy_text(r.addr, sizeof(r.addr), addr);
     copy_text(r.key, sizeof(r.key), key);
-  } catch (const Error& e) {
-    r.status = e.status();
-    copy_text(r.message, sizeof(r.message), e.message());
+  } catch (...) {  // whatever was thrown: rank 0 must still broadcast the record, or the others wait for ever
+    try {
+      const Error e = as_error(std::current_exception());
+      r.status = e.status();
+      copy_text(r.message, sizeof(r.message), e.message());
+    } catch (...) {
+      r.status = gcommOutOfMemory;
+      std::snprintf(r.message, sizeof(r.message), "%s", "out of host memory");  // no std::string
+    }
   }
   return r;
 }

@@ -117,7 +117,7 @@ void NcclTransport::run(const CollectiveArgs& a) {
   ncclDataType_t t = nccl_type(a.dtype);
   try {
     enqueue(a, t, stream);
-  } catch (const Error&) {
+  } catch (...) {
     abort();  // a failed or stuck NCCL call leaves the communicator unusable
     throw;
   }
@@ -204,7 +204,7 @@ void NcclTransport::wait_group_launched(std::chrono::steady_clock::time_point de
   if (aborted_) fail(gcommAborted, "the NCCL communicator was aborted");
   try {
     wait_nccl_ready(comm_, deadline, "the group's collectives");
-  } catch (const Error&) {
+  } catch (...) {
     abort();
     throw;
   }
@@ -278,6 +278,9 @@ std::unique_ptr<Transport> make_nccl_transport_from_id(const ncclUniqueId& id, i
       if (e.status() == gcommTimeout)
         fail(gcommTimeout, what, " did not complete within ", timeout_s,
              " s: check that every rank was started, with the same unique id and world size");
+      throw;
+    } catch (...) {
+      (void)nccl().CommAbort(comm);
       throw;
     }
   } else {

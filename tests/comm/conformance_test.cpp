@@ -127,8 +127,12 @@ TEST_P(Conformance, InfAndNanFollowTheContract) {
 }
 
 // One message past the socket transport's 8 MiB piece size: every collective in pieces.
+// The local transport has no pieces: 1 and 2 ranks check its large messages; more
+// cost CI minutes under the sanitizers (3-4 of them at 3, 4 and 8 ranks).
 TEST_P(Conformance, MessagesLargerThanOneSocketPiece) {
   const int n = GetParam().ranks;
+  if (GetParam().transport == &kLocal && n > 2)
+    GTEST_SKIP() << "the local transport cuts no message into pieces; 1 and 2 ranks check its large messages";
   const size_t elements = (size_t{8} << 20) / 4 + 12345;
   uint32_t seed = 99;
   for (Op op : kCollectives) {
