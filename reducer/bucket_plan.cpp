@@ -124,7 +124,7 @@ BucketPlan plan_buckets(const std::vector<GradSpec>& grads, const PlanOptions& o
     b.elements = offset + placed;
     if (grads[g].carried) open_carried[d] = sat_add(open_carried[d], bytes);
     open_last_pos[d] = pos;
-    if (sat_add(b.wire_bytes(), open_carried[d]) >= cap_for(d)) close(d);
+    if (sat_add(b.wire_bytes(), open_carried[d]) >= cap_for(d) || bytes >= o.bucket_cap_bytes) close(d);
   }
   for (int d = 0; d < gcommNumDataTypes; ++d)
     if (has_open[d]) close(d);
@@ -178,6 +178,11 @@ void check_plan_invariants(const std::vector<GradSpec>& grads, const PlanOptions
     if (k.elements != expected)
       broken(cat("bucket ", b, " elements ", k.elements, " != ", expected, " (the end of its last tensor ",
                  end, o.shards > 1 ? ", padded for the shards)" : ")"));
+    // A gradient of at least bucket_cap_bytes is alone, whatever the first bucket's cap.
+    if (k.entries.size() > 1)
+      for (const BucketEntry& e : k.entries)
+        if (grads[e.grad].count * dtype_size(k.wire_dtype) >= o.bucket_cap_bytes)
+          broken(cat("gradient ", e.grad, " (at least the cap) shares bucket ", b));
     // Below the cap before its last gradient joined, unless that one was alone.
     size_t cap = first_seen[k.grad_dtype]++ == 0 ? o.first_bucket_bytes : o.bucket_cap_bytes;
     if (k.entries.size() > 1) {

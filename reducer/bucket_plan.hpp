@@ -9,7 +9,8 @@
 //  - one open bucket per gradient dtype; a gradient joins its dtype's bucket,
 //    which closes once its wire bytes reach the cap: first_bucket_bytes for the
 //    first bucket of each dtype (so communication starts early), bucket_cap_bytes
-//    after that; a gradient of at least the cap gets a bucket of its own;
+//    after that; a gradient of at least bucket_cap_bytes gets a bucket of its
+//    own (one between the two caps joins the first bucket, as in DDP);
 //  - buckets are sized by WIRE bytes (an f32 gradient sent as f16 takes half);
 //    a carried gradient (GradSpec::carried) counts its bytes but takes no place;
 //  - inside a bucket every tensor starts 16-byte aligned (vector access);

@@ -297,10 +297,11 @@ void Reducer::or_fail(F&& work) {
     phase_ = Phase::kIdle;
     timeline_.abandon();
     throw;
-  } catch (const std::exception& e) {
+  } catch (const std::exception&) {
     side_.drain_host();
-    failed_status_ = gcommInternalError;
-    failed_message_ = e.what();
+    const Error e = as_error(std::current_exception());  // std::bad_alloc: gcommOutOfMemory
+    failed_status_ = e.status();
+    failed_message_ = e.message();
     phase_ = Phase::kIdle;
     timeline_.abandon();
     throw;

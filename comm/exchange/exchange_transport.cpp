@@ -115,7 +115,10 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
         case Collective::kRecv:
           break;  // run_p2p_batch
       }
-    } catch (...) {
+    } catch (const Error& e) {
+      break_links(e);
+      throw;
+    } catch (...) {  // std::bad_alloc too: the streams are as out of step
       break_links(as_error(std::current_exception()));
       throw;
     }
@@ -130,9 +133,6 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
     refuse_if_broken(what);
     std::vector<PeerQueue> queues(n());
     std::vector<const CollectiveArgs*> to_self, from_self;
-    // Counted on copies, kept once the queues are built: running out of memory
-    // while building them leaves the pair counts as they were.
-    std::vector<uint64_t> sent_to = sent_to_, received_from = received_from_;
     for (const CollectiveArgs& c : calls) {
       const bool send = c.op == Collective::kSend;
       const int q = c.root;
@@ -146,15 +146,13 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
       tag.sig = CallSignature{Collective::kSend, c.count, c.dtype, gcommSum, send ? q : me()};
       const size_t bytes = c.count * dtype_size(c.dtype);
       if (send) {
-        tag.seq = sent_to[q]++;
+        tag.seq = sent_to_[q]++;
         queues[q].out.push_back(OutMessage{c.send, bytes, tag});
       } else {
-        tag.seq = received_from[q]++;
+        tag.seq = received_from_[q]++;
         queues[q].in.push_back(InMessage{c.recv, bytes, tag});
       }
     }
-    sent_to_.swap(sent_to);
-    received_from_.swap(received_from);
     const std::string self_error = copy_to_self(to_self, from_self);
     try {
       if (n() > 1) links_->run_messages(queues, deadline_after(timeout_s_), what);

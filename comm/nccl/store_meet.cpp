@@ -31,7 +31,8 @@ NcclRankMet meet_as_nccl_rank(const LaunchConfig& launch, const std::function<st
         mine.status = gcommNotSupported;
         mine.message = why_not;
       }
-    } catch (const Error& e) {
+    } catch (...) {  // whatever was thrown, every rank hears it at the meeting
+      const Error e = as_error(std::current_exception());
       mine.status = e.status();
       mine.message = e.message();
     }

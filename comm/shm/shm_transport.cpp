@@ -46,8 +46,8 @@ std::optional<shm::Segment> attach_segment(Bootstrap& boot, const std::string& j
     try {
       segment = shm::Segment::create(name, job, n);
       mine += std::string("\n") + name;
-    } catch (const Error& e) {
-      mine += "\n\n" + e.message();  // no name: the reason instead
+    } catch (...) {  // whatever was thrown, the others must hear it at the gather
+      mine += "\n\n" + as_error(std::current_exception()).message();  // no name: the reason instead
     }
   }
   const std::vector<std::vector<uint8_t>> all =
@@ -77,8 +77,8 @@ std::optional<shm::Segment> attach_segment(Bootstrap& boot, const std::string& j
   } else if (me != 0) {
     try {
       segment = shm::Segment::open(name, job, n);
-    } catch (const Error& e) {
-      status = cat("rank ", me, ": ", e.message());
+    } catch (...) {
+      status = cat("rank ", me, ": ", as_error(std::current_exception()).message());
     }
   }
   const std::vector<std::vector<uint8_t>> opened =

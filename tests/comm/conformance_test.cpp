@@ -1,7 +1,8 @@
 // The transport conformance suite: one test body, run against every host transport
 // (one instantiation each: local, socket, shm; as RMM runs one suite over every memory
 // resource). Every collective, dtype and reduction op, sizes 0, 1, 7, 4099 and one
-// past the socket transport's 8 MiB piece, in place and out of place, 1 to 8 ranks,
+// past the socket transport's 8 MiB piece (the local transport's at 1 and 2 ranks),
+// in place and out of place, 1 to 8 ranks,
 // against a reference written from the host transports' contract
 // (kernels/reduce/reduce_math.hpp: ranks combined in rank order in float, rounded
 // once; NaN propagates through max and min): the same bits on every rank, Inf and

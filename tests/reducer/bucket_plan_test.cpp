@@ -112,8 +112,23 @@ TEST(BucketPlan, AGradientBetweenTheFirstCapAndTheCapJoinsTheFirstBucket) {
   // At least the cap is still alone, first bucket or not.
   BucketPlan q = plan_buckets(g, caps(size_t{1} << 20, size_t{4} << 20));
   check_plan_invariants(g, caps(size_t{1} << 20, size_t{4} << 20), q);
+  ASSERT_GE(q.buckets.size(), 2u) << describe_plan(q);
   EXPECT_EQ(grads_of(q.buckets[0]), (std::vector<size_t>{9, 8, 7}));
   EXPECT_EQ(grads_of(q.buckets[1]), (std::vector<size_t>{6}));
+}
+
+// With a first bucket larger than the cap (the DDP wrapper's bucket_cap_mb=0.5 keeps
+// first_bucket_mb=1), a gradient of at least the cap that opens the first bucket is
+// still alone: the bucket closes after it, not only before.
+TEST(BucketPlan, AGradientOfAtLeastTheCapIsAloneEvenInALargerFirstBucket) {
+  std::vector<GradSpec> g = {{50, gcommFloat32}, {10, gcommFloat32}, {50, gcommFloat32}};
+  PlanOptions o = caps(1000, 100);
+  BucketPlan p = plan_buckets(g, o);
+  check_plan_invariants(g, o, p);
+  ASSERT_EQ(p.buckets.size(), 3u) << describe_plan(p);
+  EXPECT_EQ(grads_of(p.buckets[0]), (std::vector<size_t>{2}));
+  EXPECT_EQ(grads_of(p.buckets[1]), (std::vector<size_t>{1}));
+  EXPECT_EQ(grads_of(p.buckets[2]), (std::vector<size_t>{0}));
 }
 
 TEST(BucketPlan, OffsetsAre16ByteAlignedForOddF16Counts) {
