@@ -297,13 +297,18 @@ void Reducer::or_fail(F&& work) {
     phase_ = Phase::kIdle;
     timeline_.abandon();
     throw;
-  } catch (const std::exception&) {
+  } catch (...) {
     side_.drain_host();
-    const Error e = as_error(std::current_exception());  // std::bad_alloc: gcommOutOfMemory
-    failed_status_ = e.status();
-    failed_message_ = e.message();
+    failed_status_ = gcommInternalError;  // failed first: naming why may itself run out of memory
     phase_ = Phase::kIdle;
     timeline_.abandon();
+    try {
+      const Error e = as_error(std::current_exception());  // std::bad_alloc: gcommOutOfMemory
+      failed_status_ = e.status();
+      failed_message_ = e.message();
+    } catch (...) {
+      failed_status_ = gcommOutOfMemory;
+    }
     throw;
   }
 }

@@ -133,6 +133,34 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
     refuse_if_broken(what);
     std::vector<PeerQueue> queues(n());
     std::vector<const CollectiveArgs*> to_self, from_self;
+    std::string self_error;
+    try {  // the pair counters move on here: a failure from now on is the peers' to hear
+      queue_p2p(calls, queues, to_self, from_self);
+      self_error = copy_to_self(to_self, from_self);
+    } catch (...) {
+      break_links(as_error(std::current_exception()));
+      throw;
+    }
+    try {
+      if (n() > 1) links_->run_messages(queues, deadline_after(timeout_s_), what);
+    } catch (const Error& e) {
+      break_links(e);
+      if (e.status() == gcommTimeout && !grouped)
+        fail(gcommTimeout, e.message(),
+             "; outside a group a send larger than the connection's buffers waits for its "
+             "receive: two ranks that send to each other first need a group (gcommGroupStart/End)");
+      throw;
+    } catch (...) {
+      break_links(as_error(std::current_exception()));
+      throw;
+    }
+    if (!self_error.empty()) fail(gcommInvalidArgument, self_error);
+  }
+
+  // Each call's message in its peer's queue, numbered per pair and direction; the
+  // calls with this rank itself in to_self and from_self.
+  void queue_p2p(const std::vector<CollectiveArgs>& calls, std::vector<PeerQueue>& queues,
+                 std::vector<const CollectiveArgs*>& to_self, std::vector<const CollectiveArgs*>& from_self) {
     for (const CollectiveArgs& c : calls) {
       const bool send = c.op == Collective::kSend;
       const int q = c.root;
@@ -153,21 +181,6 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
         queues[q].in.push_back(InMessage{c.recv, bytes, tag});
       }
     }
-    const std::string self_error = copy_to_self(to_self, from_self);
-    try {
-      if (n() > 1) links_->run_messages(queues, deadline_after(timeout_s_), what);
-    } catch (const Error& e) {
-      break_links(e);
-      if (e.status() == gcommTimeout && !grouped)
-        fail(gcommTimeout, e.message(),
-             "; outside a group a send larger than the connection's buffers waits for its "
-             "receive: two ranks that send to each other first need a group (gcommGroupStart/End)");
-      throw;
-    } catch (...) {
-      break_links(as_error(std::current_exception()));
-      throw;
-    }
-    if (!self_error.empty()) fail(gcommInvalidArgument, self_error);
   }
 
   // The group's sends to this rank meet its receives from itself in order; the

@@ -1,8 +1,9 @@
 """gradcomm's bucket plan against DDP's own planner (torch.distributed's
 _compute_bucket_assignment_by_size, which DDP's reducer runs when it rebuilds its
 buckets in the order gradients became ready): for models whose gradients are all
-smaller than the cap, the same buckets. A gradient of at least the cap differs on
-purpose: gradcomm gives it a bucket of its own (docs/reducer.md).
+smaller than the cap, the same buckets. docs/reducer.md lists where they differ; the
+one these models can show: a gradient of at least the cap has a bucket of its own in
+gradcomm's plan.
 
 Until 2026-11-28 a gradient between the first bucket's cap and the cap closed the
 first bucket before it, which left the network lab's mlp a first bucket of 22 KB
@@ -89,9 +90,8 @@ def test_the_same_buckets_as_ddp(build, first, cap):
 
 
 def test_a_gradient_of_at_least_the_cap_has_a_bucket_of_its_own():
-    """The one difference, on purpose: DDP puts a 16 MB embedding in the bucket that
-    was open (so the small gradients before it wait for it); gradcomm closes that
-    bucket first."""
+    """A difference on purpose: DDP puts a 16 MB embedding in the bucket that was open
+    (so the small gradients before it wait for it); gradcomm closes that bucket first."""
     torch.manual_seed(0)
     params = list(transformer().parameters())
     sizes = [p.numel() for p in params]

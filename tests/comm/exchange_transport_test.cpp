@@ -15,6 +15,7 @@
 
 #include "comm/communicator.hpp"
 #include "comm/exchange/exchange_transport.hpp"
+#include "comm/group.hpp"
 #include "common/error.hpp"
 
 namespace gradcomm::comm {
@@ -125,6 +126,28 @@ TEST_P(ExchangeFailure, TheCommunicatorFailsForGoodWhateverTheTransportThrew) {
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("has failed"), std::string::npos) << e.message();
   }
+}
+
+// A send in a group runs at the group's end (comm/p2p_group.cpp, comm/group.cpp):
+// whatever it throws fails the group with that status and the communicator with it.
+TEST_P(ExchangeFailure, AGroupWhoseSendThrowsFailsWithItsStatus) {
+  int notices = 0;
+  Communicator comm(make_exchange_transport(std::make_unique<ThrowingWire>(GetParam().thrower, &notices),
+                                            gcommTransportSocket, 30.0),
+                    30.0);
+  std::vector<float> data = ones(1000);
+  group_start();
+  comm.collective(p2p_call(Collective::kSend, data.data(), data.size(), gcommFloat32, 1, nullptr));
+  try {
+    group_end();
+    ADD_FAILURE() << "the group's end did not fail";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), GetParam().status) << e.message();
+  }
+  EXPECT_FALSE(in_group());
+  EXPECT_EQ(notices, 1);
+  std::string message;
+  EXPECT_EQ(comm.health(message), GetParam().status) << message;
 }
 
 INSTANTIATE_TEST_SUITE_P(
