@@ -69,6 +69,25 @@ std::vector<float> ones(size_t n) {
   return std::vector<float>(n, 1.5f);
 }
 
+// What `call` threw, as gradcomm's error; a test failure when it throws nothing.
+Error thrown_by(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (...) {
+    return as_error(std::current_exception());
+  }
+  ADD_FAILURE() << "the call did not fail";
+  return Error(gcommSuccess, "");
+}
+
+// A communicator over the exchange transport on this test's throwing wire.
+std::unique_ptr<Communicator> communicator_over(std::function<void()> thrower, int* notices) {
+  return std::make_unique<Communicator>(
+      make_exchange_transport(std::make_unique<ThrowingWire>(std::move(thrower), notices),
+                              gcommTransportSocket, 30.0),
+      30.0);
+}
+
 TEST_P(ExchangeFailure, AnyExceptionMidCallTellsThePeersAndRefusesLaterCalls) {
   for (Collective op : {Collective::kAllReduce, Collective::kSend}) {
     SCOPED_TRACE(op == Collective::kAllReduce ? "all-reduce" : "send");
@@ -81,23 +100,14 @@ TEST_P(ExchangeFailure, AnyExceptionMidCallTellsThePeersAndRefusesLaterCalls) {
         op == Collective::kSend
             ? p2p_call(Collective::kSend, data.data(), data.size(), gcommFloat32, 1, nullptr)
             : collective_call(op, data.data(), out.data(), data.size(), gcommFloat32, nullptr);
-    try {
-      t->run(call);
-      ADD_FAILURE() << "the call did not fail";
-    } catch (...) {  // what the wire threw, as it was
-      EXPECT_EQ(as_error(std::current_exception()).status(), GetParam().status);
-    }
+    EXPECT_EQ(thrown_by([&] { t->run(call); }).status(), GetParam().status);  // what the wire threw
     EXPECT_EQ(notices, 1) << "the peers were not told that this rank's streams are out of step";
     EXPECT_FALSE(seen->reason_.empty());
     std::string message;
     EXPECT_EQ(t->poll_async_error(message), gcommRemoteError);
-    try {
-      t->run(call);
-      ADD_FAILURE() << "a call after the failure ran on streams that are out of step";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.status(), gcommInvalidState);
-      EXPECT_NE(e.message().find("out of step"), std::string::npos) << e.message();
-    }
+    const Error later = thrown_by([&] { t->run(call); });  // on streams that are out of step
+    EXPECT_EQ(later.status(), gcommInvalidState);
+    EXPECT_NE(later.message().find("out of step"), std::string::npos) << later.message();
   }
 }
 
@@ -105,49 +115,31 @@ TEST_P(ExchangeFailure, AnyExceptionMidCallTellsThePeersAndRefusesLaterCalls) {
 // so gcommCommGetAsyncError reports it and every later call is refused there.
 TEST_P(ExchangeFailure, TheCommunicatorFailsForGoodWhateverTheTransportThrew) {
   int notices = 0;
-  Communicator comm(make_exchange_transport(std::make_unique<ThrowingWire>(GetParam().thrower, &notices),
-                                            gcommTransportSocket, 30.0),
-                    30.0);
+  auto comm = communicator_over(GetParam().thrower, &notices);
   std::vector<float> data = ones(1000);
   const CollectiveArgs call =
       collective_call(Collective::kAllReduce, data.data(), data.data(), data.size(), gcommFloat32, nullptr);
-  try {
-    comm.collective(call);
-    ADD_FAILURE() << "the call did not fail";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.status(), GetParam().status) << e.message();
-  }
+  EXPECT_EQ(thrown_by([&] { comm->collective(call); }).status(), GetParam().status);
   std::string message;
-  EXPECT_EQ(comm.health(message), GetParam().status) << "the communicator did not record the failure";
+  EXPECT_EQ(comm->health(message), GetParam().status) << "the communicator did not record the failure";
   EXPECT_NE(message.find("all-reduce"), std::string::npos) << message;
-  try {
-    comm.collective(call);
-    ADD_FAILURE() << "a call after the failure was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(e.message().find("has failed"), std::string::npos) << e.message();
-  }
+  const Error later = thrown_by([&] { comm->collective(call); });
+  EXPECT_NE(later.message().find("has failed"), std::string::npos) << later.message();
 }
 
 // A send in a group runs at the group's end (comm/p2p_group.cpp, comm/group.cpp):
 // whatever it throws fails the group with that status and the communicator with it.
 TEST_P(ExchangeFailure, AGroupWhoseSendThrowsFailsWithItsStatus) {
   int notices = 0;
-  Communicator comm(make_exchange_transport(std::make_unique<ThrowingWire>(GetParam().thrower, &notices),
-                                            gcommTransportSocket, 30.0),
-                    30.0);
+  auto comm = communicator_over(GetParam().thrower, &notices);
   std::vector<float> data = ones(1000);
   group_start();
-  comm.collective(p2p_call(Collective::kSend, data.data(), data.size(), gcommFloat32, 1, nullptr));
-  try {
-    group_end();
-    ADD_FAILURE() << "the group's end did not fail";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.status(), GetParam().status) << e.message();
-  }
+  comm->collective(p2p_call(Collective::kSend, data.data(), data.size(), gcommFloat32, 1, nullptr));
+  EXPECT_EQ(thrown_by([] { group_end(); }).status(), GetParam().status);
   EXPECT_FALSE(in_group());
   EXPECT_EQ(notices, 1);
   std::string message;
-  EXPECT_EQ(comm.health(message), GetParam().status) << message;
+  EXPECT_EQ(comm->health(message), GetParam().status) << message;
 }
 
 INSTANTIATE_TEST_SUITE_P(
