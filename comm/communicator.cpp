@@ -205,10 +205,35 @@ HostLane* Communicator::host_lane() {
   return lane_.get();
 }
 
+struct Communicator::CallerClaim {
+  Communicator* comm;  // null: this thread already held it (a nested call), nothing to release
+  ~CallerClaim() {
+    if (comm != nullptr) comm->caller_.store(std::thread::id{}, std::memory_order_release);
+  }
+};
+
+Communicator::CallerClaim Communicator::claim_for_this_thread() {
+  const std::thread::id me = std::this_thread::get_id();
+  std::thread::id inside{};
+  if (caller_.compare_exchange_strong(inside, me, std::memory_order_acquire)) return CallerClaim{this};
+  if (inside == me) return CallerClaim{nullptr};
+  const std::string why =
+      cat("rank ", rank(),
+          ": a collective was called while another thread was inside one on the same "
+          "communicator; a communicator takes one thread at a time (as NCCL's), and the ranks' calls can no "
+          "longer be paired, so it is failed on every rank. Give each thread its own communicator, or "
+          "serialize the calls in the same order on every rank");
+  record_failure(gcommInvalidState, why);
+  transport_->abort();
+  cv_.notify_all();
+  fail(gcommInvalidState, why);
+}
+
 void Communicator::collective(CollectiveArgs a) {
   // Program order: a call from outside the lane comes after the reducers'
   // queued collectives, never between or beside them.
   if (HostLane* lane = lane_ptr_.load(); lane != nullptr && !lane->on_lane_thread()) lane->wait_idle();
+  const CallerClaim claim = claim_for_this_thread();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failure_ != gcommSuccess) {

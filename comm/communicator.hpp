@@ -39,7 +39,10 @@ class Communicator {
 
   // Validates, then runs (host) or enqueues (CUDA) the collective. Throws the
   // failure state if the communicator already failed; records a failure of the
-  // transport into it (the first one wins).
+  // transport into it (the first one wins). A call while another thread is inside
+  // one fails the communicator (gcommInvalidState, naming the misuse) and aborts
+  // its transport: the ranks' calls can no longer be paired, so every rank fails
+  // rather than one taking a sum of other threads' calls.
   void collective(CollectiveArgs args);
 
   // The lane of a host communicator with peers whose transport other threads may
@@ -79,6 +82,10 @@ class Communicator {
     size_t slot = kNoSlot;  // its flight-recorder slot, where known (not grouped calls)
     std::string what() const { return cat(id); }
   };
+  // Claims the communicator for this thread's call (released by the returned
+  // guard); a second thread fails it (see collective).
+  struct CallerClaim;
+  CallerClaim claim_for_this_thread();
   void validate(const CollectiveArgs& a) const;
   void validate_p2p(const CollectiveArgs& a) const;
   void record_failure(gcommStatus_t status, const std::string& message) noexcept;
@@ -94,6 +101,7 @@ class Communicator {
   uint64_t next_seq_ = 1;      // collectives
   uint64_t next_p2p_seq_ = 1;  // sends and receives (comm/transport.hpp: CollectiveArgs::seq)
   std::atomic<int> grouped_{0};
+  std::atomic<std::thread::id> caller_{};     // the thread inside collective(), if any
   std::unique_ptr<HostLane> lane_;            // made under mutex_, once
   std::atomic<HostLane*> lane_ptr_{nullptr};  // read without it
 

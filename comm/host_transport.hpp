@@ -1,7 +1,7 @@
 // gcommTransportAuto for host ranks that met through the store: the shm transport
 // when every rank is on one host and maps the shared segment, the socket
-// transport otherwise (several hosts, one rank, or a /dev/shm the ranks do not
-// share: containers). Every rank sees the same answers, so all choose alike; the
+// transport otherwise (several hosts, one rank, or ranks in separate PID
+// namespaces or of separate users: containers). Every rank sees the same answers, so all choose alike; the
 // INFO line says what was chosen and why. GRADCOMM_TRANSPORT (or
 // config.transport) names one instead: the network lab forces "socket", whose
 // ranks share a host but must talk over its shaped links.

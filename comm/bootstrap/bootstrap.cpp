@@ -1,5 +1,6 @@
 #include "comm/bootstrap/bootstrap.hpp"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -16,7 +17,7 @@ Bootstrap::Bootstrap(const RendezvousOptions& options)
   require(options.world_size >= 1 && options.rank >= 0 && options.rank < options.world_size, "rank ",
           options.rank, " of world size ", options.world_size, " is not valid");
   port_ = options.master_port;
-  const uint32_t generation = next_generation(options);
+  const uint32_t generation = generation_ = generation_for(options);
   StoreClientOptions c;
   c.generation = generation;
   c.job_key = options.job_key;
@@ -31,7 +32,12 @@ Bootstrap::Bootstrap(const RendezvousOptions& options)
     s.hello_timeout_s = options.hello_timeout_s;
     s.started = started_;
     s.generation = generation;
-    server_ = std::make_unique<StoreServer>(s);
+    try {
+      server_ = std::make_unique<StoreServer>(s);
+    } catch (const Error& e) {
+      if (options.master_port == 0) throw;
+      fail_listen(e);
+    }
     port_ = server_->port();
     c.host = server_->loopback();
   } else {
@@ -49,10 +55,53 @@ Bootstrap::~Bootstrap() {
   close(1.0);
 }
 
+namespace {
+
+// Communicators made per (address, port, job key, rank) in this process.
+std::mutex made_lock;
+std::map<std::tuple<std::string, int, std::string, int>, uint32_t> made;
+
+}  // namespace
+
+uint32_t generation_for(const RendezvousOptions& options) {
+  if (options.master_port == 0) return 0;
+  std::lock_guard<std::mutex> held(made_lock);
+  const auto it = made.find({options.master_addr, options.master_port, options.job_key, options.rank});
+  return it == made.end() ? 0 : it->second;
+}
+
+void Bootstrap::fail_listen(const Error& listen_error) {
+  // A store of this job key answers a second rank 0 by failing its own job
+  // (store_server.cpp); anything else (another job key, another program, nobody)
+  // leaves the plain reason.
+  StoreClientOptions c;
+  c.host = options_.master_addr;
+  c.port = options_.master_port;
+  c.address = host_port(options_.master_addr, options_.master_port);
+  c.job_key = options_.job_key;
+  c.rank = 0;
+  c.world_size = options_.world_size;
+  c.generation = generation_;
+  try {
+    StoreClient probe(c, std::min(deadline_, deadline_after(2.0)));
+    probe.bye();  // it took this rank 0: it cannot be a store of this job
+  } catch (const Error& e) {
+    if (e.message().find(kSecondRankZero) != std::string::npos)
+      fail(listen_error.status(), listen_error.message(),
+           "; a store of this job key listens there: ", clash_message(options_.job_key, c.address));
+  }
+  throw listen_error;
+}
+
 std::vector<RankReport> Bootstrap::meet(const RankReport& mine) {
   Writer w;
   w.u32(static_cast<uint32_t>(mine.status)).str(mine.message);
   auto all = client_->gather("init", w.payload(), deadline_);
+  if (options_.master_port != 0) {  // every rank met: the communicator counts for the generations
+    std::lock_guard<std::mutex> held(made_lock);
+    uint32_t& count = made[{options_.master_addr, options_.master_port, options_.job_key, options_.rank}];
+    count = std::max(count, generation_ + 1);
+  }
   std::vector<RankReport> reports(all.size());
   for (size_t r = 0; r < all.size(); ++r) {
     Reader rd(all[r].data(), all[r].size(), "init report");
@@ -63,14 +112,6 @@ std::vector<RankReport> Bootstrap::meet(const RankReport& mine) {
                                                                          : gcommRemoteError;
   }
   return reports;
-}
-
-uint32_t next_generation(const RendezvousOptions& options) {
-  if (options.master_port == 0) return 0;
-  static std::mutex lock;
-  static std::map<std::tuple<std::string, int, std::string, int>, uint32_t> made;
-  std::lock_guard<std::mutex> held(lock);
-  return made[{options.master_addr, options.master_port, options.job_key, options.rank}]++;
 }
 
 void Bootstrap::shutdown(double timeout_s) noexcept {

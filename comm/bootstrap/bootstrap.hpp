@@ -12,6 +12,7 @@
 #include "comm/bootstrap/launch_env.hpp"
 #include "comm/bootstrap/store_client.hpp"
 #include "comm/bootstrap/store_server.hpp"
+#include "common/error.hpp"
 #include "gradcomm/gradcomm.h"
 
 namespace gradcomm::comm::bootstrap {
@@ -27,9 +28,11 @@ struct RendezvousOptions {
 };
 
 // This rank's generation for a communicator it makes at master_addr:port with this
-// job key: how many it made there before, in this process (wire.hpp). Port 0 (any
-// free port) is always 0.
-uint32_t next_generation(const RendezvousOptions& options);
+// job key: how many it made there before, in this process (wire.hpp). A
+// communicator counts once its ranks met (Bootstrap::meet); an init that failed
+// before that made none, so a retry in the same process meets its peers with the
+// same generation (issue 44 #4). Port 0 (any free port) is always 0.
+uint32_t generation_for(const RendezvousOptions& options);
 
 // The rendezvous of the rank that `launch` describes.
 RendezvousOptions rendezvous_options(const LaunchConfig& launch);
@@ -58,7 +61,8 @@ class Bootstrap {
   int port() const { return port_; }
 
   // The init meeting: a gather of every rank's report. Throws gcommTimeout naming
-  // the ranks that never connected or never arrived.
+  // the ranks that never connected or never arrived. Once it returns, this
+  // communicator counts as made for the generations (generation_for).
   std::vector<RankReport> meet(const RankReport& mine);
 
   // Orderly end: barrier 'shutdown' (bounded by timeout_s), goodbye, and rank 0
@@ -72,7 +76,13 @@ class Bootstrap {
  private:
   void close(double flush_s) noexcept;
 
+  // Rank 0's store could not listen: asks whatever holds the port whether it is a
+  // store of this job key; if so it has been told of the clash (its job fails),
+  // and this rank fails naming it too. Otherwise rethrows `listen_error`.
+  [[noreturn]] void fail_listen(const Error& listen_error);
+
   RendezvousOptions options_;
+  uint32_t generation_ = 0;
   Deadline started_;
   Deadline deadline_;
   std::string address_;

@@ -311,19 +311,31 @@ void Loop::handle(ConnId id, Conn& c, const Header& h, const uint8_t* payload, D
                     cat("this store is an earlier communicator's of the job (generation ", o_.generation,
                         ", rank ", rank, "'s is ", generation, "): it is closing; try again"),
                     now, gcommInvalidState);
-    if (key == o_.job_key && generation < o_.generation)
-      return refuse(c, h.tag,
-                    cat("it is making the job's communicator #", generation + 1,
-                        " on this address, rank 0 its #", o_.generation + 1,
-                        ": every rank must make (and close) the same communicators on one MASTER_PORT"),
-                    now);
+    if (key == o_.job_key && generation < o_.generation) {
+      const std::string why = cat(
+          "it is making the job's communicator #", generation + 1, " on this address, rank 0 its #",
+          o_.generation + 1, ": every rank must make (and close) the same communicators on one MASTER_PORT");
+      state_.note_refused(rank, why);
+      return refuse(c, h.tag, why, now);
+    }
     if (key != o_.job_key)
       return refuse(c, h.tag,
                     "its job key differs from this job's (set the same GRADCOMM_JOB_KEY or config.job_key on "
                     "every rank)",
                     now);
+    if (rank == 0 && state_.rank_came(0)) {
+      // Rank 0 runs this store: another rank 0 of this job key is another job's,
+      // whose store found the port taken (Bootstrap::fail_listen).
+      const std::string why = cat(kSecondRankZero, " (", name, " at ", c.peer,
+                                  ") tried to start this job's store: ", clash_message(o_.job_key, address_));
+      state_.fail(gcommInvalidArgument, why);
+      return refuse(c, h.tag, why, now);
+    }
     std::string refused = state_.join(id, rank, world, cat(name, " at ", c.peer));
-    if (!refused.empty()) return refuse(c, h.tag, refused, now);
+    if (!refused.empty()) {
+      state_.note_refused(rank, refused);
+      return refuse(c, h.tag, refused, now);
+    }
     c.hello_done = true;
     GCOMM_INFO(STORE, "store at ", address_, ": rank ", rank, " joined (", name, " at ", c.peer, ")");
     return;

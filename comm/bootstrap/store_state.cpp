@@ -24,6 +24,12 @@ std::string rank_list(const std::vector<int>& ranks) {
   return s;
 }
 
+std::string clash_message(const std::string& job_key, const std::string& address) {
+  return cat("two jobs with the job key '", job_key, "' use ", address,
+             ", and ranks of one may have joined the other; give each job its own MASTER_PORT or "
+             "GRADCOMM_JOB_KEY");
+}
+
 StoreState::StoreState(int world_size, uint64_t tag, std::string address, Deadline started)
     : world_(world_size),
       tag_(tag),
@@ -31,7 +37,12 @@ StoreState::StoreState(int world_size, uint64_t tag, std::string address, Deadli
       started_(started),
       presence_(world_size, Presence::kNever),
       who_(world_size),
-      left_how_(world_size) {}
+      left_how_(world_size),
+      refused_(world_size) {}
+
+void StoreState::note_refused(int rank, const std::string& why) {
+  if (rank >= 0 && rank < world_) refused_[rank] = why;
+}
 
 int StoreState::rank_of(ConnId conn) const {
   auto it = rank_of_.find(conn);
@@ -216,12 +227,12 @@ void StoreState::complete(Gather& g) {
 
 std::string StoreState::missing_message(const Gather& g, const std::string& name, Deadline now) const {
   auto since = [&](Deadline t) { return seconds_text(std::chrono::duration<double>(now - t).count()); };
-  std::vector<int> never, absent, present;
+  std::vector<int> never, refused, absent, present;
   for (int r = 0; r < world_; ++r) {
     if (g.contributions[r])
       present.push_back(r);
     else if (presence_[r] == Presence::kNever)
-      never.push_back(r);
+      (refused_[r].empty() ? never : refused).push_back(r);
     else
       absent.push_back(r);
   }
@@ -229,6 +240,9 @@ std::string StoreState::missing_message(const Gather& g, const std::string& name
   if (!never.empty())
     m = cat(rank_list(never), " of ", world_, " never connected to ", address_, " within ", since(started_),
             " s");
+  for (int r : refused)  // it came, and was told why it could not join
+    m += cat(m.empty() ? "" : "; ", "rank ", r, " of ", world_, " reached the store but was refused (",
+             refused_[r], ")");
   if (!absent.empty())
     m += cat(m.empty() ? "" : "; ", rank_list(absent), " of ", world_, " connected but did not reach '", name,
              "' within ", since(g.first_arrival), " s");

@@ -57,6 +57,13 @@ class StoreState {
   void gather(ConnId conn, const std::string& name, std::vector<uint8_t> contribution, double timeout_s,
               Deadline now);
   void abort(ConnId conn, const std::string& reason);
+  // Fails the job for every rank (every wait, and every later request) with `message`.
+  void fail(gcommStatus_t status, const std::string& message) { fail_job(status, message); }
+  // A hello of this job's key claiming `rank` was refused for `why`: a rank still
+  // missing later is named as refused, not as never connected.
+  void note_refused(int rank, const std::string& why);
+  // Whether `rank` joined (and maybe left) this store.
+  bool rank_came(int rank) const { return rank >= 0 && rank < world_ && presence_[rank] != Presence::kNever; }
 
   // Fails the waits whose deadline passed.
   void expire(Deadline now);
@@ -104,6 +111,7 @@ class StoreState {
   std::vector<Presence> presence_;
   std::vector<std::string> who_;
   std::vector<std::string> left_how_;
+  std::vector<std::string> refused_;  // per rank: why its last hello was refused ("" if none)
   gcommStatus_t job_status_ = gcommSuccess;
   std::string job_message_;
   std::unordered_map<std::string, std::vector<uint8_t>> values_;
@@ -114,5 +122,11 @@ class StoreState {
 
 // "rank 2", "ranks 2, 3", "ranks 0, 1, ..., 15 (and 48 more)".
 std::string rank_list(const std::vector<int>& ranks);
+
+// A store answers a hello that claims rank 0 while its own rank 0 is there (two
+// jobs with one job key on one port: issue 44 #13) with a refusal that starts
+// with kSecondRankZero, and fails its job with clash_message.
+constexpr const char* kSecondRankZero = "a second rank 0";
+std::string clash_message(const std::string& job_key, const std::string& address);
 
 }  // namespace gradcomm::comm::bootstrap

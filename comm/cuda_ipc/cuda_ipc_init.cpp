@@ -82,6 +82,7 @@ std::vector<GpuPlace> places_of(const std::vector<RankGpu>& gpus) {
 }  // namespace
 
 std::unique_ptr<Transport> make_cuda_ipc_transport_from_store(const LaunchConfig& launch) {
+  refuse_cuda_ipc_without_a_gpu();
   NcclRankMet ready = meet_as_nccl_rank(launch, [] { return std::string(); });
   const gcommDevice_t device = ready.device;
   return finish_store_init(std::move(ready.boot), launch, "cuda-ipc", [&](Bootstrap& met) {

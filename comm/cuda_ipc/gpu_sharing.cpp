@@ -1,5 +1,6 @@
 #include "comm/cuda_ipc/gpu_sharing.hpp"
 
+#include "common/device.hpp"
 #include "common/error.hpp"
 
 namespace gradcomm::comm {
@@ -16,6 +17,16 @@ GpuSharing gpu_sharing(const std::vector<GpuPlace>& places, std::string& detail)
         return GpuSharing::kMixed;
       }
   return GpuSharing::kOwnGpus;
+}
+
+void refuse_cuda_ipc_without_a_gpu() {
+  if (gpu_available()) return;
+  fail(gcommNotSupported,
+       "the cuda-ipc transport joins processes that share one GPU, and this machine has no usable "
+       "GPU (",
+       no_gpu_reason(),
+       "): host ranks on one host take config.device = gcommHostDevice() (the shm "
+       "transport, GRADCOMM_TRANSPORT=shm or unset)");
 }
 
 }  // namespace gradcomm::comm

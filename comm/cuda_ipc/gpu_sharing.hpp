@@ -24,4 +24,10 @@ enum class GpuSharing {
 
 GpuSharing gpu_sharing(const std::vector<GpuPlace>& places, std::string& detail);
 
+// The cuda-ipc transport asked for by name: every one of its ranks is on this
+// machine's one GPU, so on a machine without a usable GPU no rank can serve it.
+// Refused here, before the rendezvous, with gcommNotSupported naming the
+// transport (the other ranks fail alike, each on its own: issue 44 #11).
+void refuse_cuda_ipc_without_a_gpu();
+
 }  // namespace gradcomm::comm

@@ -20,6 +20,7 @@ namespace {
 constexpr size_t kPieceBytes = size_t{8} << 20;
 constexpr size_t kPiecesAhead = 2;                  // all-reduce: pieces sent ahead of the one being reduced
 constexpr size_t kMinReduceRun = size_t{64} << 10;  // bytes of a slice reduced at a time while receiving
+constexpr size_t kWindowPieces = 64;                // all-reduce: pieces planned at a time (512 MiB of f32)
 
 // Rank q's slice of `count` elements starting at `first`: [first + count*q/n, first + count*(q+1)/n).
 struct Slices {
@@ -326,23 +327,40 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
   // and so on, kPiecesAhead pieces ahead. Phase by phase, each phase ended with its
   // slowest flow while the link idled and the next phase waited; here another
   // piece's data is queued behind it (4 ranks on a 1 Gbit lab link: 0.93x the
-  // time at 64 MiB, docs/benchmarks.md). kPiecesAhead + 1 pieces' slices are
-  // staged: piece k's wait (the gate) until piece k - kPiecesAhead - 1 is reduced.
+  // time at 64 MiB, docs/benchmarks.md). The pieces are planned kWindowPieces at a
+  // time (one run each), so what a call keeps is bounded whatever its count: an
+  // absurd count moves its first bytes at once and fails at its timeout instead of
+  // listing millions of pieces first (issue 44 #7).
   void all_reduce_pipelined(const CollectiveArgs& a, const std::string& what) {
+    const size_t step = piece_elems(a.dtype);
+    const size_t pieces = std::max<size_t>(1, a.count / step + (a.count % step != 0 ? 1 : 0));
+    for (size_t first = 0; first < pieces; first += kWindowPieces)
+      pipeline_pieces(a, first, std::min(kWindowPieces, pieces - first), step, what);
+    tag_.phase += static_cast<uint32_t>(2 * pieces);
+  }
+
+  // Pieces [first, first + count) of the all-reduce as one gated run. kPiecesAhead
+  // + 1 pieces' slices are staged: piece k's wait (the gate) until piece
+  // k - kPiecesAhead - 1 is reduced.
+  void pipeline_pieces(const CollectiveArgs& a, size_t first, size_t count, size_t step,
+                       const std::string& what) {
     const size_t es = dtype_size(a.dtype);
     const char* send = static_cast<const char*>(a.send);
     char* recv = static_cast<char*>(a.recv);
-    std::vector<Slices> pieces;
-    for_each_piece(a.count, piece_elems(a.dtype),
-                   [&](size_t first, size_t m) { pieces.emplace_back(first, m, n()); });
-    const size_t count = pieces.size(), longest = pieces[0].longest;
+    std::vector<Slices> pieces;  // piece first + k, for k < count
+    pieces.reserve(count);
+    for (size_t k = 0; k < count; ++k) {
+      const size_t begin = (first + k) * step;
+      pieces.emplace_back(begin, std::min(step, a.count - begin), n());
+    }
+    const size_t longest = pieces[0].longest;
     const size_t ahead = kPiecesAhead, slots = std::min(count, ahead + 1);
     char* staging = scratch(slots * static_cast<size_t>(n()) * longest * es);
     auto slot = [&](size_t k, int q) { return staging + ((k % slots) * n() + q) * longest * es; };
     auto reduced_slice = [&](size_t k, int q) { return recv + pieces[k].offset[q] * es; };
     auto tag = [&](size_t k, uint32_t which) {
       PhaseTag t = tag_;
-      t.phase = tag_.phase + static_cast<uint32_t>(2 * k) + which;
+      t.phase = tag_.phase + static_cast<uint32_t>(2 * (first + k)) + which;
       return t;
     };
     std::vector<PeerQueue> queues(n());
@@ -385,7 +403,6 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
       }
     };
     links_->run_gated_messages(queues, reduced, deadline_, what, progress);
-    tag_.phase += static_cast<uint32_t>(2 * count);
   }
 
   void reduce_scatter(const CollectiveArgs& a, const std::string& what) {

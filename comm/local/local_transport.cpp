@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -17,6 +18,10 @@ namespace gradcomm::comm {
 
 namespace {
 
+// A host all-reduce's piece: its float sums fill one half of the scratch while
+// the other half's are converted (one barrier per piece).
+constexpr size_t kHostPiece = size_t{2} << 20;  // elements: 8 MiB of float
+
 // State shared by the ranks of one local group.
 struct LocalGroup {
   LocalGroup(int n, gcommDevice_t dev, double timeout_s) : rv(n, timeout_s), mailbox(rv, dev), device(dev) {}
@@ -31,7 +36,9 @@ struct LocalGroup {
   Mailbox mailbox;  // sends and receives
   gcommDevice_t device;
   // Reduction scratch (float), grown by rank 0 at the start of an op, when every
-  // rank has finished the previous one (each op ends with a barrier).
+  // rank has finished the previous one (each op ends with a barrier). On the
+  // host, two pieces of kHostPiece (an all-reduce goes piece by piece), so no
+  // count a caller gives sizes it (issue 44 #7's sibling).
   std::vector<float> host_scratch;
   float* dev_scratch = nullptr;
   size_t dev_scratch_elems = 0;
@@ -94,17 +101,26 @@ class LocalTransport final : public Transport, public P2PBatchRunner {
   void run_host(const CollectiveArgs& a, const CallSignature& sig, const CallId& what) {
     Rendezvous& rv = group_->rv;
     int n = size();
-    if (a.op == Collective::kAllReduce && rank_ == 0 && group_->host_scratch.size() < a.count)
-      group_->host_scratch.resize(a.count);
+    const size_t piece = std::min(a.count, kHostPiece);
+    if (a.op == Collective::kAllReduce && rank_ == 0 && group_->host_scratch.size() < 2 * piece)
+      group_->host_scratch.resize(2 * piece);
     rv.exchange(rank_, sig, a.send, a.recv, what);
     switch (a.op) {
       case Collective::kAllReduce: {
-        size_t lo, hi;
-        rank_slice(a.count, n, rank_, lo, hi);
-        kernels::reduce_host::reduce_to_float(sends(0, a).data(), n, lo, hi - lo, a.dtype, a.redop,
-                                              group_->host_scratch.data() + lo);
-        rv.arrive_and_wait(rank_, what);
-        kernels::reduce_host::float_to_typed(group_->host_scratch.data(), a.recv, a.count, a.dtype);
+        // Piece k's sums go to half k % 2 of the scratch: a rank that reduces piece
+        // k + 2 into it has passed piece k + 1's barrier, which every rank reached
+        // after converting piece k. In place, piece k is written only after its
+        // barrier, when every rank has read it.
+        for (size_t first = 0, k = 0; first < a.count; first += piece, ++k) {
+          const size_t m = std::min(piece, a.count - first);
+          float* sums = group_->host_scratch.data() + (k % 2) * piece;
+          size_t lo, hi;
+          rank_slice(m, n, rank_, lo, hi);
+          kernels::reduce_host::reduce_to_float(sends(first, a).data(), n, lo, hi - lo, a.dtype, a.redop,
+                                                sums + lo);
+          rv.arrive_and_wait(rank_, what);
+          kernels::reduce_host::float_to_typed(sums, static_cast<char*>(a.recv) + first * es(a), m, a.dtype);
+        }
         break;
       }
       case Collective::kReduce:

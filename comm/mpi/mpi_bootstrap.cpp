@@ -100,14 +100,26 @@ MpiPlace mpi_world(int mpi_comm_f) {
   return p;
 }
 
-std::string mpi_place_mismatch(const gcommCommConfig_t& config, const MpiPlace& p) {
+std::string mpi_place_mismatch(const gcommCommConfig_t& config, const MpiPlace& p, int mpi_comm_f,
+                               const bootstrap::EnvLookup& env) {
   if (config.rank != -1 && config.rank != p.rank)
     return cat("config.rank is ", config.rank, " but this process is rank ", p.rank,
                " of the MPI communicator");
   if (config.world_size != -1 && config.world_size != p.size)
     return cat("config.world_size is ", config.world_size, " but the MPI communicator has ", p.size,
                " ranks");
-  return "";
+  if (mpi_comm_f != GCOMM_MPI_COMM_WORLD) return "";  // a sub-communicator is the caller's choice
+  const bootstrap::LauncherChoice started = bootstrap::choose_launcher(env);
+  if (started.launcher == nullptr || bootstrap::is_open_mpi(started.launcher)) return "";
+  const int rank = bootstrap::launcher_rank(*started.launcher, env),
+            size = bootstrap::launcher_world_size(*started.launcher, env);
+  if (rank == p.rank && size == p.size) return "";
+  return cat(
+      started.launcher->name, " started this process as rank ", rank, " of ", size, ", but MPI's world has ",
+      p.size, p.size == 1 ? " rank" : " ranks",
+      p.size == 1 ? " (mpirun did not start it, so MPI made it a world of its own)" : "",
+      ": GRADCOMM_TRANSPORT=mpi and GRADCOMM_BOOTSTRAP=mpi need the ranks started by mpirun (or an srun "
+      "that MPI knows); unset them to meet through MASTER_ADDR");
 }
 
 void mpi_bootstrap(const gcommCommConfig_t& config, int mpi_comm_f, const bootstrap::EnvLookup& env,
@@ -115,7 +127,7 @@ void mpi_bootstrap(const gcommCommConfig_t& config, int mpi_comm_f, const bootst
   const MpiPlugin& mpi = mpi_plugin();
   char err[512] = {};
   const MpiPlace place = mpi_world(mpi_comm_f);
-  const std::string mismatch = mpi_place_mismatch(config, place);
+  const std::string mismatch = mpi_place_mismatch(config, place, mpi_comm_f, env);
   require(mismatch.empty(), mismatch);
   const int rank = place.rank, size = place.size, local_rank = place.local_rank;
   Rendezvous r;

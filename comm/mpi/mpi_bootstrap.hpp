@@ -26,7 +26,12 @@ struct MpiPlace {
 };
 MpiPlace mpi_world(int mpi_comm_f);
 // Why the config's rank or world size (when set) disagree with MPI's, or "".
-std::string mpi_place_mismatch(const gcommCommConfig_t& config, const MpiPlace& place);
+// For MPI's world (GCOMM_MPI_COMM_WORLD), also why the launcher that started this
+// process (torchrun, srun, a hand-set RANK/WORLD_SIZE; not mpirun) disagrees with
+// it: a process mpirun did not start is an MPI world of its own, and would run as
+// a world of one and exit 0 (issue 44 #3).
+std::string mpi_place_mismatch(const gcommCommConfig_t& config, const MpiPlace& place, int mpi_comm_f,
+                               const bootstrap::EnvLookup& env);
 
 // The config with rank, world size, local rank (unless set), master address, port
 // and job key filled in from the MPI communicator (its Fortran handle, or

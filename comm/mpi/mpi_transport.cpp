@@ -14,7 +14,7 @@ std::unique_ptr<Transport> make_mpi_transport(const gcommCommConfig_t& config, i
   const MpiPlace place = mpi_world(mpi_comm_f);
   // Every rank checks its own config, then all agree before MPI_Comm_dup, which
   // blocks without a timeout: a rank that refused must not leave the others in it.
-  std::string refusal = mpi_place_mismatch(config, place);
+  std::string refusal = mpi_place_mismatch(config, place, mpi_comm_f, bootstrap::process_environment());
   if (refusal.empty() && config.device.kind != gcommDeviceHost)
     refusal =
         "config.transport is gcommTransportMpi, which moves host memory: set config.device to "

@@ -13,7 +13,7 @@ NcclRankMet meet_as_nccl_rank(const LaunchConfig& launch, const std::function<st
   if (is_host(launch.device))
     fail(gcommNotSupported,
          "config.transport is gcommTransportNccl but config.device is the host: NCCL needs a CUDA device "
-         "per rank; host ranks use the socket transport (gcommTransportAuto or gcommTransportSocket)");
+         "per rank; host ranks use gcommTransportAuto (shm on one host, socket across hosts)");
   RankReport mine;
   gcommDevice_t device = launch.device;
   if (!gpu_available()) {
@@ -21,8 +21,8 @@ NcclRankMet meet_as_nccl_rank(const LaunchConfig& launch, const std::function<st
     mine.message =
         cat("no usable GPU on this machine (", no_gpu_reason(),
             "): ranks in separate processes communicate through NCCL, which needs a CUDA device per rank; "
-            "without a GPU, set config.device to gcommHostDevice() for host ranks over TCP (the socket "
-            "transport)");
+            "without a GPU, set config.device to gcommHostDevice() for host ranks (the shm transport on one "
+            "host, socket across hosts)");
   } else {
     try {
       device = validate_device(launch.device, cat("rank ", launch.rank, "'s device").c_str());

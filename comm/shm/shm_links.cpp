@@ -189,9 +189,9 @@ std::string ShmLinks::read_reason(int q, const uint8_t* header, const void* earl
   return reason;
 }
 
-// A peer's pid means something here only in this rank's pid namespace (ranks in
-// containers may share /dev/shm but not pids): elsewhere, or where /proc cannot
-// tell, the peer is never called gone; the timeout still ends the wait.
+// A peer's pid means something here only in this rank's pid namespace (ranks
+// share one, or they could not have opened the segment; kept as a guard): where
+// /proc cannot tell, the peer is never called gone; the timeout still ends the wait.
 bool ShmLinks::process_gone(int q) const {
   const RankWords& peer = segment_.rank_words(q);
   const int32_t pid = peer.pid.load(std::memory_order_acquire);
@@ -229,12 +229,24 @@ void ShmLinks::fail_all(const std::string& reason, double grace_s) noexcept {
       const Deadline until = deadline_after(grace_s);
       for (int q = 0; q < size(); ++q) {
         if (q == rank_) continue;
-        RankWords& peer = segment_.rank_words(q);
+        // A peer that closed, or whose process is gone, reads nothing more: waiting
+        // for it to take the rest of a message cost a killed peer's survivors the
+        // whole grace (issue 44 #6). Its process is looked at every millisecond.
+        Deadline next_look = Clock::now();
+        auto peer_left = [&] {
+          if (segment_.rank_words(q).closed.load() != 0) return true;
+          const Deadline now = Clock::now();
+          if (now < next_look) return false;
+          next_look = now + std::chrono::milliseconds(1);
+          return process_gone(q);
+        };
         // Inside a message the peer would read the notice as data: finish the
         // message first (a live peer in this phase is reading it).
-        while (flows_[q].mid_send() && peer.closed.load() == 0 && Clock::now() < until) {
+        while (flows_[q].mid_send() && Clock::now() < until) {
           if (send_more(q) > 0)
             ring_doorbell(q);
+          else if (peer_left())
+            break;
           else
             cpu_relax();
         }
@@ -247,9 +259,11 @@ void ShmLinks::fail_all(const std::string& reason, double grace_s) noexcept {
           done += n;
           if (n > 0)
             ring_doorbell(q);
+          else if (peer_left())
+            break;
           else
             cpu_relax();
-        } while (done < notice.size() && peer.closed.load() == 0 && Clock::now() < until);
+        } while (done < notice.size() && Clock::now() < until);
       }
     } catch (...) {  // the notice could not be made: the peers learn less
     }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <new>
+#include <random>
 
 #include "comm/net/tcp_socket.hpp"
 #include "common/error.hpp"
@@ -16,11 +17,12 @@ namespace gradcomm::comm::shm {
 
 namespace {
 
-constexpr uint64_t kMagic = 0x31304D4853434721ull;  // "!GCSHM01"
-// Every ring together: small enough for a container's default 64 MiB /dev/shm to
-// hold two communicators of 4 ranks (a GAN's two models).
+constexpr uint64_t kMagic = 0x32304D4853434721ull;  // "!GCSHM02" (02: sealed, with a nonce)
+// Every ring together: two communicators of 4 ranks stay within 64 MiB.
 constexpr size_t kRingBudget = size_t{32} << 20;
 constexpr size_t kMinRingBytes = size_t{16} << 10;
+// The seals every segment carries: its size is fixed for good.
+constexpr int kSizeSeals = F_SEAL_SHRINK | F_SEAL_GROW;
 
 struct Header {
   uint64_t magic;
@@ -28,6 +30,7 @@ struct Header {
   uint32_t world;
   uint32_t reserved;
   uint64_t ring_bytes;
+  uint64_t nonce;
 };
 
 size_t align_up(size_t v, size_t a) {
@@ -48,13 +51,25 @@ size_t segment_bytes(int world, size_t ring_bytes) {
   return ring_data_offset(world) + static_cast<size_t>(world) * world * ring_bytes;
 }
 
-[[noreturn]] void system_failed(const char* call, const std::string& name, int err) {
-  fail(err == ENOMEM || err == ENOSPC ? gcommOutOfMemory : gcommNotSupported, "shm transport: ", call, "('",
-       name, "') failed: ", net::errno_text(err),
-       err == ENOMEM || err == ENOSPC
-           ? " (/dev/shm is full)"
-           : " (is /dev/shm mounted and shared by the ranks? GRADCOMM_TRANSPORT=socket "
-             "talks over TCP instead)");
+[[noreturn]] void system_failed(const char* call, const std::string& what, int err) {
+  const bool memory = err == ENOMEM || err == ENOSPC;
+  fail(memory ? gcommOutOfMemory : gcommNotSupported, "shm transport: ", call, "(", what,
+       ") failed: ", net::errno_text(err),
+       memory ? " (no memory for the segment's rings)"
+              : " (GRADCOMM_TRANSPORT=socket talks over TCP instead)");
+}
+
+// Why a rank could not open rank 0's segment, in words.
+std::string open_failure(const std::string& address, int err) {
+  if (err == ENOENT)
+    return cat(
+        "rank 0's segment (", address,
+        ") is gone: rank 0's process ended, or it is in another PID namespace (a container of its own)");
+  if (err == EACCES || err == EPERM)
+    return cat("this process may not open rank 0's segment (", address, "): ", net::errno_text(err),
+               " (the ranks run as different users, or rank 0 is not inspectable: the shm transport needs "
+               "processes of one user on one host)");
+  return cat("open(", address, ") failed: ", net::errno_text(err));
 }
 
 }  // namespace
@@ -67,18 +82,19 @@ size_t Segment::ring_bytes_for(int world) {
 }
 
 Segment::~Segment() {
-  if (owner_) unlink();
+  close_address();
   if (base_ != nullptr) ::munmap(base_, bytes_);
 }
 
 Segment::Segment(Segment&& o) noexcept
-    : name_(std::move(o.name_)),
-      owner_(o.owner_),
+    : address_(std::move(o.address_)),
+      fd_(o.fd_),
+      nonce_(o.nonce_),
       base_(o.base_),
       bytes_(o.bytes_),
       world_(o.world_),
       ring_bytes_(o.ring_bytes_) {
-  o.owner_ = false;
+  o.fd_ = -1;
   o.base_ = nullptr;
 }
 
@@ -90,32 +106,31 @@ Segment& Segment::operator=(Segment&& o) noexcept {
   return *this;
 }
 
-void Segment::map(int fd, size_t bytes) {
+void Segment::map(int fd, size_t bytes, const std::string& what) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (p == MAP_FAILED) system_failed("mmap", name_, err);
+  if (p == MAP_FAILED) system_failed("mmap", what, errno);
   base_ = p;
   bytes_ = bytes;
 }
 
-Segment Segment::create(const std::string& name, uint64_t job, int world) {
+Segment Segment::create(uint64_t job, int world) {
   Segment s;
-  s.name_ = name;
   s.world_ = world;
   s.ring_bytes_ = ring_bytes_for(world);
   const size_t bytes = segment_bytes(world, s.ring_bytes_);
-  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) system_failed("shm_open", name, errno);
-  s.owner_ = true;  // from here on the name goes with s
-  // Reserve the pages now: a /dev/shm too full for them fails here (ENOSPC, and
-  // the automatic choice falls back to TCP), not as a SIGBUS at a ring's first use.
-  if (const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
-    ::close(fd);
-    system_failed("posix_fallocate", name, err);
-  }
-  s.map(fd, bytes);
-  // A fresh tmpfs file reads as zeros: every atomic starts at 0. Construct them
+  s.fd_ = ::memfd_create("gradcomm-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (s.fd_ < 0) system_failed("memfd_create", "gradcomm-shm", errno);
+  s.address_ = cat("/proc/", ::getpid(), "/fd/", s.fd_);
+  // Reserve the pages now: memory too short for them fails here (and the
+  // automatic choice falls back to TCP), not as a SIGBUS at a ring's first use.
+  if (const int err = ::posix_fallocate(s.fd_, 0, static_cast<off_t>(bytes)); err != 0)
+    system_failed("posix_fallocate", s.address_, err);
+  if (::fcntl(s.fd_, F_ADD_SEALS, kSizeSeals | F_SEAL_SEAL) != 0)
+    system_failed("fcntl(F_ADD_SEALS)", s.address_, errno);
+  s.map(s.fd_, bytes, s.address_);
+  std::random_device random;
+  s.nonce_ = (uint64_t{random()} << 32) ^ random();
+  // A fresh memory file reads as zeros: every atomic starts at 0. Construct them
   // in place all the same, then publish the header last.
   auto* base = static_cast<uint8_t*>(s.base_);
   for (int r = 0; r < world; ++r) new (base + rank_words_offset() + r * sizeof(RankWords)) RankWords();
@@ -125,44 +140,51 @@ Segment Segment::create(const std::string& name, uint64_t job, int world) {
   h->job = job;
   h->world = static_cast<uint32_t>(world);
   h->ring_bytes = s.ring_bytes_;
+  h->nonce = s.nonce_;
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kMagic;
   return s;
 }
 
-Segment Segment::open(const std::string& name, uint64_t job, int world) {
+Segment Segment::open(const std::string& address, uint64_t nonce, uint64_t job, int world) {
   Segment s;
-  s.name_ = name;
+  s.address_ = address;
   s.world_ = world;
   s.ring_bytes_ = ring_bytes_for(world);
-  const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
-  if (fd < 0) system_failed("shm_open", name, errno);
+  const int fd = ::open(address.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) fail(gcommNotSupported, "shm transport: ", open_failure(address, errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  // Only a sealed file can be mapped without the risk of a SIGBUS.
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & kSizeSeals) != kSizeSeals)
+    fail(gcommInvalidArgument, "shm transport: '", address,
+         "' is not a gradcomm segment (its size is not sealed)");
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    system_failed("fstat", name, err);
-  }
+  if (::fstat(fd, &st) != 0) system_failed("fstat", address, errno);
   const size_t bytes = segment_bytes(world, s.ring_bytes_);
-  if (static_cast<size_t>(st.st_size) != bytes) {
-    ::close(fd);
-    fail(gcommInvalidArgument, "shm transport: segment '", name, "' has ", st.st_size, " bytes, not the ",
+  if (static_cast<size_t>(st.st_size) != bytes)
+    fail(gcommInvalidArgument, "shm transport: segment '", address, "' has ", st.st_size, " bytes, not the ",
          bytes, " of a ", world, "-rank job: ranks with different world sizes");
-  }
-  s.map(fd, bytes);
+  s.map(fd, bytes, address);
   const auto* h = static_cast<const Header*>(s.base_);
   std::atomic_thread_fence(std::memory_order_acquire);
-  if (h->magic != kMagic) fail(gcommInvalidArgument, "shm transport: '", name, "' is not a gradcomm segment");
-  if (h->job != job) fail(gcommInvalidArgument, "shm transport: segment '", name, "' belongs to another job");
+  if (h->magic != kMagic)
+    fail(gcommInvalidArgument, "shm transport: '", address, "' is not a gradcomm segment");
+  if (h->job != job || h->nonce != nonce)
+    fail(gcommInvalidArgument, "shm transport: segment '", address, "' belongs to another job");
   if (h->world != static_cast<uint32_t>(world) || h->ring_bytes != s.ring_bytes_)
-    fail(gcommInvalidArgument, "shm transport: segment '", name, "' is for ", h->world, " ranks, not ",
+    fail(gcommInvalidArgument, "shm transport: segment '", address, "' is for ", h->world, " ranks, not ",
          world);
+  s.nonce_ = nonce;
   return s;
 }
 
-void Segment::unlink() noexcept {
-  if (owner_ && !name_.empty()) (void)::shm_unlink(name_.c_str());
-  owner_ = false;
+void Segment::close_address() noexcept {
+  if (fd_ >= 0) (void)::close(fd_);
+  fd_ = -1;
 }
 
 RankWords& Segment::rank_words(int r) const {

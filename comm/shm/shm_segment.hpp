@@ -4,11 +4,16 @@
 // pair of ranks, a single-producer single-consumer byte ring: the pair's byte
 // stream, as a TCP connection is the socket transport's.
 //
-// Rank 0 creates it (shm_open with O_EXCL, mode 0600, named from the job key and
-// a random nonce that only the job's store carries), the others open it by that
-// name and check its header (magic, job, world size), and once every rank has
-// mapped it rank 0 unlinks the name: from then on nothing of it is left in
-// /dev/shm, whatever happens to the ranks, and no other process can attach.
+// Rank 0 creates it as an anonymous memory file (memfd_create), never a name in
+// /dev/shm, and seals its size (F_SEAL_SHRINK | F_SEAL_GROW): no process can cut
+// it short under a mapping (which would kill the ranks with SIGBUS) or grow it.
+// The others open it through rank 0's descriptor, /proc/<pid>/fd/<n> (which only
+// processes of the same user, allowed to inspect rank 0, can open), check its
+// seals and header (magic, job, world size, and a random nonce that only the
+// job's store carries), and once every rank has mapped it rank 0 closes that
+// descriptor: from then on no other process can attach, and the memory goes with
+// the last rank's mapping whatever happens to the ranks. Nothing of it is ever
+// left behind, not even when rank 0 is killed while the others attach (issue 44 #5).
 #pragma once
 
 #include <atomic>
@@ -46,17 +51,23 @@ class Segment {
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
 
-  // Rank 0: creates and maps a segment for `world` ranks; name() is what the
-  // others open. Throws naming the call that failed: gcommOutOfMemory when
-  // /dev/shm is full, gcommNotSupported when it cannot be used at all.
-  static Segment create(const std::string& name, uint64_t job, int world);
-  // The other ranks: opens and maps rank 0's segment, checking that it is this
-  // job's and world size's (gcommInvalidArgument otherwise).
-  static Segment open(const std::string& name, uint64_t job, int world);
-  // Removes the name (rank 0, once every rank has mapped it). Idempotent.
-  void unlink() noexcept;
+  // Rank 0: creates, seals and maps a segment for `world` ranks; address() and
+  // nonce() are what the others open. Throws naming the call that failed:
+  // gcommOutOfMemory when the memory cannot be had, gcommNotSupported when
+  // anonymous sealed files are not available (a kernel before 3.17).
+  static Segment create(uint64_t job, int world);
+  // The other ranks: opens and maps rank 0's segment, checking that it is sealed
+  // and this job's, nonce's and world size's (gcommInvalidArgument otherwise;
+  // gcommNotSupported when it cannot be opened at all: rank 0 gone, another user,
+  // another PID namespace).
+  static Segment open(const std::string& address, uint64_t nonce, uint64_t job, int world);
+  // Closes the descriptor address() names (rank 0, once every rank has mapped
+  // it): no process can open the segment from then on. Idempotent.
+  void close_address() noexcept;
 
-  const std::string& name() const { return name_; }
+  // "/proc/<pid>/fd/<n>" (rank 0's, while its descriptor is open).
+  const std::string& address() const { return address_; }
+  uint64_t nonce() const { return nonce_; }
   int world() const { return world_; }
   size_t ring_bytes() const { return ring_bytes_; }
   RankWords& rank_words(int r) const;
@@ -69,10 +80,11 @@ class Segment {
   static size_t ring_bytes_for(int world);
 
  private:
-  void map(int fd, size_t bytes);
+  void map(int fd, size_t bytes, const std::string& what);
 
-  std::string name_;
-  bool owner_ = false;  // rank 0: unlinks the name if nobody did
+  std::string address_;
+  int fd_ = -1;  // rank 0: the descriptor address() names, until close_address()
+  uint64_t nonce_ = 0;
   void* base_ = nullptr;
   size_t bytes_ = 0;
   int world_ = 0;

@@ -1,12 +1,11 @@
 #include "comm/shm/shm_transport.hpp"
 
-#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -28,62 +27,62 @@ std::string to_string(const std::vector<uint8_t>& b) {
   return std::string(b.begin(), b.end());
 }
 
-// Rank 0 creates the segment and publishes its name with its host; every rank
-// checks that all are on rank 0's host and maps the segment; every rank says
-// whether that worked, and once all have, rank 0 removes the name. Every rank
-// sees the same answers, so all return a segment or all return none (with why).
+// This process's place for the shm transport: its host (host_identity) and its
+// PID namespace, since peers open rank 0's segment through /proc/<pid>/fd/<n>,
+// which means rank 0's process only within one namespace.
+std::string shm_place() {
+  struct stat st {};
+  const unsigned long long pid_ns = ::stat("/proc/self/ns/pid", &st) == 0 ? st.st_ino : 0;
+  return cat(host_identity(), " pid-namespace ", pid_ns);
+}
+
+// Rank 0 creates the segment and publishes where it is (its place, the address
+// of its descriptor, the nonce); every rank checks that all are in rank 0's place
+// and maps the segment; every rank says whether that worked, and once all have,
+// rank 0 closes the descriptor. Every rank sees the same answers, so all return a
+// segment or all return none (with why).
 std::optional<shm::Segment> attach_segment(Bootstrap& boot, const std::string& job_key,
                                            std::string& why_not) {
   const int me = boot.rank(), n = boot.size();
   const uint64_t job = job_key_tag(job_key);
   std::optional<shm::Segment> segment;
-  std::string mine = host_identity();
+  std::string mine = shm_place();
   if (me == 0) {
-    char name[64];
-    std::snprintf(
-        name, sizeof(name), "/gradcomm-%016llx-%016llx", static_cast<unsigned long long>(job),
-        static_cast<unsigned long long>((uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()));
     try {
-      segment = shm::Segment::create(name, job, n);
-      mine += std::string("\n") + name;
+      segment = shm::Segment::create(job, n);
+      mine += cat("\n", segment->address(), "\n", segment->nonce());
     } catch (...) {  // whatever was thrown, the others must hear it at the gather
-      mine += "\n\n" + as_error(std::current_exception()).message();  // no name: the reason instead
+      mine += "\n\n" + as_error(std::current_exception()).message();  // no address: the reason instead
     }
   }
   const std::vector<std::vector<uint8_t>> all =
       boot.store().gather("shm/segment", std::vector<uint8_t>(mine.begin(), mine.end()), boot.deadline());
   const std::string first = to_string(all[0]);
   const size_t newline = first.find('\n');
-  const std::string host0 = first.substr(0, newline),
-                    name = newline == std::string::npos ? "" : first.substr(newline + 1);
-  // Every rank that knows the name removes it when it leaves here, whatever
-  // happened (ENOENT once one did): rank 0 dying between the two gathers
-  // leaves nothing behind either.
-  struct Unlink {
-    std::string name;
-    ~Unlink() {
-      if (!name.empty() && name[0] == '/') (void)::shm_unlink(name.c_str());
-    }
-  } unlink_at_exit{name};
+  const std::string place0 = first.substr(0, newline),
+                    where = newline == std::string::npos ? "" : first.substr(newline + 1);
   std::vector<int> elsewhere;
   for (int q = 1; q < n; ++q)
-    if (to_string(all[q]) != host0) elsewhere.push_back(q);
+    if (to_string(all[q]) != place0) elsewhere.push_back(q);
   std::string status;  // "" when this rank mapped the segment, else why not
   if (!elsewhere.empty()) {
+    status = cat(rank_list(elsewhere), " on another host (or in another PID namespace) than rank 0 (",
+                 place0.substr(0, place0.find(' ')), ")");
+  } else if (where.empty() || where[0] == '\n') {
     status =
-        cat(rank_list(elsewhere), " on another host than rank 0 (", host0.substr(0, host0.find(' ')), ")");
-  } else if (name.empty() || name[0] == '\n') {
-    status = cat("rank 0 could not create the segment: ", name.empty() ? "no reason given" : name.substr(1));
+        cat("rank 0 could not create the segment: ", where.empty() ? "no reason given" : where.substr(1));
   } else if (me != 0) {
     try {
-      segment = shm::Segment::open(name, job, n);
+      const size_t split = where.find('\n');
+      const uint64_t nonce = std::stoull(where.substr(split + 1));
+      segment = shm::Segment::open(where.substr(0, split), nonce, job, n);
     } catch (...) {
       status = cat("rank ", me, ": ", as_error(std::current_exception()).message());
     }
   }
   const std::vector<std::vector<uint8_t>> opened =
       boot.store().gather("shm/mapped", std::vector<uint8_t>(status.begin(), status.end()), boot.deadline());
-  if (segment) segment->unlink();  // rank 0's: nothing of the job stays in /dev/shm
+  if (segment) segment->close_address();  // rank 0's: no other process can attach from now on
   for (const auto& o : opened)
     if (!o.empty()) {
       why_not = to_string(o);
@@ -118,7 +117,7 @@ std::unique_ptr<Transport> make_shm_transport_from_store(const LaunchConfig& lau
     std::unique_ptr<Transport> t = try_make_shm_transport(met, launch, why_not);
     if (t == nullptr)
       fail(gcommInvalidArgument,
-           "the shm transport needs every rank on one host, sharing /dev/shm: ", why_not,
+           "the shm transport needs every rank on one host, in one PID namespace: ", why_not,
            "; GRADCOMM_TRANSPORT=socket (or unset) talks over TCP");
     return t;
   });

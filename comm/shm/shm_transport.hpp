@@ -19,8 +19,8 @@
 namespace gradcomm::comm {
 
 // This rank of an shm-transport job, meeting the others through the store.
-// Collective: every rank must call it. Ranks on several hosts, or a /dev/shm
-// they do not share, fail init with the reason.
+// Collective: every rank must call it. Ranks on several hosts or in several PID
+// namespaces (containers), or of several users, fail init with the reason.
 std::unique_ptr<Transport> make_shm_transport_from_store(const bootstrap::LaunchConfig& launch);
 
 // Over a job that met: the shm transport when every rank maps the segment, else
@@ -30,8 +30,8 @@ std::unique_ptr<Transport> try_make_shm_transport(bootstrap::Bootstrap& met,
                                                   std::string& why_not);
 
 // Tells processes apart as being on one host: the hostname and the kernel's boot
-// id (containers may share a hostname but not a kernel's /dev/shm; a private
-// /dev/shm mount is not seen here, and shm_open's error then names it).
+// id (containers may share a hostname but not a kernel). The shm transport also
+// needs one PID namespace (its segment is opened through rank 0's /proc entry).
 std::string host_identity();
 
 }  // namespace gradcomm::comm

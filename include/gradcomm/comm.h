@@ -4,6 +4,9 @@
  *
  * Thread and stream contract:
  *  - A communicator is used by one thread at a time (like an NCCL communicator).
+ *    A collective called while another thread is inside one on the same
+ *    communicator fails it (gcommInvalidState, naming the misuse) and aborts its
+ *    transport, so every rank fails: the ranks' calls could no longer be paired.
  *    The N communicators of gcommCommInitLocal are each driven by their own thread
  *    (a host collective returns only when every rank's thread has called it).
  *    A reducer on a host communicator runs its buckets' collectives on the

@@ -3,6 +3,8 @@ ranks as threads of this process (the local transport)."""
 import contextlib
 import ctypes
 import functools
+import os
+import re
 import threading
 
 from . import _gradcomm as _C
@@ -33,8 +35,22 @@ def _config(device=None, rank=None, world_size=None, local_rank=None, master_add
     if job_key is not None:
         c.job_key = job_key
     if transport is not None:
-        c.transport = getattr(_C.Transport, "".join(w.capitalize() for w in transport.split("-")))  # "cuda-ipc": CudaIpc
+        c.transport = _transport(transport)
     return c
+
+
+# The transports by the names the C library gives them ("cuda-ipc" for CudaIpc), as
+# GRADCOMM_TRANSPORT takes them.
+_TRANSPORTS = {re.sub(r"(?<!^)(?=[A-Z])", "-", m.name).lower(): m for m in _C.Transport}
+
+
+def _transport(transport):
+    if isinstance(transport, _C.Transport):
+        return transport
+    if transport not in _TRANSPORTS:
+        raise InvalidArgumentError("gcommInvalidArgument", f"transport {transport!r} is not one of "
+                                   f"{', '.join(_TRANSPORTS)}")
+    return _TRANSPORTS[transport]
 
 
 class Communicator(Handle):
@@ -182,7 +198,7 @@ def _op(op):
 # finalizer may release one while it is held); a key's own lock is held while its
 # communicator is made, so ranks that are threads of this process, with other keys,
 # meet each other meanwhile.
-_defaults = {}  # key -> {"handle", "users", "keys"}
+_defaults = {}  # key -> {"handle", "users", "keys", "environment"}
 _defaults_lock = threading.RLock()
 _making = {}  # key -> lock held while that key's communicator is made
 
@@ -198,6 +214,32 @@ def _default_key(device, kwargs, resolved=None):
             name = str(device)
     # The timeout is a setting, not an identity: the first caller's holds.
     return name, tuple(sorted((k, str(v)) for k, v in kwargs.items() if v is not None and k != "timeout"))
+
+
+# What init_from_env reads from the environment to find the rank, the world and
+# the rendezvous: a default made from one set of values is not the answer for another.
+_LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GRADCOMM_MASTER_PORT",
+                     "GRADCOMM_JOB_KEY", "GRADCOMM_TRANSPORT", "GRADCOMM_BOOTSTRAP", "TORCHELASTIC_RUN_ID",
+                     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID",
+                     "SLURM_STEP_ID")
+
+
+def _launch_environment():
+    return {k: os.environ.get(k) for k in _LAUNCH_VARIABLES}
+
+
+def _check_environment(entry):
+    """Refuses a default made for another launch environment (issue 44 #12: after
+    WORLD_SIZE and MASTER_PORT changed, the old world's communicator was returned)."""
+    now = _launch_environment()
+    changed = [f"{k}: {entry['environment'][k]!r} -> {now[k]!r}" for k in _LAUNCH_VARIABLES
+               if now[k] != entry["environment"][k]]
+    if changed:
+        raise InvalidStateError("gcommInvalidState", "the launcher's environment changed since this process's "
+                                f"default communicator was made ({'; '.join(changed)}), and it still serves the "
+                                "old one: close its users (wrappers made with comm=None, init_from_env's "
+                                "communicators) first, then init_from_env() makes one for the environment as it "
+                                "is; or pass explicit values to gradcomm.init")
 
 
 def _release_default(entry, handle):
@@ -236,7 +278,10 @@ def init_from_env(device="cpu", **kwargs):
     counted; close() releases this caller's use and the last close destroys it.
     The first call's timeout holds for all. While the default has failed a new
     call raises InvalidStateError; once its last user closed it, the next call
-    makes a new one."""
+    makes a new one. A call after the launcher's variables changed (WORLD_SIZE,
+    MASTER_PORT, ...) while the default is open raises InvalidStateError naming
+    them. The default is one thread's at a time, as every communicator: a call
+    while another thread is inside one fails it on every rank (docs/pytorch.md)."""
     key = _default_key(device, kwargs)
 
     def existing():
@@ -250,15 +295,19 @@ def init_from_env(device="cpu", **kwargs):
 
     with _defaults_lock:
         if existing() is not None:
+            _check_environment(existing())
             return _shared(existing())
         making = _making.setdefault(key, threading.Lock())
     with making:  # one maker per key; a second caller waits, then shares
         with _defaults_lock:
             if existing() is not None:
+                _check_environment(existing())
                 return _shared(existing())
+        environment = _launch_environment()
         handle = _C.comm_init_from_env(_config(device=device, **kwargs))
         with _defaults_lock:
-            entry = {"handle": handle, "users": 0, "keys": {key, _default_key(device, kwargs, _C.comm_device(handle))}}
+            entry = {"handle": handle, "users": 0, "keys": {key, _default_key(device, kwargs, _C.comm_device(handle))},
+                     "environment": environment}
             for k in entry["keys"]:
                 _defaults.setdefault(k, entry)
             return _shared(entry)

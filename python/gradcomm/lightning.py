@@ -28,6 +28,7 @@ import torch
 from . import comm as _comm
 from .errors import InvalidArgumentError
 from .torch import DistributedDataParallel, GradScaler
+from .torch._ddp import check_options
 
 # The wrapper's options, as the strategy takes them (module and comm are the strategy's).
 _WRAPPER_OPTIONS = [name for name in inspect.signature(DistributedDataParallel.__init__).parameters
@@ -38,7 +39,7 @@ class GradcommStrategy(DDPStrategy):
     """Lightning's DDP strategy with gradcomm's gradient reduction. Keyword
     arguments are gradcomm.torch.DistributedDataParallel's (wire_dtype, powersgd,
     quantize, gradient_as_bucket_view, bucket_cap_mb, unused_parameters, ...); an
-    unknown one is refused here, when the Trainer is built."""
+    unknown one, or a bad value, is refused here, when the Trainer is built."""
 
     strategy_name = "gradcomm"
 
@@ -54,6 +55,10 @@ class GradcommStrategy(DDPStrategy):
             raise InvalidArgumentError("gcommInvalidArgument", f"GradcommStrategy got {', '.join(unknown)}: its "
                                        f"options are gradcomm.torch.DistributedDataParallel's: "
                                        f"{', '.join(_WRAPPER_OPTIONS)}")
+        # Their values too, the compression's through gradcomm's own checks: a bad
+        # one is refused here, not inside fit, where it surfaced masked by the
+        # cleanup (issue 44 #9).
+        check_options(**options)
         super().__init__(accelerator=accelerator, parallel_devices=parallel_devices,
                          cluster_environment=cluster_environment, checkpoint_io=checkpoint_io,
                          precision_plugin=precision_plugin, start_method=start_method)

@@ -94,3 +94,20 @@ def max_rel_diff(a, b):
         return max((abs(x - y) for x, y in zip(a, b)), default=0.0) / scale
     assert len(a) == len(b), (len(a), len(b))
     return max((max_rel_diff(x, y) for x, y in zip(a, b)), default=0.0)
+
+
+LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+                    "GRADCOMM_MASTER_PORT", "GRADCOMM_JOB_KEY", "GRADCOMM_TRANSPORT")
+
+
+@pytest.fixture
+def launcher_env(monkeypatch):
+    """A world of one as a launcher would describe it (a free MASTER_PORT), for
+    init_from_env and wrappers made with comm=None; undone after the test."""
+    for k in LAUNCH_VARIABLES:
+        monkeypatch.delenv(k, raising=False)
+    for k, v in dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                     MASTER_PORT=str(free_port())).items():
+        monkeypatch.setenv(k, v)
+    return os.environ
+

@@ -237,6 +237,39 @@ def run_shared_default(args, rank, world, record):
     record["cycles"] = sums
 
 
+def run_threads_share_default(args, rank, world, record):
+    """Four threads of each rank all-reduce their own constant through the one
+    default communicator at once (rank 1 two seconds later: rank 0's first call
+    is still waiting inside when its other threads call). Every call must either
+    raise or return 2x its constant; record what each got."""
+    import threading
+    import time
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(args.gc_port))
+    comm = gradcomm.init_from_env(timeout=20)
+    if rank == 1:
+        time.sleep(2.0)
+    calls = [None] * 4
+    start = threading.Barrier(4)
+
+    def call(i):
+        t = torch.full((1 << 16,), 10.0 * (i + 1))
+        start.wait()
+        try:
+            comm.all_reduce(t, op="sum")
+            calls[i] = {"ok": True, "error": "", "values": sorted(set(t.tolist()))}
+        except gradcomm.Error as e:
+            calls[i] = {"ok": False, "error": str(e), "values": []}
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    record["calls"] = calls
+    comm.close()
+
+
 def run_compile(args, rank, world, record):
     """The same 10 steps eagerly and under torch.compile: the wrapper compiled, a
     compiled module wrapped, the loss function compiled."""
@@ -441,7 +474,8 @@ def main():
     ap.add_argument("--gc-port", type=int, required=True)
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--scenario", default="parity",
-                    choices=["parity", "unused_error", "powersgd_parity", "shared_default", "compile", "join"])
+                    choices=["parity", "unused_error", "powersgd_parity", "shared_default", "compile", "join",
+                             "threads_share_default"])
     ap.add_argument("--opt", default="sgd", choices=["sgd", "sgd_momentum", "adam"])
     ap.add_argument("--zero-grad", default="none", choices=["none", "zero", "assign", "mixed"])
     ap.add_argument("--steps", type=int, default=30)
@@ -476,6 +510,8 @@ def main():
         run_compile(args, rank, world, result)
     elif args.scenario == "join":
         run_join(args, rank, world, result)
+    elif args.scenario == "threads_share_default":
+        run_threads_share_default(args, rank, world, result)
     else:
         if not args.skip_ddp:
             dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.gloo_port}", rank=rank,

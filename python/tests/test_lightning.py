@@ -90,6 +90,25 @@ def test_unknown_options_are_refused_when_the_trainer_is_built():
         GradcommStrategy(ranks_per_device=2)
 
 
+@pytest.mark.parametrize("options,named", [
+    (dict(compression="bogus"), "bogus"),
+    (dict(powersgd=dict(rank=0)), "rank"),
+    (dict(quantize=dict(block_size=0)), "block_size"),
+    (dict(bucket_cap_mb=-1), "bucket_cap_mb"),
+    (dict(bucket_cap_mb=float("nan")), "bucket_cap_mb"),
+    (dict(timeout=0), "timeout"),
+    (dict(timeout=-5), "timeout"),
+    (dict(wire_dtype="float64"), "wire_dtype"),
+])
+def test_bad_option_values_are_refused_when_the_trainer_is_built(options, named):
+    # Issue 44 #9: before, these surfaced in fit as "InvalidStateError: gcommCommDestroy:
+    # the communicator is used by 1 reducer(s)", a TypeError, or not at all.
+    import gradcomm
+    from gradcomm.lightning import GradcommStrategy
+    with pytest.raises(gradcomm.InvalidArgumentError, match=named):
+        GradcommStrategy(**options)
+
+
 def test_16_mixed_runs_on_gradcomms_fused_grad_scaler(tmp_path):
     # Lightning's GradScaler is replaced by gradcomm's (unscale and the Inf/NaN check
     # inside the reduction): same scale trajectory and parameters as DDP's.

@@ -85,6 +85,59 @@ def test_bad_options_are_refused(comm):
     plain.close()
 
 
+# Issue 44 #9: numbers and types the wrapper used to take silently or with an
+# unclear error (a TypeError from the bindings, "cannot convert float NaN to
+# integer", timeout=0 as the default, ...): each refused before anything is made,
+# naming the option.
+BAD_OPTIONS = [
+    (dict(bucket_cap_mb=-1), "bucket_cap_mb"),
+    (dict(bucket_cap_mb=float("nan")), "bucket_cap_mb"),
+    (dict(bucket_cap_mb="25"), "bucket_cap_mb"),
+    (dict(first_bucket_mb=0), "first_bucket_mb"),
+    (dict(first_bucket_mb=float("inf")), "first_bucket_mb"),
+    (dict(timeout=0), "timeout"),
+    (dict(timeout=-5), "timeout"),
+    (dict(timeout=float("nan")), "timeout"),
+    (dict(wire_dtype="float64"), "wire_dtype"),
+    (dict(wire_dtype="half precision"), "wire_dtype"),
+    (dict(compression="bogus"), "bogus"),
+    (dict(powersgd=dict(rank=0)), "rank"),
+    (dict(quantize=dict(block_size=0)), "block_size"),
+    (dict(broadcast_buffers="yes"), "broadcast_buffers"),
+]
+
+
+@pytest.mark.parametrize("options,named", BAD_OPTIONS, ids=[n for _, n in BAD_OPTIONS])
+def test_bad_option_values_are_refused_naming_the_option(comm, options, named):
+    with pytest.raises(gradcomm.InvalidArgumentError, match=named):
+        gct.DistributedDataParallel(nn.Linear(8, 2), comm, **options)
+
+
+def test_wire_dtype_takes_the_torch_dtypes_and_their_names(comm):
+    for spelling in (torch.float16, torch.half, "float16", "f16"):
+        model = gct.DistributedDataParallel(nn.Linear(8, 2), comm, wire_dtype=spelling)
+        assert "f16" in model.reducer.describe(), (spelling, model.reducer.describe())
+        model.close()
+
+
+def test_a_wrapper_that_fails_to_build_leaves_nothing_behind(launcher_env, monkeypatch):
+    # comm=None: the wrapper makes the default communicator itself; a failure after
+    # that must release it, so the user sees the wrapper's error and nothing stays
+    # open (Lightning then closed its own communicator and reported "the
+    # communicator is used by 1 reducer(s)" instead of the real error).
+    from gradcomm import comm as _comm
+    net = nn.Linear(8, 2)
+    net.register_buffer("steps", torch.zeros(3, dtype=torch.int64))
+
+    def failing_reducer(*args, **kwargs):
+        raise gradcomm.InvalidArgumentError("gcommInvalidArgument", "a reducer that cannot be made")
+
+    monkeypatch.setattr(gct._ddp, "Reducer", failing_reducer)
+    with pytest.raises(gradcomm.InvalidArgumentError, match="a reducer that cannot be made"):
+        gct.DistributedDataParallel(net)
+    assert not _comm._defaults, "the default communicator it made is released"
+
+
 class WithEmbedding(nn.Module):
     def __init__(self, sparse):
         super().__init__()

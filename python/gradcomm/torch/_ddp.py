@@ -19,13 +19,15 @@ DDP, the optimizer sees averaged gradients without any extra call.
 """
 import contextlib
 import math
+import threading
+import weakref
 
 import torch
 
 from .. import _gradcomm as _C
 from ..comm import Communicator, init_from_env
 from ..errors import InvalidArgumentError, InvalidStateError
-from ..reducer import Reducer
+from ..reducer import Reducer, wire_dtype_code
 
 # What runs around the module's forward (checks, the buffers' broadcast) touches
 # gradcomm's handles, whose weakref finalizers torch.compile cannot guard on ("Guard
@@ -83,6 +85,82 @@ def _compression_options(compression, powersgd, quantize):
     return options
 
 
+def _positive(name, value, allow_none=False):
+    """A positive, finite number (or None where allowed), else InvalidArgumentError naming the option."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise InvalidArgumentError("gcommInvalidArgument", f"{name} must be a positive number of "
+                                   f"{'seconds' if name == 'timeout' else 'MiB'}"
+                                   f"{' (or None: GRADCOMM_TIMEOUT_S, else 300 s)' if allow_none else ''}, not "
+                                   f"{value!r}")
+    return value
+
+
+def _flag(name, value):
+    if not isinstance(value, bool):
+        raise InvalidArgumentError("gcommInvalidArgument", f"{name} must be True or False, not {value!r}")
+    return value
+
+
+def check_options(bucket_cap_mb=25.0, first_bucket_mb=1.0, gradient_as_bucket_view=False, unused_parameters=None,
+                  find_unused_parameters=False, wire_dtype=None, powersgd=None, broadcast_buffers=True, timeout=None,
+                  quantize=None, compression=None, try_compression=True):
+    """Checks DistributedDataParallel's options (every one but module and comm)
+    before anything is made, and returns them normalized: reducer options, the
+    compression ({"kind": ..., **options} or None), broadcast_buffers, timeout. With
+    try_compression the compression is enabled on a throwaway reducer of one
+    local rank, so gradcomm's own checks of its kind and options (the compression
+    table's) refuse a bad one now, with their message. The Lightning strategy
+    calls it when the Trainer is built."""
+    _positive("bucket_cap_mb", bucket_cap_mb)
+    _positive("first_bucket_mb", first_bucket_mb)
+    _positive("timeout", timeout, allow_none=True)
+    for name, value in (("gradient_as_bucket_view", gradient_as_bucket_view),
+                        ("find_unused_parameters", find_unused_parameters),
+                        ("broadcast_buffers", broadcast_buffers)):
+        _flag(name, value)
+    if unused_parameters is None:
+        unused_parameters = "zero" if find_unused_parameters else "error"
+    if unused_parameters not in ("error", "zero"):
+        raise InvalidArgumentError("gcommInvalidArgument", f"unused_parameters {unused_parameters!r}: expected "
+                                   "'error' or 'zero'")
+    wire_dtype_code(wire_dtype)  # None, a torch dtype, or its name ("float16", "f16", ...)
+    reducer_options = dict(bucket_cap_bytes=int(bucket_cap_mb * (1 << 20)),
+                           first_bucket_bytes=int(first_bucket_mb * (1 << 20)), wire_dtype=wire_dtype,
+                           grad_as_bucket_view=gradient_as_bucket_view, unused=unused_parameters)
+    compression = _compression_options(compression, powersgd, quantize)
+    if compression is not None and try_compression:
+        _try_compression(compression, reducer_options)
+    return reducer_options, compression, broadcast_buffers, timeout
+
+
+def _try_compression(compression, reducer_options):
+    """Enables `compression` on a reducer of one local rank over a small matrix."""
+    from ..comm import init_local
+    (comm,) = init_local(1, "cpu")
+    try:
+        grad = torch.zeros(4, 4)
+        specs = [(0 if reducer_options["grad_as_bucket_view"] else grad.data_ptr(), 16, _C.DataType.Float32)]
+        with Reducer(comm, specs, **reducer_options) as reducer:
+            kind_and_options = dict(compression)
+            reducer.enable_compression(kind_and_options.pop("kind"), [4], **kind_and_options)
+    finally:
+        comm.close()
+
+
+# The open wrappers, to find one over the same parameters (a module wrapped again).
+_open_wrappers = weakref.WeakSet()
+_open_wrappers_lock = threading.Lock()
+
+
+def _remove_hooks(hooks):
+    """The wrapper's hooks go with it (closed, replaced, or collected)."""
+    for h in hooks:
+        h.remove()
+    hooks.clear()
+
+
 class JoinedRankError(RuntimeError):
     """join(throw_on_early_termination=True): a rank ran out of inputs; every rank raises."""
 
@@ -102,8 +180,9 @@ class DistributedDataParallel(torch.nn.Module):
       bucket_cap_mb (25), first_bucket_mb (1): bucket sizes in wire bytes.
       gradient_as_bucket_view (False): the gradients live in gradcomm's buckets.
       unused_parameters ("error" | "zero"); find_unused_parameters=True means "zero".
-      wire_dtype (None | torch.float16 | torch.bfloat16 | torch.float32): what
-        goes on the wire (DDP's fp16_compress_hook / bf16_compress_hook).
+      wire_dtype (None | torch.float16 | torch.bfloat16 | torch.float32, or their
+        names "float16", "bfloat16", "float32", "f16", "bf16", "f32"): what goes
+        on the wire (DDP's fp16_compress_hook / bf16_compress_hook).
       compression (None | str | dict): how the buckets cross the wire
         (docs/compression.md): a name ("powersgd", "int8", "fp8"; "none" is
         None) or a dict with
@@ -115,12 +194,28 @@ class DistributedDataParallel(torch.nn.Module):
       powersgd, quantize (None | dict): older spellings of
         compression={"kind": "powersgd" | "int8", **options}.
       broadcast_buffers (True): rank 0's buffers are broadcast at every forward.
+      timeout (None | seconds > 0): of the communicator made with comm=None (None:
+        GRADCOMM_TIMEOUT_S, else 300 s).
+    Bad values are refused before anything is made (check_options).
+
+    Wrapping a module again (as a DDP user does after adding a parameter)
+    replaces the earlier wrapper over any of the same parameters: its hooks go,
+    its reducer is released, and calling it raises. A wrapper dropped without
+    close() is freed with its hooks and reducer, as a dropped DDP is.
     """
 
     def __init__(self, module, comm=None, *, bucket_cap_mb=25.0, first_bucket_mb=1.0, gradient_as_bucket_view=False,
                  unused_parameters=None, find_unused_parameters=False, wire_dtype=None, powersgd=None,
                  broadcast_buffers=True, timeout=None, quantize=None, compression=None):
         super().__init__()
+        # Every option is checked before anything is made: a bad one is the error the
+        # user sees, never a later one from cleaning up (issue 44 #9).
+        options, compression, broadcast_buffers, timeout = check_options(
+            bucket_cap_mb=bucket_cap_mb, first_bucket_mb=first_bucket_mb,
+            gradient_as_bucket_view=gradient_as_bucket_view, unused_parameters=unused_parameters,
+            find_unused_parameters=find_unused_parameters, wire_dtype=wire_dtype, powersgd=powersgd,
+            broadcast_buffers=broadcast_buffers, timeout=timeout, quantize=quantize, compression=compression,
+            try_compression=False)  # the real reducer below checks it, and is cleaned up if it refuses
         self.module = module
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         if not named:
@@ -135,12 +230,46 @@ class DistributedDataParallel(torch.nn.Module):
             if p.dtype not in _DTYPES:
                 raise InvalidArgumentError("gcommInvalidArgument", f"parameter '{n}' has dtype {p.dtype}: gradcomm "
                                            "reduces float32, float16 and bfloat16 gradients")
-        self._owns_comm = comm is None
-        if comm is None:
-            comm = init_from_env(device=_comm_device_for(self.device), timeout=timeout)
-        if not isinstance(comm, Communicator):
+        if comm is not None and not isinstance(comm, Communicator):
             raise InvalidArgumentError("gcommInvalidArgument", f"comm must be a gradcomm.Communicator, not "
                                        f"{type(comm).__name__}")
+        self._owns_comm = comm is None
+        self._options = options
+        self._reducer = None
+        self._hooks = []
+        self._released = False  # closed, or replaced by a newer wrapper (_replaced)
+        self._replaced = False
+        if comm is None:
+            comm = init_from_env(device=_comm_device_for(self.device), timeout=timeout)
+        self.comm = comm
+        try:
+            self._check_device(comm)
+            self._names = [n for n, _ in named]
+            self._params = [p for _, p in named]
+            self._signature = self._param_signature()
+            self._compression = compression
+            self._grad_scaler = None
+            self.broadcast_buffers = broadcast_buffers
+            self.require_backward_grad_sync = True
+            self._join = None  # inside join(): its options and this step's count of ranks with inputs
+            self._step_open = False
+            self._marked = []
+            self._steps = 0
+            self._sync_module_states()
+            self._slots = []
+            self._build_reducer()
+        except BaseException:
+            # What was made here (the reducer, a communicator of its own; no
+            # gradient views the buckets yet), then the error itself.
+            self._release(now=True)
+            raise
+        # The hooks hold the wrapper weakly, and go when it is collected: a wrapper
+        # dropped without close() is freed, as a dropped DDP is (issue 44 #2).
+        self._hooks = [p.register_post_accumulate_grad_hook(self._make_hook(i)) for i, p in enumerate(self._params)]
+        self._hooks_finalizer = weakref.finalize(self, _remove_hooks, self._hooks)
+        self._take_over_parameters()
+
+    def _check_device(self, comm):
         if self.device.type == "cuda" and comm.world_size > 1 and _is_local(comm):
             # PyTorch runs every CUDA backward of a process, whichever thread
             # called backward(), on one autograd thread per device: rank 0's hook
@@ -157,31 +286,38 @@ class DistributedDataParallel(torch.nn.Module):
             raise InvalidArgumentError("gcommInvalidArgument", f"the module is on {self.device}, the communicator on "
                                        f"{_torch_device_of(comm)}: move the module (or create the communicator) "
                                        "on the same device")
-        if unused_parameters is None:
-            unused_parameters = "zero" if find_unused_parameters else "error"
-        if unused_parameters not in ("error", "zero"):
-            raise InvalidArgumentError("gcommInvalidArgument", f"unused_parameters {unused_parameters!r}: expected "
-                                       "'error' or 'zero'")
-        self.comm = comm
-        self._names = [n for n, _ in named]
-        self._params = [p for _, p in named]
-        self._signature = self._param_signature()
-        self._options = dict(bucket_cap_bytes=int(bucket_cap_mb * (1 << 20)),
-                             first_bucket_bytes=int(first_bucket_mb * (1 << 20)), wire_dtype=wire_dtype,
-                             grad_as_bucket_view=gradient_as_bucket_view, unused=unused_parameters)
-        self._compression = _compression_options(compression, powersgd, quantize)
-        self._grad_scaler = None
-        self.broadcast_buffers = broadcast_buffers
-        self.require_backward_grad_sync = True
-        self._join = None  # inside join(): its options and this step's count of ranks with inputs
-        self._step_open = False
-        self._marked = []
-        self._steps = 0
-        self._sync_module_states()
-        self._reducer = None
-        self._slots = []
-        self._build_reducer()
-        self._hooks = [p.register_post_accumulate_grad_hook(self._make_hook(i)) for i, p in enumerate(self._params)]
+
+    def _take_over_parameters(self):
+        """An open wrapper over any of these parameters (the module wrapped again
+        without close(), as DDP users do) stops reducing them: its hooks go and its
+        reducer is released. Before, both wrappers' hooks fired and every rank
+        agreed on gradients that were not the average (issue 44 #1)."""
+        mine = {id(p) for p in self._params}
+        with _open_wrappers_lock:
+            earlier = [w for w in _open_wrappers if any(id(p) in mine for p in w._params)]
+            for w in earlier:
+                _open_wrappers.discard(w)
+            _open_wrappers.add(self)
+        for w in earlier:
+            w._replaced = True
+            w._release()
+
+    def _release(self, now=False):
+        """Removes the hooks and releases the reducer and a communicator of the
+        wrapper's own. With gradient_as_bucket_view (unless `now`: no tensor views
+        the buckets) they are left to the collector instead: a tensor may still
+        view the buckets (the reducer goes with the last view, and the
+        communicator with the reducer)."""
+        if self._released:
+            return
+        self._released = True
+        _remove_hooks(self._hooks)
+        if self._options["grad_as_bucket_view"] and not now:
+            return
+        if self._reducer is not None:
+            self._reducer.close()
+        if self._owns_comm:
+            self.comm.close()
 
     # ---- construction -----------------------------------------------------------
 
@@ -259,6 +395,12 @@ class DistributedDataParallel(torch.nn.Module):
 
     @_eager
     def _before_forward(self):
+        if self._replaced:
+            raise InvalidStateError("gcommInvalidState", "this wrapper was replaced by a newer wrapper over the same "
+                                    "parameters (the module was wrapped again): it no longer reduces their "
+                                    "gradients; use the new one")
+        if self._released:
+            raise InvalidStateError("gcommInvalidState", "this wrapper was closed")
         if self._param_signature() != self._signature:
             raise InvalidStateError("gcommInvalidState", "the module's parameters changed after it was wrapped "
                                     "(added, removed, replaced, reshaped or moved): wrap the module again")
@@ -278,8 +420,12 @@ class DistributedDataParallel(torch.nn.Module):
                 self._broadcast_tensor(b, root=root)
 
     def _make_hook(self, i):
+        wrapper = weakref.ref(self)  # the parameters must not keep the wrapper alive
+
         def hook(p):
-            self._on_grad_ready(i, p)
+            w = wrapper()
+            if w is not None:
+                w._on_grad_ready(i, p)
         return hook
 
     def _on_grad_ready(self, i, p):
@@ -487,18 +633,18 @@ class DistributedDataParallel(torch.nn.Module):
         return view.clone()
 
     def close(self):
-        """Releases the reducer (and the communicator if the wrapper created it)."""
-        for h in getattr(self, "_hooks", []):
-            h.remove()
-        self._hooks = []
+        """Releases the reducer (and the communicator if the wrapper created it).
+        Not needed before dropping or re-wrapping (both release it too); closing
+        a replaced or closed wrapper does nothing."""
+        with _open_wrappers_lock:
+            _open_wrappers.discard(self)
+        if self._released:
+            return
         if self._options["grad_as_bucket_view"]:
-            for p in self._params:  # the views die with the reducer's buckets
-                if p.grad is not None:
+            for p, slot in zip(self._params, self._slots):  # the views die with the reducer's buckets
+                if p.grad is not None and p.grad.data_ptr() == slot.data_ptr():
                     p.grad = p.grad.clone()
-        if self._reducer is not None:
-            self._reducer.close()
-        if self._owns_comm:
-            self.comm.close()
+        self._release(now=True)
 
     def __enter__(self):
         return self

@@ -299,4 +299,68 @@ TEST(CommInitApi, CommunicatorsMadeOneAfterAnotherOnOnePortMeetTheirOwnRanks) {
   }
 }
 
+// Issue 44 #4: an init that failed made no communicator, so it counts for no
+// generation: a rank that retries in its process after a failure meets its peers.
+// Rank 1 first fails alone (nobody listens), or rank 0 fails twice alone (nobody
+// comes); then both start and the lone rank retries. Failed before: rank 1 "found
+// only an earlier communicator's store ... (generation 0, rank 1's is 1)", and rank 0
+// blamed "rank 1 of 2 never connected" although it had; with rank 0's two
+// failures, rank 1 was refused: "communicator #1 ... rank 0 its #3".
+TEST(CommInitApi, ARetryAfterAFailedInitMeetsItsPeers) {
+  for (int lone : {1, 0}) {
+    SCOPED_TRACE("rank " + std::to_string(lone) + " failed alone first");
+    const int port = gradcomm::test::free_tcp_port();
+    for (int attempt = 0; attempt < (lone == 0 ? 2 : 1); ++attempt) {
+      gcommCommConfig_t c = rank_of_two(lone, port, "retry", 0.5);
+      c.device = gcommHostDevice();
+      gcommComm_t comm = nullptr;
+      EXPECT_EQ(gcommCommInit(&c, &comm), gcommTimeout) << gcommGetLastError();
+      EXPECT_EQ(comm, nullptr);
+    }
+    std::vector<std::string> errors(2);
+    std::vector<float> sums(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        gcommCommConfig_t c = rank_of_two(r, port, "retry", 8);
+        c.device = gcommHostDevice();
+        gcommComm_t comm = nullptr;
+        float value = static_cast<float>(r + 1);
+        if (gcommCommInit(&c, &comm) != gcommSuccess ||
+            gcommAllReduce(comm, &value, &value, 1, gcommFloat32, gcommSum, nullptr) != gcommSuccess) {
+          errors[r] = gcommGetLastError();
+        }
+        if (comm != nullptr && gcommCommDestroy(comm) != gcommSuccess && errors[r].empty())
+          errors[r] = gcommGetLastError();
+        sums[r] = value;
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(errors[r], "") << "rank " << r;
+      EXPECT_EQ(sums[r], 3.0f) << "rank " << r;
+    }
+  }
+}
+
+// Issue 44 #11: the cuda-ipc transport asked for on a machine without a GPU is
+// refused at once, before the rendezvous (no rank can ever serve it there),
+// naming the transport; before, it waited for the other ranks and then spoke of
+// NCCL and the socket transport.
+TEST(CommInitApi, CudaIpcWithoutAGpuIsRefusedBeforeTheRendezvousNamingIt) {
+  if (gradcomm::gpu_available()) GTEST_SKIP() << "checks the answer on a machine without a GPU";
+  gcommCommConfig_t c = rank_of_two(0, gradcomm::test::free_tcp_port(), "no-gpu", 20);
+  c.device = gcommCudaDevice(0);
+  c.transport = gcommTransportCudaIpc;
+  gcommComm_t comm = sentinel();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(gcommCommInit(&c, &comm), gcommNotSupported) << gcommGetLastError();
+  const std::string error = gcommGetLastError();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0)
+      << "not after the 20 s wait for rank 1";
+  EXPECT_TRUE(contains(error, "cuda-ipc")) << error;
+  EXPECT_TRUE(contains(error, "no usable GPU")) << error;
+  EXPECT_FALSE(contains(error, "NCCL")) << error;
+  EXPECT_EQ(comm, sentinel());
+}
+
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -176,11 +177,12 @@ TEST(Processes, CApiInitNamesTheRankThatNeverStarted) {
 // transport (auto would choose shm: they share this host) unless `transport`;
 // rank `special` (if any) also gets `extra` (how and when it dies).
 void spawn_world(Job& job, const std::string& mode, int n, double timeout_s, int special = -1,
-                 const Env& extra = {}, const std::string& transport = "socket") {
+                 const Env& extra = {}, const std::string& transport = "socket", const Env& every = {}) {
   const int port = gradcomm::test::free_tcp_port();
   for (int r = 0; r < n; ++r) {
     Env env = torchrun(r, n, port, timeout_s);
     env["GRADCOMM_TRANSPORT"] = transport;
+    env.insert(every.begin(), every.end());
     if (r == special) env.insert(extra.begin(), extra.end());
     job.spawn(mode, env);
   }
@@ -309,6 +311,32 @@ TEST(Processes, AnShmRankThatExitsOrIsKilledIsNamedPromptly) {
     expect_shm_survivors_name(job.wait(90), who, code);
   }
   EXPECT_EQ(leftovers_since(before), std::set<std::string>{});
+}
+
+// Issue 44 #6: a peer killed during an all-reduce larger than its ring (32 MiB:
+// the survivors are in the middle of sending to it) is named within a few
+// hundred milliseconds. Before, each survivor spent a further second trying to
+// finish the message it was writing into the dead peer's ring (1.10-1.12 s).
+TEST(Processes, AnShmRankKilledInALargeAllReduceIsNamedPromptly) {
+  for (int who : {1, 0}) {
+    SCOPED_TRACE("rank " + std::to_string(who) + " killed");
+    Job job;
+    spawn_world(job, "socket", 3, 60, who, {{"GRADCOMM_TEST_KILL_AT", "3"}}, "shm",
+                {{"GRADCOMM_TEST_COUNT", std::to_string((32 << 20) / 4)}});
+    auto out = job.wait(90);
+    EXPECT_EQ(out[who].exit_code, 128 + SIGKILL) << out[who].output;
+    for (int r = 0; r < 3; ++r) {
+      if (r == who) continue;
+      const std::string& o = out[r].output;
+      EXPECT_EQ(out[r].exit_code, 1) << o;
+      EXPECT_TRUE(contains(o, "all-reduce #3")) << o;
+      const size_t at = o.find("[the call failed after ");
+      ASSERT_NE(at, std::string::npos) << o;
+      const double took = std::atof(o.c_str() + at + std::strlen("[the call failed after "));
+      // The peers' processes are looked at every 100 ms while a survivor waits.
+      EXPECT_LT(took, 0.8) << o;
+    }
+  }
 }
 
 TEST(Processes, AStoppedShmRankIsNamedAtTheTimeout) {

@@ -8,6 +8,8 @@
 //                                   all-reduces, destroy
 //   gradcomm_bootstrap_rank reducer the same communicator under a reducer: 6
 //                                   synced steps of 5 gradients, each checked
+// GRADCOMM_TEST_COUNT=<n>: the socket mode's all-reduces have n floats (100003); a
+// failed one says how long it took.
 // GRADCOMM_TEST_DIE_AFTER_MEETING=1: exit abruptly (code 3) once every rank met.
 // GRADCOMM_TEST_DIE_AT=<k>: exit abruptly (code 4) before collective / step k
 // (socket, reducer); GRADCOMM_TEST_KILL_AT / _STOP_AT=<k>: SIGKILL / SIGSTOP
@@ -19,6 +21,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -115,14 +118,20 @@ int socket_rank() {
   if (s != gcommSuccess) return report(s, gcommGetLastError(), nullptr, nullptr);
   const int die_at = env_int("GRADCOMM_TEST_DIE_AT", -1), kill_at = env_int("GRADCOMM_TEST_KILL_AT", -1),
             stop_at = env_int("GRADCOMM_TEST_STOP_AT", -1);
-  std::vector<float> x(100003);
+  std::vector<float> x(static_cast<size_t>(env_int("GRADCOMM_TEST_COUNT", 100003)));
   for (int k = 1; k <= 20; ++k) {
     if (k == die_at) _exit(4);
     if (k == kill_at) ::raise(SIGKILL);
     if (k == stop_at) ::raise(SIGSTOP);
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((rank + 1) * (i % 7 + k));
+    const auto started = std::chrono::steady_clock::now();
     s = gcommAllReduce(comm, x.data(), x.data(), x.size(), gcommFloat32, gcommSum, nullptr);
-    if (s != gcommSuccess) return report(s, gcommGetLastError(), nullptr, comm);
+    if (s != gcommSuccess) {
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      char after[64];
+      std::snprintf(after, sizeof(after), " [the call failed after %.3f s]", took);
+      return report(s, gcommGetLastError() + std::string(after), nullptr, comm);
+    }
     const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
     for (size_t i = 0; i < x.size(); ++i)
       if (x[i] != ranks_sum * static_cast<float>(i % 7 + k))

@@ -538,6 +538,47 @@ TEST(Bootstrap, RanksMeetReportProblemsAndShutDownTogether) {
   for (auto& e : errors) EXPECT_EQ(e, "");
 }
 
+// Issue 44 #13: two hand-set jobs on one port with one job key. The second job's
+// rank 0 finds the port held by a store of its own job key: it fails with the
+// clash named, and so does the job whose store it found (a rank of the second
+// job may have joined it). Before, the second rank 0 failed with "Address already
+// in use" alone, and the first job met whichever rank 1 came first, another job's
+// included, and ran on.
+TEST(Bootstrap, ASecondRankZeroOnThePortFailsBothJobsNamingTheClash) {
+  RendezvousOptions o;
+  o.world_size = 2;
+  o.timeout_s = 5;
+  o.job_key = "clash";
+  auto first = std::make_unique<Bootstrap>(o);  // job A's rank 0, on a free port
+  o.master_port = first->port();
+  const auto start = Clock::now();
+  try {
+    Bootstrap second(o);  // job B's rank 0
+    ADD_FAILURE() << "a second rank 0 started on a taken port";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.message(), "Address already in use")) << e.message();
+    EXPECT_TRUE(contains(e.message(), "two jobs with the job key 'clash'")) << e.message();
+  }
+  // Job A's meeting (with a rank 1 of either job) fails, naming the clash.
+  auto errors = on_threads(2, [&](int r) {
+    std::unique_ptr<Bootstrap> one;
+    if (r == 1) {
+      RendezvousOptions mine = o;
+      mine.rank = 1;
+      one = std::make_unique<Bootstrap>(mine);
+    }
+    try {
+      (void)(r == 0 ? first : one)->meet(RankReport{});
+      ADD_FAILURE() << "rank " << r << " met";
+    } catch (const Error& e) {
+      EXPECT_TRUE(contains(e.message(), "a second rank 0")) << e.message();
+      EXPECT_TRUE(contains(e.message(), "two jobs with the job key 'clash'")) << e.message();
+    }
+  });
+  for (auto& e : errors) EXPECT_EQ(e, "");
+  EXPECT_LT(since(start), 4.0) << "at once, not at the 5 s timeout";
+}
+
 }  // namespace
 
 // A rank making the job's next communicator on this port may reach the previous
@@ -567,6 +608,33 @@ TEST(Store, GenerationsKeepConsecutiveCommunicatorsOnOnePortApart) {
   EXPECT_EQ(stale, gcommInvalidArgument) << stale_message;
   EXPECT_TRUE(contains(stale_message, "communicator #3 on this address, rank 0 its #4")) << stale_message;
   EXPECT_EQ(hello(3, 5).first, gcommSuccess);  // the same generation joins
+}
+
+// Issue 44 #4: a rank of the job that reached the store and was refused is named
+// as such when the others time out waiting for it, with the reason it was given;
+// before, they blamed it for never connecting.
+TEST(Store, ARankThatWasRefusedIsNamedWithItsReasonNotAsNeverConnected) {
+  Store store(2, 30, /*generation=*/1);
+  StoreClientOptions zero = client_options(store.port(), 0, 2);
+  zero.generation = 1;
+  StoreClient rank0(zero, deadline_after(5));
+  StoreClientOptions stale = client_options(store.port(), 1, 2);
+  stale.generation = 0;  // one communicator behind rank 0 on this port
+  try {
+    StoreClient rank1(stale, deadline_after(5));
+    ADD_FAILURE() << "a stale rank joined";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), gcommInvalidArgument) << e.message();
+  }
+  try {
+    (void)rank0.gather("init", {}, deadline_after(0.5));
+    ADD_FAILURE() << "met without rank 1";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), gcommTimeout) << e.message();
+    EXPECT_FALSE(contains(e.message(), "never connected")) << e.message();
+    EXPECT_TRUE(contains(e.message(), "rank 1 of 2 reached the store but was refused")) << e.message();
+    EXPECT_TRUE(contains(e.message(), "communicator #1 on this address, rank 0 its #2")) << e.message();
+  }
 }
 
 }  // namespace gradcomm::comm::bootstrap

@@ -7,6 +7,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +27,25 @@ bool contains(const std::string& s, const std::string& part) {
 
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// This process's resident memory in KiB (/proc/self/status: "VmRSS", "VmHWM").
+long status_kib(const char* field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + std::strlen(field) + 1);
+  return 0;
+}
+long resident_kib() {
+  return status_kib("VmRSS");
+}
+long peak_resident_kib() {
+  return status_kib("VmHWM");
+}
+// Starts VmHWM again from the current resident size (Linux >= 4.0).
+void reset_peak_resident() {
+  std::ofstream("/proc/self/clear_refs") << "5";
 }
 
 // Ranks called different collectives: every rank failed; a rank that read the
@@ -153,6 +175,62 @@ TEST_P(Failures, ABarrierWaitsForTheLastRank) {
   destroy_together(comms);
 }
 
+// Issue 44 #7: an absurd count below the address limit (2^44 floats from a 64 MiB
+// buffer, the peer never calling) is planned piece by piece as the data moves, so
+// the timeout holds and memory stays flat. Before, the pipelined all-reduce listed
+// every piece's slices and messages first (8.4 million pieces here: gigabytes,
+// and seconds past the timeout before a byte moved). Only the first pieces' bytes
+// are read, as far as the peer's buffers take them.
+TEST_P(Failures, AnAbsurdCountIsPlannedAsTheDataMovesSoTheTimeoutHolds) {
+  auto comms = make(2, 2.0);
+  std::vector<float> x((size_t{64} << 20) / sizeof(float), 1.0f);
+  const size_t absurd = size_t{1} << 44;
+  const long before_kib = resident_kib();
+  reset_peak_resident();
+  auto start = Clock::now();
+  EXPECT_EQ(gcommAllReduce(comms[0], x.data(), x.data(), absurd, gcommFloat32, gcommSum, nullptr),
+            gcommTimeout)
+      << gcommGetLastError();
+  const double took = since(start);
+  EXPECT_TRUE(contains(gcommGetLastError(), "waiting for data from rank 1")) << gcommGetLastError();
+  EXPECT_LT(took, 6.0) << "the 2 s timeout holds";
+  const long grew_mib = (peak_resident_kib() - before_kib) / 1024;
+  EXPECT_LT(grew_mib, 256) << "MiB of peak resident memory for the call";
+  destroy_together(comms);
+}
+
+// Issue 44 #8: one communicator called from two threads at once (the default
+// communicator of a Python process handed to several threads): the second call is
+// refused naming the misuse, and the communicator fails on every rank, so no
+// rank takes a sum made of other threads' calls. Before, both calls ran
+// concurrently in the transport: sums of mixed pieces, reported as success.
+TEST_P(Failures, TwoThreadsInOneCommunicatorAtOnceFailItClearly) {
+  auto comms = make(2, 10.0);
+  std::vector<float> a(1000, 1.0f), b(1000, 2.0f), c(1000, 3.0f);
+  gcommStatus_t first = gcommSuccess;
+  std::string first_error;
+  std::thread inside([&] {  // rank 0's first thread: waits in the call for rank 1
+    first = gcommAllReduce(comms[0], a.data(), a.data(), a.size(), gcommFloat32, gcommSum, nullptr);
+    first_error = gcommGetLastError();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto start = Clock::now();
+  const gcommStatus_t second =
+      gcommAllReduce(comms[0], b.data(), b.data(), b.size(), gcommFloat32, gcommSum, nullptr);
+  const std::string second_error = gcommGetLastError();
+  EXPECT_LT(since(start), 1.0) << "refused at once";
+  EXPECT_EQ(second, gcommInvalidState) << second_error;
+  EXPECT_TRUE(contains(second_error, "another thread")) << second_error;
+  inside.join();
+  EXPECT_NE(first, gcommSuccess) << "the first call's partner may be either thread's: it fails too";
+  // Rank 1 learns it at once instead of pairing with either thread.
+  start = Clock::now();
+  EXPECT_NE(gcommAllReduce(comms[1], c.data(), c.data(), c.size(), gcommFloat32, gcommSum, nullptr),
+            gcommSuccess);
+  EXPECT_LT(since(start), 5.0) << gcommGetLastError();
+  destroy_together(comms);
+}
+
 TEST(SocketFailures, JobsWithAnotherKeyOrWorldSizeDoNotMix) {
   // Rank 1 comes with another job key: the store refuses it, rank 0 times out naming it.
   const int port = free_tcp_port();
@@ -168,8 +246,8 @@ TEST(SocketFailures, JobsWithAnotherKeyOrWorldSizeDoNotMix) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Wires, Failures, ::testing::Values(gcommTransportSocket, gcommTransportShm),
-                         [](const ::testing::TestParamInfo<gcommTransport_t>& info) {
-                           return std::string(gcommGetTransportName(info.param));
+                         [](const ::testing::TestParamInfo<gcommTransport_t>& wire) {
+                           return std::string(gcommGetTransportName(wire.param));
                          });
 
 }  // namespace
