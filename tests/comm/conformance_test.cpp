@@ -47,6 +47,10 @@ struct Case {
   int ranks;
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.transport->name << ", " << c.ranks << (c.ranks == 1 ? " rank" : " ranks");
+}
+
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   return std::string(info.param.transport->name) + "_" + std::to_string(info.param.ranks) + "ranks";
 }

@@ -36,6 +36,9 @@ struct TraceConfig {
   AllocatorOptions options;
   size_t capacity;
 };
+void PrintTo(const TraceConfig& c, std::ostream* os) {
+  *os << c.name;
+}
 
 class TraceTest : public AllocatorTest, public ::testing::WithParamInterface<TraceConfig> {
  protected:

@@ -132,6 +132,10 @@ enum class RigDevice { kHost, kGpu };
 inline std::string rig_name(const ::testing::TestParamInfo<RigDevice>& info) {
   return info.param == RigDevice::kHost ? "Host" : "Gpu";
 }
+// How gtest (and ctest's test list) print the parameter: "host", not "4-byte object <00-00 00-00>".
+inline void PrintTo(RigDevice d, std::ostream* os) {
+  *os << (d == RigDevice::kHost ? "host" : "gpu");
+}
 
 // body(rank, comm, stream) on one thread per rank, with a stream of its own on
 // the GPU (device 0); returns each rank's error ("" = ok).

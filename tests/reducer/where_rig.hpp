@@ -17,6 +17,11 @@ inline std::string where_name(const ::testing::TestParamInfo<Where>& info) {
          : info.param == Where::kSocketHost ? "SocketHost"
                                             : "LocalGpu";
 }
+inline void PrintTo(Where w, std::ostream* os) {
+  *os << (w == Where::kLocalHost    ? "local ranks, host"
+          : w == Where::kSocketHost ? "socket ranks, host"
+                                    : "local ranks, gpu");
+}
 
 class WhereRig : public ::testing::TestWithParam<Where> {
  public:

@@ -16,6 +16,11 @@
 
 #include "socket_ranks.hpp"
 
+// gtest prints the parameter by this (ADL finds it beside the C enum): "shm", not "5".
+static void PrintTo(gcommTransport_t t, std::ostream* os) {
+  *os << gcommGetTransportName(t);
+}
+
 namespace gradcomm::test {
 namespace {
 

@@ -23,6 +23,9 @@ namespace gradcomm::test {
 namespace {
 
 enum class Kind { kLocal, kSocket };
+void PrintTo(Kind k, std::ostream* os) {
+  *os << (k == Kind::kLocal ? "local" : "socket");
+}
 
 std::vector<gcommComm_t> make(Kind k, int n, double timeout_s = 30.0) {
   return k == Kind::kLocal ? make_local(n, timeout_s) : make_socket(n, timeout_s, "p2p-test");
