@@ -20,6 +20,7 @@ command -v slurmd >/dev/null || need+=(slurm-wlm)  # launchers.real_slurm (a pri
 command -v tc >/dev/null || need+=(iproute2)        # tools/netlab: network namespaces and tc (its tests)
 command -v pgrep >/dev/null || need+=(procps)       # tools/netlab's tests look for leftover processes
 command -v clang-format >/dev/null || need+=(clang-format)  # tools/format_check.sh
+command -v ccache >/dev/null || need+=(ccache)              # later builds on the machine reuse objects
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "install_deps: installing ${need[*]}"

@@ -130,13 +130,15 @@ def run_ddp(args, rank, world, record):
 
 
 def make_gradcomm(args, comm, model):
-    powersgd = None
+    compression = None
     if args.powersgd:
-        powersgd = dict(rank=args.powersgd_rank, start_iter=args.powersgd_start, min_compression_rate=0.5)
+        compression = dict(kind="powersgd", rank=args.powersgd_rank, start_iter=args.powersgd_start,
+                           min_compression_rate=0.5)
     ddp = gct.DistributedDataParallel(model, comm, bucket_cap_mb=args.bucket_mb, first_bucket_mb=args.bucket_mb,
                                       gradient_as_bucket_view=args.bucket_view,
                                       unused_parameters="zero" if args.branch else "error",
-                                      wire_dtype=torch.float16 if args.wire == "f16" else None, powersgd=powersgd)
+                                      wire_dtype=torch.float16 if args.wire == "f16" else None,
+                                      compression=compression)
     scaler = gct.GradScaler(ddp, init_scale=2.0 ** 10, growth_interval=3) if args.amp else None
     return ddp, scaler
 
@@ -442,8 +444,8 @@ def run_powersgd_parity(args, rank, world, record):
     comm = gradcomm.init(rank, world, master_port=args.gc_port, timeout=60)
     torch.manual_seed(7)
     model = PsNet()
-    gc = gct.DistributedDataParallel(model, comm, bucket_cap_mb=25, powersgd=dict(
-        rank=r, start_iter=start, min_compression_rate=0.5, orthogonalization_eps=0.0))
+    gc = gct.DistributedDataParallel(model, comm, bucket_cap_mb=25, compression=dict(
+        kind="powersgd", rank=r, start_iter=start, min_compression_rate=0.5, orthogonalization_eps=0.0))
     opt = torch.optim.SGD(gc.parameters(), lr=0.05)
     shapes = [tuple(p.shape) for p in model.parameters()]
     gc_grads = []

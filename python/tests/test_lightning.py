@@ -14,7 +14,7 @@ pytest.importorskip("lightning")
 from conftest import free_port_pair  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-POWERSGD = 'powersgd={"rank": 2, "start_iter": 3, "min_compression_rate": 0.5}'
+POWERSGD = 'compression={"kind": "powersgd", "rank": 2, "start_iter": 3, "min_compression_rate": 0.5}'
 
 
 def run(tmp_path, name, strategy, *args, torchrun=False):
@@ -74,7 +74,7 @@ def test_checkpoints_resume_as_ddp_and_carry_powersgd_state(tmp_path):
 
 
 def test_int8_wire_through_the_strategy(tmp_path):
-    gc = run(tmp_path, "int8", "gradcomm", "--option", 'quantize={}')
+    gc = run(tmp_path, "int8", "gradcomm", "--option", 'compression="int8"')
     ddp = run(tmp_path, "ddp", "ddp")
     assert gc["steps"] == 20
     # int8 rounds every gradient: close to DDP's, not equal.
@@ -92,8 +92,8 @@ def test_unknown_options_are_refused_when_the_trainer_is_built():
 
 @pytest.mark.parametrize("options,named", [
     (dict(compression="bogus"), "bogus"),
-    (dict(powersgd=dict(rank=0)), "rank"),
-    (dict(quantize=dict(block_size=0)), "block_size"),
+    (dict(compression=dict(kind="powersgd", rank=0)), "rank"),
+    (dict(compression=dict(kind="int8", block_size=0)), "block_size"),
     (dict(bucket_cap_mb=-1), "bucket_cap_mb"),
     (dict(bucket_cap_mb=float("nan")), "bucket_cap_mb"),
     (dict(timeout=0), "timeout"),

@@ -72,6 +72,10 @@ def test_bad_options_are_refused(comm):
         gct.DistributedDataParallel(nn.ReLU(), comm)
     with pytest.raises(gradcomm.InvalidArgumentError, match="one compression per model"):
         gct.DistributedDataParallel(nn.Linear(8, 2), comm, compression="int8", powersgd=dict(rank=2))
+    with pytest.warns(FutureWarning, match="powersgd= is an older spelling of compression="):
+        gct.DistributedDataParallel(nn.Linear(8, 2), comm, powersgd=dict(rank=2)).close()
+    with pytest.warns(FutureWarning, match="quantize= is an older spelling of compression="):
+        gct.DistributedDataParallel(nn.Linear(8, 2), comm, quantize={}).close()
     with pytest.raises(gradcomm.InvalidArgumentError, match="has no 'kind'"):
         gct.DistributedDataParallel(nn.Linear(8, 2), comm, compression={"block_size": 128})
     with pytest.raises(gradcomm.InvalidArgumentError, match="not one of none, powersgd, int8"):
@@ -101,8 +105,8 @@ BAD_OPTIONS = [
     (dict(wire_dtype="float64"), "wire_dtype"),
     (dict(wire_dtype="half precision"), "wire_dtype"),
     (dict(compression="bogus"), "bogus"),
-    (dict(powersgd=dict(rank=0)), "rank"),
-    (dict(quantize=dict(block_size=0)), "block_size"),
+    (dict(compression=dict(kind="powersgd", rank=0)), "rank"),
+    (dict(compression=dict(kind="int8", block_size=0)), "block_size"),
     (dict(broadcast_buffers="yes"), "broadcast_buffers"),
 ]
 

@@ -20,6 +20,7 @@ DDP, the optimizer sees averaged gradients without any extra call.
 import contextlib
 import math
 import threading
+import warnings
 import weakref
 
 import torch
@@ -75,6 +76,10 @@ def _compression_options(compression, powersgd, quantize):
         return None
     value, kind = given[0]
     if kind is not None:
+        old = "powersgd" if kind == "powersgd" else "quantize"
+        warnings.warn(f"{old}= is an older spelling of compression={{'kind': '{kind}', ...}}: pass "
+                      f"compression={{'kind': '{kind}', **options}} (docs/compression.md); {old}= will go",
+                      FutureWarning, stacklevel=4)
         return {"kind": kind, **dict(value)}
     if isinstance(value, str):
         return None if value.strip() == "none" else {"kind": value}
@@ -192,7 +197,8 @@ class DistributedDataParallel(torch.nn.Module):
         (256), error_feedback (True), start_iter (0), not with
         gradient_as_bucket_view; fp8: format ("e4m3", "e5m2") and int8's).
       powersgd, quantize (None | dict): older spellings of
-        compression={"kind": "powersgd" | "int8", **options}.
+        compression={"kind": "powersgd" | "int8", **options}; they warn
+        (FutureWarning) and will go.
       broadcast_buffers (True): rank 0's buffers are broadcast at every forward.
       timeout (None | seconds > 0): of the communicator made with comm=None (None:
         GRADCOMM_TIMEOUT_S, else 300 s).
