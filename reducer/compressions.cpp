@@ -15,11 +15,12 @@ namespace {
 
 const CompressionEntry kCompressions[] = {
     {gcommCompressionPowerSgd, "powersgd", "gcommCompressionPowerSgd", "gcommPowerSgdStats_t",
-     "GCOMM_POWERSGD_STATS_INITIALIZER", make_powersgd, make_powersgd_from_text},
+     "GCOMM_POWERSGD_STATS_INITIALIZER", make_powersgd, make_powersgd_from_text,
+     "rank=2,start_iter=0,min_compression_rate=1"},
     {gcommCompressionInt8, "int8", "gcommCompressionInt8", "gcommInt8Stats_t", "GCOMM_INT8_STATS_INITIALIZER",
-     make_int8_wire, make_int8_wire_from_text},
+     make_int8_wire, make_int8_wire_from_text, "block_size=128,start_iter=0"},
     {gcommCompressionFp8, "fp8", "gcommCompressionFp8", "gcommFp8Stats_t", "GCOMM_FP8_STATS_INITIALIZER",
-     make_fp8_wire, make_fp8_wire_from_text},
+     make_fp8_wire, make_fp8_wire_from_text, "block_size=128,start_iter=0"},
 };
 
 std::string known_names() {
@@ -35,6 +36,15 @@ std::string trimmed(const std::string& s) {
 }
 
 }  // namespace
+
+const std::vector<const CompressionEntry*>& compression_entries() {
+  static const std::vector<const CompressionEntry*> all = [] {
+    std::vector<const CompressionEntry*> v;
+    for (const CompressionEntry& e : kCompressions) v.push_back(&e);
+    return v;
+  }();
+  return all;
+}
 
 const CompressionEntry& compression_entry(gcommCompression_t kind) {
   for (const CompressionEntry& e : kCompressions)

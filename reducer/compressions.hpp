@@ -67,7 +67,14 @@ struct CompressionEntry {
   ConfigFactory from_config;
   // The same from options named as the config struct's fields.
   TextFactory from_text;
+  // The text options under which it compresses from the first step, on a few
+  // gradients of a few thousand values (tests/reducer/strategies/contract_test.cpp
+  // holds every entry to the strategy contract under them).
+  const char* contract_options;
 };
+
+// Every entry, in table order.
+const std::vector<const CompressionEntry*>& compression_entries();
 
 // The table's entry for `kind`; gcommInvalidArgument naming the kinds for another
 // value (gcommCompressionNone has no entry: it is every reducer's start).

@@ -661,6 +661,10 @@ void Reducer::enable_compression(const std::string& spec, const size_t* grad_row
       entry.name, [&](const StrategySetup& setup) { return entry.from_text(options, setup); }, grad_rows);
 }
 
+void Reducer::enable_compression(const char* name, const StrategyMaker& make, const size_t* grad_rows) {
+  install(name, make, grad_rows);
+}
+
 gcommCompression_t Reducer::compression() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return strategy_->kind();

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,6 +31,7 @@
 namespace gradcomm::reducer {
 
 class ShardedParams;
+struct StrategySetup;
 
 class Reducer {
  public:
@@ -91,6 +93,11 @@ class Reducer {
   // the all-reduce strategy; the plan is not rebuilt afterwards.
   void enable_compression(gcommCompression_t kind, const void* config, const size_t* grad_rows);
   void enable_compression(const std::string& spec, const size_t* grad_rows);
+  // A strategy that `make` builds instead of the table's: the strategy contract
+  // suite holds the table's entries, and deliberately broken fakes, to the contract
+  // through it (tests/reducer/strategies/contract_test.cpp).
+  using StrategyMaker = std::function<std::unique_ptr<CompressionStrategy>(const StrategySetup&)>;
+  void enable_compression(const char* name, const StrategyMaker& make, const size_t* grad_rows);
   gcommCompression_t compression() const;
   // The compression in use and its statistics, read together.
   std::pair<gcommCompression_t, std::vector<Counter>> compression_in_use() const;

@@ -20,9 +20,8 @@ gcommComm_t create_mpi(const gcommCommConfig_t& c, int mpi_comm_f) {
 }
 
 gcommComm_t create(const bootstrap::LaunchConfig& launch) {
-  const TransportEntry& transport = transport_for_job(launch.transport, launch.device);
   set_process_log_rank(launch.rank);
-  return publish_communicator(transport.from_store(launch), launch.timeout_s);
+  return publish_communicator(make_transport_from_store(launch), launch.timeout_s);
 }
 
 }  // namespace

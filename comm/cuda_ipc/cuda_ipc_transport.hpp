@@ -25,18 +25,25 @@
 
 #include <memory>
 
+#include <string>
+
+#include "comm/bootstrap/bootstrap.hpp"
 #include "comm/bootstrap/launch_env.hpp"
+#include "comm/job_facts.hpp"
 #include "comm/transport.hpp"
 
 namespace gradcomm::comm {
 
-// GRADCOMM_TRANSPORT=cuda-ipc or config.transport = gcommTransportCudaIpc: every
-// rank on one GPU of one host, or init fails on every rank with the reason.
-std::unique_ptr<Transport> make_cuda_ipc_transport_from_store(const bootstrap::LaunchConfig& launch);
-
-// gcommTransportAuto with a CUDA device: the cuda-ipc transport when every rank is
-// on one GPU (more than one rank), NCCL when every rank has a GPU of its own; ranks
-// that share GPUs otherwise are refused with the reason. The INFO log says which.
-std::unique_ptr<Transport> make_cuda_transport_from_store(const bootstrap::LaunchConfig& launch);
+// The table's questions (comm/transports.hpp). Whether it can serve the job: more
+// than one rank, every one a process of its own on one GPU of one host, in one PID
+// namespace. Pure; compiled without CUDA too.
+Fit cuda_ipc_can_serve(const JobFacts& job);
+// Asked for by name on a machine without a usable GPU: no rank can serve it there,
+// so it is refused at once, before the rendezvous (gcommNotSupported).
+void refuse_cuda_ipc_without_a_gpu(const bootstrap::LaunchConfig& launch);
+// This rank's cuda-ipc transport over a job that met. Collective.
+std::unique_ptr<Transport> make_cuda_ipc_over_job(bootstrap::Bootstrap& met,
+                                                  const bootstrap::LaunchConfig& launch, const JobFacts& job,
+                                                  std::string& why_not);
 
 }  // namespace gradcomm::comm

@@ -9,7 +9,7 @@
 
 #include "comm/nccl/nccl_check.hpp"
 #include "comm/nccl/nccl_library.hpp"
-#include "comm/nccl/store_meet.hpp"
+#include "comm/nccl/nccl_job.hpp"
 #include "common/cpu_relax.hpp"
 #include "common/cuda_check.hpp"
 #include "common/deadline.hpp"

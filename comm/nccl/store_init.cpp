@@ -1,7 +1,5 @@
 #include "comm/nccl/store_init.hpp"
 
-#include "comm/nccl/store_meet.hpp"
-
 #include <nccl.h>
 
 #include <cstring>
@@ -10,7 +8,6 @@
 #include "comm/nccl/nccl_check.hpp"
 #include "comm/nccl/nccl_library.hpp"
 #include "comm/nccl/nccl_transport.hpp"
-#include "comm/store_backed_transport.hpp"
 #include "common/device.hpp"
 #include "common/log.hpp"
 
@@ -18,8 +15,8 @@ namespace gradcomm::comm {
 
 using namespace bootstrap;
 
-std::unique_ptr<Transport> make_nccl_transport_over(Bootstrap& met, const LaunchConfig& launch,
-                                                    gcommDevice_t device) {
+std::unique_ptr<Transport> make_nccl_over_job(Bootstrap& met, const LaunchConfig& launch, const JobFacts&,
+                                              std::string&) {
   ncclUniqueId id;
   const std::string key = "nccl/unique_id";
   if (launch.rank == 0) {
@@ -35,17 +32,7 @@ std::unique_ptr<Transport> make_nccl_transport_over(Bootstrap& met, const Launch
     std::memcpy(&id, bytes.data(), sizeof(id));
   }
   double left = std::max(seconds_left(met.deadline()), 0.001);
-  return make_nccl_transport_from_id(id, launch.rank, launch.world_size, device, left);
-}
-
-std::unique_ptr<Transport> make_nccl_transport_from_store(const LaunchConfig& launch) {
-  NcclRankMet ready = meet_as_nccl_rank(launch, [] {
-    std::string why;
-    return nccl_if_loaded(&why) != nullptr ? std::string() : why;  // names where it looked
-  });
-  const gcommDevice_t device = ready.device;
-  return finish_store_init(std::move(ready.boot), launch, "nccl",
-                           [&](Bootstrap& met) { return make_nccl_transport_over(met, launch, device); });
+  return make_nccl_transport_from_id(id, launch.rank, launch.world_size, launch.device, left);
 }
 
 }  // namespace gradcomm::comm

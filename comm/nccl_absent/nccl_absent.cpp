@@ -2,9 +2,9 @@
 // loaded. The NCCL transport and the NCCL-only C API exist and refuse with the
 // reason (gcommNotSupported), as the NCCL build refuses a CUDA device on a
 // machine without a GPU; the environment report says NCCL is absent and why.
+#include "comm/nccl/nccl_job.hpp"
 #include "comm/nccl/nccl_version.hpp"
 #include "comm/nccl/store_init.hpp"
-#include "comm/nccl/store_meet.hpp"
 #include "common/api_guard.hpp"
 
 namespace gradcomm {
@@ -35,10 +35,10 @@ NcclLoadReport nccl_load_report() noexcept {
 }
 
 namespace comm {
-// As on a machine without a GPU: the ranks meet, and every one fails with the reason
-// (meet_as_nccl_rank finds no GPU here, so it always throws).
-std::unique_ptr<Transport> make_nccl_transport_from_store(const bootstrap::LaunchConfig& launch) {
-  (void)meet_as_nccl_rank(launch, [] { return std::string(kWhy); });
+// Never reached by a job: a CUDA device fails its meeting here, as on a machine
+// without a GPU (comm/rank_meeting.cpp finds none in this build).
+std::unique_ptr<Transport> make_nccl_over_job(bootstrap::Bootstrap&, const bootstrap::LaunchConfig&,
+                                              const JobFacts&, std::string&) {
   fail(gcommNotSupported, "the NCCL transport: ", kWhy);
 }
 }  // namespace comm

@@ -1,23 +1,26 @@
 // The socket transport: host ranks in separate processes (one per rank, under
 // torchrun, mpirun, srun or by hand), over a TCP connection between every pair
 // of ranks (comm/socket/peer_links.*), running the collectives of
-// comm/exchange/exchange_transport.hpp. gcommCommInit / gcommCommInitFromEnv pick
-// it for a host device when the ranks are on several hosts (comm/host_transport.hpp).
+// comm/exchange/exchange_transport.hpp. It serves any job of host ranks; the
+// transport table (comm/transports.cpp) lists it after shm, so gcommTransportAuto
+// takes it when the ranks are on several hosts.
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/bootstrap/launch_env.hpp"
+#include "comm/job_facts.hpp"
 #include "comm/transport.hpp"
 
 namespace gradcomm::comm {
 
-// This rank of a socket-transport job, meeting the others through the store
-// (like make_nccl_transport_from_store). Collective: every rank must call it.
-std::unique_ptr<Transport> make_socket_transport_from_store(const bootstrap::LaunchConfig& launch);
-// The same over a job that already met (comm/host_transport.cpp's choice).
-std::unique_ptr<Transport> make_socket_transport(bootstrap::Bootstrap& met,
-                                                 const bootstrap::LaunchConfig& launch);
+// The table's questions (comm/transports.hpp): it serves every job of host ranks.
+Fit socket_can_serve(const JobFacts& job);
+// This rank's socket transport over a job that met. Collective.
+std::unique_ptr<Transport> make_socket_over_job(bootstrap::Bootstrap& met,
+                                                const bootstrap::LaunchConfig& launch, const JobFacts& job,
+                                                std::string& why_not);
 
 }  // namespace gradcomm::comm

@@ -75,9 +75,14 @@ struct cudaPointerAttributes {
   void* hostPointer;
 };
 
+typedef struct CUuuid_st {
+  char bytes[16];
+} cudaUUID_t;
+
 /* The fields gradcomm reads; the rest of CUDA's struct is not declared. */
 struct cudaDeviceProp {
   char name[256];
+  cudaUUID_t uuid;
   size_t totalGlobalMem;
   int major;
   int minor;

@@ -11,6 +11,7 @@ if(TARGET gradcomm_mpi AND GRADCOMM_BUILD_TOOLS AND NOT GRADCOMM_SANITIZE)
   set_tests_properties(comm.mpi_bootstrap_under_mpirun PROPERTIES LABELS "comm;tools" TIMEOUT 300)
   # Issue 18: the MPI transport against the local transport, bit for bit.
   add_executable(gradcomm_mpi_transport_test mpi/mpi_transport_main.cpp)
+  target_include_directories(gradcomm_mpi_transport_test PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(gradcomm_mpi_transport_test PRIVATE gradcomm::gradcomm MPI::MPI_C)
   target_compile_definitions(gradcomm_mpi_transport_test PRIVATE OMPI_SKIP_MPICXX MPICH_SKIP_MPICXX)
   gradcomm_warnings(gradcomm_mpi_transport_test)

@@ -38,15 +38,6 @@ TEST(MemoryGpu, DeviceUpstreamGivesDeviceMemoryOfItsDevice) {
   EXPECT_EQ(current_device(), 0);
 }
 
-TEST(MemoryGpu, PinnedUpstreamGivesPageLockedHostMemory) {
-  GCOMM_SKIP_WITHOUT_GPU();
-  auto up = make_cuda_pinned_upstream(0);
-  void* p = up->allocate(1 << 16);
-  EXPECT_EQ(pointer_info(p).kind, MemoryKind::kPinnedHost);
-  static_cast<char*>(p)[100] = 7;  // host-writable
-  up->deallocate(p, 1 << 16);
-}
-
 TEST(MemoryGpu, CudaEventsFollowTheStream) {
   GCOMM_SKIP_WITHOUT_GPU();
   auto ev = make_cuda_event_source(0);

@@ -1,5 +1,6 @@
-// The upstreams and event sources that run on the host, and the real host
-// allocator (actual memory, written to).
+// The test doubles' own behaviour (virtual memory, fault injection), the event
+// sources that run on the host, and the real host allocator (actual memory,
+// written to). What every upstream must do is upstream_contract_test.cpp's.
 #include <cstring>
 
 #include "allocator_fixture.hpp"
@@ -7,31 +8,6 @@
 namespace gradcomm {
 namespace memory {
 namespace {
-
-TEST(HostUpstream, AlignedWritableAndSized) {
-  auto up = make_host_upstream();
-  EXPECT_EQ(up->device().kind, gcommDeviceHost);
-  EXPECT_STREQ(up->kind_name(), "host memory");
-  EXPECT_TRUE(up->deallocate_waits_for_device());
-  for (size_t n : {size_t{1}, size_t{255}, size_t{4096}, size_t{3} << 20}) {
-    void* p = up->allocate(n);
-    ASSERT_NE(p, nullptr);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 256, 0u);
-    std::memset(p, 0xAB, n);
-    up->deallocate(p, n);
-  }
-  EXPECT_THROW(up->allocate(0), Error);
-}
-
-TEST(HostUpstream, ImpossibleSizeIsOutOfMemory) {
-  auto up = make_host_upstream();
-  try {
-    up->allocate(size_t{1} << 62);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.status(), gcommOutOfMemory);
-  }
-}
 
 TEST(VirtualUpstream, CountsChecksAndRunsOutAtItsCapacity) {
   VirtualUpstream up(10 * kMiB);

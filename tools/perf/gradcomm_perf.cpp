@@ -712,7 +712,7 @@ std::string device_line(int rank, gcommDevice_t dev) {
     (void)cudaGetLastError();
     std::string b = bus;
     if (b.size() > 2 && b[b.size() - 2] == '.') b.resize(b.size() - 2);  // "0000:01:00.0" -> nccl-tests' form
-    std::snprintf(line, sizeof(line), "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s", rank, 0,
+    std::snprintf(line, sizeof(line), "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %.96s", rank, 0,
                   static_cast<int>(getpid()), host, dev.ordinal, b.c_str(), prop.name);
   } else {
     std::snprintf(line, sizeof(line), "#  Rank %2d Group %2d Pid %6d on %10s device %2d [host] host memory",

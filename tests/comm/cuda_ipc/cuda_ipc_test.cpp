@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/cuda_ipc/gpu_sharing.hpp"
+#include "comm/job_facts.hpp"
 #include "gradcomm/gradcomm.h"
 #include "support/child_processes.hpp"
 #include "support/free_port.hpp"

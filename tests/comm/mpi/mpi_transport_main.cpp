@@ -1,11 +1,10 @@
 // Under mpirun -np N (2..4): the MPI transport (gcommCommInitMpi with
-// config.transport = gcommTransportMpi) against the local transport run in this
-// process on every rank's inputs: every collective, dtype and size (0, 1, 4099
-// and past the 8 MiB piece), and sends/receives in a ring, must give this rank
-// the same bits. Then the failures: ranks that call different collectives all
-// fail at once (none hangs), and a rank that skips a collective makes the others
-// time out naming it, and learns why at its next call (the failure notice).
-// Prints "mpi transport ok (rank r)".
+// config.transport = gcommTransportMpi) held to the transport conformance suite
+// (conformance_cases.hpp: every collective, dtype, op and size, Inf and NaN, past
+// the 8 MiB piece; each rank checks its own bits against the reference, as the
+// host transports do), and sends/receives in a ring. Then the failures: ranks that call different collectives
+// all fail at once (none hangs), and a rank that skips a collective makes the others time out naming it, and
+// learns why at its next call (the failure notice). Prints "mpi transport ok (rank r)".
 #include <mpi.h>
 
 #include <cstdio>
@@ -16,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "../collective_calls.hpp"
+#include "../conformance_cases.hpp"
 #include "gradcomm/gradcomm.h"
 
 using namespace gradcomm::test;
@@ -29,22 +28,6 @@ int g_rank = 0;
   std::fprintf(stderr, "rank %d: %s (%s)\n", g_rank, what.c_str(), gcommGetLastError());
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::abort();
-}
-
-size_t esize(gcommDataType_t d) {
-  return d == gcommFloat32 ? 4 : 2;
-}
-
-// Valid values of the dtype in [-8, 8) (no Inf/NaN: max/min compare them alike anyway).
-std::vector<unsigned char> inputs(gcommDataType_t d, size_t count, int rank, int salt) {
-  std::mt19937 rng(static_cast<uint32_t>(rank * 1000003 + salt * 7919 + static_cast<int>(count)));
-  std::uniform_real_distribution<float> u(-8.0f, 8.0f);
-  std::vector<float> f(count);
-  for (float& v : f) v = u(rng);
-  std::vector<unsigned char> out(count * esize(d) + 1);
-  if (gcommCast(f.data(), gcommFloat32, out.data(), d, count, gcommHostDevice(), nullptr) != gcommSuccess)
-    die("gcommCast");
-  return out;
 }
 
 // The collectives (collective_calls.hpp: the reduce's root is 1 % n, the
@@ -82,44 +65,33 @@ int main(int argc, char** argv) {
   if (kind != gcommTransportMpi || rank != me || size != n)
     die("not an MPI transport communicator of MPI's ranks");
 
-  // The reference: the same calls on n local ranks (threads) of this process.
-  std::vector<gcommComm_t> local(n);
-  if (gcommCommInitLocal(n, gcommHostDevice(), nullptr, local.data()) != gcommSuccess)
-    die("gcommCommInitLocal");
-
-  int salt = 0, checked = 0;
-  for (int which = 0; which <= 6; ++which)  // the six collectives, then the send/receive ring
-    for (gcommDataType_t d : {gcommFloat32, gcommFloat16, gcommBfloat16})
-      for (gcommRedOp_t redop : {gcommSum, gcommAvg, gcommMax})
-        for (size_t count : {size_t{0}, size_t{1}, size_t{4099}, size_t{2500000}}) {
-          const bool send_recv = which == 6;
-          const Op op = kCollectives[send_recv ? 0 : which];
-          if ((send_recv || !reduces(op)) && redop != gcommSum) continue;
-          if (count == 2500000 && (d != gcommFloat32 || redop != gcommSum)) continue;  // one big case per op
-          ++salt;
-          const size_t se = send_recv ? count : send_elems(op, count, n);
-          const size_t re = send_recv ? count : recv_elems(op, count, n);
-          std::vector<std::vector<unsigned char>> in(n),
-              want(n, std::vector<unsigned char>(re * esize(d) + 1, 0x5A));
-          for (int q = 0; q < n; ++q) in[q] = inputs(d, se, q, salt);
-          std::vector<std::thread> threads;
-          std::vector<gcommStatus_t> st(n);
-          for (int q = 0; q < n; ++q)
-            threads.emplace_back([&, q] {
-              st[q] = call(send_recv, op, local[q], q, n, in[q].data(), want[q].data(), count, d, redop);
-            });
-          for (auto& t : threads) t.join();
-          for (int q = 0; q < n; ++q)
-            if (st[q] != gcommSuccess) die("the local reference failed");
-          std::vector<unsigned char> got(re * esize(d) + 1, 0x5A);
-          if (call(send_recv, op, comm, me, n, in[me].data(), got.data(), count, d, redop) != gcommSuccess)
-            die("an MPI transport call failed, case " + std::to_string(salt));
-          if (std::memcmp(got.data(), want[me].data(), got.size()) != 0)
-            die("bits differ from the local transport's, case " + std::to_string(salt));
-          ++checked;
-        }
+  // The transport conformance suite's cases (conformance_cases.hpp), each rank
+  // checking its own output against the reference, as the host transports do.
+  int checked = 0;
+  for (const std::vector<ConformanceCase>& cases :
+       {every_collective_case(), inf_and_nan_cases(), larger_than_a_piece_cases(n)})
+    for (const ConformanceCase& k : cases) {
+      const std::string e = check_on_rank(comm, me, n, k);
+      if (!e.empty()) die(e);
+      ++checked;
+    }
+  // A ring of sends and receives in a group, every dtype, up to past a piece.
+  for (gcommDataType_t d : kDtypes)
+    for (size_t count : {size_t{0}, size_t{1}, size_t{4099}, size_t{2500000}}) {
+      const uint32_t seed = static_cast<uint32_t>(count) * 31 + static_cast<uint32_t>(d);
+      TypedBuffer mine = input(d, count, seed + 7919 * me, false);
+      const int from = (me + n - 1) % n;
+      const TypedBuffer theirs = input(d, count, seed + 7919 * from, false);
+      std::vector<unsigned char> got((count + 1) * elem_size(d), 0x5A);
+      if (call(true, Op::kAllReduce, comm, me, n, mine.bytes.data(), got.data(), count, d, gcommSum) !=
+          gcommSuccess)
+        die("the send/receive ring, count " + std::to_string(count));
+      if (std::memcmp(got.data(), theirs.bytes.data(), count * elem_size(d)) != 0 ||
+          got[count * elem_size(d)] != 0x5A)
+        die("the send/receive ring delivered other bits, count " + std::to_string(count));
+      ++checked;
+    }
   if (gcommBarrier(comm, nullptr) != gcommSuccess) die("gcommBarrier");
-  for (gcommComm_t c : local) gcommCommDestroy(c);
 
   // Sends and receives outside a group, several per pair, in order: even ranks send first.
   if (n % 2 == 0) {

@@ -1,4 +1,4 @@
-// gcommTransportAuto for host ranks (comm/host_transport.hpp): ranks that share a
+// gcommTransportAuto for host ranks (comm/transports.cpp): ranks that share a
 // host get the shm transport, GRADCOMM_TRANSPORT=socket keeps them on TCP, and
 // either way the collectives give the same bits.
 #include <gtest/gtest.h>

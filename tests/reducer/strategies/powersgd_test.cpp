@@ -113,7 +113,7 @@ TEST_P(ReducerPowerSgd, RanksGetTheSingleProcessMathOnTheSummedGradients) {
   auto comms = make_comms(world);
   bool on_gpu = gpu();
   run(comms, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
-    for (bool views : {false, true}) {
+    for (bool views : {true}) {
       const std::string variant = views ? "views: " : "";
       Rank me;
       std::string e = me.init(comm, on_gpu, pc, views);
@@ -176,7 +176,11 @@ std::vector<uint8_t> body(const std::vector<uint8_t>& s) {
   return std::vector<uint8_t>(s.begin() + 24, s.end());
 }
 
-TEST_P(ReducerPowerSgd, AnInfStepKeepsTheStateAndTheStateRoundTrips) {
+// With the gradients in the buckets (views: PowerSGD moves the matrices it carries
+// out of them): an Inf step keeps Q and E and the state round-trips, corrupt and
+// truncated states refused. Without views this is the strategy contract's
+// (tests/reducer/unit/strategy_contract_test.cpp).
+TEST_P(ReducerPowerSgd, WithViewsAnInfStepKeepsTheStateAndTheStateRoundTrips) {
   gcommPowerSgdConfig_t pc = GCOMM_POWERSGD_CONFIG_INITIALIZER;
   pc.rank = kRank;
   pc.start_iter = 0;
