@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "comm/nccl/nccl_check.hpp"
-#include "comm/nccl/nccl_library.hpp"
 #include "comm/nccl/nccl_job.hpp"
+#include "comm/nccl/nccl_library.hpp"
 #include "common/cpu_relax.hpp"
 #include "common/cuda_check.hpp"
 #include "common/deadline.hpp"
