@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "comm/bootstrap/bootstrap.hpp"
-#include "comm/bootstrap/wire.hpp"
+#include "comm/bootstrap/store_protocol.hpp"
 #include "comm/nccl/nccl_version.hpp"
 #include "common/cuda_check.hpp"
 #include "common/error.hpp"

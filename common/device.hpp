@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/types.h"
 
 namespace gradcomm {
 

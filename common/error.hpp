@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/types.h"
 
 namespace gradcomm {
 

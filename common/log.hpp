@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "gradcomm/core.h"
 
 namespace gradcomm {
 

@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/types.h"
 #include "kernels/scaler_math.hpp"
 
 namespace gradcomm::kernels {

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/types.h"
 
 #if defined(__CUDACC__)
 #define GCOMM_HD __host__ __device__ __forceinline__

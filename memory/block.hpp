@@ -10,7 +10,7 @@
 #include <tuple>
 #include <vector>
 
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/types.h"
 #include "memory/events/event_source.hpp"
 
 namespace gradcomm {

@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/types.h"
 
 namespace gradcomm::memory {
 

@@ -25,14 +25,14 @@
 #include <string>
 #include <vector>
 
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/types.h"
 
 namespace gradcomm::reducer {
 
 struct GradSpec {
   size_t count = 0;
   gcommDataType_t dtype = gcommFloat32;
-  // Carried outside the wire buffer by a compression strategy (PowerSGD's
+  // Carried outside the bucket buffer by a compression strategy (PowerSGD's
   // matrices): no elements in its bucket, but its own bytes count toward the
   // cap, so such gradients spread over buckets as backward produces them (each
   // bucket's compression then starts while backward goes on; at zero bytes they
@@ -54,7 +54,7 @@ struct PlanOptions {
 
 struct BucketEntry {
   size_t grad;    // index in registration order
-  size_t offset;  // element offset in the bucket's wire buffer
+  size_t offset;  // element offset in the bucket's buffer
 };
 
 struct Bucket {

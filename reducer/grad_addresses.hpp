@@ -10,7 +10,7 @@
 #include <optional>
 #include <vector>
 
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/types.h"
 
 namespace gradcomm::reducer {
 

@@ -126,7 +126,7 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
                      cudaMemcpyHostToDevice);
   strategy_ = std::make_unique<AllReduceStrategy>();
   try {
-    build_wire(plan_buckets(specs_, plan_options()), *strategy_);
+    lay_out_buckets(plan_buckets(specs_, plan_options()), *strategy_);
     side_.synchronize();  // the flags and the zeroed buffers are in place before the first step
   } catch (...) {
     allocator_->deallocate(flags_, side_.stream());  // no destructor runs for a half-made reducer
@@ -159,7 +159,7 @@ Reducer::~Reducer() {
   try {
     side_.quiesce();
     strategy_.reset();  // its buffers come from the allocator
-    if (wire_ != nullptr) allocator_->deallocate(wire_, side_.stream());
+    if (buckets_ != nullptr) allocator_->deallocate(buckets_, side_.stream());
     if (own_ != nullptr) allocator_->deallocate(own_, side_.stream());
     params_.reset();  // its staging buffer comes from the allocator
     if (flags_ != nullptr) allocator_->deallocate(flags_, side_.stream());
@@ -192,7 +192,7 @@ StrategyContext Reducer::context() {
                          plan_,
                          grads_,
                          marked_,
-                         bucket_wire_.data(),
+                         bucket_data_.data(),
                          options_.average,
                          options_.grad_as_bucket_view,
                          options_.sharded,
@@ -205,13 +205,13 @@ StrategyContext Reducer::context() {
                          timeline_};
 }
 
-// Lays the plan's buckets out in one allocation (bucket b at bucket_wire_[b])
+// Lays the plan's buckets out in one allocation (bucket b at bucket_data_[b])
 // and, with views, points the gradients into it (those `strategy` takes into
 // own_) and moves their contents there. The old buffers are freed in order on
 // the side stream: the reducer's own work on them is ordered before that; with
 // views the caller's is not, so install() first waits for the device.
 // Nothing of the reducer changes unless every step succeeded.
-void Reducer::build_wire(const BucketPlan& plan, const CompressionStrategy& strategy) {
+void Reducer::lay_out_buckets(const BucketPlan& plan, const CompressionStrategy& strategy) {
   const bool views = options_.grad_as_bucket_view;
   std::vector<size_t> bucket_bytes, own_bytes(grads_.size(), 0);
   size_t total = 0, payload = 0, own_total = 0;
@@ -256,16 +256,16 @@ void Reducer::build_wire(const BucketPlan& plan, const CompressionStrategy& stra
     if (own != nullptr) allocator_->deallocate(own, side_.stream());
     throw;
   }
-  if (wire_ != nullptr) allocator_->deallocate(wire_, side_.stream());
+  if (buckets_ != nullptr) allocator_->deallocate(buckets_, side_.stream());
   if (own_ != nullptr) allocator_->deallocate(own_, side_.stream());
-  wire_ = wire;
+  buckets_ = wire;
   own_ = own;
   if (views)
     for (size_t i = 0; i < grads_.size(); ++i) grads_[i].data = view_data[i];
-  wire_bytes_ = total;
-  wire_payload_bytes_ = payload;
-  bucket_wire_.resize(plan.buckets.size());
-  for (size_t b = 0; b < plan.buckets.size(); ++b) bucket_wire_[b] = static_cast<char*>(wire_) + offsets[b];
+  bucket_buffer_bytes_ = total;
+  bucket_payload_bytes_ = payload;
+  bucket_data_.resize(plan.buckets.size());
+  for (size_t b = 0; b < plan.buckets.size(); ++b) bucket_data_[b] = static_cast<char*>(buckets_) + offsets[b];
   my_pieces_.clear();
   if (options_.sharded) {
     std::vector<size_t> counts(specs_.size());
@@ -504,7 +504,7 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
   BucketPlan rebuilt = plan_buckets(specs_, po);
   stats_.rebuilt = 1;
   if (same_plan(rebuilt, plan_)) return;
-  build_wire(rebuilt, *strategy_);
+  lay_out_buckets(rebuilt, *strategy_);
   GCOMM_INFO(REDUCER, "reducer: plan rebuilt in rank 0's ready order\n", describe_plan(plan_));
 }
 
@@ -559,7 +559,7 @@ gcommReducerStats_t Reducer::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   gcommReducerStats_t s = stats_;
   s.num_buckets = plan_.buckets.size();
-  s.wire_bytes_per_step = wire_payload_bytes_;
+  s.wire_bytes_per_step = bucket_payload_bytes_;
   s.grad_bytes = 0;
   for (const auto& g : grads_) s.grad_bytes += g.count * dtype_size(g.dtype);
   return s;
@@ -599,7 +599,7 @@ void Reducer::stop_trace() {
 std::string Reducer::describe() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return cat("reducer: ", grads_.size(), " gradients, ", plan_.buckets.size(), " buckets, ",
-             wire_payload_bytes_, " wire bytes per step on ", describe_device(device_), " (rank ",
+             bucket_payload_bytes_, " wire bytes per step on ", describe_device(device_), " (rank ",
              comm_.rank(), " of ", comm_.size(), ")", stats_.rebuilt ? ", rebuilt in ready order" : "", "\n",
              describe_plan(plan_));
 }
@@ -633,7 +633,7 @@ void Reducer::install(const char* name, Make&& make, const size_t* grad_rows) {
     // that reads or writes them at their old addresses (an optimizer step after the
     // last finalize, zeroing) must be done before they are copied and freed.
     if (options_.grad_as_bucket_view) synchronize_device(device_);
-    or_fail([&] { build_wire(plan, *strategy); });  // with views, every gradient's address may change
+    or_fail([&] { lay_out_buckets(plan, *strategy); });  // with views, every gradient's address may change
   }
   or_fail([&] {
     strategy->set_layout(plan_);
@@ -712,7 +712,7 @@ std::vector<ShardPiece> Reducer::shard(size_t bucket, gcommTensor_t* wire_shard)
   if (wire_shard != nullptr) {
     const size_t n = b.shard_elements(shards);
     *wire_shard = gcommTensor_t{
-        static_cast<char*>(bucket_wire_[bucket]) + rank * n * dtype_size(b.wire_dtype), n, b.wire_dtype};
+        static_cast<char*>(bucket_data_[bucket]) + rank * n * dtype_size(b.wire_dtype), n, b.wire_dtype};
   }
   return my_pieces_[bucket];
 }

@@ -1,4 +1,4 @@
-// The reducer: registered gradients, the bucket plan, the wire layout and the
+// The reducer: registered gradients, the bucket plan, the bucket buffer and the
 // step state machine (begin -> mark ready ... -> finalize). A bucket is handed to
 // the compression strategy (strategy.hpp: all-reduce, or one of compressions.hpp) on a side stream
 // as soon as it and every bucket before it are complete, so every rank issues the
@@ -109,7 +109,7 @@ class Reducer {
   enum class Phase { kIdle, kSynced, kAccumulating };
 
   // With views, the gradients `strategy` takes live in own_ instead of the buckets.
-  void build_wire(const BucketPlan& plan, const CompressionStrategy& strategy);
+  void lay_out_buckets(const BucketPlan& plan, const CompressionStrategy& strategy);
   void launch_ready_buckets();
   void launch_bucket(size_t b);
   StrategyContext context();
@@ -140,7 +140,7 @@ class Reducer {
   kernels::GradScaler* scaler_;
   const ReducerOptions options_;
   const gcommDevice_t device_;
-  std::vector<gcommTensor_t> grads_;  // registration order; views point into wire_ (or own_)
+  std::vector<gcommTensor_t> grads_;  // registration order; views point into buckets_ (or own_)
   std::vector<GradSpec> specs_;
   GradAddresses addresses_;  // without views: no two gradients share memory
 
@@ -149,13 +149,13 @@ class Reducer {
   const bool epilogue_at_finalize_;  // GRADCOMM_REDUCER_EPILOGUE=finalize
   std::unique_ptr<memory::CachingAllocator> allocator_;
   BucketPlan plan_;
-  std::vector<void*> bucket_wire_;  // each bucket's place in wire_
+  std::vector<void*> bucket_data_;  // each bucket's place in buckets_
   // Sharded mode: per bucket, the gradients' parts in this rank's shard (derived
-  // from the plan once, in build_wire; the plan does not change afterwards).
+  // from the plan once, in lay_out_buckets; the plan does not change afterwards).
   std::vector<std::vector<ShardPiece>> my_pieces_;
-  void* wire_ = nullptr;
-  size_t wire_bytes_ = 0;          // allocated, padding included
-  size_t wire_payload_bytes_ = 0;  // without alignment padding between buckets
+  void* buckets_ = nullptr;
+  size_t bucket_buffer_bytes_ = 0;          // allocated, padding included
+  size_t bucket_payload_bytes_ = 0;  // without alignment padding between buckets
   // With views and a strategy that takes gradients (PowerSGD): those gradients
   // (outside the buckets, which carry only the others), one aligned slot each.
   void* own_ = nullptr;

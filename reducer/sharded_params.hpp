@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/types.h"
 #include "memory/caching_allocator.hpp"
 #include "reducer/bucket_plan.hpp"
 #include "reducer/side_stream.hpp"

@@ -9,7 +9,7 @@
 #include <functional>
 
 #include "comm/host_lane.hpp"
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/types.h"
 
 namespace gradcomm::reducer {
 

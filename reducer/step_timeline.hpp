@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/types.h"
 
 namespace gradcomm::reducer {
 

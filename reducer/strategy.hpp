@@ -1,5 +1,5 @@
 // The compression seam: how one bucket's gradients cross the wire. The reducer
-// (reducer.hpp) keeps the step state machine and the wire layout; a strategy is
+// (reducer.hpp) keeps the step state machine and the bucket buffer; a strategy is
 // handed each bucket, in plan order, on the side stream, and communicates it and
 // runs its epilogue. A strategy owns its options, statistics and saved state; the
 // reducer knows none of them. The all-reduce strategy (strategies/allreduce.*) is
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/types.h"
 #include "gradcomm/reducer.h"
 #include "kernels/ops.hpp"
 #include "reducer/bucket_plan.hpp"
@@ -33,7 +33,7 @@ struct StrategyContext {
   const BucketPlan& plan;
   const std::vector<gcommTensor_t>& grads;  // registration order, current addresses
   const std::vector<uint8_t>& marked;       // this step: marked ready (unmarked ones contribute zero)
-  void* const* bucket_wire;                 // per bucket: its place in the wire buffer
+  void* const* bucket_data;                 // per bucket: its place in the bucket buffer
   bool average;                             // divide the sum by the world size
   bool views;                               // grad_as_bucket_view: the gradients live in the buckets
   bool sharded;                             // reduce-scatter: this rank reduces only its shard of each bucket
@@ -80,7 +80,7 @@ class CompressionStrategy {
   virtual std::vector<uint8_t> save();
   virtual void load(const uint8_t* data, size_t bytes);
 
-  // Gradients carried outside the wire buffer (planned at zero bytes there; with
+  // Gradients carried outside the bucket buffer (planned at zero bytes there; with
   // views each gets a slot of its own).
   virtual bool takes(size_t /*grad*/) const noexcept { return false; }
   // The reducer laid out `plan`: once, when the strategy is enabled (a reducer

@@ -6,7 +6,7 @@
 #include <tuple>
 
 #include "comm/bootstrap/store_state.hpp"
-#include "comm/bootstrap/wire.hpp"
+#include "comm/bootstrap/store_protocol.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 

@@ -13,7 +13,7 @@
 #include "comm/bootstrap/store_client.hpp"
 #include "comm/bootstrap/store_server.hpp"
 #include "common/error.hpp"
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/types.h"
 
 namespace gradcomm::comm::bootstrap {
 

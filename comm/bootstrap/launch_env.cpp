@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "comm/bootstrap/launchers.hpp"
-#include "comm/bootstrap/wire.hpp"
+#include "comm/bootstrap/store_protocol.hpp"
 #include "common/env.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"

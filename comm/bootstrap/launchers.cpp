@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "comm/bootstrap/wire.hpp"
+#include "comm/bootstrap/store_protocol.hpp"
 #include "common/error.hpp"
 
 namespace gradcomm::comm::bootstrap {

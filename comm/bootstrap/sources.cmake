@@ -1,5 +1,5 @@
 list(APPEND GRADCOMM_COMM_SOURCES
-  bootstrap/wire.cpp
+  bootstrap/store_protocol.cpp
   bootstrap/store_state.cpp
   bootstrap/store_server.cpp
   bootstrap/store_client.cpp

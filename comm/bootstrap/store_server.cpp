@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "comm/bootstrap/store_state.hpp"
-#include "comm/bootstrap/wire.hpp"
+#include "comm/bootstrap/store_protocol.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/warn_limiter.hpp"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "comm/bootstrap/wire.hpp"
+#include "comm/bootstrap/store_protocol.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "comm/net/tcp_socket.hpp"
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/types.h"
 
 namespace gradcomm::comm::bootstrap {
 

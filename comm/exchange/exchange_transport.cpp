@@ -125,7 +125,7 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
     }
   }
 
-  // Every peer's messages at once (PeerLinks::run_messages), each pair's in call
+  // Every peer's messages at once (SocketLinks::run_messages), each pair's in call
   // order; a send to this rank itself meets its receive here, in order.
   void run_p2p_batch(const std::vector<CollectiveArgs>& calls, bool grouped) override {
     const std::string what = calls.size() == 1 ? cat(call_id(calls[0]))

@@ -3,7 +3,7 @@
 // once), or queues of messages per peer (a group's sends and receives), with a
 // deadline, abort, and a failure notice to the peers. The collectives are
 // written once over it (comm/exchange/exchange_transport.*); the socket
-// transport's TCP connections (comm/socket/peer_links.*) and MPI's
+// transport's TCP connections (comm/socket/socket_links.*) and MPI's
 // point-to-point calls (comm/mpi/mpi_links.*) implement it.
 //
 // Every message carries a header (comm/exchange/phase_header.hpp) naming the

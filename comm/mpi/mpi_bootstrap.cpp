@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "comm/bootstrap/launchers.hpp"
-#include "comm/bootstrap/wire.hpp"
+#include "comm/bootstrap/store_protocol.hpp"
 #include "comm/mpi/mpi_plugin.hpp"
 #include "comm/net/tcp_socket.hpp"
 #include "common/env.hpp"

@@ -53,7 +53,7 @@ class ShmLinks final : public PeerExchange {
   uint64_t payload_bytes_sent() const noexcept override { return sent_.load(std::memory_order_relaxed); }
 
  private:
-  // As PeerLinks': move_flows is the loop; a run it ends with an exception leaves
+  // As SocketLinks': move_flows is the loop; a run it ends with an exception leaves
   // only the message in flight (forget_queues).
   void run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress);
   void move_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress);

@@ -6,7 +6,7 @@
 
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/bootstrap/store_state.hpp"
-#include "comm/bootstrap/wire.hpp"
+#include "comm/bootstrap/store_protocol.hpp"
 #include "comm/exchange/exchange_transport.hpp"
 #include "comm/shm/shm_links.hpp"
 #include "common/error.hpp"

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "comm/bootstrap/store_state.hpp"
-#include "comm/bootstrap/wire.hpp"
+#include "comm/bootstrap/store_protocol.hpp"
 #include "comm/exchange/little_endian.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"

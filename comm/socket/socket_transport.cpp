@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "comm/exchange/exchange_transport.hpp"
-#include "comm/socket/peer_links.hpp"
+#include "comm/socket/socket_links.hpp"
 #include "comm/socket/peer_mesh.hpp"
 
 namespace gradcomm::comm {
@@ -18,7 +18,7 @@ Fit socket_can_serve(const JobFacts&) {
 std::unique_ptr<Transport> make_socket_over_job(Bootstrap& met, const LaunchConfig& launch, const JobFacts&,
                                                 std::string&) {
   std::vector<Socket> peers = sock::connect_peer_mesh(met, launch.master_addr, launch.job_key);
-  return make_exchange_transport(std::make_unique<sock::PeerLinks>(std::move(peers), launch.rank),
+  return make_exchange_transport(std::make_unique<sock::SocketLinks>(std::move(peers), launch.rank),
                                  gcommTransportSocket, launch.timeout_s);
 }
 

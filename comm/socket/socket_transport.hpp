@@ -1,6 +1,6 @@
 // The socket transport: host ranks in separate processes (one per rank, under
 // torchrun, mpirun, srun or by hand), over a TCP connection between every pair
-// of ranks (comm/socket/peer_links.*), running the collectives of
+// of ranks (comm/socket/socket_links.*), running the collectives of
 // comm/exchange/exchange_transport.hpp. It serves any job of host ranks; the
 // transport table (comm/transports.cpp) lists it after shm, so gcommTransportAuto
 // takes it when the ranks are on several hosts.

@@ -30,15 +30,6 @@
 extern "C" {
 #endif
 
-/** Reduction operators. Values are part of the ABI. */
-typedef enum gcommRedOp {
-  gcommSum = 0,
-  gcommAvg = 1, /**< sum / world size */
-  gcommMax = 2,
-  gcommMin = 3,
-  gcommNumRedOps = 4
-} gcommRedOp_t;
-
 /** Which transport moves the bytes. */
 typedef enum gcommTransport {
   gcommTransportAuto = 0,   /**< CUDA devices: NCCL, or cuda-ipc when every rank is on one GPU; the host:

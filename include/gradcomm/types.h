@@ -1,5 +1,5 @@
 /*
- * gradcomm public C API: the shared types (status, dtype, device, tensor, stream,
+ * gradcomm public C API: the shared types (status, dtype, reduction op, device, tensor, stream,
  * opaque handles, limits, config-struct header). A leaf: it includes no other
  * gradcomm header but export.h, and every other header includes it.
  */
@@ -47,6 +47,16 @@ typedef enum gcommDataType {
   gcommBfloat16 = 2,
   gcommNumDataTypes = 3
 } gcommDataType_t;
+
+/** Reduction operators (of the collectives, and of the host transports' reduction
+ *  kernels). Values are part of the ABI. */
+typedef enum gcommRedOp {
+  gcommSum = 0,
+  gcommAvg = 1, /**< sum / world size */
+  gcommMax = 2,
+  gcommMin = 3,
+  gcommNumRedOps = 4
+} gcommRedOp_t;
 
 /** Where an object lives: the host, or one CUDA device (by ordinal). */
 typedef enum gcommDeviceKind { gcommDeviceHost = 0, gcommDeviceCuda = 1 } gcommDeviceKind_t;

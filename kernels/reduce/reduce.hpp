@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "gradcomm/comm.h"
+#include "gradcomm/types.h"
 
 namespace gradcomm::kernels {
 

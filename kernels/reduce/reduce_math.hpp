@@ -4,7 +4,7 @@
 // propagates through max and min (a gradient with NaN must not be hidden).
 #pragma once
 
-#include "gradcomm/comm.h"
+#include "gradcomm/types.h"
 #include "kernels/element.hpp"
 
 namespace gradcomm::kernels {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/types.h"
 
 namespace gradcomm {
 namespace memory {

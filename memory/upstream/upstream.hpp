@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "gradcomm/gradcomm.h"
+#include "gradcomm/types.h"
 
 namespace gradcomm {
 namespace memory {

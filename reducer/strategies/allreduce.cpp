@@ -42,7 +42,7 @@ void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContex
   // Nothing on the wire (a bucket of PowerSGD's matrices only, or of empty
   // gradients): no collective, no epilogue. Every rank has the same plan.
   if (bucket.elements == 0) return;
-  void* wire = ctx.bucket_wire[b];
+  void* wire = ctx.bucket_data[b];
   if (!ctx.views) {
     pack_bucket(b, complete, wire, ctx);
   } else if (!complete) {
@@ -84,12 +84,12 @@ void AllReduceStrategy::end_step(const StrategyContext& ctx) {
 }
 
 // Every deferred bucket's gradients in one list. With views: unscaled (or checked)
-// in place, one launch. Otherwise unpacked from the wire buffer, whose buckets are
-// one allocation (bucket_wire[0] its start, each bucket's offset a multiple of 256
+// in place, one launch. Otherwise unpacked from the bucket buffer, whose buckets are
+// one allocation (bucket_data[0] its start, each bucket's offset a multiple of 256
 // bytes), so one launch per wire dtype serves them all.
 void AllReduceStrategy::fused_epilogue(const StrategyContext& ctx) {
   TimedSpan span(ctx.timeline, "epilogue", SpanKind::kCompute, -1, ctx.side.stream());
-  const char* base = static_cast<const char*>(ctx.bucket_wire[0]);
+  const char* base = static_cast<const char*>(ctx.bucket_data[0]);
   for (int d = 0; d < gcommNumDataTypes; ++d) {
     const auto dtype = static_cast<gcommDataType_t>(d);
     fused_grads_.clear();
@@ -97,7 +97,7 @@ void AllReduceStrategy::fused_epilogue(const StrategyContext& ctx) {
     for (size_t b : deferred_) {
       const Bucket& bucket = ctx.plan.buckets[b];
       if (!ctx.views && bucket.wire_dtype != dtype) continue;
-      const size_t at = static_cast<size_t>(static_cast<const char*>(ctx.bucket_wire[b]) - base) /
+      const size_t at = static_cast<size_t>(static_cast<const char*>(ctx.bucket_data[b]) - base) /
                         dtype_size(bucket.wire_dtype);
       for (const BucketEntry& e : bucket.entries) {
         if (ctx.outermost.takes(e.grad)) continue;
@@ -117,7 +117,7 @@ void AllReduceStrategy::fused_epilogue(const StrategyContext& ctx) {
 void AllReduceStrategy::epilogue(size_t b, const StrategyContext& ctx) {
   const Bucket& bucket = ctx.plan.buckets[b];
   if (!ctx.sharded && !ctx.views) {
-    unpack_bucket(b, ctx.bucket_wire[b], bucket.wire_dtype, ctx);
+    unpack_bucket(b, ctx.bucket_data[b], bucket.wire_dtype, ctx);
     return;
   }
   std::vector<gcommTensor_t> dst;
@@ -139,7 +139,7 @@ void AllReduceStrategy::epilogue(size_t b, const StrategyContext& ctx) {
   }
   if (dst.empty()) return;
   auto span = ctx.span("epilogue", SpanKind::kCompute, b);
-  finish_grads(ctx.bucket_wire[b], bucket.wire_dtype, offsets.data(), dst.data(), dst.size(), ctx);
+  finish_grads(ctx.bucket_data[b], bucket.wire_dtype, offsets.data(), dst.data(), dst.size(), ctx);
 }
 
 void pack_bucket(size_t b, bool complete, void* wire, const StrategyContext& ctx, bool unscale) {

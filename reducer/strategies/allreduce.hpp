@@ -1,5 +1,5 @@
 // The all-reduce strategy (plain and cast): each bucket's gradients are packed
-// into its wire buffer in one launch (cast to the bucket's wire dtype and divided
+// into its bucket buffer in one launch (cast to the bucket's wire dtype and divided
 // by the world size first, so an f16 sum cannot overflow), all-reduced, and
 // unpacked in one more (cast back, times 1/loss scale, Inf/NaN flagged). In
 // sharded mode the bucket is reduce-scattered in place and only this rank's

@@ -47,7 +47,7 @@ void refuse_unsupported_setup(const char* wire, const StrategySetup& setup) {
          "use gcommReducerAllReduce mode");
   if (setup.views)
     fail(gcommNotSupported, "the ", wire,
-         " wire keeps each bucket's residual in its wire buffer, which "
+         " wire keeps each bucket's residual in its bucket buffer, which "
          "grad_as_bucket_view makes the gradients themselves; create the reducer without views");
 }
 
@@ -140,7 +140,7 @@ void BlockWire::run_bucket(size_t b, bool complete, const StrategyContext& ctx) 
     return;
   }
   const kq::Layout& l = layouts_[b];
-  float* wire = static_cast<float*>(ctx.bucket_wire[b]);
+  float* wire = static_cast<float*>(ctx.bucket_data[b]);
   // Unscaled before quantizing: E and E2 hold true gradient units, so a loss scale
   // that changes between steps does not reweigh them.
   pack_bucket(b, complete, wire, ctx, /*unscale=*/true);
@@ -183,7 +183,7 @@ void BlockWire::end_step(const StrategyContext& ctx) {
   // epilogue has written the step flag by now, identically on every rank).
   for (size_t b : pending_) {
     auto span = ctx.span("error feedback", SpanKind::kCompute, b);
-    kernels::copy_unless_flagged(e_ + e_offset_[b], static_cast<const float*>(ctx.bucket_wire[b]),
+    kernels::copy_unless_flagged(e_ + e_offset_[b], static_cast<const float*>(ctx.bucket_data[b]),
                                  layouts_[b].n, ctx.step_flag, target());
     kernels::copy_unless_flagged(e2_ + e2_offset_[b], r2_ + e2_offset_[b], layouts_[b].chunk_elements(),
                                  ctx.step_flag, target());

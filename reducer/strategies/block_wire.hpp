@@ -4,7 +4,7 @@
 // bucket (f32 wire), after the usual pack (divided by the world size):
 //   1. quantize this rank's values plus its error feedback E into W chunks of
 //      blocks of codes with one f32 scale each (kernels/quant/); the residual
-//      (what the codes lost) stays in the bucket's wire buffer;
+//      (what the codes lost) stays in the bucket's buffer;
 //   2. all-to-all: rank i receives everyone's chunk i;
 //   3. rank i decodes and sums them in rank order, adds its own error feedback
 //      E2 for chunk i, and quantizes the sum again straight into its slot of the

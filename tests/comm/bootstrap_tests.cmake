@@ -1,6 +1,6 @@
 # The rendezvous store (comm/bootstrap/) and the multi-process init paths.
 gradcomm_add_test(gradcomm_bootstrap_tests
-  SOURCES bootstrap/wire_test.cpp bootstrap/store_state_test.cpp bootstrap/store_test.cpp
+  SOURCES bootstrap/store_protocol_test.cpp bootstrap/store_state_test.cpp bootstrap/store_test.cpp
           bootstrap/launch_env_test.cpp bootstrap/launchers_test.cpp
   LIBS gradcomm_comm
   LABELS comm)
@@ -42,7 +42,7 @@ gradcomm_add_test(gradcomm_host_transport_choice_tests
   LABELS comm)
 # The socket transport's phase engine alone, over socketpairs (internal API).
 gradcomm_add_test(gradcomm_socket_links_tests
-  SOURCES socket/peer_links_test.cpp
+  SOURCES socket/socket_links_test.cpp
   LIBS gradcomm_comm
   LABELS comm)
 # Issue 18: under a real Slurm (a private single-node cluster the script starts;

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "comm/socket/peer_links.hpp"
+#include "comm/socket/socket_links.hpp"
 #include "common/error.hpp"
 
 using namespace gradcomm;
@@ -26,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
   std::vector<net::Socket> peers(2);
   peers[1] = net::Socket(fds[0]);
-  PeerLinks links(std::move(peers), 0);
+  SocketLinks links(std::move(peers), 0);
 
   PhaseTag tag;
   tag.sig = CallSignature{Collective::kAllReduce, 16, gcommFloat32, gcommSum, 0};
@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> stream;
   const uint8_t mode = size > 0 ? data[0] % 3 : 0;
   if (mode == 1) {
-    stream.resize(PeerLinks::kHeaderBytes);
+    stream.resize(SocketLinks::kHeaderBytes);
     encode_phase_header(tag, 64, stream.data());
   } else if (mode == 2) {
     stream = encode_failure_notice("");

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "comm/bootstrap/store_server.hpp"
-#include "comm/bootstrap/wire.hpp"
+#include "comm/bootstrap/store_protocol.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/bootstrap/wire.hpp"
+#include "comm/bootstrap/store_protocol.hpp"
 
 namespace gradcomm::comm::bootstrap {
 namespace {

@@ -19,7 +19,7 @@
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/bootstrap/store_client.hpp"
 #include "comm/bootstrap/store_server.hpp"
-#include "comm/bootstrap/wire.hpp"
+#include "comm/bootstrap/store_protocol.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 

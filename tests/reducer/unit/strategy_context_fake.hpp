@@ -1,6 +1,6 @@
 // A strategy's world without a Reducer: a host rank's communicator (the local
 // transport, ranks as threads), a side stream with no lane, a bucket plan of the
-// caller's gradients in host memory, the wire buffer, the flags, and the
+// caller's gradients in host memory, the bucket buffer, the flags, and the
 // StrategyContext over them, so that a CompressionStrategy is driven call by call
 // (set_layout, begin_step, run_bucket, end_step) and its effects are read directly.
 #pragma once
@@ -44,8 +44,8 @@ class FakeRank {
     std::vector<size_t> bytes;
     for (const Bucket& b : plan_.buckets) bytes.push_back(b.wire_bytes());
     const std::vector<size_t> offsets = aligned_layout(bytes, &total, "the buckets");
-    wire_.assign(total / sizeof(float) + 1, 0.0f);
-    for (size_t off : offsets) bucket_wire_.push_back(reinterpret_cast<char*>(wire_.data()) + off);
+    buckets_.assign(total / sizeof(float) + 1, 0.0f);
+    for (size_t off : offsets) bucket_data_.push_back(reinterpret_cast<char*>(buckets_.data()) + off);
     marked_.assign(counts.size(), 1);
   }
 
@@ -62,7 +62,7 @@ class FakeRank {
                            plan_,
                            grads_,
                            marked_,
-                           bucket_wire_.data(),
+                           bucket_data_.data(),
                            true /*average*/,
                            false,
                            false,
@@ -98,8 +98,8 @@ class FakeRank {
   std::vector<std::vector<float>> data_;
   std::vector<gcommTensor_t> grads_;
   BucketPlan plan_;
-  std::vector<float> wire_;
-  std::vector<void*> bucket_wire_;
+  std::vector<float> buckets_;
+  std::vector<void*> bucket_data_;
   std::vector<uint8_t> marked_;
   float flags_[3] = {0.0f, 1.0f, 0.0f};  // [1]: the constant 1, [2]: the step's found-inf
   const float* inv_scale_ = nullptr;

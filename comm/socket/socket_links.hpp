@@ -34,9 +34,9 @@ using comm::PeerQueue;
 using comm::PeerTransfer;
 using comm::PhaseTag;
 
-class PeerLinks final : public PeerExchange {
+class SocketLinks final : public PeerExchange {
  public:
-  PeerLinks(std::vector<net::Socket> peers, int rank);
+  SocketLinks(std::vector<net::Socket> peers, int rank);
 
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(peers_.size()); }

@@ -1,4 +1,4 @@
-#include "comm/socket/peer_links.hpp"
+#include "comm/socket/socket_links.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -20,7 +20,7 @@ using namespace net;
 
 namespace {
 
-constexpr size_t kHeaderBytes = PeerLinks::kHeaderBytes;
+constexpr size_t kHeaderBytes = SocketLinks::kHeaderBytes;
 constexpr std::chrono::microseconds kSpin(50);  // run_flows' non-sleeping wait
 
 // Fills up to two iovecs with what is left of [header | payload] from `done` on.
@@ -48,15 +48,15 @@ std::string read_reason(const Socket& s, const uint8_t* h, const void* early, si
 
 }  // namespace
 
-PeerLinks::PeerLinks(std::vector<Socket> peers, int rank)
+SocketLinks::SocketLinks(std::vector<Socket> peers, int rank)
     : peers_(std::move(peers)), flows_(peers_.size()), rank_(rank) {}
 
-void PeerLinks::abort() noexcept {
+void SocketLinks::abort() noexcept {
   aborted_.store(true);
   close_all();
 }
 
-void PeerLinks::fail_all(const std::string& reason, double grace_s) noexcept {
+void SocketLinks::fail_all(const std::string& reason, double grace_s) noexcept {
   if (!aborted_.load()) {
     const std::vector<uint8_t> notice = encode_failure_notice(reason);
     const Deadline until = deadline_after(grace_s);
@@ -89,7 +89,7 @@ void PeerLinks::fail_all(const std::string& reason, double grace_s) noexcept {
 
 // A peer's connection ended. If it said why first (a failure notice waiting at a
 // message boundary of its stream), that is the message; else how it ended.
-void PeerLinks::peer_gone(int q, const std::string& how, const std::string& what) {
+void SocketLinks::peer_gone(int q, const std::string& how, const std::string& what) {
   if (aborted_.load()) fail(gcommAborted, what, ": rank ", rank_, "'s communicator was aborted");
   const MessageFlow& f = flows_[q];
   if (f.in_done == 0 || f.in_done >= f.in_total) {
@@ -104,7 +104,7 @@ void PeerLinks::peer_gone(int q, const std::string& how, const std::string& what
        " (it exited, aborted or failed: its own error says why)");
 }
 
-ssize_t PeerLinks::send_more(int q, int flags) {
+ssize_t SocketLinks::send_more(int q, int flags) {
   MessageFlow& f = flows_[q];
   iovec v[2];
   int nv = remaining(f.out_header, const_cast<void*>(f.out), f.out_total - kHeaderBytes, f.out_done, v);
@@ -116,31 +116,31 @@ ssize_t PeerLinks::send_more(int q, int flags) {
   return sent;
 }
 
-void PeerLinks::close_all() noexcept {
+void SocketLinks::close_all() noexcept {
   for (Socket& s : peers_)
     if (s.valid()) (void)::shutdown(s.fd(), SHUT_RDWR);
 }
 
-void PeerLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& tag, Deadline deadline,
+void SocketLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& tag, Deadline deadline,
                           const std::string& what, const std::function<void()>& progress) {
   flows_.start_phase(transfers, tag, rank_);
   run_flows(deadline, what, progress);
 }
 
-void PeerLinks::run_messages(const std::vector<PeerQueue>& queues, Deadline deadline,
+void SocketLinks::run_messages(const std::vector<PeerQueue>& queues, Deadline deadline,
                              const std::string& what) {
   flows_.start_messages(queues, rank_);
   run_flows(deadline, what, {});
 }
 
-void PeerLinks::run_gated_messages(const std::vector<PeerQueue>& queues, const size_t& gate,
+void SocketLinks::run_gated_messages(const std::vector<PeerQueue>& queues, const size_t& gate,
                                    Deadline deadline, const std::string& what,
                                    const std::function<void()>& progress) {
   flows_.start_messages(queues, rank_, &gate);
   run_flows(deadline, what, progress);
 }
 
-void PeerLinks::run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress) {
+void SocketLinks::run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress) {
   try {
     move_flows(deadline, what, progress);
   } catch (...) {
@@ -149,7 +149,7 @@ void PeerLinks::run_flows(Deadline deadline, const std::string& what, const std:
   }
 }
 
-void PeerLinks::move_flows(Deadline deadline, const std::string& what,
+void SocketLinks::move_flows(Deadline deadline, const std::string& what,
                            const std::function<void()>& progress) {
   const int n = size();
   MessageFlows& flows = flows_;

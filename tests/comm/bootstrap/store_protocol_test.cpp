@@ -1,6 +1,6 @@
 // The store's wire format: frames round-trip, and every malformed header or
 // payload is refused with a reason instead of being trusted.
-#include "comm/bootstrap/wire.hpp"
+#include "comm/bootstrap/store_protocol.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "comm/bootstrap/wire.hpp"
+#include "comm/bootstrap/store_protocol.hpp"
 
 #include <algorithm>
 

@@ -3,7 +3,7 @@
 // reached on purpose: bytes that are not the protocol, unknown enum values, a
 // different collective, a peer out of step, a connection closed mid-message,
 // silence until the deadline, a failure notice, an abort from another thread.
-#include "comm/socket/peer_links.hpp"
+#include "comm/socket/socket_links.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -34,7 +34,7 @@ bool contains(const std::string& s, const std::string& part) {
 
 // Rank 0's links with a socketpair to rank 1; `peer` is the test's end (blocking).
 struct Rank0 {
-  std::unique_ptr<PeerLinks> links;
+  std::unique_ptr<SocketLinks> links;
   int peer = -1;
   Rank0() {
     int fds[2];
@@ -42,7 +42,7 @@ struct Rank0 {
     ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
     std::vector<Socket> peers(2);
     peers[1] = Socket(fds[0]);
-    links = std::make_unique<PeerLinks>(std::move(peers), 0);
+    links = std::make_unique<SocketLinks>(std::move(peers), 0);
     peer = fds[1];
   }
   ~Rank0() {
@@ -68,7 +68,7 @@ PhaseTag all_reduce_tag(size_t count) {
 }
 
 std::vector<uint8_t> header(const PhaseTag& t, uint64_t payload) {
-  std::vector<uint8_t> h(PeerLinks::kHeaderBytes);
+  std::vector<uint8_t> h(SocketLinks::kHeaderBytes);
   encode_phase_header(t, payload, h.data());
   return h;
 }
@@ -92,22 +92,22 @@ std::pair<gcommStatus_t, std::string> receive(Rank0& r, const PhaseTag& tag, siz
 
 // Ranks 0 and 1 of a world of two, linked by a socketpair.
 struct LinkedPair {
-  std::unique_ptr<PeerLinks> rank0, rank1;
+  std::unique_ptr<SocketLinks> rank0, rank1;
   LinkedPair() {
     int fds[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
     std::vector<Socket> a(2), b(2);
     a[1] = Socket(fds[0]);
     b[0] = Socket(fds[1]);
-    rank0 = std::make_unique<PeerLinks>(std::move(a), 0);
-    rank1 = std::make_unique<PeerLinks>(std::move(b), 1);
+    rank0 = std::make_unique<SocketLinks>(std::move(a), 0);
+    rank1 = std::make_unique<SocketLinks>(std::move(b), 1);
   }
 };
 
-TEST(PeerLinks, TwoRanksExchangeAPhaseBothWays) {
+TEST(SocketLinks, TwoRanksExchangeAPhaseBothWays) {
   LinkedPair pair;
-  PeerLinks& rank0 = *pair.rank0;
-  PeerLinks& rank1 = *pair.rank1;
+  SocketLinks& rank0 = *pair.rank0;
+  SocketLinks& rank1 = *pair.rank1;
   // More than the socket buffers hold, so both sides must read while they write.
   const size_t n = size_t{4} << 20;
   std::vector<char> out0(n, 'a'), out1(n, 'b'), in0(n), in1(n);
@@ -128,7 +128,7 @@ TEST(PeerLinks, TwoRanksExchangeAPhaseBothWays) {
 // The progress hook sees the payload arrive: called while rank 1 trickles its
 // message, with received_bytes growing to the whole payload and every byte it
 // reports already in place (what the socket transport reduces as it arrives).
-TEST(PeerLinks, ProgressSeesThePayloadArriveInOrder) {
+TEST(SocketLinks, ProgressSeesThePayloadArriveInOrder) {
   Rank0 r;
   const PhaseTag tag = all_reduce_tag(4096);
   const size_t bytes = 4096 * 4;
@@ -170,7 +170,7 @@ TEST(PeerLinks, ProgressSeesThePayloadArriveInOrder) {
   EXPECT_EQ(in, payload);
 }
 
-TEST(PeerLinks, BytesThatAreNotTheProtocolAreARemoteError) {
+TEST(SocketLinks, BytesThatAreNotTheProtocolAreARemoteError) {
   Rank0 r;
   std::vector<uint8_t> junk(64, 0xAB);
   r.write(junk);
@@ -179,7 +179,7 @@ TEST(PeerLinks, BytesThatAreNotTheProtocolAreARemoteError) {
   EXPECT_TRUE(contains(message, "rank 1 sent bytes that are not a gradcomm message")) << message;
 }
 
-TEST(PeerLinks, UnknownEnumValuesAreARemoteError) {
+TEST(SocketLinks, UnknownEnumValuesAreARemoteError) {
   Rank0 r;
   std::vector<uint8_t> h = header(all_reduce_tag(4), 16);
   h[17] = 200;  // dtype
@@ -189,7 +189,7 @@ TEST(PeerLinks, UnknownEnumValuesAreARemoteError) {
   EXPECT_TRUE(contains(message, "unknown collective, dtype or operator")) << message;
 }
 
-TEST(PeerLinks, ADifferentCollectiveIsNamedWithBothCalls) {
+TEST(SocketLinks, ADifferentCollectiveIsNamedWithBothCalls) {
   Rank0 r;
   PhaseTag theirs = all_reduce_tag(8);
   theirs.sig.op = Collective::kAllGather;
@@ -202,7 +202,7 @@ TEST(PeerLinks, ADifferentCollectiveIsNamedWithBothCalls) {
       << message;
 }
 
-TEST(PeerLinks, APeerOutOfStepIsARemoteError) {
+TEST(SocketLinks, APeerOutOfStepIsARemoteError) {
   Rank0 r;
   PhaseTag theirs = all_reduce_tag(4);
   theirs.phase = 1;
@@ -213,7 +213,7 @@ TEST(PeerLinks, APeerOutOfStepIsARemoteError) {
       << message;
 }
 
-TEST(PeerLinks, AConnectionClosedMidMessageNamesThePeer) {
+TEST(SocketLinks, AConnectionClosedMidMessageNamesThePeer) {
   Rank0 r;
   r.write(header(all_reduce_tag(4), 16));
   r.write("12345678", 8);
@@ -223,7 +223,7 @@ TEST(PeerLinks, AConnectionClosedMidMessageNamesThePeer) {
   EXPECT_TRUE(contains(message, "all-reduce #7 (test): rank 1 closed its connection")) << message;
 }
 
-TEST(PeerLinks, SilenceEndsAtTheDeadlineNamingThePeer) {
+TEST(SocketLinks, SilenceEndsAtTheDeadlineNamingThePeer) {
   Rank0 r;
   auto start = std::chrono::steady_clock::now();
   auto [status, message] = receive(r, all_reduce_tag(4), 16, 0.1);
@@ -234,7 +234,7 @@ TEST(PeerLinks, SilenceEndsAtTheDeadlineNamingThePeer) {
   EXPECT_LT(seconds, 2.0);
 }
 
-TEST(PeerLinks, AFailureNoticeBringsThePeersReason) {
+TEST(SocketLinks, AFailureNoticeBringsThePeersReason) {
   Rank0 r;
   r.write(encode_failure_notice("all-reduce #7: rank 2 closed its connection"));
   r.hang_up();
@@ -243,7 +243,7 @@ TEST(PeerLinks, AFailureNoticeBringsThePeersReason) {
   EXPECT_TRUE(contains(message, "rank 1 failed: all-reduce #7: rank 2 closed its connection")) << message;
 }
 
-TEST(PeerLinks, AFailureNoticeIsReadWhenOnlySendingToThePeer) {
+TEST(SocketLinks, AFailureNoticeIsReadWhenOnlySendingToThePeer) {
   // Rank 0 only sends in this phase; rank 1 left with a notice. The send fails and
   // the notice waiting in the stream says why.
   Rank0 r;
@@ -270,7 +270,7 @@ TEST(PeerLinks, AFailureNoticeIsReadWhenOnlySendingToThePeer) {
     EXPECT_EQ(status, gcommTimeout) << message;
 }
 
-TEST(PeerLinks, AbortFromAnotherThreadEndsAPhase) {
+TEST(SocketLinks, AbortFromAnotherThreadEndsAPhase) {
   Rank0 r;
   std::thread aborter([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -282,10 +282,10 @@ TEST(PeerLinks, AbortFromAnotherThreadEndsAPhase) {
   EXPECT_TRUE(contains(message, "rank 0's communicator was aborted")) << message;
 }
 
-TEST(PeerLinks, FailAllFinishesTheMessageInFlightThenSendsTheNotice) {
+TEST(SocketLinks, FailAllFinishesTheMessageInFlightThenSendsTheNotice) {
   LinkedPair pair;
-  PeerLinks& rank0 = *pair.rank0;
-  PeerLinks& rank1 = *pair.rank1;
+  SocketLinks& rank0 = *pair.rank0;
+  SocketLinks& rank1 = *pair.rank1;
   // Rank 0 sends more than the socket holds and expects a reply that never
   // comes: its phase times out mid-message; fail_all completes the message and
   // tells rank 1, which was reading it.
@@ -325,7 +325,7 @@ TEST(PeerLinks, FailAllFinishesTheMessageInFlightThenSendsTheNotice) {
 // (the test) sends two messages at once; rank 0 holds the second one's receive
 // and its own reply until its progress hook opens the gate, which it does only
 // after checking that nothing of either has moved.
-TEST(PeerLinks, GatedMessagesWaitUntilProgressOpensTheGate) {
+TEST(SocketLinks, GatedMessagesWaitUntilProgressOpensTheGate) {
   Rank0 r;
   PhaseTag first = all_reduce_tag(64), second = first;
   second.phase = 1;
@@ -353,14 +353,14 @@ TEST(PeerLinks, GatedMessagesWaitUntilProgressOpensTheGate) {
   EXPECT_EQ(r.links->messages_received(1), 2u);
   EXPECT_EQ(in_a, a);
   EXPECT_EQ(in_b, b);
-  std::vector<uint8_t> got(PeerLinks::kHeaderBytes + reply.size());
+  std::vector<uint8_t> got(SocketLinks::kHeaderBytes + reply.size());
   ASSERT_EQ(::recv(r.peer, got.data(), got.size(), MSG_WAITALL), static_cast<ssize_t>(got.size()));
-  EXPECT_TRUE(std::equal(reply.begin(), reply.end(), got.begin() + PeerLinks::kHeaderBytes));
+  EXPECT_TRUE(std::equal(reply.begin(), reply.end(), got.begin() + SocketLinks::kHeaderBytes));
 }
 
 // A gate that the progress hook never opens is a schedule error: it fails at once
 // naming the peer, instead of waiting until the deadline.
-TEST(PeerLinks, AGateThatNeverOpensFailsAtOnce) {
+TEST(SocketLinks, AGateThatNeverOpensFailsAtOnce) {
   Rank0 r;
   std::vector<uint8_t> out(64, 1);
   std::vector<PeerQueue> queues(2);
