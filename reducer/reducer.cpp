@@ -265,7 +265,8 @@ void Reducer::lay_out_buckets(const BucketPlan& plan, const CompressionStrategy&
   bucket_buffer_bytes_ = total;
   bucket_payload_bytes_ = payload;
   bucket_data_.resize(plan.buckets.size());
-  for (size_t b = 0; b < plan.buckets.size(); ++b) bucket_data_[b] = static_cast<char*>(buckets_) + offsets[b];
+  for (size_t b = 0; b < plan.buckets.size(); ++b)
+    bucket_data_[b] = static_cast<char*>(buckets_) + offsets[b];
   my_pieces_.clear();
   if (options_.sharded) {
     std::vector<size_t> counts(specs_.size());

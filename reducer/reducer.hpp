@@ -154,7 +154,7 @@ class Reducer {
   // from the plan once, in lay_out_buckets; the plan does not change afterwards).
   std::vector<std::vector<ShardPiece>> my_pieces_;
   void* buckets_ = nullptr;
-  size_t bucket_buffer_bytes_ = 0;          // allocated, padding included
+  size_t bucket_buffer_bytes_ = 0;   // allocated, padding included
   size_t bucket_payload_bytes_ = 0;  // without alignment padding between buckets
   // With views and a strategy that takes gradients (PowerSGD): those gradients
   // (outside the buckets, which carry only the others), one aligned slot each.

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "gradcomm/types.h"
 #include "gradcomm/reducer.h"
+#include "gradcomm/types.h"
 #include "kernels/ops.hpp"
 #include "reducer/bucket_plan.hpp"
 #include "reducer/side_stream.hpp"

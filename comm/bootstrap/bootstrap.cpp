@@ -5,8 +5,8 @@
 #include <mutex>
 #include <tuple>
 
-#include "comm/bootstrap/store_state.hpp"
 #include "comm/bootstrap/store_protocol.hpp"
+#include "comm/bootstrap/store_state.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 

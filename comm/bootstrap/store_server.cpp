@@ -9,8 +9,8 @@
 #include <map>
 #include <vector>
 
-#include "comm/bootstrap/store_state.hpp"
 #include "comm/bootstrap/store_protocol.hpp"
+#include "comm/bootstrap/store_state.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/warn_limiter.hpp"

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "comm/bootstrap/bootstrap.hpp"
-#include "comm/bootstrap/store_state.hpp"
 #include "comm/bootstrap/store_protocol.hpp"
+#include "comm/bootstrap/store_state.hpp"
 #include "comm/exchange/exchange_transport.hpp"
 #include "comm/shm/shm_links.hpp"
 #include "common/error.hpp"

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <sstream>
 
-#include "comm/bootstrap/store_state.hpp"
 #include "comm/bootstrap/store_protocol.hpp"
+#include "comm/bootstrap/store_state.hpp"
 #include "comm/exchange/little_endian.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"

@@ -122,25 +122,26 @@ void SocketLinks::close_all() noexcept {
 }
 
 void SocketLinks::run_phase(std::vector<PeerTransfer>& transfers, const PhaseTag& tag, Deadline deadline,
-                          const std::string& what, const std::function<void()>& progress) {
+                            const std::string& what, const std::function<void()>& progress) {
   flows_.start_phase(transfers, tag, rank_);
   run_flows(deadline, what, progress);
 }
 
 void SocketLinks::run_messages(const std::vector<PeerQueue>& queues, Deadline deadline,
-                             const std::string& what) {
+                               const std::string& what) {
   flows_.start_messages(queues, rank_);
   run_flows(deadline, what, {});
 }
 
 void SocketLinks::run_gated_messages(const std::vector<PeerQueue>& queues, const size_t& gate,
-                                   Deadline deadline, const std::string& what,
-                                   const std::function<void()>& progress) {
+                                     Deadline deadline, const std::string& what,
+                                     const std::function<void()>& progress) {
   flows_.start_messages(queues, rank_, &gate);
   run_flows(deadline, what, progress);
 }
 
-void SocketLinks::run_flows(Deadline deadline, const std::string& what, const std::function<void()>& progress) {
+void SocketLinks::run_flows(Deadline deadline, const std::string& what,
+                            const std::function<void()>& progress) {
   try {
     move_flows(deadline, what, progress);
   } catch (...) {
@@ -150,7 +151,7 @@ void SocketLinks::run_flows(Deadline deadline, const std::string& what, const st
 }
 
 void SocketLinks::move_flows(Deadline deadline, const std::string& what,
-                           const std::function<void()>& progress) {
+                             const std::function<void()>& progress) {
   const int n = size();
   MessageFlows& flows = flows_;
   std::vector<pollfd> fds;

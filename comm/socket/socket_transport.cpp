@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "comm/exchange/exchange_transport.hpp"
-#include "comm/socket/socket_links.hpp"
 #include "comm/socket/peer_mesh.hpp"
+#include "comm/socket/socket_links.hpp"
 
 namespace gradcomm::comm {
 

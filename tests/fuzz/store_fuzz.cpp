@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "comm/bootstrap/store_server.hpp"
 #include "comm/bootstrap/store_protocol.hpp"
+#include "comm/bootstrap/store_server.hpp"
 
 namespace {
 

@@ -18,8 +18,8 @@
 
 #include "comm/bootstrap/bootstrap.hpp"
 #include "comm/bootstrap/store_client.hpp"
-#include "comm/bootstrap/store_server.hpp"
 #include "comm/bootstrap/store_protocol.hpp"
+#include "comm/bootstrap/store_server.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 
