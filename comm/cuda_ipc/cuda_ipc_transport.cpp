@@ -4,13 +4,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <vector>
 
 #include "comm/cuda_ipc/ipc_buffers.hpp"
 #include "comm/cuda_ipc/peer_events.hpp"
-#include "comm/local/local_transport.hpp"
 #include "comm/p2p_group.hpp"
+#include "comm/peer_memory/peer_memory_collective.hpp"
 #include "comm/shm/shm_transport.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
@@ -25,8 +24,6 @@ using cuda_ipc::BufferExports;
 using cuda_ipc::PeerBuffers;
 using cuda_ipc::PeerEvents;
 using cuda_ipc::SharedBuffer;
-constexpr PeerEvents::Point kReady = PeerEvents::kReady, kComputed = PeerEvents::kComputed,
-                            kDone = PeerEvents::kDone;
 
 namespace {
 
@@ -66,7 +63,7 @@ cudaEvent_t new_event(unsigned flags = cudaEventDisableTiming) {
   return e;
 }
 
-class CudaIpcTransport final : public Transport, public P2PBatchRunner {
+class CudaIpcTransport final : public Transport, public P2PBatchRunner, public PeerMemory {
  public:
   CudaIpcTransport(std::unique_ptr<Transport> control, gcommDevice_t device)
       : control_(std::move(control)),
@@ -145,12 +142,19 @@ class CudaIpcTransport final : public Transport, public P2PBatchRunner {
       return;
     }
     DeviceGuard guard(device_);
-    const CallId what = call_id(a);
-    const cudaStream_t stream = reinterpret_cast<cudaStream_t>(a.stream);
-    const size_t es = dtype_size(a.dtype);
+    run_peer_memory_collective(*this, a);
+  }
+
+  void run_p2p_batch(const std::vector<CollectiveArgs>& calls, bool grouped) override;
+
+  // PeerMemory
+  bool on_gpu() const noexcept override { return true; }
+  size_t all_reduce_piece(size_t count) const override { return count; }
+
+  void share_and_meet(const CollectiveArgs& a, size_t piece, const CallId& what) override {
+    (void)piece;  // the whole count
     size_t lo = 0, hi = 0;
     rank_slice(a.count, n_, rank_, lo, hi);
-
     CallRecord mine;
     mine.op = static_cast<int32_t>(a.op);
     mine.dtype = a.dtype;
@@ -172,112 +176,23 @@ class CudaIpcTransport final : public Transport, public P2PBatchRunner {
       unshareable = as_error(std::current_exception()).message();
       mine.unshareable = 1;
     }
-    GCOMM_CUDA_CHECK(cudaEventRecord(events_->collective(rank_, kReady), stream));
-    const std::vector<CallRecord> all = meet(mine, what, unshareable);
+    GCOMM_CUDA_CHECK(
+        cudaEventRecord(events_->collective(rank_, kReady), reinterpret_cast<cudaStream_t>(a.stream)));
+    calls_ = meet(mine, what, unshareable);
     free_retired_scratch();
-    forget_replaced_scratch(all);
-
-    std::vector<const void*> sends(n_);
-    std::vector<const float*> reduced(n_);  // all-reduce: every rank's slice of the result
-    const auto out_at = [&](size_t elem) { return static_cast<char*>(a.recv) + elem * es; };
-    // Phase 1. A failure here on one rank (a peer's buffer that will not open, a
-    // launch) must not leave the others waiting or reading what it never wrote: the
-    // meeting after it says whether every rank got through.
-    try {
-      phase_one(a, all, sends, reduced, stream);
-    } catch (...) {
-      const Error e = as_error(std::current_exception());
-      settle(what, &e);
-    }
-    settle(what, nullptr);
-    // Every rank has read this rank's input once all phase-1 work is done.
-    for (int q = 0; q < n_; ++q)
-      GCOMM_CUDA_CHECK(cudaStreamWaitEvent(stream, events_->collective(q, kComputed), 0));
-    if (a.op == Collective::kAllReduce)
-      for (int q = 0; q < n_; ++q) {
-        size_t qlo = 0, qhi = 0;
-        rank_slice(a.count, n_, q, qlo, qhi);
-        if (qhi > qlo)
-          kernels::reduce_cuda::float_to_typed(reduced[q], out_at(qlo), qhi - qlo, a.dtype, a.stream);
-      }
-    GCOMM_CUDA_CHECK(cudaEventRecord(events_->collective(rank_, kDone), stream));
+    forget_replaced_scratch(calls_);
   }
-
-  void run_p2p_batch(const std::vector<CollectiveArgs>& calls, bool grouped) override;
-
- private:
-  // Opens the peers' buffers, waits for their inputs, enqueues this rank's part of
-  // the reading and records its end (kComputed).
-  void phase_one(const CollectiveArgs& a, const std::vector<CallRecord>& all, std::vector<const void*>& sends,
-                 std::vector<const float*>& reduced, cudaStream_t stream) {
-    const size_t es = dtype_size(a.dtype);
-    size_t lo = 0, hi = 0;
-    rank_slice(a.count, n_, rank_, lo, hi);
-    for (int q = 0; q < n_; ++q) sends[q] = q == rank_ ? a.send : peers_->open(q, all[q].send);
-    if (a.op == Collective::kAllReduce)
-      for (int q = 0; q < n_; ++q)
-        reduced[q] = static_cast<const float*>(q == rank_ ? static_cast<void*>(scratch_)
-                                                          : peers_->open(q, all[q].scratch));
-    // Phase 1 reads every rank's input and rewrites this rank's scratch, which the
-    // peers' previous all-reduce read: wait for both.
-    for (int q = 0; q < n_; ++q) {
-      GCOMM_CUDA_CHECK(cudaStreamWaitEvent(stream, events_->collective(q, kReady), 0));
-      GCOMM_CUDA_CHECK(cudaStreamWaitEvent(stream, events_->collective(q, kDone), 0));
-    }
-    const auto at = [&](const void* p, size_t elem) { return static_cast<const char*>(p) + elem * es; };
-    const auto out_at = [&](size_t elem) { return static_cast<char*>(a.recv) + elem * es; };
-    const auto offset_all = [&](size_t elem) {
-      std::vector<const void*> s(n_);
-      for (int q = 0; q < n_; ++q) s[q] = at(sends[q], elem);
-      return s;
-    };
-    switch (a.op) {
-      case Collective::kAllReduce:
-        if (hi > lo)
-          kernels::reduce_cuda::reduce_to_float(sends.data(), n_, lo, hi - lo, a.dtype, a.redop, scratch_,
-                                                a.stream);
-        break;
-      case Collective::kReduce:
-        if (rank_ == a.root && a.count > 0)
-          kernels::reduce_cuda::reduce_to_typed(sends.data(), n_, 0, a.count, a.dtype, a.redop, a.recv,
-                                                a.stream);
-        break;
-      case Collective::kReduceScatter:
-        if (a.count > 0)
-          kernels::reduce_cuda::reduce_to_typed(offset_all(rank_ * a.count).data(), n_, 0, a.count, a.dtype,
-                                                a.redop, a.recv, a.stream);
-        break;
-      case Collective::kBroadcast:
-        if (a.count > 0 && a.recv != sends[a.root])
-          GCOMM_CUDA_CHECK(
-              cudaMemcpyAsync(a.recv, sends[a.root], a.count * es, cudaMemcpyDeviceToDevice, stream));
-        break;
-      case Collective::kAllGather:
-        if (a.count > 0)
-          for (int q = 0; q < n_; ++q)
-            if (out_at(q * a.count) != sends[q])
-              GCOMM_CUDA_CHECK(cudaMemcpyAsync(out_at(q * a.count), sends[q], a.count * es,
-                                               cudaMemcpyDeviceToDevice, stream));
-        break;
-      case Collective::kAllToAll:
-        // Block q of this rank's output is block `rank_` of rank q's input.
-        if (a.count > 0)
-          for (int q = 0; q < n_; ++q)
-            GCOMM_CUDA_CHECK(cudaMemcpyAsync(out_at(q * a.count), at(sends[q], rank_ * a.count), a.count * es,
-                                             cudaMemcpyDeviceToDevice, stream));
-        break;
-      case Collective::kBarrier:
-      case Collective::kSend:
-      case Collective::kRecv:
-        break;
-    }
-    GCOMM_CUDA_CHECK(cudaEventRecord(events_->collective(rank_, kComputed), stream));
+  const void* input_of(int q) override { return peers_->open(q, calls_[q].send); }
+  float* scratch_of(int q, size_t k) override {
+    (void)k;  // one piece
+    return q == rank_ ? scratch_ : static_cast<float*>(peers_->open(q, calls_[q].scratch));
   }
+  cudaEvent_t event(int q, Point p) const override { return events_->collective(q, p); }
 
   // The meeting after phase 1 (every rank has enqueued its reading): an all-gather of
   // whether each got through. `failed`: this rank's failure, thrown after the meeting;
   // a peer's makes every other rank throw gcommRemoteError naming it.
-  void settle(const CallId& what, const Error* failed) {
+  void settle(const CallId& what, const Error* failed) override {
     const int32_t mine = failed != nullptr ? 1 : 0;
     std::vector<int32_t> all(n_, 0);
     control_->run(host_call(Collective::kAllGather, &mine, all.data(), 1));
@@ -368,6 +283,7 @@ class CudaIpcTransport final : public Transport, public P2PBatchRunner {
   size_t scratch_elems_ = 0;
   std::vector<float*> retiring_, retired_;  // replaced scratch, freed two meetings later (grow_scratch)
   std::vector<uint64_t> peer_scratch_;      // each peer's scratch (its buffer id) as last seen
+  std::vector<CallRecord> calls_;           // every rank's current call, from the meeting
   uint64_t control_seq_ = 0;
   std::atomic<bool> aborted_{false};  // set by the watchdog's thread
 };

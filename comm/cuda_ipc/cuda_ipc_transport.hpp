@@ -2,9 +2,9 @@
 // training processes on one GPU, which NCCL refuses: "Duplicate GPU detected").
 // Each rank's buffers are read by the others in place, through CUDA IPC
 // (comm/cuda_ipc/ipc_buffers.hpp: each allocation opened once per peer and kept
-// open), and reduced by the local transport's kernels on each rank's stream, in the
-// same two phases and rank order as the local transport (comm/local/), so the bits
-// equal its and the host transports'. Nothing is staged through host memory and a
+// open), and reduced on each rank's stream by the peer-memory collective
+// (comm/peer_memory/), the algorithm the local transport runs, so the bits equal
+// its and the host transports'. This transport is a PeerMemory backend. Nothing is staged through host memory and a
 // call returns once its work is enqueued.
 //
 // The host side of every call goes over the shm transport's rings (the control

@@ -14,11 +14,13 @@
 #include <tuple>
 #include <vector>
 
+#include "comm/peer_memory/peer_memory_collective.hpp"
+
 namespace gradcomm::comm::cuda_ipc {
 
 class PeerEvents {
  public:
-  enum Point { kReady, kComputed, kDone };         // of a collective
+  using Point = PeerMemory::Point;                 // of a collective
   enum LetterEvent { kSendReady, kCopied };        // of a send
   static constexpr int kMaxLettersPerPeer = 1024;  // events made only as slots are used
 

@@ -3,15 +3,15 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstring>
+#include <optional>
 #include <vector>
 
 #include "comm/local/mailbox.hpp"
 #include "comm/local/rendezvous.hpp"
 #include "comm/p2p_group.hpp"
+#include "comm/peer_memory/peer_memory_collective.hpp"
 #include "common/cuda_check.hpp"
 #include "common/device.hpp"
-#include "common/dtype.hpp"
 #include "kernels/reduce/reduce.hpp"
 
 namespace gradcomm::comm {
@@ -19,7 +19,7 @@ namespace gradcomm::comm {
 namespace {
 
 // A host all-reduce's piece: its float sums fill one half of the scratch while
-// the other half's are converted (one barrier per piece).
+// the other half's are converted (one meeting per piece).
 constexpr size_t kHostPiece = size_t{2} << 20;  // elements: 8 MiB of float
 
 // State shared by the ranks of one local group.
@@ -35,18 +35,19 @@ struct LocalGroup {
   Rendezvous rv;
   Mailbox mailbox;  // sends and receives
   gcommDevice_t device;
-  // Reduction scratch (float), grown by rank 0 at the start of an op, when every
-  // rank has finished the previous one (each op ends with a barrier). On the
-  // host, two pieces of kHostPiece (an all-reduce goes piece by piece), so no
-  // count a caller gives sizes it (issue 44 #7's sibling).
+  // The all-reduce scratch (float), one for the group: rank q's slice of a round
+  // lies at its rank_slice offset, so the slices convert at once. Grown by rank 0
+  // between two meetings (PeerMemory's step 1). On the host, two halves of a piece.
   std::vector<float> host_scratch;
   float* dev_scratch = nullptr;
   size_t dev_scratch_elems = 0;
-  // Per-rank events (GPU): inputs ready, phase 1 done, op done.
+  // Per-rank events (GPU), in PeerMemory::Point order's lists.
   std::vector<cudaEvent_t> ready, computed, done;
 };
 
-class LocalTransport final : public Transport, public P2PBatchRunner {
+// A rank's transport is its backend of the peer-memory collective
+// (comm/peer_memory/), over the group's rendezvous.
+class LocalTransport final : public Transport, public P2PBatchRunner, public PeerMemory {
  public:
   LocalTransport(std::shared_ptr<LocalGroup> group, int rank) : group_(std::move(group)), rank_(rank) {}
 
@@ -60,14 +61,9 @@ class LocalTransport final : public Transport, public P2PBatchRunner {
       if (!defer_p2p_to_group_end(this, a)) run_p2p_batch({a}, false);
       return;
     }
-    const CallId what = call_id(a);
-    CallSignature sig{a.op, a.count, a.dtype, a.redop, a.root};
-    if (a.op == Collective::kBarrier) sig.count = 0;
-    if (gpu()) {
-      run_gpu(a, sig, what);
-    } else {
-      run_host(a, sig, what);
-    }
+    std::optional<DeviceGuard> guard;
+    if (on_gpu()) guard.emplace(group_->device);
+    run_peer_memory_collective(*this, a);
   }
 
   void run_p2p_batch(const std::vector<CollectiveArgs>& calls, bool grouped) override {
@@ -83,162 +79,79 @@ class LocalTransport final : public Transport, public P2PBatchRunner {
     group_->rv.fail(rank_, gcommAborted, cat("rank ", rank_, " aborted its communicator"));
   }
 
- private:
-  bool gpu() const { return group_->device.kind == gcommDeviceCuda; }
-  size_t es(const CollectiveArgs& a) const { return dtype_size(a.dtype); }
-  const void* send_at(int q, size_t elem, const CollectiveArgs& a) const {
-    return static_cast<const char*>(group_->rv.send_of(q)) + elem * es(a);
-  }
-  void* recv_at(int q, size_t elem, const CollectiveArgs& a) const {
-    return static_cast<char*>(group_->rv.recv_of(q)) + elem * es(a);
-  }
-  std::vector<const void*> sends(size_t offset, const CollectiveArgs& a) const {
-    std::vector<const void*> s(size());
-    for (int q = 0; q < size(); ++q) s[q] = send_at(q, offset, a);
-    return s;
+  // PeerMemory
+  bool on_gpu() const noexcept override { return group_->device.kind == gcommDeviceCuda; }
+  size_t all_reduce_piece(size_t count) const override {
+    return on_gpu() ? count : std::min(count, kHostPiece);
   }
 
-  void run_host(const CollectiveArgs& a, const CallSignature& sig, const CallId& what) {
-    Rendezvous& rv = group_->rv;
-    int n = size();
-    const size_t piece = std::min(a.count, kHostPiece);
-    if (a.op == Collective::kAllReduce && rank_ == 0 && group_->host_scratch.size() < 2 * piece)
-      group_->host_scratch.resize(2 * piece);
-    rv.exchange(rank_, sig, a.send, a.recv, what);
-    switch (a.op) {
-      case Collective::kAllReduce: {
-        // Piece k's sums go to half k % 2 of the scratch: a rank that reduces piece
-        // k + 2 into it has passed piece k + 1's barrier, which every rank reached
-        // after converting piece k. In place, piece k is written only after its
-        // barrier, when every rank has read it.
-        for (size_t first = 0, k = 0; first < a.count; first += piece, ++k) {
-          const size_t m = std::min(piece, a.count - first);
-          float* sums = group_->host_scratch.data() + (k % 2) * piece;
-          size_t lo, hi;
-          rank_slice(m, n, rank_, lo, hi);
-          kernels::reduce_host::reduce_to_float(sends(first, a).data(), n, lo, hi - lo, a.dtype, a.redop,
-                                                sums + lo);
-          rv.arrive_and_wait(rank_, what);
-          kernels::reduce_host::float_to_typed(sums, static_cast<char*>(a.recv) + first * es(a), m, a.dtype);
-        }
-        break;
-      }
-      case Collective::kReduce:
-        if (rank_ == a.root)
-          kernels::reduce_host::reduce_to_typed(sends(0, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv);
-        break;
-      case Collective::kReduceScatter:
-        kernels::reduce_host::reduce_to_typed(sends(rank_ * a.count, a).data(), n, 0, a.count, a.dtype,
-                                              a.redop, a.recv);
-        break;
-      case Collective::kBroadcast:
-        if (a.recv != rv.send_of(a.root)) std::memcpy(a.recv, rv.send_of(a.root), a.count * es(a));
-        break;
-      case Collective::kAllGather:
-        for (int q = 0; q < n; ++q) {
-          void* dst = recv_at(rank_, q * a.count, a);
-          // In place, block q of this rank's buffer is rank q's input only for q == rank.
-          if (dst != rv.send_of(q)) std::memcpy(dst, rv.send_of(q), a.count * es(a));
-        }
-        break;
-      case Collective::kAllToAll:
-        // Block q of this rank's output is block `rank_` of rank q's input.
-        if (a.count > 0)
-          for (int q = 0; q < n; ++q)
-            std::memcpy(recv_at(rank_, q * a.count, a), send_at(q, rank_ * a.count, a), a.count * es(a));
-        break;
-      case Collective::kBarrier:
-        break;
-      case Collective::kSend:
-      case Collective::kRecv:
-        break;  // run_p2p_batch
-    }
-    // Nobody returns (and reuses its buffers) before every rank has read them.
-    rv.arrive_and_wait(rank_, what);
-  }
-
-  void run_gpu(const CollectiveArgs& a, const CallSignature& sig, const CallId& what) {
-    Rendezvous& rv = group_->rv;
+  void share_and_meet(const CollectiveArgs& a, size_t piece, const CallId& what) override {
     LocalGroup& g = *group_;
-    int n = size();
-    DeviceGuard guard(g.device);
-    auto stream = reinterpret_cast<cudaStream_t>(a.stream);
-    if (a.op == Collective::kAllReduce && rank_ == 0 && g.dev_scratch_elems < a.count) {
-      // Growing the scratch: every rank's previous op has completed on the host
-      // side, but its kernels may still run: wait for them first.
-      for (int q = 0; q < n; ++q) GCOMM_CUDA_CHECK(cudaEventSynchronize(g.done[q]));
-      if (g.dev_scratch != nullptr) GCOMM_CUDA_CHECK(cudaFree(g.dev_scratch));
-      g.dev_scratch = nullptr;
-      g.dev_scratch_elems = 0;
-      void* p = nullptr;
-      GCOMM_CUDA_CHECK(cudaMalloc(&p, a.count * sizeof(float)));
-      g.dev_scratch = static_cast<float*>(p);
-      g.dev_scratch_elems = a.count;
-    }
-    GCOMM_CUDA_CHECK(cudaEventRecord(g.ready[rank_], stream));
-    rv.exchange(rank_, sig, a.send, a.recv, what);
-    // Phase 1 reads every rank's input (and, for all-reduce, rewrites the
-    // scratch the previous op's phase 2 read): wait for both.
-    for (int q = 0; q < n; ++q) {
-      GCOMM_CUDA_CHECK(cudaStreamWaitEvent(stream, g.ready[q], 0));
-      GCOMM_CUDA_CHECK(cudaStreamWaitEvent(stream, g.done[q], 0));
-    }
-    switch (a.op) {
-      case Collective::kAllReduce: {
-        size_t lo, hi;
-        rank_slice(a.count, n, rank_, lo, hi);
-        kernels::reduce_cuda::reduce_to_float(sends(0, a).data(), n, lo, hi - lo, a.dtype, a.redop,
-                                              g.dev_scratch + lo, a.stream);
-        break;
+    if (on_gpu()) GCOMM_CUDA_CHECK(cudaEventRecord(g.ready[rank_], reinterpret_cast<cudaStream_t>(a.stream)));
+    CallSignature sig{a.op, a.count, a.dtype, a.redop, a.root};
+    if (a.op == Collective::kBarrier) sig.count = 0;
+    g.rv.exchange(rank_, sig, a.send, a.recv, what);
+    count_ = a.count;
+    piece_ = piece;
+    if (a.op != Collective::kAllReduce) return;
+    // Every rank reads the size before the first meeting, rank 0 changes it after.
+    const bool grow = on_gpu() ? g.dev_scratch_elems < piece : g.host_scratch.size() < 2 * piece;
+    if (!grow) return;
+    g.rv.arrive_and_wait(rank_, what);
+    if (rank_ == 0) {
+      try {
+        grow_scratch(piece);
+      } catch (...) {  // the peers wait at the next meeting: tell them
+        const Error e = as_error(std::current_exception());
+        g.rv.fail(rank_, e.status(), e.message());
+        throw e;
       }
-      case Collective::kReduce:
-        if (rank_ == a.root)
-          kernels::reduce_cuda::reduce_to_typed(sends(0, a).data(), n, 0, a.count, a.dtype, a.redop, a.recv,
-                                                a.stream);
-        break;
-      case Collective::kReduceScatter:
-        kernels::reduce_cuda::reduce_to_typed(sends(rank_ * a.count, a).data(), n, 0, a.count, a.dtype,
-                                              a.redop, a.recv, a.stream);
-        break;
-      case Collective::kBroadcast:
-        if (a.recv != rv.send_of(a.root) && a.count > 0)
-          GCOMM_CUDA_CHECK(
-              cudaMemcpyAsync(a.recv, rv.send_of(a.root), a.count * es(a), cudaMemcpyDeviceToDevice, stream));
-        break;
-      case Collective::kAllGather:
-        for (int q = 0; q < n; ++q) {
-          void* dst = recv_at(rank_, q * a.count, a);
-          if (dst != rv.send_of(q) && a.count > 0)
-            GCOMM_CUDA_CHECK(
-                cudaMemcpyAsync(dst, rv.send_of(q), a.count * es(a), cudaMemcpyDeviceToDevice, stream));
-        }
-        break;
-      case Collective::kAllToAll:
-        if (a.count > 0)
-          for (int q = 0; q < n; ++q)
-            GCOMM_CUDA_CHECK(cudaMemcpyAsync(recv_at(rank_, q * a.count, a), send_at(q, rank_ * a.count, a),
-                                             a.count * es(a), cudaMemcpyDeviceToDevice, stream));
-        break;
-      case Collective::kBarrier:
-        break;
-      case Collective::kSend:
-      case Collective::kRecv:
-        break;  // run_p2p_batch
     }
-    GCOMM_CUDA_CHECK(cudaEventRecord(g.computed[rank_], stream));
-    rv.arrive_and_wait(rank_, what);
-    // This rank's stream continues only after every rank finished reading its
-    // buffers (phase 1 everywhere), so later work may overwrite them.
-    for (int q = 0; q < n; ++q) GCOMM_CUDA_CHECK(cudaStreamWaitEvent(stream, g.computed[q], 0));
-    if (a.op == Collective::kAllReduce)
-      kernels::reduce_cuda::float_to_typed(g.dev_scratch, a.recv, a.count, a.dtype, a.stream);
-    GCOMM_CUDA_CHECK(cudaEventRecord(g.done[rank_], stream));
-    // No rank re-records its events (next op) before every peer has enqueued its waits on them.
-    rv.arrive_and_wait(rank_, what);
+    g.rv.arrive_and_wait(rank_, what);
+  }
+
+  const void* input_of(int q) override { return group_->rv.send_of(q); }
+  float* scratch_of(int q, size_t k) override {
+    const size_t first = k * piece_;
+    size_t lo = 0, hi = 0;
+    rank_slice(std::min(piece_, count_ - first), size(), q, lo, hi);
+    return on_gpu() ? group_->dev_scratch + lo : group_->host_scratch.data() + (k % 2) * piece_ + lo;
+  }
+  cudaEvent_t event(int q, Point p) const override {
+    const std::vector<cudaEvent_t>& list =
+        p == kReady ? group_->ready : (p == kComputed ? group_->computed : group_->done);
+    return list[q];
+  }
+  void settle(const CallId& what, const Error* failed) override {
+    if (failed != nullptr) {
+      group_->rv.fail(rank_, failed->status(), failed->message());
+      throw *failed;
+    }
+    group_->rv.arrive_and_wait(rank_, what);
+  }
+
+ private:
+  // Every rank has met since its last call ended (on a GPU: recorded its kDone).
+  void grow_scratch(size_t piece) {
+    LocalGroup& g = *group_;
+    if (!on_gpu()) {
+      g.host_scratch.resize(2 * piece);
+      return;
+    }
+    // Its kernels may still run: the peers' second phases read the old scratch.
+    for (cudaEvent_t done : g.done) GCOMM_CUDA_CHECK(cudaEventSynchronize(done));
+    if (g.dev_scratch != nullptr) GCOMM_CUDA_CHECK(cudaFree(g.dev_scratch));
+    g.dev_scratch = nullptr;
+    g.dev_scratch_elems = 0;
+    void* p = nullptr;
+    GCOMM_CUDA_CHECK(cudaMalloc(&p, piece * sizeof(float)));
+    g.dev_scratch = static_cast<float*>(p);
+    g.dev_scratch_elems = piece;
   }
 
   std::shared_ptr<LocalGroup> group_;
   int rank_;
+  size_t count_ = 0, piece_ = 0;  // the current call's
 };
 
 }  // namespace

@@ -3,12 +3,13 @@
 // this makes multi-rank runs (and the test suite's multi-rank cases) possible on
 // one GPU or none.
 //
-// Host: each collective runs to completion in the calling threads; the work of
-// a reduction is split between the ranks (rank r reduces slice r of the elements
-// into a shared float scratch, then every rank copies the result out).
-// GPU: the same two phases are CUDA kernels on each rank's stream, ordered
-// across ranks with events exchanged at the rendezvous; nothing is staged
-// through host memory and the call returns once its work is enqueued.
+// Collectives are the peer-memory collective (comm/peer_memory/), this transport
+// its backend over the group's rendezvous. Host: each collective runs to
+// completion in the calling threads; the work of a reduction is split between
+// the ranks (rank r reduces slice r into a shared float scratch, then every rank
+// converts the result out). GPU: the same two phases are CUDA kernels on each
+// rank's stream, ordered across ranks with events; nothing is staged through
+// host memory and the call returns once its work is enqueued.
 #pragma once
 
 #include <cstddef>
@@ -18,13 +19,6 @@
 #include "comm/transport.hpp"
 
 namespace gradcomm::comm {
-
-// Rank r's share [lo, hi) of `count` elements in the two phases of a reduction: the
-// local transport's split, which the cuda-ipc transport shares (the same bits).
-inline void rank_slice(size_t count, int nranks, int r, size_t& lo, size_t& hi) {
-  lo = count * r / nranks;
-  hi = count * (r + 1) / nranks;
-}
 
 std::vector<std::unique_ptr<Transport>> make_local_transports(int nranks, gcommDevice_t device,
                                                               double timeout_s);

@@ -1,0 +1,1 @@
+list(APPEND GRADCOMM_COMM_SOURCES peer_memory/peer_memory_collective.cpp)
