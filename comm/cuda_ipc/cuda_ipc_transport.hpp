@@ -4,8 +4,8 @@
 // (comm/cuda_ipc/ipc_buffers.hpp: each allocation opened once per peer and kept
 // open), and reduced on each rank's stream by the peer-memory collective
 // (comm/peer_memory/), the algorithm the local transport runs, so the bits equal
-// its and the host transports'. This transport is a PeerMemory backend. Nothing is staged through host memory and a
-// call returns once its work is enqueued.
+// its and the host transports'. This transport is a PeerMemory backend. Nothing is staged through host memory
+// and a call returns once its work is enqueued.
 //
 // The host side of every call goes over the shm transport's rings (the control
 // plane: comm/shm/): an all-gather of each rank's call (its signature and its
