@@ -18,7 +18,7 @@
 #include "memory/device_bytes.hpp"
 #include "reducer/chrome_trace.hpp"
 #include "reducer/compressions.hpp"
-#include "reducer/sharded_params.hpp"
+#include "reducer/grad_norm.hpp"
 #include "reducer/strategies/allreduce.hpp"
 
 namespace gradcomm::reducer {
@@ -118,20 +118,12 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
   allocator_ = allocator != nullptr
                    ? std::move(allocator)
                    : memory::make_caching_allocator(device_, gcommMemoryDefault, memory::AllocatorOptions{});
-  if (options_.sharded) params_ = std::make_unique<ShardedParams>(comm_, *allocator_, side_);
-  std::vector<float> init(4 + 2 * static_cast<size_t>(comm_.size()), 0.0f);  // doubles are 0 bits too
-  init[1] = 1.0f;
-  flags_ = static_cast<float*>(allocator_->allocate(init.size() * sizeof(float), side_.stream()));
-  memory::copy_bytes(flags_, init.data(), init.size() * sizeof(float), device_, side_.stream(),
-                     cudaMemcpyHostToDevice);
+  if (options_.sharded) sharding_ = std::make_unique<Sharding>(comm_, *allocator_, side_);
+  scalars_ = std::make_unique<StepScalars>(*allocator_, side_, device_,
+                                           sharding_ != nullptr ? sharding_->shards() : 0);
   strategy_ = std::make_unique<AllReduceStrategy>();
-  try {
-    lay_out_buckets(plan_buckets(specs_, plan_options()), *strategy_);
-    side_.synchronize();  // the flags and the zeroed buffers are in place before the first step
-  } catch (...) {
-    allocator_->deallocate(flags_, side_.stream());  // no destructor runs for a half-made reducer
-    throw;
-  }
+  lay_out_buckets(plan_buckets(specs_, plan_options()), *strategy_);
+  side_.synchronize();  // the scalars and the zeroed buffers are in place before the first step
   marked_.assign(n, 0);
   const ReducerSettings& settings = options_.settings;
   if (!settings.trace_file.empty()) {
@@ -161,8 +153,8 @@ Reducer::~Reducer() {
     strategy_.reset();  // its buffers come from the allocator
     if (buckets_ != nullptr) allocator_->deallocate(buckets_, side_.stream());
     if (own_ != nullptr) allocator_->deallocate(own_, side_.stream());
-    params_.reset();  // its staging buffer comes from the allocator
-    if (flags_ != nullptr) allocator_->deallocate(flags_, side_.stream());
+    sharding_.reset();  // its staging buffer comes from the allocator
+    scalars_.reset();
     // The allocator's teardown records events on the streams it served: it must
     // go while the side stream still exists.
     allocator_.reset();
@@ -181,7 +173,7 @@ PlanOptions Reducer::plan_options() const {
   po.bucket_cap_bytes = options_.bucket_cap_bytes;
   po.first_bucket_bytes = options_.first_bucket_bytes;
   po.wire_dtype = options_.wire_dtype;
-  po.shards = options_.sharded ? static_cast<size_t>(comm_.size()) : 1;
+  po.shards = sharding_ != nullptr ? sharding_->shards() : 1;
   return po;
 }
 
@@ -195,12 +187,11 @@ StrategyContext Reducer::context() {
                          bucket_data_.data(),
                          options_.average,
                          options_.grad_as_bucket_view,
-                         options_.sharded,
+                         sharding_.get(),
                          epilogue_at_finalize_,
-                         my_pieces_.data(),
                          inv_scale(),
-                         step_flag(),
-                         flags_ + 1,
+                         scalars_->step_found_inf(),
+                         scalars_->one(),
                          *strategy_,
                          timeline_};
 }
@@ -267,14 +258,7 @@ void Reducer::lay_out_buckets(const BucketPlan& plan, const CompressionStrategy&
   bucket_data_.resize(plan.buckets.size());
   for (size_t b = 0; b < plan.buckets.size(); ++b)
     bucket_data_[b] = static_cast<char*>(buckets_) + offsets[b];
-  my_pieces_.clear();
-  if (options_.sharded) {
-    std::vector<size_t> counts(specs_.size());
-    for (size_t i = 0; i < specs_.size(); ++i) counts[i] = specs_[i].count;
-    for (const Bucket& b : plan.buckets)
-      my_pieces_.push_back(
-          shard_pieces(b, counts, static_cast<size_t>(comm_.size()), static_cast<size_t>(comm_.rank())));
-  }
+  if (sharding_ != nullptr) sharding_->lay_out(plan, specs_);
   plan_ = plan;
   remaining_.assign(plan_.buckets.size(), 0);
   bucket_streams_.assign(plan_.buckets.size(), {});
@@ -343,7 +327,7 @@ void Reducer::begin_step(bool sync) {
       // updated the scale that this step's epilogues read.
       side_.wait_for_marked();
       timeline_.begin_step(stats_.synced_steps + 1, side_.stream());
-      memory::zero_bytes(step_flag(), sizeof(float), device_, side_.stream());
+      memory::zero_bytes(scalars_->step_found_inf(), sizeof(float), device_, side_.stream());
       strategy_->begin_step(context());
     });
   phase_ = sync ? Phase::kSynced : Phase::kAccumulating;
@@ -434,7 +418,10 @@ void Reducer::finalize(gcommStream_t stream) {
     while (next_bucket_ < plan_.buckets.size()) launch_bucket(next_bucket_++);
     side_.run([this] {
       strategy_->end_step(context());
-      if (options_.sharded) agree_on_found_inf();
+      if (sharding_ != nullptr) {
+        TimedSpan span(timeline_, "found-inf max", SpanKind::kComm, -1, side_.stream());
+        sharding_->agree_on_found_inf(scalars_->step_found_inf());
+      }
     });
     side_.make_wait(stream);
     {
@@ -462,9 +449,11 @@ void Reducer::finalize(gcommStream_t stream) {
 // stream: the step's Inf/NaN flag becomes the readable one and the scaler's
 // found-inf, and the scaler's update runs.
 void Reducer::finish_step(gcommStream_t stream) {
-  memory::copy_bytes(flags_, step_flag(), sizeof(float), device_, stream, cudaMemcpyDeviceToDevice);
+  const float* step = scalars_->step_found_inf();
+  memory::copy_bytes(scalars_->last_found_inf(), step, sizeof(float), device_, stream,
+                     cudaMemcpyDeviceToDevice);
   if (scaler_ != nullptr) {
-    memory::copy_bytes(&scaler_->state()->found_inf, step_flag(), sizeof(float), device_, stream,
+    memory::copy_bytes(&scaler_->state()->found_inf, step, sizeof(float), device_, stream,
                        cudaMemcpyDeviceToDevice);
     scaler_->update(stream);
   }
@@ -511,7 +500,7 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
 
 bool Reducer::read_found_inf(gcommStream_t stream) {
   float flag = 0.0f;
-  memory::copy_bytes(&flag, flags_, sizeof flag, device_, stream, cudaMemcpyDeviceToHost);
+  memory::copy_bytes(&flag, scalars_->last_found_inf(), sizeof flag, device_, stream, cudaMemcpyDeviceToHost);
   side_.synchronize(stream);
   return flag > 0.0f;
 }
@@ -692,46 +681,35 @@ void Reducer::load_compression(const uint8_t* data, size_t bytes) {
   strategy_->load(data, bytes);
 }
 
-void Reducer::agree_on_found_inf() {
-  TimedSpan span(timeline_, "found-inf max", SpanKind::kComm, -1, side_.stream());
-  comm_.collective(comm::owned_buffers_call(comm::Collective::kAllReduce, step_flag(), step_flag(), 1,
-                                            gcommFloat32, side_.stream(), gcommMax));
-}
-
-void Reducer::require_sharded(const char* what) const {
-  if (!options_.sharded)
+Sharding& Reducer::sharding(const char* what) const {
+  if (sharding_ == nullptr)
     fail(gcommInvalidState, what, " needs a reducer in sharded mode (config.mode = gcommReducerSharded)");
+  return *sharding_;
 }
 
 std::vector<ShardPiece> Reducer::shard(size_t bucket, gcommTensor_t* wire_shard) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  require_sharded("a shard");
+  const Sharding& sharded = sharding("a shard");
   require(bucket < plan_.buckets.size(), "bucket ", bucket, " is out of range (", plan_.buckets.size(),
           " buckets)");
-  const Bucket& b = plan_.buckets[bucket];
-  const size_t shards = static_cast<size_t>(comm_.size()), rank = static_cast<size_t>(comm_.rank());
-  if (wire_shard != nullptr) {
-    const size_t n = b.shard_elements(shards);
-    *wire_shard = gcommTensor_t{
-        static_cast<char*>(bucket_data_[bucket]) + rank * n * dtype_size(b.wire_dtype), n, b.wire_dtype};
-  }
-  return my_pieces_[bucket];
+  if (wire_shard != nullptr) *wire_shard = sharded.shard_of(plan_.buckets[bucket], bucket_data_[bucket]);
+  return sharded.pieces(bucket);
 }
 
 void Reducer::set_params(const gcommTensor_t* params, size_t n) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
-  require_sharded("registering parameters");
+  Sharding& sharded = sharding("registering parameters");
   if (phase_ != Phase::kIdle) fail(gcommInvalidState, "parameters can only be registered between steps");
-  params_->set(params, n, grads_, plan_);
+  sharded.params().set(params, n, grads_, plan_);
 }
 
 void Reducer::all_gather_params(size_t bucket, gcommStream_t stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
   refuse_in_group("gcommReducerAllGatherParams");
-  require_sharded("gathering parameters");
-  if (!params_->registered())
+  Sharding& sharded = sharding("gathering parameters");
+  if (!sharded.params().registered())
     fail(gcommInvalidState, "no parameters registered: call gcommReducerSetParams first");
   if (phase_ != Phase::kIdle) fail(gcommInvalidState, "parameters can only be gathered between steps");
   require(bucket == GCOMM_ALL_BUCKETS || bucket < plan_.buckets.size(), "bucket ", bucket,
@@ -739,32 +717,17 @@ void Reducer::all_gather_params(size_t bucket, gcommStream_t stream) {
   or_fail([&] {
     side_.wait_for(stream);
     if (bucket == GCOMM_ALL_BUCKETS)
-      for (size_t b = 0; b < plan_.buckets.size(); ++b) params_->all_gather(b, plan_, my_pieces_[b]);
+      for (size_t b = 0; b < plan_.buckets.size(); ++b) sharded.params().all_gather(b, plan_, sharded);
     else
-      params_->all_gather(bucket, plan_, my_pieces_[bucket]);
+      sharded.params().all_gather(bucket, plan_, sharded);
     side_.make_wait(stream);
   });
 }
 
 std::vector<gcommTensor_t> Reducer::owned_grad_parts() const {
-  if (!options_.sharded) return grads_;
-  std::vector<gcommTensor_t> parts;
-  for (const std::vector<ShardPiece>& pieces : my_pieces_)
-    for (const ShardPiece& p : pieces) {
-      gcommTensor_t part = grads_[p.grad];
-      part.data = static_cast<char*>(part.data) + p.grad_offset * dtype_size(part.dtype);
-      part.count = p.count;
-      parts.push_back(part);
-    }
-  return parts;
+  return sharding_ != nullptr ? sharding_->owned_parts(plan_, grads_) : grads_;
 }
 
-// Each rank's sum of squares over its pieces (in double) lands in its slot; the
-// all-gather (in place) fills the others, and every rank adds them in rank order
-// and rounds once: every rank gets the same bits whatever order the transport
-// reduces in, and the float is the one the whole gradient's norm gives (the sums
-// differ only in the order of double additions; a tie in the final rounding is
-// the rare exception).
 const float* Reducer::clip_grad_norm(float max_norm, gcommStream_t stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
@@ -778,28 +741,11 @@ const float* Reducer::clip_grad_norm(float max_norm, gcommStream_t stream) {
          "the gradient norm is taken of a synced step's result: call it after the finalize of a "
          "synced step and before the next gcommReducerBeginStep");
   const std::vector<gcommTensor_t> parts = owned_grad_parts();
+  const float* norm = nullptr;
   or_fail([&] {
-    const kernels::Target target{device_, side_.stream(), true};
-    side_.wait_for(stream);
-    const size_t bytes = target.cuda() ? kernels::norm_workspace_bytes(parts.data(), parts.size()) : 0;
-    auto release = [this](void* p) { allocator_->deallocate(p, side_.stream()); };
-    std::unique_ptr<void, decltype(release)> workspace(
-        bytes > 0 ? allocator_->allocate(bytes, side_.stream()) : nullptr, release);
-    if (options_.sharded) {
-      double* mine = rank_squares() + comm_.rank();
-      kernels::l2_norm(parts.data(), parts.size(), grad_norm(), nullptr, workspace.get(), bytes, target,
-                       mine);
-      // A double is moved as two floats: an all-gather only moves bytes.
-      comm_.collective(comm::owned_buffers_call(comm::Collective::kAllGather, mine, rank_squares(), 2,
-                                                gcommFloat32, side_.stream()));
-      kernels::norm_of_sums(rank_squares(), static_cast<size_t>(comm_.size()), grad_norm(), target);
-    } else {
-      kernels::l2_norm(parts.data(), parts.size(), grad_norm(), nullptr, workspace.get(), bytes, target);
-    }
-    if (max_norm > 0.0f) kernels::clip_to_norm(parts.data(), parts.size(), max_norm, grad_norm(), target);
-    side_.make_wait(stream);
+    norm = GradNorm(comm_, *allocator_, side_, *scalars_).clip(parts, sharding_ != nullptr, max_norm, stream);
   });
-  return grad_norm();
+  return norm;
 }
 
 }  // namespace gradcomm::reducer

@@ -24,13 +24,14 @@
 #include "reducer/bucket_plan.hpp"
 #include "reducer/grad_addresses.hpp"
 #include "reducer/reducer_options.hpp"
+#include "reducer/sharding.hpp"
 #include "reducer/side_stream.hpp"
+#include "reducer/step_scalars.hpp"
 #include "reducer/step_timeline.hpp"
 #include "reducer/strategy.hpp"
 
 namespace gradcomm::reducer {
 
-class ShardedParams;
 struct StrategySetup;
 
 class Reducer {
@@ -54,7 +55,7 @@ class Reducer {
   void finalize(gcommStream_t stream);
   // Synchronizes `stream` and reads the flag of the last synced step.
   bool read_found_inf(gcommStream_t stream);
-  const float* found_inf_flag() const { return flags_; }
+  const float* found_inf_flag() const { return scalars_->last_found_inf(); }
 
   void* grad_data(size_t index) const;
   void set_grad_data(size_t index, void* data);
@@ -63,18 +64,16 @@ class Reducer {
   void set_all_grad_data(void* const* data, size_t n);
   gcommReducerStats_t stats() const;
 
-  // Sharded mode (gcommReducerSharded): this rank's shard of bucket b; the
-  // parameters (registered like the gradients) and their all-gather, between steps.
+  // Sharded mode (gcommReducerSharded; the Sharding component): this rank's shard
+  // of bucket b; the parameters (registered like the gradients) and their
+  // all-gather, between steps.
   std::vector<ShardPiece> shard(size_t bucket, gcommTensor_t* wire_shard) const;
   void set_params(const gcommTensor_t* params, size_t n);
   void all_gather_params(size_t bucket, gcommStream_t stream);
   // The L2 norm of the last synced step's gradients (after the epilogue: averaged
-  // and unscaled), written to a scalar of the reducer's (valid until the next
-  // call) after `stream`'s work; later work on `stream` waits for it. With
-  // max_norm > 0 every gradient element is then multiplied by
-  // max_norm / (norm + 1e-6) when that is below 1. Sharded mode: over this rank's
-  // shard pieces, the ranks' partial norms all-gathered and combined in rank order
-  // (a collective: every rank calls it, and every rank gets the same bits).
+  // and unscaled) and, with max_norm > 0, clipping to it: the GradNorm component
+  // (grad_norm.hpp), over every gradient or this rank's shard parts. The norm is a
+  // scalar of the reducer's, valid until the next call.
   const float* clip_grad_norm(float max_norm, gcommStream_t stream);
   std::string describe() const;
   memory::CachingAllocator& allocator() { return *allocator_; }
@@ -115,17 +114,14 @@ class Reducer {
   StrategyContext context();
   PlanOptions plan_options() const;  // from the options; the order is the caller's
   void finish_step(gcommStream_t stream);
-  float* step_flag() const { return flags_ + 2; }
   const float* inv_scale() const { return scaler_ != nullptr ? &scaler_->state()->inv_scale : nullptr; }
   void maybe_rebuild(const std::vector<size_t>& missing);
   void check_grad_location(const void* data, size_t index) const;
-  void require_sharded(const char* what) const;
+  // The sharded mode's component; gcommInvalidState naming `what` in all-reduce mode.
+  Sharding& sharding(const char* what) const;
   // The gradient elements this rank's step result covers: every gradient, or in
   // sharded mode the pieces of its shards.
   std::vector<gcommTensor_t> owned_grad_parts() const;
-  // Sharded mode, at finalize: every rank takes the largest step flag, so a step
-  // with Inf/NaN in any rank's shard is skipped everywhere.
-  void agree_on_found_inf();
   // A moved gradient's new tensor, checked alone (NULL, span, location) between steps.
   gcommTensor_t checked_move(size_t index, void* data) const;
   std::vector<size_t> unmarked() const;
@@ -150,25 +146,15 @@ class Reducer {
   std::unique_ptr<memory::CachingAllocator> allocator_;
   BucketPlan plan_;
   std::vector<void*> bucket_data_;  // each bucket's place in buckets_
-  // Sharded mode: per bucket, the gradients' parts in this rank's shard (derived
-  // from the plan once, in lay_out_buckets; the plan does not change afterwards).
-  std::vector<std::vector<ShardPiece>> my_pieces_;
   void* buckets_ = nullptr;
   size_t bucket_buffer_bytes_ = 0;   // allocated, padding included
   size_t bucket_payload_bytes_ = 0;  // without alignment padding between buckets
   // With views and a strategy that takes gradients (PowerSGD): those gradients
   // (outside the buckets, which carry only the others), one aligned slot each.
   void* own_ = nullptr;
-  // [0] found-inf of the last synced step (written on the caller's stream at
-  // finalize), [1] the constant 1.0f, [2] this step's found-inf (side stream),
-  // [3] the gradient norm; then (sharded, 8-byte aligned) the ranks' sums of
-  // squares, one double each.
-  float* flags_ = nullptr;
-  float* grad_norm() const { return flags_ + 3; }
-  double* rank_squares() const { return reinterpret_cast<double*>(flags_ + 4); }
-  bool synced_result_ = false;  // the gradients hold a synced step's result
-  // Sharded mode: the parameters and their all-gather (NULL in all-reduce mode).
-  std::unique_ptr<ShardedParams> params_;
+  std::unique_ptr<StepScalars> scalars_;  // the step's flags and the norm, on the device
+  bool synced_result_ = false;            // the gradients hold a synced step's result
+  std::unique_ptr<Sharding> sharding_;    // sharded mode's component (NULL in all-reduce mode)
 
   mutable std::mutex mutex_;
   Phase phase_ = Phase::kIdle;

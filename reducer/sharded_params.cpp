@@ -7,6 +7,7 @@
 #include "kernels/ops.hpp"
 #include "memory/device_bytes.hpp"
 #include "reducer/grad_addresses.hpp"
+#include "reducer/sharding.hpp"
 
 namespace gradcomm::reducer {
 
@@ -62,22 +63,16 @@ void ShardedParams::layout(const BucketPlan& plan) {
   offset_ = std::move(offsets);
 }
 
-void ShardedParams::all_gather(size_t b, const BucketPlan& plan, const std::vector<ShardPiece>& mine) {
+void ShardedParams::all_gather(size_t b, const BucketPlan& plan, const Sharding& sharding) {
   const Bucket& bucket = plan.buckets[b];
   const gcommDataType_t dtype = bucket.grad_dtype;
   void* staging = static_cast<char*>(staging_) + offset_[b];
-  const size_t shards = static_cast<size_t>(comm_.size()), rank = static_cast<size_t>(comm_.rank());
-  const size_t shard = bucket.shard_elements(shards);
+  const size_t rank = static_cast<size_t>(comm_.rank());
+  const size_t shard = bucket.shard_elements(sharding.shards());
   const kernels::Target target{device_, side_.stream(), true};
   std::vector<gcommTensor_t> parts;
   std::vector<size_t> offsets;
-  for (const ShardPiece& p : mine) {
-    gcommTensor_t part = params_[p.grad];
-    part.data = static_cast<char*>(part.data) + p.grad_offset * dtype_size(dtype);
-    part.count = p.count;
-    parts.push_back(part);
-    offsets.push_back(rank * shard + p.shard_offset);
-  }
+  sharding.parts_of(b, bucket, params_, parts, &offsets);
   kernels::pack(parts.data(), parts.size(), offsets.data(), staging, dtype, 1.0f, nullptr, target);
   void* my_block = static_cast<char*>(staging) + rank * shard * dtype_size(dtype);
   comm_.collective(comm::owned_buffers_call(comm::Collective::kAllGather, my_block, staging, shard, dtype,

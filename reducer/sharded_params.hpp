@@ -16,6 +16,8 @@
 
 namespace gradcomm::reducer {
 
+class Sharding;
+
 class ShardedParams {
  public:
   ShardedParams(comm::Communicator& comm, memory::CachingAllocator& allocator, SideStream& side);
@@ -30,10 +32,10 @@ class ShardedParams {
   // (out of memory included) changes nothing.
   void set(const gcommTensor_t* params, size_t n, const std::vector<gcommTensor_t>& grads,
            const BucketPlan& plan);
-  // Bucket b's parameters all-gathered on the side stream: this rank's pieces
-  // (`mine`, the plan's shard pieces of b) into its shard of the staging buffer,
-  // the all-gather in place, every parameter of b copied back whole.
-  void all_gather(size_t b, const BucketPlan& plan, const std::vector<ShardPiece>& mine);
+  // Bucket b's parameters all-gathered on the side stream: this rank's parts
+  // (`sharding` says which) into its shard of the staging buffer, the all-gather
+  // in place, every parameter of b copied back whole.
+  void all_gather(size_t b, const BucketPlan& plan, const Sharding& sharding);
 
  private:
   void layout(const BucketPlan& plan);

@@ -18,6 +18,7 @@
 #include "gradcomm/types.h"
 #include "kernels/ops.hpp"
 #include "reducer/bucket_plan.hpp"
+#include "reducer/sharding.hpp"
 #include "reducer/side_stream.hpp"
 #include "reducer/step_timeline.hpp"
 
@@ -36,15 +37,15 @@ struct StrategyContext {
   void* const* bucket_data;                 // per bucket: its place in the bucket buffer
   bool average;                             // divide the sum by the world size
   bool views;                               // grad_as_bucket_view: the gradients live in the buckets
-  bool sharded;                             // reduce-scatter: this rank reduces only its shard of each bucket
+  const Sharding* sharding;                 // sharded mode: this rank reduces only its shard of each
+                                            // bucket (NULL: all-reduce mode)
   bool epilogue_at_finalize;  // GRADCOMM_REDUCER_EPILOGUE=finalize: the plain buckets' epilogues at
                               // end_step, fused (else each right after its bucket's collective)
-  const std::vector<ShardPiece>* my_pieces;  // sharded: per bucket, the gradients' parts in this rank's shard
-  const float* inv_scale;                    // device 1/loss scale, or NULL (no scaler)
-  float* step_flag;                          // device: this step's found-inf (> 0: Inf/NaN seen)
-  const float* one;                          // device 1.0f
-  const CompressionStrategy& outermost;      // asked takes(): the gradients another strategy carries
-  StepTimeline& timeline;                    // spans of this step's work (TimedSpan), when it is measured
+  const float* inv_scale;     // device 1/loss scale, or NULL (no scaler)
+  float* step_flag;           // device: this step's found-inf (> 0: Inf/NaN seen)
+  const float* one;           // device 1.0f
+  const CompressionStrategy& outermost;  // asked takes(): the gradients another strategy carries
+  StepTimeline& timeline;                // spans of this step's work (TimedSpan), when it is measured
 
   // The side stream, on the reducer's device; locations known (the reducer's
   // buffers and gradients checked at registration).

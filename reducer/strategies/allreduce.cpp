@@ -54,14 +54,9 @@ void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContex
   }
   // Views are not packed, so the transport averages (NCCL's ncclAvg divides before summing).
   const gcommRedOp_t op = ctx.views && ctx.average ? gcommAvg : gcommSum;
-  if (ctx.sharded) {
+  if (ctx.sharding != nullptr) {
     auto span = ctx.span("reduce_scatter", SpanKind::kComm, b);
-    // In place: this rank's shard of the bucket receives the reduced shard.
-    const size_t shard = bucket.shard_elements(static_cast<size_t>(ctx.comm.size()));
-    void* mine = static_cast<char*>(wire) +
-                 static_cast<size_t>(ctx.comm.rank()) * shard * dtype_size(bucket.wire_dtype);
-    ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kReduceScatter, wire, mine, shard,
-                                                 bucket.wire_dtype, ctx.side.stream(), op));
+    ctx.sharding->reduce_scatter(bucket, wire, op);
   } else {
     auto span = ctx.span("all_reduce", SpanKind::kComm, b);
     ctx.comm.collective(comm::owned_buffers_call(comm::Collective::kAllReduce, wire, wire, bucket.elements,
@@ -75,7 +70,7 @@ void AllReduceStrategy::run_bucket(size_t b, bool complete, const StrategyContex
 
 void AllReduceStrategy::end_step(const StrategyContext& ctx) {
   if (deferred_.empty()) return;
-  if (ctx.sharded) {
+  if (ctx.sharding != nullptr) {
     for (size_t b : deferred_) epilogue(b, ctx);  // shard pieces: one launch each, as per bucket
   } else {
     fused_epilogue(ctx);
@@ -116,23 +111,14 @@ void AllReduceStrategy::fused_epilogue(const StrategyContext& ctx) {
 // back, times 1/loss scale) or, with views, unscale in place; Inf/NaN into the step flag.
 void AllReduceStrategy::epilogue(size_t b, const StrategyContext& ctx) {
   const Bucket& bucket = ctx.plan.buckets[b];
-  if (!ctx.sharded && !ctx.views) {
+  if (ctx.sharding == nullptr && !ctx.views) {
     unpack_bucket(b, ctx.bucket_data[b], bucket.wire_dtype, ctx);
     return;
   }
   std::vector<gcommTensor_t> dst;
   std::vector<size_t> offsets;
-  if (ctx.sharded) {
-    // This rank's shard only: the parts of the gradients in it.
-    const size_t lo =
-        static_cast<size_t>(ctx.comm.rank()) * bucket.shard_elements(static_cast<size_t>(ctx.comm.size()));
-    for (const ShardPiece& p : ctx.my_pieces[b]) {
-      gcommTensor_t part = ctx.grads[p.grad];
-      part.data = static_cast<char*>(part.data) + p.grad_offset * dtype_size(part.dtype);
-      part.count = p.count;
-      dst.push_back(part);
-      offsets.push_back(lo + p.shard_offset);
-    }
+  if (ctx.sharding != nullptr) {
+    ctx.sharding->parts_of(b, bucket, ctx.grads, dst, &offsets);  // this rank's shard only
   } else {
     for (const BucketEntry& e : bucket.entries)
       if (!ctx.outermost.takes(e.grad)) dst.push_back(ctx.grads[e.grad]);
