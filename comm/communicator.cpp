@@ -14,6 +14,7 @@
 #include "common/deadline.hpp"
 #include "common/device.hpp"
 #include "common/dtype.hpp"
+#include "common/env.hpp"
 #include "common/log.hpp"
 
 namespace gradcomm::comm {
@@ -22,15 +23,12 @@ namespace {
 bool is_cuda(const gcommDevice_t& d) {
   return d.kind == gcommDeviceCuda;
 }
-
-// Is `ptr` usable by a communicator on `device`?
-void check_buffer(const void* ptr, const gcommDevice_t& device, const char* what) {
-  require_usable(pointer_info(ptr), device, what, -1, "the communicator is on");
-}
 }  // namespace
 
 Communicator::Communicator(std::unique_ptr<Transport> transport, double timeout_s)
-    : transport_(std::move(transport)), timeout_s_(timeout_s) {
+    : transport_(std::move(transport)),
+      timeout_s_(timeout_s),
+      check_every_call_(env_int("GRADCOMM_CHECK_POINTERS", 0, 0, 1) == 1) {
   if (is_cuda(transport_->device())) watchdog_ = std::thread([this] { watchdog_loop(); });
   GCOMM_INFO(INIT, "communicator created: rank ", rank(), " of ", size(), ", ", transport_name(),
              " transport on ", describe_device(device()),
@@ -96,13 +94,14 @@ void Communicator::validate(const CollectiveArgs& a) const {
   if (needs_send) {
     require(a.send != nullptr, "sendbuf is NULL but count is ", a.count);
     checked_span(a.send, send_count, a.dtype, "sendbuf");
-    if (!a.buffers_known) check_buffer(a.send, device(), "sendbuf");
+    if (!a.buffers_known) check_buffer(a.send, send_count * dtype_size(a.dtype), "sendbuf");
   }
   if (needs_recv) {
     require(a.recv != nullptr, "recvbuf is NULL but count is ", a.count);
     checked_span(a.recv, recv_count, a.dtype, "recvbuf");
     // In place, the send check has answered already (one driver query fewer).
-    if (!a.buffers_known && !(needs_send && a.recv == a.send)) check_buffer(a.recv, device(), "recvbuf");
+    if (!a.buffers_known && !(needs_send && a.recv == a.send))
+      check_buffer(a.recv, recv_count * dtype_size(a.dtype), "recvbuf");
   }
   if (all_to_all) {
     // Each rank writes its block q while block q of its own input may still be
@@ -132,7 +131,21 @@ void Communicator::validate_p2p(const CollectiveArgs& a) const {
   const char* name = send ? "sendbuf" : "recvbuf";
   require(buffer != nullptr, name, " is NULL but count is ", a.count);
   checked_span(buffer, a.count, a.dtype, name);
-  if (!a.buffers_known) check_buffer(buffer, device(), name);
+  if (!a.buffers_known) check_buffer(buffer, a.count * dtype_size(a.dtype), name);
+}
+
+void Communicator::check_buffer(const void* ptr, size_t bytes, const char* what) const {
+  if (!is_cuda(device())) {
+    require_usable(pointer_info(ptr), device(), what, -1, "the communicator is on");
+    return;
+  }
+  if (!check_every_call_ && known_.covers(ptr, bytes)) return;
+  const PointerRange r = pointer_range(ptr);
+  require_usable(r.info, device(), what, -1, "the communicator is on");
+  // Remembered only when the whole span lies in the allocation (checked_span has
+  // ruled out a wrap past the address limit).
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  if (r.contains(p) && bytes <= r.end - p) known_.add(r.begin, r.end);
 }
 
 void Communicator::record_failure(gcommStatus_t status, const std::string& message) noexcept {

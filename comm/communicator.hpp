@@ -19,6 +19,7 @@
 
 #include "comm/flight_recorder.hpp"
 #include "comm/host_lane.hpp"
+#include "comm/known_buffers.hpp"
 #include "comm/transport.hpp"
 
 namespace gradcomm::comm {
@@ -88,6 +89,9 @@ class Communicator {
   CallerClaim claim_for_this_thread();
   void validate(const CollectiveArgs& a) const;
   void validate_p2p(const CollectiveArgs& a) const;
+  // Throws unless `bytes` from `ptr` are memory this communicator's device can use:
+  // on a GPU asked of the driver once per allocation (known_), on the host every call.
+  void check_buffer(const void* ptr, size_t bytes, const char* what) const;
   void record_failure(gcommStatus_t status, const std::string& message) noexcept;
   [[noreturn]] void throw_failure() const;
   void watchdog_loop();
@@ -98,8 +102,11 @@ class Communicator {
   std::unique_ptr<Transport> transport_;
   const double timeout_s_;
   FlightRecorder recorder_{FlightRecorder::capacity_from_env()};
-  uint64_t next_seq_ = 1;      // collectives
-  uint64_t next_p2p_seq_ = 1;  // sends and receives (comm/transport.hpp: CollectiveArgs::seq)
+  // Allocations seen usable; touched only inside a claimed call (one thread).
+  mutable KnownBuffers known_;
+  const bool check_every_call_;  // GRADCOMM_CHECK_POINTERS=1: known_ is not used
+  uint64_t next_seq_ = 1;        // collectives
+  uint64_t next_p2p_seq_ = 1;    // sends and receives (comm/transport.hpp: CollectiveArgs::seq)
   std::atomic<int> grouped_{0};
   std::atomic<std::thread::id> caller_{};     // the thread inside collective(), if any
   std::unique_ptr<HostLane> lane_;            // made under mutex_, once

@@ -1,5 +1,6 @@
 list(APPEND GRADCOMM_COMM_SOURCES
   communicator.cpp
+  known_buffers.cpp
   host_lane.cpp
   flight_recorder.cpp
   group.cpp

@@ -244,9 +244,9 @@ if want perf && [ -x "$perf" ]; then
     overhead=$build/bench/comm/gradcomm-call-overhead-bench
     if [ -x "$overhead" ]; then
       echo "### gradcomm-call-overhead-bench"; "$overhead" -J "$benchdir/call_overhead.jsonl"
+      # Its GPU rows rotate: every call asking about both buffers, buffers known (the
+      # default), flight recorder off (its cost on NCCL: target <= 0.1 us a call).
       "$overhead" --bytes 1048576
-      echo "### gradcomm-call-overhead-bench, flight recorder off (its cost on NCCL: target <= 0.1 us a call)"
-      GRADCOMM_FLIGHT_RECORDER_ENTRIES=0 "$overhead"
     fi
     if [ "$ngpus" -ge 2 ]; then  # NCCL through the store, one process per GPU
       echo "### gradcomm-perf, one process per GPU ($ngpus)"

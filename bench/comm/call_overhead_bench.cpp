@@ -6,7 +6,13 @@
 // watchdog's event — and the whole call through the C API, on one GPU (an NCCL
 // communicator of size 1, wrapped by gradcomm so both paths use the same one).
 // First, on any machine, the host part alone: a 1-rank local communicator on
-// host memory (the C API, validation, sequence numbers, transport dispatch).
+// host memory (the C API, validation, sequence numbers, transport dispatch), and
+// gradcomm's own share piece by piece over a transport that does no work (the
+// API boundary and handle lookup, the communicator's checks, locks and flight
+// record), with the flight recorder on and off. On a GPU, in rotating blocks: a
+// communicator that asks the driver about both buffers on every call
+// (GRADCOMM_CHECK_POINTERS=1), one that asks once per allocation (the default:
+// comm/known_buffers.hpp), and one with the flight recorder off.
 //
 //   gradcomm-call-overhead-bench [--calls N] [--bytes B] [-J FILE]
 //
@@ -19,9 +25,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "comm/api/publish.hpp"
+#include "comm/communicator.hpp"
 #include "common/bench_cli.hpp"
 #include "common/device.hpp"
 #include "gradcomm/gradcomm.h"
@@ -66,6 +75,62 @@ Row time_calls(const char* what, int calls, cudaStream_t stream, const std::func
   return Row{what, host[host.size() / 2], stream != nullptr ? wall[wall.size() / 2] : 0.0};
 }
 
+// A rank of one that does no work: what is left of a call is gradcomm's own.
+class NullTransport final : public gradcomm::comm::Transport {
+ public:
+  int rank() const noexcept override { return 0; }
+  int size() const noexcept override { return 1; }
+  gcommDevice_t device() const noexcept override { return gcommHostDevice(); }
+  gcommTransport_t kind() const noexcept override { return gcommTransportLocal; }
+  void run(const gradcomm::comm::CollectiveArgs&) override {}
+  gcommStatus_t poll_async_error(std::string&) noexcept override { return gcommSuccess; }
+  void abort() noexcept override {}
+};
+
+// gradcomm's share of a host call, piece by piece, over the null transport.
+void measure_pieces(std::vector<Row>& rows, int calls, size_t count) {
+  using gradcomm::comm::Collective;
+  using gradcomm::comm::Communicator;
+  std::vector<float> a(count, 1.0f), b(count, 0.0f);
+  std::mutex m;
+  rows.push_back(time_calls("piece: std::mutex lock and unlock, uncontended", calls, nullptr,
+                            [&] { std::lock_guard<std::mutex> lock(m); }));
+  rows.push_back(time_calls("piece: steady_clock::now()", calls, nullptr, [&] { (void)Clock::now(); }));
+  rows.push_back(time_calls("piece: pointer_info (a host buffer's driver query)", calls, nullptr,
+                            [&] { (void)gradcomm::pointer_info(a.data()); }));
+  // Communicators read GRADCOMM_FLIGHT_RECORDER_ENTRIES when they are made.
+  const char* entries = std::getenv("GRADCOMM_FLIGHT_RECORDER_ENTRIES");
+  const std::string saved = entries != nullptr ? entries : "";
+  setenv("GRADCOMM_FLIGHT_RECORDER_ENTRIES", "0", 1);
+  Communicator off(std::make_unique<NullTransport>(), 30.0);
+  if (entries != nullptr)
+    setenv("GRADCOMM_FLIGHT_RECORDER_ENTRIES", saved.c_str(), 1);
+  else
+    unsetenv("GRADCOMM_FLIGHT_RECORDER_ENTRIES");
+  Communicator on(std::make_unique<NullTransport>(), 30.0);
+  const auto call = [&](const void* send, void* recv) {
+    return gradcomm::comm::collective_call(Collective::kAllReduce, send, recv, count, gcommFloat32, nullptr);
+  };
+  rows.push_back(time_calls("Communicator::collective, null transport, flight recorder off", calls, nullptr,
+                            [&] { off.collective(call(a.data(), b.data())); }));
+  rows.push_back(time_calls("Communicator::collective, null transport, flight recorder on", calls, nullptr,
+                            [&] { on.collective(call(a.data(), b.data())); }));
+  gcommComm_t handle = gradcomm::comm::publish_communicator(std::make_unique<NullTransport>(), 30.0);
+  int rank = -1;
+  rows.push_back(time_calls("gcommCommRank (the API boundary and the handle lookup)", calls, nullptr,
+                            [&] { gcomm(gcommCommRank(handle, &rank), "gcommCommRank"); }));
+  rows.push_back(time_calls(
+      "gcommAllReduce, null transport, out of place (gradcomm's whole share)", calls, nullptr, [&] {
+        gcomm(gcommAllReduce(handle, a.data(), b.data(), count, gcommFloat32, gcommSum, nullptr),
+              "gcommAllReduce");
+      }));
+  rows.push_back(time_calls("gcommAllReduce, null transport, in place", calls, nullptr, [&] {
+    gcomm(gcommAllReduce(handle, b.data(), b.data(), count, gcommFloat32, gcommSum, nullptr),
+          "gcommAllReduce");
+  }));
+  gcomm(gcommCommDestroy(handle), "gcommCommDestroy");
+}
+
 // Each piece of a small collective on one GPU, and the whole call against raw NCCL.
 void measure_gpu(std::vector<Row>& rows, int calls, size_t count) {
   cuda(cudaSetDevice(0), "cudaSetDevice");
@@ -80,6 +145,22 @@ void measure_gpu(std::vector<Row>& rows, int calls, size_t count) {
   if (ncclCommInitAll(&nccl, 1, &dev0) != ncclSuccess) die("ncclCommInitAll failed");
   gcommComm_t comm = nullptr;
   gcomm(gcommCommWrapNccl(nccl, gcommCudaDevice(0), 0.0, &comm), "gcommCommWrapNccl");
+  // The same NCCL communicator wrapped again, asking the driver about both buffers
+  // on every call (GRADCOMM_CHECK_POINTERS=1): the path before comm/known_buffers.hpp.
+  setenv("GRADCOMM_CHECK_POINTERS", "1", 1);
+  gcommComm_t asking = nullptr;
+  gcomm(gcommCommWrapNccl(nccl, gcommCudaDevice(0), 0.0, &asking), "gcommCommWrapNccl");
+  unsetenv("GRADCOMM_CHECK_POINTERS");
+  // And once more with the flight recorder off (its cost on the GPU path).
+  const char* entries = std::getenv("GRADCOMM_FLIGHT_RECORDER_ENTRIES");
+  const std::string saved = entries != nullptr ? entries : "";
+  setenv("GRADCOMM_FLIGHT_RECORDER_ENTRIES", "0", 1);
+  gcommComm_t unrecorded = nullptr;
+  gcomm(gcommCommWrapNccl(nccl, gcommCudaDevice(0), 0.0, &unrecorded), "gcommCommWrapNccl");
+  if (entries != nullptr)
+    setenv("GRADCOMM_FLIGHT_RECORDER_ENTRIES", saved.c_str(), 1);
+  else
+    unsetenv("GRADCOMM_FLIGHT_RECORDER_ENTRIES");
   auto gs = reinterpret_cast<gcommStream_t>(stream);
   cudaEvent_t event = nullptr;
   cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
@@ -94,13 +175,32 @@ void measure_gpu(std::vector<Row>& rows, int calls, size_t count) {
     if (ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, nccl, stream) != ncclSuccess)
       die("ncclAllReduce");
   }));
-  rows.push_back(time_calls("gcommAllReduce, out of place (2 pointer checks + event)", calls, stream, [&] {
-    gcomm(gcommAllReduce(comm, send, recv, count, gcommFloat32, gcommSum, gs), "gcommAllReduce");
-  }));
-  rows.push_back(time_calls("gcommAllReduce, in place (1 pointer check + event)", calls, stream, [&] {
-    gcomm(gcommAllReduce(comm, recv, recv, count, gcommFloat32, gcommSum, gs), "gcommAllReduce");
-  }));
+  // Rotating blocks, so that a drift of the machine falls on both paths alike.
+  for (int block = 0; block < 2; ++block) {
+    rows.push_back(time_calls(
+        "gcommAllReduce, out of place, every call asks (2 pointer checks + event)", calls, stream, [&] {
+          gcomm(gcommAllReduce(asking, send, recv, count, gcommFloat32, gcommSum, gs), "gcommAllReduce");
+        }));
+    rows.push_back(time_calls("gcommAllReduce, out of place, buffers known (event only)", calls, stream, [&] {
+      gcomm(gcommAllReduce(comm, send, recv, count, gcommFloat32, gcommSum, gs), "gcommAllReduce");
+    }));
+    rows.push_back(
+        time_calls("gcommAllReduce, in place, every call asks (1 pointer check + event)", calls, stream, [&] {
+          gcomm(gcommAllReduce(asking, recv, recv, count, gcommFloat32, gcommSum, gs), "gcommAllReduce");
+        }));
+    rows.push_back(time_calls("gcommAllReduce, in place, buffers known (event only)", calls, stream, [&] {
+      gcomm(gcommAllReduce(comm, recv, recv, count, gcommFloat32, gcommSum, gs), "gcommAllReduce");
+    }));
+    rows.push_back(
+        time_calls("gcommAllReduce, in place, buffers known, flight recorder off", calls, stream, [&] {
+          gcomm(gcommAllReduce(unrecorded, recv, recv, count, gcommFloat32, gcommSum, gs), "gcommAllReduce");
+        }));
+  }
   gcomm(gcommCommSynchronize(comm), "gcommCommSynchronize");
+  gcomm(gcommCommSynchronize(asking), "gcommCommSynchronize");
+  gcomm(gcommCommDestroy(asking), "gcommCommDestroy");
+  gcomm(gcommCommSynchronize(unrecorded), "gcommCommSynchronize");
+  gcomm(gcommCommDestroy(unrecorded), "gcommCommDestroy");
   cudaEventDestroy(event);
   gcomm(gcommCommDestroy(comm), "gcommCommDestroy");
   ncclCommDestroy(nccl);
@@ -148,15 +248,16 @@ int main(int argc, char** argv) {
     }));
     gcomm(gcommCommDestroy(host), "gcommCommDestroy");
   }
+  measure_pieces(rows, calls, count);
   const bool gpu = gradcomm::gpu_available();
   if (gpu) measure_gpu(rows, calls, count);
   std::printf("# %s, %zu-byte float all-reduce, %d calls per run, median of 5 runs\n",
               gpu ? "one GPU" : "no GPU (host rows only)", count * sizeof(float), calls);
   if (!gpu)
     std::printf("# no usable GPU (%s): the GPU rows were not measured\n", gradcomm::no_gpu_reason().c_str());
-  std::printf("%-66s %10s %10s\n", "call", "host_us", "wall_us");
+  std::printf("%-72s %10s %10s\n", "call", "host_us", "wall_us");
   for (const Row& r : rows) {
-    std::printf("%-66s %10.3f %10.3f\n", r.what, r.host_us, r.wall_us);
+    std::printf("%-72s %10.3f %10.3f\n", r.what, r.host_us, r.wall_us);
     if (json != nullptr)
       std::fprintf(json,
                    "{\"bench\": \"call_overhead\", \"call\": \"%s\", \"bytes\": %zu, \"host_us\": %.4f, "
