@@ -36,8 +36,12 @@ int64_t env_int_value(const char* name, const std::optional<std::string>& text, 
 }
 
 double env_double(const char* name, double default_value, double min_value, double max_value) {
-  auto text = env_string(name);
-  if (!text) return default_value;
+  return env_double_value(name, env_string(name), default_value, min_value, max_value);
+}
+
+double env_double_value(const char* name, const std::optional<std::string>& text, double default_value,
+                        double min_value, double max_value) {
+  if (!text || text->empty()) return default_value;
   errno = 0;
   char* end = nullptr;
   double value = std::strtod(text->c_str(), &end);

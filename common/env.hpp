@@ -19,6 +19,9 @@ int64_t env_int(const char* name, int64_t default_value, int64_t min_value, int6
 int64_t env_int_value(const char* name, const std::optional<std::string>& text, int64_t default_value,
                       int64_t min_value, int64_t max_value);
 double env_double(const char* name, double default_value, double min_value, double max_value);
+// env_double's rule for a value already read (as env_int_value).
+double env_double_value(const char* name, const std::optional<std::string>& text, double default_value,
+                        double min_value, double max_value);
 
 namespace knobs {
 // GRADCOMM_DEBUG: NONE, WARN (default), INFO, TRACE. Read on every call (cheap), so

@@ -84,7 +84,8 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
       options_(options),
       device_(comm.device()),
       side_(comm.device(), host_lane_for(comm, options.settings.host_thread)),
-      timeline_(comm.device(), options.settings.timing.value_or(comm.device().kind == gcommDeviceHost)),
+      timeline_(comm.device(), options.settings.timing.value_or(comm.device().kind == gcommDeviceHost),
+                TimingBudget{options.settings.timing_budget_percent / 100}),
       epilogue_at_finalize_(options.settings.epilogue_at_finalize),
       // Views and shards keep their first plan: the caller holds addresses into it,
       // or an optimizer's shard layout.
@@ -561,10 +562,11 @@ void Reducer::set_timing(bool on) {
   timeline_.set_enabled(on);
 }
 
-StepTiming Reducer::step_timing(uint64_t* measured_steps) {
+StepTiming Reducer::step_timing(uint64_t* measured_steps, uint64_t* stride) {
   std::lock_guard<std::mutex> lock(mutex_);
   timeline_.poll(false);
   *measured_steps = timeline_.measured_steps();
+  *stride = timeline_.stride();
   return timeline_.last();
 }
 

@@ -80,8 +80,8 @@ class Reducer {
 
   // Step timing and the step trace (step_timeline.hpp, chrome_trace.hpp).
   void set_timing(bool on);
-  // The last measured synced step and how many were measured.
-  StepTiming step_timing(uint64_t* measured_steps);
+  // The last measured synced step, how many were measured, and one in how many is.
+  StepTiming step_timing(uint64_t* measured_steps, uint64_t* stride);
   // `path` may hold %r, %h, %p (per_rank_path); `steps` synced steps from the next one.
   void start_trace(const std::string& path, uint64_t steps);
   void stop_trace();

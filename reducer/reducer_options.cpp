@@ -1,5 +1,6 @@
 #include "reducer/reducer_options.hpp"
 
+#include <cmath>
 #include <limits>
 
 #include "common/dtype.hpp"
@@ -18,6 +19,9 @@ ReducerSettings reducer_settings_from(const comm::bootstrap::EnvLookup& env) {
   if (auto timing = value("GRADCOMM_REDUCER_TIMING"))
     if (const int64_t t = env_int_value("GRADCOMM_REDUCER_TIMING", timing, -1, 0, 1); t >= 0)
       s.timing = t == 1;
+  s.timing_budget_percent =
+      env_double_value("GRADCOMM_REDUCER_TIMING_BUDGET", value("GRADCOMM_REDUCER_TIMING_BUDGET"),
+                       s.timing_budget_percent, 0.001, HUGE_VAL);
   if (auto epilogue = value("GRADCOMM_REDUCER_EPILOGUE")) {
     if (*epilogue == "finalize")
       s.epilogue_at_finalize = true;

@@ -19,6 +19,9 @@ struct ReducerSettings {
   // GRADCOMM_REDUCER_TIMING=0/1; unset: on where it costs a clock read (host), off
   // where it costs CUDA event records (GPU). A malformed value warns and is unset.
   std::optional<bool> timing;
+  // GRADCOMM_REDUCER_TIMING_BUDGET: what a measured step's timing may cost, percent
+  // of the step (default 0.5; inf: every step measured); step_timeline.hpp.
+  double timing_budget_percent = 0.5;
   // GRADCOMM_REDUCER_EPILOGUE: "bucket" (default) runs each plain bucket's epilogue
   // right after its collective, overlapping the later buckets' communication;
   // "finalize" runs them all at finalize in one fused pass per wire dtype. Anything

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <optional>
+#include <string>
 
 #include "common/device.hpp"
 #include "common/log.hpp"
@@ -39,8 +41,16 @@ StepTiming timing_of(uint64_t step, double step_us, double backward_us,
   return t;
 }
 
-StepTimeline::StepTimeline(gcommDevice_t device, bool enabled)
-    : cuda_(device.kind == gcommDeviceCuda), ordinal_(device.ordinal), enabled_(enabled) {}
+uint64_t TimingBudget::stride_for(double cost_us, double step_us) const noexcept {
+  const double allowance = std::max(fraction * std::max(step_us, 0.0), floor_us);
+  if (!(cost_us > allowance)) return 1;  // within budget (a NaN cost too: nothing to pace by)
+  if (!(allowance > 0)) return kMaxStride;
+  const double stride = std::ceil(cost_us / allowance);
+  return stride >= static_cast<double>(kMaxStride) ? kMaxStride : static_cast<uint64_t>(stride);
+}
+
+StepTimeline::StepTimeline(gcommDevice_t device, bool enabled, TimingBudget budget)
+    : cuda_(device.kind == gcommDeviceCuda), ordinal_(device.ordinal), budget_(budget), enabled_(enabled) {}
 
 StepTimeline::~StepTimeline() {
   if (!cuda_) return;
@@ -58,7 +68,8 @@ void StepTimeline::begin_step(uint64_t step, gcommStream_t side) {
   // Earlier steps first, so that a trace whose last step is in gets written now
   // even when this step is not timed.
   poll(false);
-  if (!enabled_ && !(trace_ != nullptr && trace_->wants(step))) return;
+  const bool traced = trace_ != nullptr && trace_->wants(step);
+  if (!traced && (!enabled_ || step < next_measured_)) return;
   Record* slot = nullptr;
   for (Record& r : records_)
     if (r.state == Record::State::kFree) slot = &r;
@@ -76,12 +87,19 @@ void StepTimeline::begin_step(uint64_t step, gcommStream_t side) {
   r.spans.clear();
   r.events_used = 0;
   r.last_mark_us = -1;
+  r.cost_us = 0;
   r.backward = r.end = Stamp{};
   current_ = &r;
   r.begin = stamp(r, side);
 }
 
 StepTimeline::Stamp StepTimeline::stamp(Record& r, gcommStream_t stream) noexcept {
+  const Stamp s = stamp_unmetered(r, stream);
+  r.cost_us += now_us() - s.host_us;  // the clock read itself included: the host's whole stamp
+  return s;
+}
+
+StepTimeline::Stamp StepTimeline::stamp_unmetered(Record& r, gcommStream_t stream) noexcept {
   Stamp s;
   s.host_us = now_us();
   if (!cuda_ || r.broken) return s;
@@ -237,13 +255,28 @@ void StepTimeline::poll(bool wait) {
   MeasuredStep m;
   for (Record* r : order) {
     if (r->state != Record::State::kPending) continue;
+    const double began = now_us();
     if (measure(*r, wait, &m)) {
       r->state = Record::State::kFree;
+      // Reading the events back is part of the step's cost; on the host, measuring
+      // is arithmetic (and a wait here would be the GPU's, not timing's).
+      pace(r->step, r->cost_us + (cuda_ && !wait ? now_us() - began : 0.0), m.timing.step_us);
       take(m);
     } else if (r->broken) {
       r->state = Record::State::kFree;  // a failed stamp: this step is lost, the next ones are not
     }
   }
+}
+
+void StepTimeline::pace(uint64_t step, double cost_us, double step_us) {
+  const uint64_t stride = budget_.stride_for(cost_us, step_us);
+  if (stride != stride_)
+    GCOMM_INFO(REDUCER, "step timing: measuring ",
+               stride == 1 ? std::string("every step") : "one step in " + std::to_string(stride), " (step ",
+               step, " took ", step_us, " us; timing it cost ", cost_us, " us, budget ",
+               budget_.fraction * 100, "% or ", budget_.floor_us, " us)");
+  stride_ = stride;
+  next_measured_ = step + stride;
 }
 
 void StepTimeline::take(const MeasuredStep& m) {

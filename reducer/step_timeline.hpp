@@ -8,6 +8,13 @@
 // begin and on request, never waited for on the hot path (two steps are kept;
 // a step still running when its slot is needed again is dropped, not waited for).
 //
+// Its cost is paced, not switched off: each measured step's own cost (its stamps:
+// on a GPU a CUDA event record each, 0.3–1 µs, three spans a bucket; and reading
+// them back) is held to TimingBudget — a fraction of the step, or a floor — by
+// measuring one step in `stride`, the stride set from the last measured step's
+// cost and length. Host steps stay well inside it (a clock read a stamp); a GPU
+// step of 60 buckets and short GPU work would otherwise pay +16–23% (H100).
+//
 // Off, every call is one branch (recording() false). The reducer calls it under
 // its mutex, except the spans of a host reducer's bucket work, which its side
 // thread stamps while the caller marks gradients: the stamps of a step in
@@ -34,6 +41,17 @@ struct StepTiming {
   uint64_t step = 0;  // 0: none measured
   double step_us = 0, backward_us = 0, comm_us = 0, overlapped_comm_us = 0;
   double overlap() const { return comm_us > 0 ? overlapped_comm_us / comm_us : 0.0; }
+};
+
+// What a measured step's timing may cost: `fraction` of the step, or `floor_us`,
+// whichever is more (the floor keeps short steps with a few stamps measured every
+// time). Past it, one step in stride is measured.
+struct TimingBudget {
+  double fraction = 0.005;
+  double floor_us = 5.0;
+  static constexpr uint64_t kMaxStride = 1000;
+  // The stride that keeps `cost_us` a measured step within budget over `step_us`.
+  uint64_t stride_for(double cost_us, double step_us) const noexcept;
 };
 
 // One span of a measured step, in microseconds from the step's begin (an instant
@@ -73,13 +91,17 @@ StepTiming timing_of(uint64_t step, double step_us, double backward_us,
 
 class StepTimeline {
  public:
-  StepTimeline(gcommDevice_t device, bool enabled);
+  StepTimeline(gcommDevice_t device, bool enabled, TimingBudget budget = {});
   ~StepTimeline();
   StepTimeline(const StepTimeline&) = delete;
   StepTimeline& operator=(const StepTimeline&) = delete;
 
   bool enabled() const noexcept { return enabled_; }
-  void set_enabled(bool on) noexcept { enabled_ = on; }
+  // Turned on, the next step is measured (its cost sets the stride again).
+  void set_enabled(bool on) noexcept {
+    if (on && !enabled_) next_measured_ = 0;
+    enabled_ = on;
+  }
   // From begin_step to end_step of a measured step.
   bool recording() const noexcept { return current_ != nullptr; }
 
@@ -105,6 +127,8 @@ class StepTimeline {
   void poll(bool wait);
   StepTiming last() const { return last_; }
   uint64_t measured_steps() const { return measured_; }
+  // One synced step in stride() is measured (1: every one); traced steps always are.
+  uint64_t stride() const noexcept { return stride_; }
 
   // The trace takes `steps` synced steps from `first_step` on; it replaces one
   // that was running (written first).
@@ -136,16 +160,25 @@ class StepTimeline {
     std::vector<RawSpan> spans;
     std::vector<void*> events;  // cudaEvent_t, made on first use and kept
     size_t events_used = 0;
+    double cost_us = 0;  // host time spent stamping this step (and, once measured, reading it)
   };
 
+  // Stamps `stream`'s position (the host clock, and on a GPU an event), adding what
+  // it cost the host to r.cost_us.
   Stamp stamp(Record& r, gcommStream_t stream) noexcept;
+  Stamp stamp_unmetered(Record& r, gcommStream_t stream) noexcept;
   // Times from the record's begin; false if its events are not complete (or failed).
   bool measure(Record& r, bool wait, MeasuredStep* out) noexcept;
   void take(const MeasuredStep& m);
+  // The stride after a measured step that cost `cost_us`.
+  void pace(uint64_t step, double cost_us, double step_us);
 
   const bool cuda_;
   const int ordinal_;
+  const TimingBudget budget_;
   bool enabled_;
+  uint64_t stride_ = 1;
+  uint64_t next_measured_ = 0;  // the first synced step measured again (when enabled)
   std::mutex stamps_;
   Record records_[2];
   Record* current_ = nullptr;

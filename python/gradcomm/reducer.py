@@ -95,7 +95,9 @@ class Reducer(Handle):
     def step_timing(self):
         """The last measured synced step: step, measured_steps, step_us, backward_us,
         comm_us, overlapped_comm_us and overlap (the fraction of communication that ran
-        while backward was still producing gradients). step == 0: none measured yet."""
+        while backward was still producing gradients), and stride (one synced step in
+        stride is measured, keeping timing's cost within 0.5% of a step or 5 us).
+        step == 0: none measured yet."""
         return _C.reducer_step_timing(self.handle)
 
     def start_trace(self, path, steps=20):

@@ -284,7 +284,8 @@ void bind_structs(nb::module_& m) {
       .field("backward_us", &gcommReducerStepTiming_t::backward_us)
       .field("comm_us", &gcommReducerStepTiming_t::comm_us)
       .field("overlapped_comm_us", &gcommReducerStepTiming_t::overlapped_comm_us)
-      .field("overlap", &gcommReducerStepTiming_t::overlap);
+      .field("overlap", &gcommReducerStepTiming_t::overlap)
+      .field("stride", &gcommReducerStepTiming_t::stride);
 
   StructBinding<gcommShardPiece_t>(m, "ShardPiece", gcommShardPiece_t{})
       .field("grad", &gcommShardPiece_t::grad)

@@ -342,7 +342,7 @@ def test_step_timing_and_trace(comms, tmp_path):
             return red.step_timing()
 
     for t in on_ranks(comms, work):
-        assert t.step == 2 and t.measured_steps == 2
+        assert t.step == 2 and t.measured_steps == 2 and t.stride == 1  # a few clock reads: within budget
         assert 0 < t.overlap <= 1 and t.comm_us > 0 and t.backward_us <= t.step_us
     for r in range(len(comms)):
         doc = json.loads((tmp_path / f"trace_{r}.json").read_text())

@@ -189,7 +189,7 @@ GCOMM_API gcommStatus_t gcommReducerGetStepTiming(gcommReducer_t reducer, gcommR
     Reducer& r = reducer_of(reducer);
     check_versioned_out(timing, "gcommReducerStepTiming_t", "GCOMM_REDUCER_STEP_TIMING_INITIALIZER");
     gcommReducerStepTiming_t out = GCOMM_REDUCER_STEP_TIMING_INITIALIZER;
-    const StepTiming t = r.step_timing(&out.measured_steps);
+    const StepTiming t = r.step_timing(&out.measured_steps, &out.stride);
     out.step = t.step;
     out.step_us = t.step_us;
     out.backward_us = t.backward_us;

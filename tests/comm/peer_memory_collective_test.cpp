@@ -23,8 +23,8 @@ using test::Op;
 // Threads of one process; each rank's scratch is its own allocation, sized once
 // for `piece` (each rank's slice of a piece, twice: two rounds in flight).
 struct SeparateScratchGroup {
-  SeparateScratchGroup(int n, size_t piece) : rv(n, 10.0), piece(piece), scratch(n) {
-    for (auto& s : scratch) s.assign(2 * (piece / n + 1), 0.0f);
+  SeparateScratchGroup(int n, size_t piece_count) : rv(n, 10.0), piece(piece_count), scratch(n) {
+    for (auto& s : scratch) s.assign(2 * (piece_count / n + 1), 0.0f);
   }
   Rendezvous rv;
   size_t piece;

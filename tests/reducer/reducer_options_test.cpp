@@ -4,6 +4,7 @@
 // for the others). The reducer itself never reads the environment.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -26,6 +27,7 @@ TEST(ReducerSettings, AnEmptyEnvironmentGivesTheDefaults) {
   EXPECT_FALSE(s.epilogue_at_finalize);
   EXPECT_TRUE(s.host_thread);
   EXPECT_EQ(s.trace_file, "");
+  EXPECT_DOUBLE_EQ(s.timing_budget_percent, 0.5);
 }
 
 TEST(ReducerSettings, EachVariableIsRead) {
@@ -34,13 +36,16 @@ TEST(ReducerSettings, EachVariableIsRead) {
                                       {"GRADCOMM_REDUCER_HOST_THREAD", "0"},
                                       {"GRADCOMM_TRACE_FILE", "/tmp/t_%r.json"},
                                       {"GRADCOMM_TRACE_START", "2"},
-                                      {"GRADCOMM_TRACE_STEPS", "1"}});
+                                      {"GRADCOMM_TRACE_STEPS", "1"},
+                                      {"GRADCOMM_REDUCER_TIMING_BUDGET", "2.5"}});
   EXPECT_EQ(s.timing, std::optional<bool>(false));
   EXPECT_TRUE(s.epilogue_at_finalize);
   EXPECT_FALSE(s.host_thread);
   EXPECT_EQ(s.trace_file, "/tmp/t_%r.json");
   EXPECT_EQ(s.trace_first_step, 2u);
   EXPECT_EQ(s.trace_steps, 1u);
+  EXPECT_DOUBLE_EQ(s.timing_budget_percent, 2.5);
+  EXPECT_TRUE(std::isinf(settings({{"GRADCOMM_REDUCER_TIMING_BUDGET", "inf"}}).timing_budget_percent));
   EXPECT_EQ(settings({{"GRADCOMM_REDUCER_TIMING", "1"}}).timing, std::optional<bool>(true));
   EXPECT_FALSE(settings({{"GRADCOMM_REDUCER_EPILOGUE", "bucket"}}).epilogue_at_finalize);
 }
@@ -48,6 +53,8 @@ TEST(ReducerSettings, EachVariableIsRead) {
 TEST(ReducerSettings, MalformedValuesKeepTheDefaultExceptTheEpilogueModeWhichIsRefused) {
   EXPECT_FALSE(settings({{"GRADCOMM_REDUCER_TIMING", "yes"}}).timing.has_value());
   EXPECT_TRUE(settings({{"GRADCOMM_REDUCER_HOST_THREAD", "yes"}}).host_thread);
+  for (const char* bad : {"0", "-1", "nan", "half"})
+    EXPECT_DOUBLE_EQ(settings({{"GRADCOMM_REDUCER_TIMING_BUDGET", bad}}).timing_budget_percent, 0.5) << bad;
   const ReducerSettings t = settings({{"GRADCOMM_TRACE_FILE", "t.json"}, {"GRADCOMM_TRACE_STEPS", "0"}});
   EXPECT_EQ(t.trace_steps, 20u) << "out of range: the default";
   try {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -62,10 +63,64 @@ TEST(StepTimingStamps, TheFirstBackwardDoneStampsTheEndOfBackward) {
   EXPECT_GE(timeline.last().step_us, 20000.0);
 }
 
+TEST(StepTimingBudget, AStepWithinBudgetIsMeasuredEveryTimeAndOneOverItSpacesTheNext) {
+  const reducer::TimingBudget budget;  // 0.5% or 5 us
+  EXPECT_EQ(budget.stride_for(0, 1000), 1u);
+  EXPECT_EQ(budget.stride_for(5, 1000), 1u);      // at the floor
+  EXPECT_EQ(budget.stride_for(40, 10000), 1u);    // 0.4% of the step
+  EXPECT_EQ(budget.stride_for(100, 1000), 20u);   // 100 us over a 5 us allowance
+  EXPECT_EQ(budget.stride_for(501, 100000), 2u);  // just over 500 us
+  EXPECT_EQ(budget.stride_for(500, 2400), 42u);   // an H100 GPT-2 medium step's timing (+16-23%)
+  EXPECT_EQ(budget.stride_for(1e12, 1), reducer::TimingBudget::kMaxStride);
+  EXPECT_EQ(budget.stride_for(std::nan(""), 1000), 1u);
+  EXPECT_EQ(budget.stride_for(10, -5), 2u);  // a negative length counts as 0: the floor
+  EXPECT_EQ((reducer::TimingBudget{0, 0}.stride_for(1e-3, 1000)), reducer::TimingBudget::kMaxStride);
+}
+
+// With no allowance at all, the first step's stamps (clock reads) are over budget:
+// the next steps are not measured until the stride has passed, and turning timing
+// back on measures the next step again.
+TEST(StepTimingBudget, StepsInsideTheStrideAreNotMeasured) {
+  reducer::StepTimeline timeline(gcommHostDevice(), /*enabled=*/true, reducer::TimingBudget{0, 0});
+  auto step = [&](uint64_t n) {
+    timeline.begin_step(n, nullptr);
+    const bool recording = timeline.recording();
+    timeline.backward_done(nullptr);
+    timeline.end_step(nullptr);
+    return recording;
+  };
+  EXPECT_TRUE(step(1));
+  ASSERT_EQ(timeline.measured_steps(), 1u);
+  EXPECT_EQ(timeline.stride(), reducer::TimingBudget::kMaxStride);
+  for (uint64_t n = 2; n <= 5; ++n) EXPECT_FALSE(step(n)) << "step " << n;
+  EXPECT_EQ(timeline.measured_steps(), 1u);
+  EXPECT_EQ(timeline.last().step, 1u);
+  timeline.set_enabled(false);
+  timeline.set_enabled(true);
+  EXPECT_TRUE(step(6));
+  EXPECT_EQ(timeline.measured_steps(), 2u);
+  // The default budget on the host: a few clock reads, every step measured.
+  reducer::StepTimeline host(gcommHostDevice(), /*enabled=*/true);
+  for (uint64_t n = 1; n <= 5; ++n) {
+    host.begin_step(n, nullptr);
+    host.end_step(nullptr);
+  }
+  EXPECT_EQ(host.measured_steps(), 5u);
+  EXPECT_EQ(host.stride(), 1u);
+}
+
 class ReducerTimeline : public ReducerRig {
  protected:
   static constexpr size_t kGrads = 6;
   static constexpr size_t kCount = 1000;
+
+  // These cases measure consecutive steps: every step, whatever its timing costs
+  // (on a GPU, steps this short would otherwise be measured one in several).
+  void SetUp() override {
+    setenv("GRADCOMM_REDUCER_TIMING_BUDGET", "inf", 1);
+    ReducerRig::SetUp();
+  }
+  void TearDown() override { unsetenv("GRADCOMM_REDUCER_TIMING_BUDGET"); }
 
   // Fixed plan (no rebuild): one 4000-byte gradient per bucket, bucket 0 holding
   // the last registered gradient.
