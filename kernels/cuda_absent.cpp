@@ -1,11 +1,12 @@
 // The CUDA launchers of a build without CUDA (GRADCOMM_CUDA=OFF; replaces
-// cuda_kernels.cu, powersgd/low_rank_cuda.cu and reduce/reduce_cuda.cu; the
+// cuda_kernels.cu, powersgd/low_rank_cuda.cu, reduce/reduce_cuda.cu and hash/; the
 // quantized blocks' formats leave their CUDA paths NULL instead, quant/quant.cpp). They are
 // never reached: such a build sees no GPU, so every CUDA device is refused where
 // it is named (validate_device) before a kernel could be chosen. If one is
 // reached all the same, it fails with the reason instead of doing nothing.
 #include "common/error.hpp"
 #include "kernels/backend.hpp"
+#include "kernels/hash/tensor_hash.hpp"
 #include "kernels/powersgd/low_rank.hpp"
 #include "kernels/reduce/reduce.hpp"
 
@@ -35,6 +36,12 @@ void update_scale(ScalerState*, const ScalerParams&, gcommStream_t) {
   no_cuda("the grad scaler's update");
 }
 }  // namespace cuda
+
+namespace hash::cuda {
+void chunk_hashes(const void*, size_t, uint64_t*, gcommStream_t) {
+  no_cuda("the divergence check's hash");
+}
+}  // namespace hash::cuda
 
 namespace reduce_cuda {
 void reduce_to_float(const void* const*, int, size_t, size_t, gcommDataType_t, gcommRedOp_t, float*,

@@ -14,6 +14,7 @@ command -v python3 >/dev/null || need+=(python3)
 [ -f /usr/lib/x86_64-linux-gnu/cmake/benchmark/benchmarkConfig.cmake ] || need+=(libbenchmark-dev)
 [ -f /usr/share/cmake/nlohmann_json/nlohmann_jsonConfig.cmake ] || need+=(nlohmann-json3-dev)
 [ -f /usr/share/cmake/CLI11/CLI11Config.cmake ] || need+=(libcli11-dev)
+[ -f /usr/include/xxhash.h ] || need+=(libxxhash-dev)  # the divergence check's host hash (header-only)
 command -v mpirun >/dev/null || need+=(openmpi-bin)  # the launcher tests (mpirun without MASTER_ADDR)
 [ -f /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ] || need+=(libopenmpi-dev)  # the MPI bootstrap plugin
 command -v slurmd >/dev/null || need+=(slurm-wlm)  # launchers.real_slurm (a private single-node cluster)

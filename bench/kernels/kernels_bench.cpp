@@ -2,7 +2,8 @@
 // unscale+check, pack (f32 -> f16 bucket with 1/world), the fused unpack
 // epilogue (f16 bucket -> f32 += , x 1/(world*scale), found-inf), the global
 // norm, the block-quantized wires' quantize (with error feedback and residual) and
-// dequantize (int8, fp8 e4m3), the unpack epilogue cut in 25 MiB slices of the
+// dequantize (int8, fp8 e4m3), the divergence check's tensor hash (XXH64 chunks of
+// each tensor; the host's is the library's), the unpack epilogue cut in 25 MiB slices of the
 // gradients in registration order (one call each, as the reducer makes one per
 // bucket; its plan differs in detail: reverse order, a smaller first bucket,
 // aligned entries), so that what a launch costs shows in the time,
@@ -19,6 +20,7 @@
 
 #include "common/device.hpp"
 #include "common/grad_sets.hpp"
+#include "kernels/hash/tensor_hash.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/quant/fp8.hpp"
 #include "kernels/quant/int8.hpp"
@@ -46,6 +48,7 @@ enum class Op {
   kInt8Dequantize,
   kFp8Quantize,
   kFp8Dequantize,
+  kTensorHash,
   kCopy
 };
 
@@ -58,7 +61,9 @@ struct Workload {
   void* bucket = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
-  float* scalars = nullptr;  // [inv_scale, found_inf, device_scale, norm]
+  float* scalars = nullptr;           // [inv_scale, found_inf, device_scale, norm]
+  std::vector<uint64_t> hash_chunks;  // the divergence check's chunk hashes (host)
+  uint64_t* device_chunks = nullptr;  // and on the GPU
   size_t elements = 0;
   std::vector<size_t> bucket_starts;    // first tensor of each 25 MiB bucket, then grads.size()
   std::vector<size_t> bucket_elements;  // each bucket's first element in the whole bucket buffer
@@ -103,9 +108,14 @@ struct Workload {
       before += grads[k].count;
     }
     bucket_starts.push_back(grads.size());
+    size_t chunks = 0;
+    for (const gcommTensor_t& g : grads) chunks += kernels::hash::chunks_of(g.count * 4);
+    hash_chunks.resize(chunks);
+    if (gpu) device_chunks = static_cast<uint64_t*>(alloc(chunks * 8));
   }
   ~Workload() {
-    for (void* p : {grad_mem, bucket, workspace, static_cast<void*>(scalars), error, residual, codes})
+    for (void* p : {grad_mem, bucket, workspace, static_cast<void*>(scalars), error, residual, codes,
+                    static_cast<void*>(device_chunks)})
       if (p != nullptr) gpu ? (void)cudaFree(p) : free(p);
   }
   // The quantized wire's buffers and `op`'s codes of the gradients, made before the
@@ -181,6 +191,14 @@ struct Workload {
       case Op::kNorm:
         l2_norm(grads.data(), grads.size(), scalars + 3, nullptr, workspace, workspace_bytes, target());
         break;
+      case Op::kTensorHash:  // every tensor's chunk hashes (the divergence check's pass over the bytes)
+        for (size_t k = 0, c = 0; k < grads.size(); c += kernels::hash::chunks_of(grads[k].count * 4), ++k) {
+          if (gpu)
+            kernels::hash::cuda::chunk_hashes(grads[k].data, grads[k].count * 4, device_chunks + c, nullptr);
+          else
+            kernels::hash::host::chunk_hashes(grads[k].data, grads[k].count * 4, hash_chunks.data() + c);
+        }
+        break;
       case Op::kCopy:
         cudaMemcpyAsync(bucket, grad_mem, elements * 2, cudaMemcpyDeviceToDevice, nullptr);
         break;
@@ -208,6 +226,7 @@ struct Workload {
       case Op::kUnpack:
         return elements * 10;
       case Op::kNorm:
+      case Op::kTensorHash:
         return elements * 4;
       case Op::kCopy:
         return elements * 4;  // elements*2 read + elements*2 written
@@ -223,6 +242,7 @@ double launches(const Workload& w, Op op) {
     return n <= kSmallBatch ? 1 : (n + kMaxTensorsPerLaunch - 1) / kMaxTensorsPerLaunch;
   };
   if (op == Op::kCopy || Workload::quantized(op)) return 1;
+  if (op == Op::kTensorHash) return static_cast<double>(w.grads.size());  // a launch a tensor
   if (op == Op::kUnpackPerBucket) {
     size_t total = 0;
     for (size_t b = 0; b + 1 < w.bucket_starts.size(); ++b)
@@ -293,6 +313,7 @@ const struct {
             {Op::kInt8Dequantize, "int8_dequantize"},
             {Op::kFp8Quantize, "fp8_quantize"},
             {Op::kFp8Dequantize, "fp8_dequantize"},
+            {Op::kTensorHash, "tensor_hash"},
             {Op::kCopy, "copy_baseline"}};
 
 int register_all() {

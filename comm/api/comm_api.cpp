@@ -1,10 +1,12 @@
 // C API of the communicators (include/gradcomm/comm.h).
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <vector>
 
 #include "comm/api/publish.hpp"
 #include "comm/communicator.hpp"
+#include "comm/divergence/divergence_check.hpp"
 #include "comm/group.hpp"
 #include "comm/local/local_transport.hpp"
 #include "comm/transports.hpp"
@@ -172,6 +174,20 @@ GCOMM_API gcommStatus_t gcommReduceScatter(gcommComm_t comm, const void* sendbuf
                                            gcommStream_t stream) {
   return GCOMM_API_CALL(
       { run(comm, Collective::kReduceScatter, sendbuf, recvbuf, recvcount, dtype, op, 0, stream); });
+}
+
+GCOMM_API gcommStatus_t gcommCommCheckDivergence(gcommComm_t comm, const void* const* data,
+                                                 const size_t* bytes, size_t n, gcommStream_t stream,
+                                                 int64_t* first_mismatch, size_t* mismatched_spans) {
+  return GCOMM_API_CALL({
+    Communicator& c = comms().get(comm)->comm;
+    GCOMM_REQUIRE_NOT_NULL(first_mismatch);
+    if (in_group())
+      fail(gcommInvalidState, "gcommCommCheckDivergence returns its result at once: not inside a group");
+    const DivergenceReport report = check_divergence(c, data, bytes, n, stream);
+    std::copy(report.first_mismatch.begin(), report.first_mismatch.end(), first_mismatch);
+    if (mismatched_spans != nullptr) *mismatched_spans = report.mismatched_spans;
+  });
 }
 
 GCOMM_API gcommStatus_t gcommAllToAll(gcommComm_t comm, const void* sendbuf, void* recvbuf, size_t count,

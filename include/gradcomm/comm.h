@@ -270,6 +270,23 @@ GCOMM_API gcommStatus_t gcommRecv(gcommComm_t comm, void* recvbuf, size_t count,
 /** Completes when every rank reached it (stream-ordered on a CUDA communicator). */
 GCOMM_API gcommStatus_t gcommBarrier(gcommComm_t comm, gcommStream_t stream);
 
+/** The divergence check (docs/observability.md): do the ranks hold the same bytes?
+ *  Collective: every rank passes @p n spans (data[i], bytes[i] bytes) in the same
+ *  order and of the same sizes, in memory of the communicator's device (on a GPU,
+ *  written by work on @p stream). Each rank hashes each span (XXH64 of 64 KiB chunks,
+ *  combined; a kernel on a GPU), the hashes are all-gathered (8 bytes a span a rank)
+ *  and every rank compares them alike. For each rank r, first_mismatch[r] (an array
+ *  of the communicator's size) receives the index of the first span whose hash on r
+ *  differs from the majority's, or -1; the majority of a span is the hash most ranks
+ *  hold, and among groups equally large the one holding the lowest rank (two ranks
+ *  that disagree: rank 1 is named). *mismatched_spans (may be NULL) receives how
+ *  many spans some rank disagrees on. Disagreement is a result, not an error:
+ *  gcommSuccess. Blocks until done (a GPU's stream is synchronized); refused inside
+ *  a group. A bad argument is refused before anything runs or is written. */
+GCOMM_API gcommStatus_t gcommCommCheckDivergence(gcommComm_t comm, const void* const* data,
+                                                 const size_t* bytes, size_t n, gcommStream_t stream,
+                                                 int64_t* first_mismatch, size_t* mismatched_spans);
+
 /** Group calls (ncclGroupStart/End): collectives of several communicators driven
  *  from one thread, launched together at the outermost gcommGroupEnd (NCCL
  *  communicators; the local and socket transports run each collective at once,

@@ -9,14 +9,14 @@ try:
 except ImportError as e:  # the source tree (python/gradcomm) has no compiled extension
     raise ImportError(f"gradcomm's compiled extension was not found next to {__file__}: install the package "
                       "(pip install ./python) and import it from outside the python/ folder of a checkout") from e
-from .errors import (AbortedError, CudaError, Error, InternalError, InvalidArgumentError, InvalidStateError,
-                     NcclError, NotSupportedError, OutOfMemoryError, RemoteError, TimeoutError)
+from .errors import (AbortedError, CudaError, DivergenceError, Error, InternalError, InvalidArgumentError,
+                     InvalidStateError, NcclError, NotSupportedError, OutOfMemoryError, RemoteError, TimeoutError)
 from . import errors as _errors
 
 _C._set_error_factory(_errors.from_status)
 
 from .allocator import Allocator  # noqa: E402
-from .comm import Communicator, group, init, init_from_env, init_local, launcher_rank  # noqa: E402
+from .comm import Communicator, Divergence, group, init, init_from_env, init_local, launcher_rank  # noqa: E402
 from .reducer import Reducer  # noqa: E402
 from .scaler import GradScaler  # noqa: E402
 
@@ -46,7 +46,8 @@ def nccl_version():
     return _C.nccl_version()
 
 
-__all__ = ["AbortedError", "Allocator", "Communicator", "CudaError", "DataType", "Error", "GradScaler",
+__all__ = ["AbortedError", "Allocator", "Communicator", "CudaError", "DataType", "Divergence", "DivergenceError",
+           "Error", "GradScaler",
            "InternalError", "InvalidArgumentError", "InvalidStateError", "NcclError", "NotSupportedError",
            "OutOfMemoryError", "Reducer", "RemoteError", "TimeoutError", "cuda_device_count",
            "environment", "environment_report", "group", "init", "init_from_env", "init_local", "launcher_rank", "nccl_version"]

@@ -180,6 +180,78 @@ class Communicator(Handle):
         """Fails outstanding and later operations; close() is still needed."""
         _C.comm_abort(self.handle)
 
+    def check_divergence(self, tensors, names=None, stream=None):
+        """The divergence check: do the ranks hold the same bytes in ``tensors``
+        (torch tensors of any dtype, or numpy arrays, on this communicator's
+        device)? Collective: every rank passes the same number of tensors, of the
+        same sizes, in the same order. Each rank hashes each tensor (XXH64 of 64 KiB
+        chunks; a kernel on a GPU, on ``stream``) and the hashes are compared on
+        every rank alike. Returns a Divergence, the same on every rank; a
+        disagreement is a result, not an error. Blocks until done."""
+        tensors = list(tensors)
+        names = [str(i) for i in range(len(tensors))] if names is None else [str(n) for n in names]
+        if len(names) != len(tensors):
+            raise InvalidArgumentError("gcommInvalidArgument", f"{len(names)} names for {len(tensors)} tensors")
+        spans = [self._span(t, f"tensors[{i}]") for i, t in enumerate(tensors)]
+        first, mismatched = _C.check_divergence(self.handle, [p for p, _ in spans], [n for _, n in spans],
+                                                self._stream(stream))
+        return Divergence(names, first, mismatched)
+
+    def _span(self, x, what):
+        """(address, bytes) of a dense tensor or array of any dtype on this device."""
+        if hasattr(x, "data_ptr") and hasattr(x, "element_size"):  # torch.Tensor
+            if x.is_sparse or not x.is_contiguous():
+                raise InvalidArgumentError("gcommInvalidArgument", f"{what} must be dense and contiguous")
+            dev = _C.Device()
+            if x.device.type == "cuda":
+                dev.kind, dev.ordinal = _C.DeviceKind.Cuda, x.device.index
+            address, size = x.data_ptr(), x.numel() * x.element_size()
+        elif hasattr(x, "__array_interface__"):  # numpy
+            if not x.flags["C_CONTIGUOUS"]:
+                raise InvalidArgumentError("gcommInvalidArgument", f"{what} is not C-contiguous")
+            dev, address, size = _C.Device(), x.__array_interface__["data"][0], x.nbytes
+        else:
+            raise InvalidArgumentError("gcommInvalidArgument", f"{what} must be a torch.Tensor or a numpy array, not "
+                                       f"{type(x).__name__}")
+        if not same_device(dev, self.device):
+            raise InvalidArgumentError("gcommInvalidArgument", f"{what} is on {device_name(dev)}, the communicator on "
+                                       f"{device_name(self.device)}")
+        return address, size
+
+
+class Divergence:
+    """The divergence check's report (Communicator.check_divergence), the same on
+    every rank. ``first_mismatch[r]``: the index of rank r's first tensor whose
+    bytes differ from the majority's (-1: none); a tensor's majority is the hash
+    most ranks hold, and among groups equally large the one holding the lowest rank
+    (two ranks that disagree: rank 1 is named). ``ranks``: {rank: name of that
+    tensor} for the ranks off the majority; ``mismatched``: how many tensors some
+    rank disagrees on."""
+
+    def __init__(self, names, first_mismatch, mismatched):
+        self.names = tuple(names)
+        self.first_mismatch = tuple(first_mismatch)
+        self.mismatched = mismatched
+
+    @property
+    def agreed(self):
+        return self.mismatched == 0
+
+    @property
+    def ranks(self):
+        return {r: self.names[i] for r, i in enumerate(self.first_mismatch) if i >= 0}
+
+    def __str__(self):
+        if self.agreed:
+            return f"the {len(self.first_mismatch)} ranks agree on all {len(self.names)} tensors"
+        who = ", ".join(f"rank {r} (first at {n!r})" for r, n in self.ranks.items())
+        verb = "disagrees" if len(self.ranks) == 1 else "disagree"
+        return (f"{self.mismatched} of {len(self.names)} tensors differ between the {len(self.first_mismatch)} ranks: "
+                f"{who} {verb} with the majority")
+
+    def __repr__(self):
+        return f"<gradcomm.Divergence: {self}>"
+
 
 def _op(op):
     if isinstance(op, _C.RedOp):

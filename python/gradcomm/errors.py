@@ -57,6 +57,17 @@ class InternalError(Error):
     pass
 
 
+class DivergenceError(RuntimeError):
+    """The divergence check found ranks whose replicas differ (no C status: the
+    check itself succeeded). ``report``: the gradcomm.Divergence, the same on every
+    rank; ``step``: the wrapper's synced steps when it was found."""
+
+    def __init__(self, report, step):
+        super().__init__(f"after {step} synced steps: {report}")
+        self.report = report
+        self.step = step
+
+
 _BY_STATUS = {
     "gcommInvalidArgument": InvalidArgumentError,
     "gcommInvalidState": InvalidStateError,

@@ -560,6 +560,23 @@ void bind_comm(nb::module_& m) {
       "barrier",
       [](Ptr h, Ptr stream) { check(gcommBarrier(reinterpret_cast<gcommComm_t>(h), to_stream(stream))); },
       Release());
+  // (first span off the majority per rank, -1: none; spans some rank disagrees on)
+  m.def(
+      "check_divergence",
+      [](Ptr h, const std::vector<Ptr>& data, const std::vector<size_t>& bytes, Ptr stream) {
+        if (data.size() != bytes.size())
+          throw ApiError{gcommInvalidArgument, "check_divergence: data and bytes differ in length"};
+        int size = 0;
+        check(gcommCommSize(reinterpret_cast<gcommComm_t>(h), &size));
+        std::vector<const void*> spans;
+        for (Ptr p : data) spans.push_back(to_ptr(p));
+        std::vector<int64_t> first(static_cast<size_t>(size), -1);
+        size_t mismatched = 0;
+        check(gcommCommCheckDivergence(reinterpret_cast<gcommComm_t>(h), spans.data(), bytes.data(),
+                                       spans.size(), to_stream(stream), first.data(), &mismatched));
+        return std::make_tuple(first, mismatched);
+      },
+      Release());
 }
 
 gcommReducer_t R(Ptr h) {

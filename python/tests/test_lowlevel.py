@@ -428,3 +428,25 @@ def test_group_receives_refused_or_into_parameters():
     assert plain == [2.0] * 4
     for c in comms:
         c.close()
+
+
+def test_divergence_check_names_the_rank_and_the_tensor(comms):
+    """Each rank hashes its tensors (any byte count, several 64 KiB chunks) and every
+    rank reports the same: the rank off the majority and its first differing tensor."""
+    def work(r, c, flip):
+        a = np.arange(1001, dtype=np.float32)
+        b = np.linspace(-1, 1, 70001, dtype=np.float32)
+        odd = np.arange(3, dtype=np.float16)  # 6 bytes
+        if r == flip:
+            b.view(np.uint32)[50000] ^= 1  # one bit
+        return c.check_divergence([a, b, odd], names=["a", "b", "odd"])
+
+    for rep in on_ranks(comms, lambda r, c: work(r, c, -1)):
+        assert rep.agreed and rep.ranks == {} and rep.first_mismatch == (-1, -1, -1)
+        assert "agree on all 3 tensors" in str(rep)
+    for rep in on_ranks(comms, lambda r, c: work(r, c, 1)):
+        assert not rep.agreed and rep.mismatched == 1 and rep.ranks == {1: "b"}
+        assert rep.first_mismatch == (-1, 1, -1)
+        assert "rank 1 (first at 'b')" in str(rep), str(rep)
+    with pytest.raises(gradcomm.InvalidArgumentError, match="2 names for 1 tensors"):
+        comms[0].check_divergence([np.zeros(4, dtype=np.float32)], names=["x", "y"])

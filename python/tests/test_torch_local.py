@@ -99,3 +99,41 @@ def test_compression_by_name_and_its_checkpoint_across_wrappers():
         assert all(torch.equal(a, b) for a, b in zip(grads, out[0][3]))  # every rank holds the same result
     for c in comms:
         c.close()
+
+
+def test_the_divergence_check_names_a_rank_whose_parameters_drifted():
+    """divergence_check_every=2: the second training forward checks the parameters;
+    a weight changed on one rank (a flipped bit's worth) raises DivergenceError on
+    every rank, naming that rank and parameter. Buffers are checked on request."""
+    comms = gradcomm.init_local(3, "cpu", timeout=60)
+    torch.manual_seed(0)
+    nets = [torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 2))
+            for _ in comms]
+
+    def rank(r):
+        model = gct.DistributedDataParallel(nets[r], comms[r], divergence_check_every=2, broadcast_buffers=False)
+        x = torch.randn(4, 8, generator=torch.Generator().manual_seed(r))
+        model(x).sum().backward()  # forward 1: not checked
+        agreed = model.check_divergence()  # the parameters: rank 0's after wrapping, then the same average
+        buffers = model.check_divergence(buffers=True)  # each rank's BatchNorm statistics, of its own batch
+        if r == 2:
+            with torch.no_grad():
+                nets[r][2].weight[1, 3] += 1e-6
+        try:
+            model(x)
+            raised = None
+        except gradcomm.DivergenceError as e:
+            raised = e
+        model.close()
+        return agreed, buffers, raised
+
+    out = _on_threads(3, rank)
+    for agreed, buffers, raised in out:
+        assert agreed.agreed, str(agreed)
+        assert not buffers.agreed and set(buffers.ranks.values()) <= {"1.running_mean", "1.running_var"}
+        assert raised is not None and raised.report.ranks == {2: "2.weight"}, raised
+        assert "rank 2 (first at '2.weight')" in str(raised)
+    with pytest.raises(gradcomm.InvalidArgumentError, match="divergence_check_every"):
+        gct.DistributedDataParallel(torch.nn.Linear(2, 2), comms[0], divergence_check_every=-1)
+    for c in comms:
+        c.close()

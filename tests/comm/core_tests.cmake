@@ -5,7 +5,7 @@ if(GRADCOMM_WITH_CUDA)
   set(GRADCOMM_COMM_NCCL_TESTS nccl_version_test.cpp nccl_search_test.cpp)
 endif()
 gradcomm_add_test(gradcomm_comm_core_tests
-  SOURCES group_launch_test.cpp transports_test.cpp host_lane_test.cpp flight_recorder_test.cpp exchange_transport_test.cpp peer_memory_collective_test.cpp known_buffers_test.cpp ${GRADCOMM_COMM_NCCL_TESTS}
+  SOURCES group_launch_test.cpp transports_test.cpp host_lane_test.cpp flight_recorder_test.cpp exchange_transport_test.cpp peer_memory_collective_test.cpp known_buffers_test.cpp divergence_check_test.cpp ${GRADCOMM_COMM_NCCL_TESTS}
   LIBS gradcomm_comm
   LABELS comm)
 # Issue 18: host programs start and run with NCCL hidden; asking for NCCL then

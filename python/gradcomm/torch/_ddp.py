@@ -27,7 +27,7 @@ import torch
 
 from .. import _gradcomm as _C
 from ..comm import Communicator, init_from_env
-from ..errors import InvalidArgumentError, InvalidStateError
+from ..errors import DivergenceError, InvalidArgumentError, InvalidStateError
 from ..reducer import Reducer, wire_dtype_code
 
 # What runs around the module's forward (checks, the buffers' broadcast) touches
@@ -110,10 +110,11 @@ def _flag(name, value):
 
 def check_options(bucket_cap_mb=25.0, first_bucket_mb=1.0, gradient_as_bucket_view=False, unused_parameters=None,
                   find_unused_parameters=False, wire_dtype=None, powersgd=None, broadcast_buffers=True, timeout=None,
-                  quantize=None, compression=None, try_compression=True):
+                  quantize=None, compression=None, divergence_check_every=0, try_compression=True):
     """Checks DistributedDataParallel's options (every one but module and comm)
     before anything is made, and returns them normalized: reducer options, the
-    compression ({"kind": ..., **options} or None), broadcast_buffers, timeout. With
+    compression ({"kind": ..., **options} or None), broadcast_buffers, timeout,
+    divergence_check_every. With
     try_compression the compression is enabled on a throwaway reducer of one
     local rank, so gradcomm's own checks of its kind and options (the compression
     table's) refuse a bad one now, with their message. The Lightning strategy
@@ -121,6 +122,10 @@ def check_options(bucket_cap_mb=25.0, first_bucket_mb=1.0, gradient_as_bucket_vi
     _positive("bucket_cap_mb", bucket_cap_mb)
     _positive("first_bucket_mb", first_bucket_mb)
     _positive("timeout", timeout, allow_none=True)
+    if isinstance(divergence_check_every, bool) or not isinstance(divergence_check_every, int) \
+            or divergence_check_every < 0:
+        raise InvalidArgumentError("gcommInvalidArgument", f"divergence_check_every must be a whole number of forward "
+                                   f"passes >= 0 (0: never), not {divergence_check_every!r}")
     for name, value in (("gradient_as_bucket_view", gradient_as_bucket_view),
                         ("find_unused_parameters", find_unused_parameters),
                         ("broadcast_buffers", broadcast_buffers)):
@@ -137,7 +142,7 @@ def check_options(bucket_cap_mb=25.0, first_bucket_mb=1.0, gradient_as_bucket_vi
     compression = _compression_options(compression, powersgd, quantize)
     if compression is not None and try_compression:
         _try_compression(compression, reducer_options)
-    return reducer_options, compression, broadcast_buffers, timeout
+    return reducer_options, compression, broadcast_buffers, timeout, divergence_check_every
 
 
 def _try_compression(compression, reducer_options):
@@ -202,6 +207,11 @@ class DistributedDataParallel(torch.nn.Module):
       broadcast_buffers (True): rank 0's buffers are broadcast at every forward.
       timeout (None | seconds > 0): of the communicator made with comm=None (None:
         GRADCOMM_TIMEOUT_S, else 300 s).
+      divergence_check_every (0): every that many training forward passes (outside
+        join()), the divergence check over the parameters before the forward
+        (check_divergence()); ranks whose parameters differ from the majority's
+        raise gradcomm.DivergenceError on every rank, naming them and the first
+        parameter. 0: never.
     Bad values are refused before anything is made (check_options).
 
     Wrapping a module again (as a DDP user does after adding a parameter)
@@ -212,16 +222,16 @@ class DistributedDataParallel(torch.nn.Module):
 
     def __init__(self, module, comm=None, *, bucket_cap_mb=25.0, first_bucket_mb=1.0, gradient_as_bucket_view=False,
                  unused_parameters=None, find_unused_parameters=False, wire_dtype=None, powersgd=None,
-                 broadcast_buffers=True, timeout=None, quantize=None, compression=None):
+                 broadcast_buffers=True, timeout=None, quantize=None, compression=None, divergence_check_every=0):
         super().__init__()
         # Every option is checked before anything is made: a bad one is the error the
         # user sees, never a later one from cleaning up (issue 44 #9).
-        options, compression, broadcast_buffers, timeout = check_options(
+        options, compression, broadcast_buffers, timeout, divergence_check_every = check_options(
             bucket_cap_mb=bucket_cap_mb, first_bucket_mb=first_bucket_mb,
             gradient_as_bucket_view=gradient_as_bucket_view, unused_parameters=unused_parameters,
             find_unused_parameters=find_unused_parameters, wire_dtype=wire_dtype, powersgd=powersgd,
             broadcast_buffers=broadcast_buffers, timeout=timeout, quantize=quantize, compression=compression,
-            try_compression=False)  # the real reducer below checks it, and is cleaned up if it refuses
+            divergence_check_every=divergence_check_every, try_compression=False)  # the real reducer below checks it, and is cleaned up if it refuses
         self.module = module
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         if not named:
@@ -256,6 +266,8 @@ class DistributedDataParallel(torch.nn.Module):
             self._compression = compression
             self._grad_scaler = None
             self.broadcast_buffers = broadcast_buffers
+            self.divergence_check_every = divergence_check_every
+            self._training_forwards = 0  # outside join(), counted for divergence_check_every
             self.require_backward_grad_sync = True
             self._join = None  # inside join(): its options and this step's count of ranks with inputs
             self._step_open = False
@@ -413,12 +425,34 @@ class DistributedDataParallel(torch.nn.Module):
         if self._step_open:
             raise InvalidStateError("gcommInvalidState", "forward while the previous backward pass has not finished "
                                     "its step")
+        if torch.is_grad_enabled() and self._join is None and self.divergence_check_every > 0:
+            self._training_forwards += 1
+            if self._training_forwards % self.divergence_check_every == 0:
+                report = self.check_divergence()
+                if not report.agreed:
+                    raise DivergenceError(report, self._steps)
         if torch.is_grad_enabled():
             # Inside join() every such forward votes; the buffers then come from the
             # highest rank that still has inputs, as DDP's.
             root = self._join_vote(active=True)[2] if self._join is not None else 0
             if self.broadcast_buffers and self.comm.world_size > 1:
                 self._broadcast_buffers(root)
+
+    def check_divergence(self, buffers=False):
+        """The divergence check over the wrapped parameters (and the module's
+        buffers with buffers=True): every rank hashes them and the hashes are
+        compared (Communicator.check_divergence). Collective: every rank calls it.
+        Returns a gradcomm.Divergence naming the ranks off the majority and their
+        first tensor by name; its cost is one read of every byte checked (XXH64 on
+        the host, a kernel on a GPU) and an all-gather of 8 bytes a tensor."""
+        tensors, names = list(self._params), list(self._names)
+        if buffers:
+            for n, b in self.module.named_buffers():
+                tensors.append(b)
+                names.append(n)
+        with torch.no_grad():
+            return self.comm.check_divergence([t.detach().contiguous() for t in tensors], names,
+                                              stream=self._stream())
 
     def _broadcast_buffers(self, root=0):
         with torch.no_grad():

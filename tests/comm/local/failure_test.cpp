@@ -161,6 +161,36 @@ TEST(LocalFailures, BadArgumentsAreRefusedBeforeAnythingRuns) {
             gcommInvalidArgument);
 }
 
+// The divergence check through the C API: its arguments are checked before
+// anything runs or is written, it is refused inside a group, and a world of one
+// agrees with itself.
+TEST(LocalFailures, TheDivergenceChecksBadArgumentsAreRefusedAndWriteNothing) {
+  auto comms = make_local(1);
+  gcommComm_t c = comms[0];
+  std::vector<float> buf(4, 1.0f);
+  const void* data[2] = {buf.data(), nullptr};
+  const size_t bytes[2] = {16, 8};
+  int64_t first = 7;
+  size_t mismatched = 7;
+  EXPECT_EQ(gcommCommCheckDivergence(c, data, bytes, 1, nullptr, nullptr, &mismatched), gcommInvalidArgument);
+  EXPECT_TRUE(contains(gcommGetLastError(), "first_mismatch")) << gcommGetLastError();
+  EXPECT_EQ(gcommCommCheckDivergence(c, data, bytes, 2, nullptr, &first, &mismatched), gcommInvalidArgument);
+  EXPECT_TRUE(contains(gcommGetLastError(), "data[1] is NULL but bytes[1] is 8")) << gcommGetLastError();
+  EXPECT_EQ(gcommCommCheckDivergence(c, nullptr, bytes, 2, nullptr, &first, &mismatched),
+            gcommInvalidArgument);
+  EXPECT_EQ(first, 7);
+  EXPECT_EQ(mismatched, 7u);
+  ASSERT_EQ(gcommGroupStart(), gcommSuccess);
+  EXPECT_EQ(gcommCommCheckDivergence(c, data, bytes, 1, nullptr, &first, &mismatched), gcommInvalidState);
+  EXPECT_TRUE(contains(gcommGetLastError(), "not inside a group")) << gcommGetLastError();
+  ASSERT_EQ(gcommGroupEnd(), gcommSuccess);
+  EXPECT_EQ(gcommCommCheckDivergence(c, data, bytes, 1, nullptr, &first, &mismatched), gcommSuccess);
+  EXPECT_EQ(first, -1);
+  EXPECT_EQ(mismatched, 0u);
+  EXPECT_EQ(gcommCommCheckDivergence(c, nullptr, nullptr, 0, nullptr, &first, nullptr), gcommSuccess);
+  destroy(comms);
+}
+
 // Issue 17 #1: counts whose bytes fit size_t but reach past any memory crashed in
 // memmove (all-gather, broadcast, reduce, reduce-scatter) or came back as an
 // internal error (all-reduce). They are refused, naming the buffer, and the

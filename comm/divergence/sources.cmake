@@ -1,0 +1,1 @@
+list(APPEND GRADCOMM_COMM_SOURCES divergence/divergence_check.cpp)
