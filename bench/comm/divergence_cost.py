@@ -17,13 +17,27 @@ import gradcomm
 import gradcomm.torch as gct
 
 
-def block(comms, every, hidden, steps, device):
-    times = [[] for _ in comms]
+def mlp(hidden, device):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(hidden, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden),
+                               torch.nn.ReLU(), torch.nn.Linear(hidden, 10)).to(device)
 
-    def rank(r):
-        torch.manual_seed(0)
-        net = torch.nn.Sequential(torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
-                                  torch.nn.Linear(hidden, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 10)).to(device)
+
+def on_ranks(comms, fn):
+    """fn(r) on a thread per rank; rank 0's list of seconds."""
+    times = [[] for _ in comms]
+    threads = [threading.Thread(target=fn, args=(r, times[r])) for r in range(len(comms))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return times[0]
+
+
+def block(comms, every, hidden, steps, device):
+    """Median ms of a training step with divergence_check_every=every."""
+    def rank(r, times):
+        net = mlp(hidden, device)
         model = gct.DistributedDataParallel(net, comms[r], divergence_check_every=every)
         opt = torch.optim.SGD(net.parameters(), lr=1e-3)
         x = torch.randn(32, hidden, generator=torch.Generator().manual_seed(r)).to(device)
@@ -33,38 +47,23 @@ def block(comms, every, hidden, steps, device):
             model(x).square().mean().backward()
             opt.step()
             if s >= 2:  # the first steps build the buckets
-                times[r].append(time.perf_counter() - t0)
+                times.append(time.perf_counter() - t0)
         model.close()
 
-    threads = [threading.Thread(target=rank, args=(r,)) for r in range(len(comms))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return statistics.median(times[0]) * 1e3
+    return statistics.median(on_ranks(comms, rank)) * 1e3
 
 
 def check_alone(comms, hidden, calls, device):
     """Median ms of model.check_divergence() itself (both ranks calling together)."""
-    times = [[] for _ in comms]
-
-    def rank(r):
-        torch.manual_seed(0)
-        net = torch.nn.Sequential(torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
-                                  torch.nn.Linear(hidden, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 10)).to(device)
-        model = gct.DistributedDataParallel(net, comms[r])
+    def rank(r, times):
+        model = gct.DistributedDataParallel(mlp(hidden, device), comms[r])
         for _ in range(calls + 1):
             t0 = time.perf_counter()
             model.check_divergence()
-            times[r].append(time.perf_counter() - t0)
+            times.append(time.perf_counter() - t0)
         model.close()
 
-    threads = [threading.Thread(target=rank, args=(r,)) for r in range(len(comms))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return statistics.median(times[0][1:]) * 1e3
+    return statistics.median(on_ranks(comms, rank)[1:]) * 1e3
 
 
 def main():
