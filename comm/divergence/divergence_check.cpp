@@ -110,16 +110,25 @@ DivergenceReport compare_hashes(std::vector<uint64_t> hashes, int ranks, size_t 
 
 DivergenceReport check_divergence(Communicator& comm, const void* const* data, const size_t* bytes, size_t n,
                                   gcommStream_t stream) {
+  // n first: the caller's arrays are read only once it is plausible.
+  require(n <= kMaxDivergenceSpans, "n is ", n, ": at most ", kMaxDivergenceSpans, " spans a check");
   require(n == 0 || (data != nullptr && bytes != nullptr), "data and bytes must not be NULL when n (", n,
           ") is not 0");
   const gcommDevice_t device = comm.device();
   for (size_t i = 0; i < n; ++i) {
     if (bytes[i] == 0) continue;
     require(data[i] != nullptr, "data[", i, "] is NULL but bytes[", i, "] is ", bytes[i]);
-    require(reinterpret_cast<uintptr_t>(data[i]) <= UINTPTR_MAX - bytes[i], "data[", i, "] + bytes[", i,
-            "] passes the end of the address space");
-    require_usable(pointer_info(data[i]), device, "data", static_cast<long long>(i),
-                   "the communicator is on");
+    // As checked_span: bytes that reach past any memory are refused before one is read.
+    const auto p = reinterpret_cast<uintptr_t>(data[i]);
+    require(bytes[i] <= GCOMM_ADDRESS_LIMIT && p <= GCOMM_ADDRESS_LIMIT - bytes[i], "data[", i,
+            "]: ", bytes[i], " bytes from ", data[i],
+            " reach past the highest address memory can have (GCOMM_ADDRESS_LIMIT)");
+    const PointerRange r = pointer_range(data[i]);
+    require_usable(r.info, device, "data", static_cast<long long>(i), "the communicator is on");
+    // Where the driver knows the allocation (device, pinned, managed memory), the
+    // span must lie inside it.
+    require(!r.contains(p) || bytes[i] <= r.end - p, "data[", i, "]: ", bytes[i], " bytes from ", data[i],
+            " reach past the end of its allocation (", r.end - p, " bytes)");
   }
   DeviceGuard guard(device);
   std::vector<uint64_t> all = gather(comm, hash_spans(device, data, bytes, n, stream), stream);

@@ -17,6 +17,10 @@ namespace gradcomm::comm {
 
 class Communicator;
 
+// Spans one check takes at most (a model's tensors are thousands; a count past
+// this is a caller's mistake, refused before its arrays are read).
+constexpr size_t kMaxDivergenceSpans = size_t{1} << 24;
+
 struct DivergenceReport {
   size_t spans = 0;
   size_t mismatched_spans = 0;          // spans whose hash differs on some rank
@@ -32,7 +36,9 @@ DivergenceReport compare_hashes(std::vector<uint64_t> hashes, int ranks, size_t 
 // Collective over `comm`: every rank passes n spans (data[i], bytes[i]) in the same
 // order and sizes, memory of the communicator's device, written by work on
 // `stream` (a GPU's spans are hashed on it; the call waits for it). Throws
-// gcommInvalidArgument on a bad span before anything runs.
+// gcommInvalidArgument before anything runs on a bad n (over kMaxDivergenceSpans)
+// or a bad span: NULL with bytes, past GCOMM_ADDRESS_LIMIT, memory the device
+// cannot use, or past the end of its allocation where the driver knows it.
 DivergenceReport check_divergence(Communicator& comm, const void* const* data, const size_t* bytes, size_t n,
                                   gcommStream_t stream);
 

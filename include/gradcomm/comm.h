@@ -282,7 +282,9 @@ GCOMM_API gcommStatus_t gcommBarrier(gcommComm_t comm, gcommStream_t stream);
  *  that disagree: rank 1 is named). *mismatched_spans (may be NULL) receives how
  *  many spans some rank disagrees on. Disagreement is a result, not an error:
  *  gcommSuccess. Blocks until done (a GPU's stream is synchronized); refused inside
- *  a group. A bad argument is refused before anything runs or is written. */
+ *  a group. A bad argument is refused before anything runs or is written: n over
+ *  2^24, a NULL span with bytes, a span past GCOMM_ADDRESS_LIMIT or past the end of
+ *  its allocation (where the driver knows it), memory the device cannot use. */
 GCOMM_API gcommStatus_t gcommCommCheckDivergence(gcommComm_t comm, const void* const* data,
                                                  const size_t* bytes, size_t n, gcommStream_t stream,
                                                  int64_t* first_mismatch, size_t* mismatched_spans);

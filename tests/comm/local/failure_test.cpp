@@ -178,6 +178,13 @@ TEST(LocalFailures, TheDivergenceChecksBadArgumentsAreRefusedAndWriteNothing) {
   EXPECT_TRUE(contains(gcommGetLastError(), "data[1] is NULL but bytes[1] is 8")) << gcommGetLastError();
   EXPECT_EQ(gcommCommCheckDivergence(c, nullptr, bytes, 2, nullptr, &first, &mismatched),
             gcommInvalidArgument);
+  // An absurd n is refused before the arrays are read past their end (ASan would see it).
+  EXPECT_EQ(gcommCommCheckDivergence(c, data, bytes, SIZE_MAX, nullptr, &first, &mismatched),
+            gcommInvalidArgument);
+  EXPECT_TRUE(contains(gcommGetLastError(), "at most 16777216 spans")) << gcommGetLastError();
+  const size_t absurd[1] = {SIZE_MAX / 2};
+  EXPECT_EQ(gcommCommCheckDivergence(c, data, absurd, 1, nullptr, &first, &mismatched), gcommInvalidArgument);
+  EXPECT_TRUE(contains(gcommGetLastError(), "GCOMM_ADDRESS_LIMIT")) << gcommGetLastError();
   EXPECT_EQ(first, 7);
   EXPECT_EQ(mismatched, 7u);
   ASSERT_EQ(gcommGroupStart(), gcommSuccess);
