@@ -13,6 +13,18 @@ def _bad(message):
     return InvalidArgumentError("gcommInvalidArgument", message)
 
 
+def torch_device(x, what):
+    """The Device of a dense, contiguous torch tensor on the CPU or a GPU."""
+    if not x.is_contiguous():
+        raise _bad(f"{what} is not contiguous (strides {tuple(x.stride())}): call .contiguous() first")
+    dev = _C.Device()
+    if x.device.type == "cuda":
+        dev.kind, dev.ordinal = _C.DeviceKind.Cuda, x.device.index
+    elif x.device.type != "cpu":
+        raise _bad(f"{what} is on {x.device}: gradcomm takes cpu or cuda tensors")
+    return dev
+
+
 def describe(x, what="buffer"):
     """(address, count, dtype, Device) of a torch tensor or numpy array."""
     if hasattr(x, "data_ptr") and hasattr(x, "is_sparse"):  # torch.Tensor
@@ -21,14 +33,7 @@ def describe(x, what="buffer"):
         dtype = _TORCH_DTYPES.get(str(x.dtype))
         if dtype is None:
             raise _bad(f"{what} has dtype {x.dtype}: gradcomm takes float32, float16 or bfloat16")
-        if not x.is_contiguous():
-            raise _bad(f"{what} is not contiguous (strides {tuple(x.stride())}): call .contiguous() first")
-        dev = _C.Device()
-        if x.device.type == "cuda":
-            dev.kind, dev.ordinal = _C.DeviceKind.Cuda, x.device.index
-        elif x.device.type != "cpu":
-            raise _bad(f"{what} is on {x.device}: gradcomm takes cpu or cuda tensors")
-        return x.data_ptr(), x.numel(), dtype, dev
+        return x.data_ptr(), x.numel(), dtype, torch_device(x, what)
     if hasattr(x, "__array_interface__"):  # numpy
         dtype = _NUMPY_DTYPES.get(str(x.dtype))
         if dtype is None:

@@ -8,7 +8,7 @@ import re
 import threading
 
 from . import _gradcomm as _C
-from ._buffers import describe, device_name, parse_device, same_device
+from ._buffers import describe, device_name, parse_device, same_device, torch_device
 from ._handle import Handle
 from .errors import InvalidArgumentError, InvalidStateError
 
@@ -200,12 +200,10 @@ class Communicator(Handle):
     def _span(self, x, what):
         """(address, bytes) of a dense tensor or array of any dtype on this device."""
         if hasattr(x, "data_ptr") and hasattr(x, "element_size"):  # torch.Tensor
-            if x.is_sparse or not x.is_contiguous():
-                raise InvalidArgumentError("gcommInvalidArgument", f"{what} must be dense and contiguous")
-            dev = _C.Device()
-            if x.device.type == "cuda":
-                dev.kind, dev.ordinal = _C.DeviceKind.Cuda, x.device.index
-            address, size = x.data_ptr(), x.numel() * x.element_size()
+            if x.is_sparse:
+                raise InvalidArgumentError("gcommInvalidArgument", f"{what} is a sparse tensor: gradcomm takes dense "
+                                           "tensors")
+            dev, address, size = torch_device(x, what), x.data_ptr(), x.numel() * x.element_size()
         elif hasattr(x, "__array_interface__"):  # numpy
             if not x.flags["C_CONTIGUOUS"]:
                 raise InvalidArgumentError("gcommInvalidArgument", f"{what} is not C-contiguous")
