@@ -468,6 +468,43 @@ def run_powersgd_parity(args, rank, world, record):
     comm.close()
 
 
+def run_divergence(args, rank, world, result):
+    """The divergence check across processes: the last rank builds its model from
+    another seed and skips the wrapper's broadcast (a rank that never synced), then
+    the ranks train in sync and one bit of one parameter flips on rank 1. Each
+    check's report, as every rank saw it, goes into the result."""
+    comm = gradcomm.init(rank, world, master_port=args.gc_port, timeout=60)
+    result["transport"] = str(comm.transport).split(".")[-1]
+    torch.manual_seed(1 if rank == world - 1 else 0)
+    net = Net()
+    named = dict(net.named_parameters())
+    model = gct.DistributedDataParallel(net, comm)
+    if rank == world - 1:  # undo the broadcast: this rank's own seed again
+        torch.manual_seed(1)
+        with torch.no_grad():
+            for name, p in Net().named_parameters():
+                named[name].copy_(p)
+    reports = {"unsynced": model.check_divergence()}
+    with torch.no_grad():  # everyone back on rank 0's parameters
+        for p in net.parameters():
+            comm.broadcast(p.data, root=0)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    for step in range(3):
+        opt.zero_grad()
+        x, y = batch(step, rank, world)
+        ((model(x) - y) ** 2).mean().backward()
+        opt.step()
+    reports["trained"] = model.check_divergence()
+    if rank == 1:
+        bits = named["fc1.weight"].data.view(torch.int32)
+        bits[3, 5] ^= 1  # the lowest mantissa bit of one weight
+    reports["flipped"] = model.check_divergence()
+    result["reports"] = {k: {"ranks": {str(r): n for r, n in v.ranks.items()}, "mismatched": v.mismatched}
+                         for k, v in reports.items()}
+    model.close()
+    comm.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rank", type=int, required=True)
@@ -477,7 +514,7 @@ def main():
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--scenario", default="parity",
                     choices=["parity", "unused_error", "powersgd_parity", "shared_default", "compile", "join",
-                             "threads_share_default"])
+                             "threads_share_default", "divergence"])
     ap.add_argument("--opt", default="sgd", choices=["sgd", "sgd_momentum", "adam"])
     ap.add_argument("--zero-grad", default="none", choices=["none", "zero", "assign", "mixed"])
     ap.add_argument("--steps", type=int, default=30)
@@ -514,6 +551,8 @@ def main():
         run_join(args, rank, world, result)
     elif args.scenario == "threads_share_default":
         run_threads_share_default(args, rank, world, result)
+    elif args.scenario == "divergence":
+        run_divergence(args, rank, world, result)
     else:
         if not args.skip_ddp:
             dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.gloo_port}", rank=rank,
