@@ -7,4 +7,5 @@ list(APPEND GRADCOMM_COMM_SOURCES
   p2p_group.cpp
   api/comm_api.cpp
   api/comm_init_api.cpp
+  api/membership_api.cpp
   api/library_info.cpp)

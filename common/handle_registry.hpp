@@ -1,10 +1,19 @@
 // Live-handle registry for the C API's opaque handles. A handle that was
 // destroyed (or never created) is refused with a clear message instead of being
 // dereferenced: "use after destroy" is detected, not undefined.
+//
+// A handle is its object's address, so a new object at a freed object's address
+// would make the old handle live again, silently naming the new object (a
+// membership's next communicator took its predecessor's address at once). So
+// destroy() keeps a destroyed object's memory in a quarantine of the last
+// kQuarantine destroyed objects: an address comes back only after that many more
+// objects of the type were destroyed.
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <mutex>
+#include <new>
 #include <unordered_set>
 
 #include "common/error.hpp"
@@ -26,6 +35,26 @@ class HandleRegistry {
     std::lock_guard<std::mutex> lock(mutex_);
     live_.insert(object);
   }
+  static constexpr size_t kQuarantine = 256;
+
+  ~HandleRegistry() {
+    for (void* p : quarantine_) release_memory(p);
+  }
+
+  // Removes the object (throws if it is not live) and destroys it, outside the
+  // lock (a destructor may wait for peers); its memory is quarantined (above).
+  // The object must have been made with `new T`.
+  void destroy(const void* handle) {
+    T* object = remove(handle);
+    object->~T();
+    std::lock_guard<std::mutex> lock(mutex_);
+    quarantine_.push_back(object);
+    if (quarantine_.size() > kQuarantine) {
+      release_memory(quarantine_.front());
+      quarantine_.pop_front();
+    }
+  }
+
   // Removes and returns the object, or throws if it is not live.
   T* remove(const void* handle) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -74,9 +103,17 @@ class HandleRegistry {
          " (already destroyed, or never created)");
   }
 
+  static void release_memory(void* p) noexcept {
+    if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+      ::operator delete(p, std::align_val_t(alignof(T)));
+    else
+      ::operator delete(p);
+  }
+
   const char* type_name_;
   mutable std::mutex mutex_;
   std::unordered_set<T*> live_;
+  std::deque<void*> quarantine_;  // destroyed objects' memory, oldest first
 };
 
 }  // namespace gradcomm

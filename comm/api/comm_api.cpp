@@ -62,7 +62,7 @@ GCOMM_API gcommStatus_t gcommCommDestroy(gcommComm_t comm) {
     if (grouped > 0)
       fail(gcommInvalidState, "the communicator has ", grouped,
            " collective(s) in a group not yet ended; call gcommGroupEnd on the thread that began it first");
-    delete comms().remove(comm);
+    comms().destroy(comm);
   });
 }
 

@@ -23,7 +23,7 @@ Bootstrap::Bootstrap(const RendezvousOptions& options)
   c.job_key = options.job_key;
   c.rank = options.rank;
   c.world_size = options.world_size;
-  if (options.rank == 0) {
+  if (options.rank == 0 && !options.external_store) {
     StoreServerOptions s;
     s.host = options.master_addr;
     s.port = options.master_port;
@@ -161,6 +161,7 @@ RendezvousOptions rendezvous_options(const LaunchConfig& launch) {
   options.rank = launch.rank;
   options.world_size = launch.world_size;
   options.timeout_s = launch.timeout_s;
+  options.external_store = launch.external_store;
   return options;
 }
 

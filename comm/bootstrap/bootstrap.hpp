@@ -25,6 +25,7 @@ struct RendezvousOptions {
   int world_size = 1;
   double timeout_s = 300;       // the whole init: connecting, meeting, what the caller does next
   double hello_timeout_s = 30;  // rank 0's store drops connections silent for this long
+  bool external_store = false;  // the store runs elsewhere (gradcomm-store): rank 0 connects like the others
 };
 
 // This rank's generation for a communicator it makes at master_addr:port with this

@@ -45,6 +45,7 @@ struct LaunchConfig {
   gcommDevice_t device{gcommDeviceCuda, -1};        // host, or a CUDA ordinal (resolved from local_rank)
   gcommTransport_t transport = gcommTransportAuto;  // as asked: comm/transports.hpp resolves it
   double timeout_s = 300;
+  bool external_store = false;   // the store is not rank 0's (a generation of gradcomm-store)
   std::string source;            // where rank and world size came from, for messages
   std::string launcher_warning;  // hand-set RANK/WORLD_SIZE that lost to the launcher (logged)
   std::string rendezvous_note;   // how the store's address or port was implied (logged at INFO)

@@ -26,7 +26,7 @@ uint64_t get_u64(const uint8_t* p) {
 }
 
 bool known_type(uint8_t t) {
-  return (t >= static_cast<uint8_t>(MsgType::kHello) && t <= static_cast<uint8_t>(MsgType::kBye)) ||
+  return (t >= static_cast<uint8_t>(MsgType::kHello) && t <= static_cast<uint8_t>(MsgType::kCommit)) ||
          t == static_cast<uint8_t>(MsgType::kOk) || t == static_cast<uint8_t>(MsgType::kError);
 }
 
@@ -46,6 +46,12 @@ const char* msg_type_name(MsgType t) noexcept {
       return "abort";
     case MsgType::kBye:
       return "bye";
+    case MsgType::kJoinJob:
+      return "join-job";
+    case MsgType::kQuorum:
+      return "quorum";
+    case MsgType::kCommit:
+      return "commit";
     case MsgType::kOk:
       return "ok";
     case MsgType::kError:
@@ -87,6 +93,13 @@ Writer& Writer::u32(uint32_t v) {
   return *this;
 }
 
+Writer& Writer::u64(uint64_t v) {
+  uint8_t b[8];
+  put_u64(b, v);
+  payload_.insert(payload_.end(), b, b + 8);
+  return *this;
+}
+
 Writer& Writer::blob(const void* data, size_t n) {
   require(n <= kMaxPayloadBytes, "a store value of ", n, " bytes exceeds the limit of ", kMaxPayloadBytes,
           " bytes");
@@ -119,6 +132,14 @@ uint32_t Reader::u32() {
   uint32_t v = get_u32(p_);
   p_ += 4;
   n_ -= 4;
+  return v;
+}
+
+uint64_t Reader::u64() {
+  need(8);
+  uint64_t v = get_u64(p_);
+  p_ += 8;
+  n_ -= 8;
   return v;
 }
 

@@ -19,6 +19,14 @@
 //   kGather  -> str name, u32 timeout_ms, blob contribution       <- kOk: u32 n, n blobs (rank order)
 //   kAbort   -> str reason                                         <- kOk
 //   kBye     -> (empty); the peer closes next
+// The membership server (comm/membership/, the gradcomm-store program) speaks the
+// same frames with three more requests, a member's first being kJoinJob:
+//   kJoinJob -> str job_key, str who, u32 min_ranks, u32 quorum_timeout_ms,
+//               u32 commit_timeout_ms                             <- kOk: u32 member id
+//   kQuorum  -> u32 timeout_ms          <- kOk: u32 generation, i32 rank, i32 world,
+//               u32 rendezvous port, u64 committed steps, str members, str change
+//   kCommit  -> u32 generation, u32 ok, str why   <- kOk: u32 committed, u32 reconfigure,
+//               u64 committed steps, str reason
 //   kError   <- u32 status (gcommStatus_t), str message; gcommOutOfMemory, sent
 //               to a connection before its hello is answered, means "the store
 //               is full, try again" (StoreClient retries until its deadline);
@@ -53,6 +61,9 @@ enum class MsgType : uint8_t {
   kGather = 4,
   kAbort = 5,
   kBye = 6,
+  kJoinJob = 7,
+  kQuorum = 8,
+  kCommit = 9,
   kOk = 64,
   kError = 65,
 };
@@ -76,6 +87,7 @@ class Writer {
  public:
   Writer& u32(uint32_t v);
   Writer& i32(int32_t v) { return u32(static_cast<uint32_t>(v)); }
+  Writer& u64(uint64_t v);
   Writer& str(const std::string& s) { return blob(s.data(), s.size()); }
   Writer& blob(const void* data, size_t n);
   Writer& blob(const std::vector<uint8_t>& v) { return blob(v.data(), v.size()); }
@@ -95,6 +107,7 @@ class Reader {
   Reader(const uint8_t* data, size_t n, const char* what) : p_(data), n_(n), what_(what) {}
   uint32_t u32();
   int32_t i32() { return static_cast<int32_t>(u32()); }
+  uint64_t u64();
   std::string str(size_t max_bytes = kMaxNameBytes);
   std::vector<uint8_t> blob();
   void finish() const;  // every byte consumed

@@ -51,8 +51,11 @@ struct Conn {
 class Loop {
  public:
   Loop(const StoreServerOptions& o, const Socket& listener, const Socket& wake, std::atomic<bool>& stopping,
-       std::atomic<double>& flush_s, const std::string& address)
+       std::atomic<double>& flush_s, const std::string& address, std::mutex& failure_lock,
+       std::string& failure)
       : o_(o),
+        failure_lock_(failure_lock),
+        failure_(failure),
         listener_(listener),
         wake_(wake),
         stopping_(stopping),
@@ -88,6 +91,8 @@ class Loop {
   }
 
   const StoreServerOptions& o_;
+  std::mutex& failure_lock_;
+  std::string& failure_;
   const Socket& listener_;
   const Socket& wake_;
   std::atomic<bool>& stopping_;
@@ -145,6 +150,12 @@ void Loop::run() {
       char drain[64];
       while (::read(wake_.fd(), drain, sizeof(drain)) > 0) {
       }
+      std::string failure;
+      {
+        std::lock_guard<std::mutex> held(failure_lock_);
+        failure.swap(failure_);
+      }
+      if (!failure.empty()) state_.fail(gcommRemoteError, failure);
     }
     if (fds[1].revents & POLLIN) accept_all(now);
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -488,9 +499,18 @@ void StoreServer::stop(double flush_s) noexcept {
   listener_.close();
 }
 
+void StoreServer::fail_job(const std::string& message) {
+  {
+    std::lock_guard<std::mutex> held(failure_lock_);
+    failure_ = message.empty() ? std::string("the job failed") : message;
+  }
+  char one = 1;
+  (void)!::write(wake_write_.fd(), &one, 1);
+}
+
 void StoreServer::run() noexcept {
   try {
-    Loop loop(options_, listener_, wake_read_, stopping_, flush_s_, options_.address);
+    Loop loop(options_, listener_, wake_read_, stopping_, flush_s_, options_.address, failure_lock_, failure_);
     loop.run();
   } catch (const std::exception& e) {
     GCOMM_WARN("store at ", options_.address, " stopped on an internal error: ", e.what());

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -39,6 +40,10 @@ class StoreServer {
   int port() const { return port_; }
   // An address of this machine that reaches the server (127.0.0.1 or ::1).
   const std::string& loopback() const { return loopback_; }
+  // Fails the job for every rank (each wait, and every later request) with
+  // gcommRemoteError and `message`, from any thread: the membership server fails a
+  // generation's rendezvous when one of its members is lost.
+  void fail_job(const std::string& message);
   // Sends what is still queued (for at most `flush_s`), closes every connection
   // and joins the thread. Idempotent.
   void stop(double flush_s = 1.0) noexcept;
@@ -53,6 +58,8 @@ class StoreServer {
   std::string loopback_;
   std::atomic<bool> stopping_{false};
   std::atomic<double> flush_s_{1.0};
+  std::mutex failure_lock_;
+  std::string failure_;  // set by fail(), taken by the loop
   std::thread thread_;
 };
 

@@ -20,6 +20,7 @@
 #include "gradcomm/comm.h"
 #include "gradcomm/core.h"
 #include "gradcomm/kernels.h"
+#include "gradcomm/membership.h"
 #include "gradcomm/memory.h"
 #include "gradcomm/reducer.h"
 #include "gradcomm/types.h"

@@ -114,7 +114,7 @@ GCOMM_API gcommStatus_t gcommGradScalerCreate(gcommDevice_t device, const gcommG
 GCOMM_API gcommStatus_t gcommGradScalerDestroy(gcommGradScaler_t scaler) {
   return GCOMM_API_CALL({
     scalers().refuse_if_used(scaler, "the scaler");
-    delete scalers().remove(scaler);
+    scalers().destroy(scaler);
   });
 }
 

@@ -69,7 +69,7 @@ GCOMM_API gcommStatus_t gcommAllocatorDestroy(gcommAllocator_t allocator) {
     if (blocks != 0)
       fail(gcommInvalidState, "the allocator still has ", blocks, " blocks allocated (", a.live_bytes(),
            " bytes); free them with gcommAllocatorFree before destroying it");
-    delete registry().remove(allocator);
+    registry().destroy(allocator);
   });
 }
 

@@ -96,7 +96,7 @@ GCOMM_API gcommStatus_t gcommReducerCreate(gcommComm_t comm, const gcommTensor_t
 }
 
 GCOMM_API gcommStatus_t gcommReducerDestroy(gcommReducer_t reducer) {
-  return GCOMM_API_CALL({ delete reducers().remove(reducer); });
+  return GCOMM_API_CALL({ reducers().destroy(reducer); });
 }
 
 GCOMM_API gcommStatus_t gcommReducerBeginStep(gcommReducer_t reducer, int sync) {

@@ -71,3 +71,26 @@ if(GRADCOMM_WITH_CUDA)
   target_compile_definitions(gradcomm_cuda_ipc_tests PRIVATE
     GRADCOMM_CUDA_IPC_RANK_PROGRAM="$<TARGET_FILE:gradcomm_cuda_ipc_rank>")
 endif()
+# Fault tolerance: the membership server's rules alone (comm/membership/).
+gradcomm_add_test(gradcomm_membership_state_tests
+  SOURCES membership/membership_state_test.cpp
+  LIBS gradcomm_comm
+  LABELS comm)
+# Its C API, members as threads of one process (through the shared library only).
+gradcomm_add_test(gradcomm_membership_api_tests
+  SOURCES membership/membership_api_test.cpp
+  LIBS gradcomm::gradcomm
+  LABELS comm)
+# Members as processes (examples/ft_train.c) killed, frozen and restarted, with
+# gradcomm-store in a process of its own. (examples/ is added after tests/, so
+# the options are checked rather than the targets.)
+if(GRADCOMM_BUILD_TOOLS AND GRADCOMM_BUILD_EXAMPLES)
+  gradcomm_add_test(gradcomm_membership_process_tests
+    SOURCES membership/membership_process_test.cpp
+    LIBS gradcomm_common
+    LABELS comm)
+  add_dependencies(gradcomm_membership_process_tests gradcomm-store gradcomm_example_ft)
+  target_compile_definitions(gradcomm_membership_process_tests PRIVATE
+    GRADCOMM_STORE_PROGRAM="$<TARGET_FILE:gradcomm-store>"
+    GRADCOMM_FT_PROGRAM="$<TARGET_FILE:gradcomm_example_ft>")
+endif()

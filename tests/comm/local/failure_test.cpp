@@ -356,3 +356,25 @@ TEST(LocalFailures, CreationIsValidated) {
 
 }  // namespace
 }  // namespace gradcomm::test
+
+namespace gradcomm::test {
+namespace {
+
+// A destroyed communicator's handle never names the next one: without the
+// registry's quarantine, a world of one made right after another's destroy got
+// its address, and the stale handle worked on the new communicator.
+TEST(LocalFailures, ADestroyedHandleIsNeverReusedByTheNextCommunicator) {
+  std::vector<gcommComm_t> old;
+  for (int i = 0; i < 20; ++i) {
+    gcommComm_t c = nullptr;
+    ASSERT_EQ(gcommCommInitLocal(1, gcommDevice_t{gcommDeviceHost, -1}, nullptr, &c), gcommSuccess);
+    for (gcommComm_t stale : old) ASSERT_NE(c, stale) << "make " << i << " took a destroyed communicator's handle";
+    ASSERT_EQ(gcommCommDestroy(c), gcommSuccess);
+    int rank = -1;
+    EXPECT_EQ(gcommCommRank(c, &rank), gcommInvalidArgument);
+    old.push_back(c);
+  }
+}
+
+}  // namespace
+}  // namespace gradcomm::test

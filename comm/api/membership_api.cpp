@@ -1,0 +1,289 @@
+// C API of fault-tolerant jobs (include/gradcomm/membership.h): the membership
+// server, and a member that builds each generation's communicator over the
+// server's rendezvous for it.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include "comm/api/publish.hpp"
+#include "comm/bootstrap/launch_env.hpp"
+#include "comm/bootstrap/store_protocol.hpp"
+#include "comm/membership/membership_client.hpp"
+#include "comm/membership/membership_server.hpp"
+#include "comm/transports.hpp"
+#include "common/api/out_string.hpp"
+#include "common/api_guard.hpp"
+#include "common/config.hpp"
+#include "common/env.hpp"
+#include "common/handle_registry.hpp"
+#include "common/log.hpp"
+#include "gradcomm/membership.h"
+
+using namespace gradcomm;
+using namespace gradcomm::comm;
+using namespace gradcomm::comm::membership;
+
+struct gcommStoreServer {
+  MembershipServer server;
+  explicit gcommStoreServer(const MembershipServerOptions& o) : server(o) {}
+};
+
+struct gcommMembership {
+  std::unique_ptr<MembershipClient> client;
+  std::string job_key;
+  double timeout_s = 300;
+  double quorum_wait_s = 605;  // how long one quorum may take (see next_generation)
+  gcommDevice_t device{};
+  gcommTransport_t transport = gcommTransportAuto;
+  gcommComm_t comm = nullptr;  // the current generation's, owned
+  QuorumOutcome generation;    // the current generation (status != success: none)
+  bool need_quorum = true;
+  bool after_failure = false;  // the last generation ended by a failure
+  std::chrono::steady_clock::time_point failed_at{};
+  gcommMembershipStats_t stats = GCOMM_MEMBERSHIP_STATS_INITIALIZER;
+  std::string change;
+};
+
+namespace {
+
+HandleRegistry<gcommStoreServer>& servers() {
+  static HandleRegistry<gcommStoreServer> registry("gcommStoreServer_t");
+  return registry;
+}
+
+HandleRegistry<gcommMembership>& memberships() {
+  static HandleRegistry<gcommMembership> registry("gcommMembership_t");
+  return registry;
+}
+
+// "host:port", "[v6]:port". Throws gcommInvalidArgument naming `source`.
+void split_address(const std::string& text, const char* source, std::string& host, int& port) {
+  const size_t colon = text.rfind(':');
+  require(colon != std::string::npos && colon > 0 && colon + 1 < text.size(), source, " is '", text,
+          "'; it must be host:port (the address gradcomm-store printed)");
+  host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  char* end = nullptr;
+  const long p = std::strtol(text.c_str() + colon + 1, &end, 10);
+  require(end != nullptr && *end == '\0' && p > 0 && p < 65536, source, " is '", text, "': the port must be 1..65535");
+  port = static_cast<int>(p);
+}
+
+std::string default_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return cat(host[0] != '\0' ? host : "host", ":", ::getpid());
+}
+
+// Ends the current communicator: aborted after a failure (no shutdown barrier
+// waits for a dead or frozen rank), closed in order otherwise.
+void drop_communicator(gcommMembership& m, bool abort) {
+  if (m.comm == nullptr) return;
+  if (abort) (void)gcommCommAbort(m.comm);
+  (void)gcommCommDestroy(m.comm);
+  m.comm = nullptr;
+}
+
+// Agrees the next generation and builds its communicator, retrying while members
+// fail during the build (each retry is a new generation), until the timeout.
+void next_generation(gcommMembership& m) {
+  drop_communicator(m, m.after_failure || m.generation.status != gcommSuccess);
+  // A newcomer waits for the running generation's next step boundary: at worst a
+  // step that hangs until its collectives time out, a vote that waits as long,
+  // and the quorum timeout.
+  const Deadline deadline = deadline_after(m.quorum_wait_s);
+  std::string last_failure;
+  for (;;) {
+    const double left = net::seconds_left(deadline);
+    if (left <= 0)
+      fail(gcommTimeout, "no generation could be formed and built within ", m.quorum_wait_s, " s",
+           last_failure.empty() ? std::string() : cat("; the last attempt: ", last_failure));
+    QuorumOutcome q = m.client->quorum(left);
+    if (q.status != gcommSuccess) {
+      m.generation.status = q.status;
+      throw Error(q.status, q.change);
+    }
+    bootstrap::LaunchConfig launch;
+    launch.rank = q.rank;
+    launch.world_size = q.world;
+    launch.master_addr = m.client->host();
+    launch.master_port = q.rendezvous_port;
+    launch.job_key = cat(m.job_key, "#", q.generation);
+    launch.device = m.device;
+    launch.transport = m.transport;
+    launch.timeout_s = std::min(m.timeout_s, std::max(1.0, net::seconds_left(deadline)));
+    launch.external_store = true;
+    launch.source = cat("generation ", q.generation, " of job '", m.job_key, "' at ", m.client->address());
+    try {
+      m.comm = publish_communicator(make_transport_from_store(launch), m.timeout_s);
+    } catch (const Error& e) {
+      // A member failed while the generation was being built: ask for the next one.
+      last_failure = e.message();
+      GCOMM_WARN("membership: generation ", q.generation, " could not be built (", e.message(),
+                 "); asking for the next one");
+      m.after_failure = true;
+      continue;
+    }
+    m.generation = q;
+    m.change = q.change;
+    ++m.stats.generations;
+    if (m.after_failure && m.stats.generations > 1) {
+      ++m.stats.failures_survived;
+      m.stats.recovery_s +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - m.failed_at).count();
+    }
+    m.after_failure = false;
+    m.need_quorum = false;
+    GCOMM_INFO(INIT, "membership of job '", m.job_key, "': generation ", q.generation, ", rank ", q.rank, " of ",
+               q.world, " (", q.members, "): ", q.change);
+    return;
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+GCOMM_API gcommStatus_t gcommStoreServerStart(const char* host, int port, gcommStoreServer_t* server) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(server);
+    require(port >= 0 && port < 65536, "port ", port, " is not 0..65535");
+    MembershipServerOptions o;
+    if (host != nullptr) o.host = host;
+    require(!o.host.empty(), "host is empty: use NULL for every IPv4 interface");
+    auto* s = new gcommStoreServer(o);
+    servers().add(s);
+    *server = s;
+  });
+}
+
+GCOMM_API gcommStatus_t gcommStoreServerPort(gcommStoreServer_t server, int* port) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(port);
+    *port = servers().get(server)->server.port();
+  });
+}
+
+GCOMM_API gcommStatus_t gcommStoreServerStop(gcommStoreServer_t server) {
+  return GCOMM_API_CALL({ servers().destroy(server); });
+}
+
+GCOMM_API gcommStatus_t gcommMembershipJoin(const gcommMembershipConfig_t* config, gcommMembership_t* membership) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(membership);
+    const gcommMembershipConfig_t defaults = GCOMM_MEMBERSHIP_CONFIG_INITIALIZER;
+    const gcommMembershipConfig_t c = read_config(config, defaults, "gcommMembershipConfig_t");
+    const bootstrap::EnvLookup env = bootstrap::process_environment();
+    std::string store;
+    const char* source = "config.store";
+    if (c.store != nullptr) {
+      store = c.store;
+    } else if (auto s = env("GRADCOMM_STORE")) {
+      store = *s;
+      source = "GRADCOMM_STORE";
+    }
+    require(!store.empty(), "no membership server named: set config.store or GRADCOMM_STORE to the host:port "
+                            "that gradcomm-store printed (docs/fault-tolerance.md)");
+    MemberOptions o;
+    split_address(store, source, o.host, o.port);
+    o.job_key = c.job_key != nullptr ? std::string(c.job_key) : env("GRADCOMM_JOB_KEY").value_or("gradcomm");
+    require(!o.job_key.empty() && o.job_key.size() <= bootstrap::kMaxNameBytes / 2,
+            "the job key must have 1..", bootstrap::kMaxNameBytes / 2, " bytes");
+    o.name = c.name != nullptr ? std::string(c.name) : default_name();
+    require(o.name.size() <= 256, "config.name has ", o.name.size(), " bytes; the limit is 256");
+    require(c.min_ranks >= 1, "config.min_ranks is ", c.min_ranks, "; it must be >= 1");
+    require(!std::isnan(c.quorum_timeout_s) && !std::isnan(c.timeout_s), "a timeout is NaN");
+    const double timeout = c.timeout_s > 0 ? c.timeout_s : knobs::timeout_seconds();
+    o.job.min_ranks = c.min_ranks;
+    o.job.quorum_timeout_s = c.quorum_timeout_s > 0 ? std::min(c.quorum_timeout_s, 3600.0) : 1.0;
+    o.job.commit_timeout_s = std::min(timeout, 3.0e6);
+    require(c.device.kind == gcommDeviceHost || c.device.kind == gcommDeviceCuda, "config.device.kind is not valid");
+    auto m = std::make_unique<gcommMembership>();
+    m->job_key = o.job_key;
+    m->timeout_s = timeout;
+    m->quorum_wait_s = 2 * timeout + o.job.quorum_timeout_s + 5.0;
+    m->device = c.device;
+    m->transport = c.transport;
+    m->generation.status = gcommInvalidState;
+    m->client = std::make_unique<MembershipClient>(o, deadline_after(std::min(timeout, 300.0)));
+    memberships().add(m.get());
+    *membership = m.release();
+  });
+}
+
+GCOMM_API gcommStatus_t gcommMembershipQuorum(gcommMembership_t membership, gcommComm_t* comm,
+                                              gcommMembershipView_t* view) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(comm);
+    gcommMembership& m = *memberships().get(membership);
+    const bool changed = m.need_quorum || m.comm == nullptr;
+    if (changed) next_generation(m);
+    *comm = m.comm;
+    if (view != nullptr) {
+      view->generation = m.generation.generation;
+      view->rank = m.generation.rank;
+      view->world_size = m.generation.world;
+      view->changed = changed ? 1 : 0;
+      view->committed_steps = m.generation.committed_steps;
+    }
+  });
+}
+
+GCOMM_API gcommStatus_t gcommMembershipCommit(gcommMembership_t membership, int ok, const char* why,
+                                              int* committed) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(committed);
+    gcommMembership& m = *memberships().get(membership);
+    if (m.comm == nullptr || m.need_quorum)
+      fail(gcommInvalidState,
+           "no generation to vote in: call gcommMembershipQuorum first (after every step that did not commit)");
+    std::string reason = why != nullptr ? std::string(why).substr(0, 2000) : std::string("(no reason given)");
+    CommitOutcome c = m.client->vote(m.generation.generation, ok != 0, reason);
+    if (c.status != gcommSuccess) {
+      drop_communicator(m, true);
+      m.need_quorum = true;
+      throw Error(c.status, c.reason);
+    }
+    if (c.committed) {
+      ++m.stats.steps_committed;
+      m.generation.committed_steps = c.committed_steps;
+    } else {
+      ++m.stats.steps_discarded;
+      m.after_failure = true;
+      m.failed_at = std::chrono::steady_clock::now();
+      (void)gcommCommAbort(m.comm);  // no later call on it can succeed quietly
+      GCOMM_INFO(INIT, "membership of job '", m.job_key, "': step ", c.committed_steps + 1,
+                 " discarded on every member: ", c.reason);
+    }
+    if (c.reconfigure) m.need_quorum = true;
+    *committed = c.committed ? 1 : 0;
+  });
+}
+
+GCOMM_API gcommStatus_t gcommMembershipGetChange(gcommMembership_t membership, char* buffer, size_t size,
+                                                 size_t* required) {
+  return GCOMM_API_CALL({ copy_out_string(memberships().get(membership)->change, buffer, size, required); });
+}
+
+GCOMM_API gcommStatus_t gcommMembershipGetStats(gcommMembership_t membership, gcommMembershipStats_t* stats) {
+  return GCOMM_API_CALL({
+    gcommMembership& m = *memberships().get(membership);
+    check_versioned_out(stats, "gcommMembershipStats_t", "GCOMM_MEMBERSHIP_STATS_INITIALIZER");
+    write_versioned_out(m.stats, stats, "gcommMembershipStats_t", "GCOMM_MEMBERSHIP_STATS_INITIALIZER");
+  });
+}
+
+GCOMM_API gcommStatus_t gcommMembershipLeave(gcommMembership_t membership) {
+  return GCOMM_API_CALL({
+    std::unique_ptr<gcommMembership> m(memberships().remove(membership));
+    // A healthy generation closes in order (the others leave at the same step, or
+    // fail their next collective and abort, which ends this one's barrier).
+    drop_communicator(*m, m->after_failure || m->need_quorum);
+    m->client->bye();
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,143 @@
+// The C API of fault-tolerant jobs (include/gradcomm/membership.h) through the
+// shared library: members as threads of this process, each with its own
+// membership and socket-transport communicators, the server started in-process.
+// The processes (kills, freezes, restarts) are in membership_process_test.cpp.
+#include <gradcomm/gradcomm.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+class MembershipApi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(gcommStoreServerStart("127.0.0.1", 0, &server_), gcommSuccess) << gcommGetLastError();
+    int port = 0;
+    ASSERT_EQ(gcommStoreServerPort(server_, &port), gcommSuccess);
+    address_ = "127.0.0.1:" + std::to_string(port);
+  }
+  void TearDown() override { EXPECT_EQ(gcommStoreServerStop(server_), gcommSuccess); }
+
+  gcommMembershipConfig_t config(int min_ranks, const char* job = "api") const {
+    gcommMembershipConfig_t c = GCOMM_MEMBERSHIP_CONFIG_INITIALIZER;
+    c.store = address_.c_str();
+    c.job_key = job;
+    c.min_ranks = min_ranks;
+    c.timeout_s = 20;
+    c.transport = gcommTransportSocket;
+    return c;
+  }
+
+  gcommStoreServer_t server_ = nullptr;
+  std::string address_;
+};
+
+// One all-reduce of {rank + 1} and a vote; returns the sum, or -1 if the step was discarded.
+float step(gcommMembership_t m, gcommComm_t comm, int rank) {
+  float x = static_cast<float>(rank + 1);
+  const int ok = gcommAllReduce(comm, &x, &x, 1, gcommFloat32, gcommSum, nullptr) == gcommSuccess;
+  int committed = 0;
+  EXPECT_EQ(gcommMembershipCommit(m, ok, ok ? nullptr : gcommGetLastError(), &committed), gcommSuccess)
+      << gcommGetLastError();
+  return committed ? x : -1.0f;
+}
+
+TEST_F(MembershipApi, AMemberThatLeavesEndsItsGenerationAndTheOthersGoOnWithoutIt) {
+  std::vector<std::string> errors(3);
+  std::vector<float> last(3, 0.0f);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      gcommMembershipConfig_t c = config(3);
+      gcommMembership_t m = nullptr;
+      if (gcommMembershipJoin(&c, &m) != gcommSuccess) return void(errors[t] = gcommGetLastError());
+      gcommComm_t comm = nullptr, first = nullptr;
+      gcommMembershipView_t view{};
+      for (int s = 0; s < 3; ++s) {
+        if (gcommMembershipQuorum(m, &comm, &view) != gcommSuccess) return void(errors[t] = gcommGetLastError());
+        if (first == nullptr) first = comm;
+        if (step(m, comm, view.rank) != 6.0f) errors[t] = "a step of three members did not sum to 6";
+      }
+      if (view.rank == 2) {  // leaves at a step boundary
+        gcommMembershipLeave(m);
+        return;
+      }
+      float sum = -1;
+      for (int s = 0; s < 20 && sum != 3.0f; ++s) {  // discarded until the next generation
+        if (gcommMembershipQuorum(m, &comm, &view) != gcommSuccess) return void(errors[t] = gcommGetLastError());
+        sum = step(m, comm, view.rank);
+      }
+      last[t] = sum;
+      int rank = -1;
+      if (gcommCommRank(first, &rank) != gcommInvalidArgument)
+        errors[t] = "the first generation's communicator handle is still accepted";
+      else if (!has(gcommGetLastError(), "is not a live gcommComm_t"))
+        errors[t] = std::string("unexpected: ") + gcommGetLastError();
+      if (view.generation != 2 || view.world_size != 2) errors[t] = "not generation 2 of 2 ranks";
+      gcommMembershipStats_t stats = GCOMM_MEMBERSHIP_STATS_INITIALIZER;
+      EXPECT_EQ(gcommMembershipGetStats(m, &stats), gcommSuccess);
+      EXPECT_EQ(stats.generations, 2u);
+      EXPECT_EQ(stats.failures_survived, 1u);
+      EXPECT_GE(stats.steps_committed, 4u);
+      char change[512];
+      EXPECT_EQ(gcommMembershipGetChange(m, change, sizeof(change), nullptr), gcommSuccess);
+      EXPECT_TRUE(has(change, "rank 2 (") && has(change, "left the job")) << change;
+      gcommMembershipLeave(m);
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 3; ++t) EXPECT_EQ(errors[t], "") << "thread " << t;
+  int survivors = 0;
+  for (float x : last) survivors += x == 3.0f ? 1 : 0;
+  EXPECT_EQ(survivors, 2) << "ranks 0 and 1 of the second generation sum 1 + 2";
+}
+
+TEST_F(MembershipApi, BadArgumentsAreRefusedNamingTheField) {
+  gcommMembership_t m = nullptr;
+  gcommMembershipConfig_t c = config(1);
+  c.store = nullptr;
+  unsetenv("GRADCOMM_STORE");
+  EXPECT_EQ(gcommMembershipJoin(&c, &m), gcommInvalidArgument);
+  EXPECT_TRUE(has(gcommGetLastError(), "set config.store or GRADCOMM_STORE")) << gcommGetLastError();
+  c.store = "localhost";
+  EXPECT_EQ(gcommMembershipJoin(&c, &m), gcommInvalidArgument);
+  EXPECT_TRUE(has(gcommGetLastError(), "config.store is 'localhost'; it must be host:port")) << gcommGetLastError();
+  c = config(0);
+  EXPECT_EQ(gcommMembershipJoin(&c, &m), gcommInvalidArgument);
+  EXPECT_TRUE(has(gcommGetLastError(), "config.min_ranks is 0")) << gcommGetLastError();
+  EXPECT_EQ(m, nullptr) << "nothing written on failure";
+  EXPECT_EQ(gcommMembershipJoin(nullptr, nullptr), gcommInvalidArgument);
+  int committed = 0;
+  EXPECT_EQ(gcommMembershipCommit(nullptr, 1, nullptr, &committed), gcommInvalidArgument);
+  EXPECT_EQ(gcommStoreServerStart("127.0.0.1", 70000, nullptr), gcommInvalidArgument);
+
+  // A vote before any quorum, and a member asking for other settings.
+  c = config(1, "settings");
+  ASSERT_EQ(gcommMembershipJoin(&c, &m), gcommSuccess) << gcommGetLastError();
+  EXPECT_EQ(gcommMembershipCommit(m, 1, nullptr, &committed), gcommInvalidState);
+  EXPECT_TRUE(has(gcommGetLastError(), "call gcommMembershipQuorum first")) << gcommGetLastError();
+  gcommMembershipConfig_t other = config(2, "settings");
+  gcommMembership_t m2 = nullptr;
+  EXPECT_EQ(gcommMembershipJoin(&other, &m2), gcommInvalidArgument);
+  EXPECT_TRUE(has(gcommGetLastError(), "runs with min_ranks 1")) << gcommGetLastError();
+  EXPECT_EQ(gcommMembershipLeave(m), gcommSuccess);
+  EXPECT_EQ(gcommMembershipLeave(m), gcommInvalidArgument) << "a membership left is no handle any more";
+}
+
+TEST_F(MembershipApi, NoServerIsATimeoutNamingTheAddress) {
+  gcommMembershipConfig_t c = config(1);
+  c.store = "127.0.0.1:1";
+  c.timeout_s = 0.5;
+  gcommMembership_t m = nullptr;
+  EXPECT_EQ(gcommMembershipJoin(&c, &m), gcommTimeout);
+  EXPECT_TRUE(has(gcommGetLastError(), "no membership server (gradcomm-store) answered at 127.0.0.1:1"))
+      << gcommGetLastError();
+}
+
+}  // namespace

@@ -1,0 +1,184 @@
+// Training through failures with real processes: gradcomm-store in a process of
+// its own and members running examples/ft_train.c, one of which is killed
+// (SIGKILL) or frozen (SIGSTOP) by its own hand at a chosen step and rank. The
+// survivors must finish every step with identical parameters (the hash each
+// prints), each failure costing one discarded step; a frozen member must be
+// refused when it wakes; a restarted process must join and end identical too.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/child_processes.hpp"
+
+namespace {
+
+using gradcomm::test::contains;
+using gradcomm::test::Env;
+using gradcomm::test::Outcome;
+
+std::string store_program() {
+  return gradcomm::test::program_beside_this_one("gradcomm-store", GRADCOMM_STORE_PROGRAM);
+}
+std::string member_program() {
+  return gradcomm::test::program_beside_this_one("gradcomm_example_ft", GRADCOMM_FT_PROGRAM);
+}
+
+// gradcomm-store on a free port, killed when the test ends.
+class Store {
+ public:
+  Store() {
+    char path[] = "/tmp/gradcomm_store_port_XXXXXX";
+    int fd = ::mkstemp(path);
+    ::close(fd);
+    ::unlink(path);
+    port_file_ = path;
+    job_.spawn(store_program(), {"--port", "0", "--port-file", port_file_}, {});
+    for (int i = 0; i < 1000 && port_ == 0; ++i) {
+      std::ifstream in(port_file_);
+      if (!(in >> port_)) port_ = 0;
+      if (port_ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  ~Store() { ::unlink(port_file_.c_str()); }
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  gradcomm::test::ChildJob job_;  // its destructor kills the store
+  std::string port_file_;
+  int port_ = 0;
+};
+
+struct Final {
+  int rank = -1;
+  unsigned long long steps = 0;
+  std::string params;
+  int failures_survived = -1;
+  int discarded = -1;
+};
+
+// The last line of a member that finished.
+bool parse_final(const std::string& output, Final& f) {
+  static const std::regex line(
+      R"(rank (\d+) of \d+: committed (\d+) steps, loss [0-9.e+-]+, params ([0-9a-f]+), generations \d+, failures survived (\d+), steps discarded (\d+))");
+  std::smatch m;
+  if (!std::regex_search(output, m, line)) return false;
+  f.rank = std::stoi(m[1]);
+  f.steps = std::stoull(m[2]);
+  f.params = m[3];
+  f.failures_survived = std::stoi(m[4]);
+  f.discarded = std::stoi(m[5]);
+  return true;
+}
+
+Env member_env(const Store& store, double timeout_s) {
+  return Env{{"GRADCOMM_STORE", store.address()}, {"GRADCOMM_TIMEOUT_S", std::to_string(timeout_s)},
+             {"GRADCOMM_JOB_KEY", "ft-test"}};
+}
+
+std::vector<std::string> member_args(int min_ranks, int steps, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--min-ranks", std::to_string(min_ranks), "--steps", std::to_string(steps),
+                                   "--step-ms", "2", "--check", "10"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// Every member that finished did all `steps`, with one parameter hash.
+void expect_survivors_agree(const std::vector<Outcome>& out, size_t expected_survivors, unsigned long long steps) {
+  std::set<std::string> hashes;
+  size_t finished = 0;
+  for (const Outcome& o : out) {
+    Final f;
+    if (o.exit_code != 0) continue;
+    ASSERT_TRUE(parse_final(o.output, f)) << o.output;
+    ++finished;
+    EXPECT_EQ(f.steps, steps) << o.output;
+    hashes.insert(f.params);
+  }
+  EXPECT_EQ(finished, expected_survivors);
+  EXPECT_EQ(hashes.size(), 1u) << "the survivors' parameters differ";
+}
+
+TEST(MembershipProcesses, KillingRankZeroCostsOneStepAndTheSurvivorsFinishIdentical) {
+  Store store;
+  ASSERT_GT(store.port(), 0) << "gradcomm-store did not start";
+  gradcomm::test::ChildJob members;
+  for (int i = 0; i < 3; ++i)
+    members.spawn(member_program(), member_args(3, 60, {"--transport", "shm", "--die", "20:0"}),
+                  member_env(store, 20));
+  auto out = members.wait(60);
+  int killed = 0;
+  for (const Outcome& o : out) {
+    if (o.exit_code == 128 + SIGKILL) {
+      ++killed;
+      continue;
+    }
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+    Final f;
+    ASSERT_TRUE(parse_final(o.output, f)) << o.output;
+    EXPECT_EQ(f.failures_survived, 1) << o.output;
+    EXPECT_EQ(f.discarded, 1) << "one failure, one step discarded\n" << o.output;
+    EXPECT_TRUE(contains(o.output, "generation 2: rank ")) << o.output;
+    EXPECT_TRUE(contains(o.output, "lost its connection to the store: did its process die?")) << o.output;
+    EXPECT_LT(o.seconds, 15.0) << "a kill is seen at once, not at the 20 s timeout";
+  }
+  EXPECT_EQ(killed, 1);
+  expect_survivors_agree(out, 2, 60);
+}
+
+TEST(MembershipProcesses, AFrozenRankIsExcludedAndRefusedWhenItWakesWhileANewcomerJoins) {
+  Store store;
+  ASSERT_GT(store.port(), 0) << "gradcomm-store did not start";
+  gradcomm::test::ChildJob members;
+  const std::vector<std::string> flags = {"--transport", "socket", "--quorum-timeout", "1", "--freeze", "15:2:4"};
+  for (int i = 0; i < 3; ++i) members.spawn(member_program(), member_args(3, 80, flags), member_env(store, 2));
+  // A fourth process, as a restart policy would start one, once rank 2 froze
+  // (step 15): it waits for the next step boundary, joins and takes the parameters.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  members.spawn(member_program(), member_args(3, 80, flags), member_env(store, 2));
+  auto out = members.wait(90);
+  int refused = 0;
+  for (const Outcome& o : out) {
+    if (contains(o.output, "freezes for")) {
+      ++refused;
+      EXPECT_EQ(o.exit_code, 4) << o.output;
+      EXPECT_TRUE(contains(o.output, "was excluded from the job at generation")) << o.output;
+      EXPECT_TRUE(contains(o.output, "cannot take part in a later step")) << o.output;
+      continue;
+    }
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+  }
+  if (::testing::Test::HasFailure())
+    for (const Outcome& o : out) std::cerr << "---- exit " << o.exit_code << "\n" << o.output;
+  EXPECT_EQ(refused, 1);
+  expect_survivors_agree(out, 3, 80);
+}
+
+TEST(MembershipProcesses, ARestartedRankJoinsTheRunningJobAndEndsIdentical) {
+  Store store;
+  ASSERT_GT(store.port(), 0) << "gradcomm-store did not start";
+  gradcomm::test::ChildJob members;
+  const std::vector<std::string> flags = {"--die", "10:1"};
+  for (int i = 0; i < 3; ++i)
+    members.spawn(member_program(), member_args(3, 400, flags), member_env(store, 20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  members.spawn(member_program(), member_args(3, 400, flags), member_env(store, 20));  // the restart
+  auto out = members.wait(90);
+  const Outcome& restarted = out[3];
+  EXPECT_EQ(restarted.exit_code, 0) << restarted.output;
+  EXPECT_TRUE(contains(restarted.output, " joined")) << restarted.output;
+  Final f;
+  ASSERT_TRUE(parse_final(restarted.output, f)) << restarted.output;
+  EXPECT_EQ(f.failures_survived, 0) << "it joined; it survived nothing";
+  expect_survivors_agree(out, 3, 400);
+}
+
+}  // namespace
