@@ -7,8 +7,8 @@
  * all-reduce a step. Every step ends with a vote: it is applied on every member
  * or on none. A member that dies or freezes ends its generation; the survivors
  * go on in the next one, averaging over the live world. A process that joins
- * (a restarted one) receives the parameters from rank 0 of its first generation,
- * a survivor, by a broadcast, and the step counter from the server.
+ * (a restarted one) receives the parameters from the survivors of its first
+ * generation (gcommMembershipSyncState), and the step counter from the server.
  *
  * At the end each member prints its committed steps, its loss, a hash of its
  * parameters (equal on every member) and its counters; every --check steps the
@@ -17,10 +17,15 @@
  *   gradcomm-store --port 29400 &
  *   GRADCOMM_STORE=127.0.0.1:29400 gradcomm_example_ft --min-ranks 3 --steps 200 &   (three times)
  *
- * For the tests, a member can fail on purpose, once, in the job's first
- * generation: --die S:R kills (SIGKILL) the process that is rank R when the job
- * has committed S steps, just before that step's all-reduce; --freeze S:R:T stops
- * it there (SIGSTOP) for T seconds (a child process sends it SIGCONT).
+ * For the tests, members fail on purpose (each option may be given up to 8 times):
+ *   --die S:R         rank R of the first generation kills itself (SIGKILL) when the
+ *                     job has committed S steps, before that step's all-reduce
+ *   --die-during S:R  the same, 5 ms into that step's all-reduce (give --payload)
+ *   --freeze S:R:T    the same, stopped (SIGSTOP) for T seconds instead: a child
+ *                     process sends it SIGCONT
+ *   --die-syncing R   rank R of a generation with newcomers kills itself as it
+ *                     starts sending or receiving the state
+ *   --payload MIB     all-reduce MIB more of data each step (a larger collective)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -73,8 +78,26 @@ static uint64_t params_hash(const float* w) {
   return h;
 }
 
-static int parse_pair(const char* text, long* a, long* b) {
-  return sscanf(text, "%ld:%ld", a, b) == 2;
+enum { MAX_FAULTS = 8 };
+typedef enum { DIE, DIE_DURING, FREEZE, DIE_SYNCING } FaultKind;
+typedef struct {
+  FaultKind kind;
+  long step, rank, seconds;
+  int done;
+} Fault;
+
+/* SIGKILL from a child process `ms` milliseconds from now. */
+static void kill_me_in(long ms) {
+  const pid_t me = getpid();
+  fflush(stdout);
+  if (fork() == 0) {
+    struct timespec t;
+    t.tv_sec = ms / 1000;
+    t.tv_nsec = (ms % 1000) * 1000000L;
+    nanosleep(&t, NULL);
+    kill(me, SIGKILL);
+    _exit(0);
+  }
 }
 
 /* SIGSTOP for `seconds`: a child wakes this process up, as a debugger or an
@@ -105,8 +128,10 @@ int main(int argc, char** argv) {
   gcommMembershipView_t view;
   float w[DIM], grad[DIM], loss = 0.0f, lr = 0.05f;
   uint64_t step = 0, steps = 200;
-  long die_step = -1, die_rank = -1, freeze_step = -1, freeze_rank = -1, freeze_s = 0, step_ms = 0, check_every = 20;
-  int a, committed;
+  long step_ms = 0, check_every = 20, payload_mib = 0;
+  Fault faults[MAX_FAULTS];
+  int a, f, nfaults = 0, committed;
+  float* payload = NULL;
   char change[2048];
 
   for (a = 1; a < argc; ++a) {
@@ -128,20 +153,37 @@ int main(int argc, char** argv) {
       config.transport = strcmp(argv[a], "shm") == 0      ? gcommTransportShm
                          : strcmp(argv[a], "socket") == 0 ? gcommTransportSocket
                                                           : gcommTransportAuto;
-    } else if (strcmp(argv[a], "--die") == 0 && next && parse_pair(argv[a + 1], &die_step, &die_rank)) {
-      ++a;
-    } else if (strcmp(argv[a], "--freeze") == 0 && next &&
-               sscanf(argv[a + 1], "%ld:%ld:%ld", &freeze_step, &freeze_rank, &freeze_s) == 3) {
+    } else if (strcmp(argv[a], "--payload") == 0 && next) {
+      payload_mib = atol(argv[++a]);
+    } else if (nfaults < MAX_FAULTS && next &&
+               ((strcmp(argv[a], "--die") == 0 &&
+                 sscanf(next, "%ld:%ld", &faults[nfaults].step, &faults[nfaults].rank) == 2 &&
+                 (faults[nfaults].kind = DIE, 1)) ||
+                (strcmp(argv[a], "--die-during") == 0 &&
+                 sscanf(next, "%ld:%ld", &faults[nfaults].step, &faults[nfaults].rank) == 2 &&
+                 (faults[nfaults].kind = DIE_DURING, 1)) ||
+                (strcmp(argv[a], "--freeze") == 0 &&
+                 sscanf(next, "%ld:%ld:%ld", &faults[nfaults].step, &faults[nfaults].rank, &faults[nfaults].seconds) ==
+                     3 &&
+                 (faults[nfaults].kind = FREEZE, 1)) ||
+                (strcmp(argv[a], "--die-syncing") == 0 && sscanf(next, "%ld", &faults[nfaults].rank) == 1 &&
+                 (faults[nfaults].kind = DIE_SYNCING, 1)))) {
+      faults[nfaults++].done = 0;
       ++a;
     } else {
       fprintf(stderr,
               "usage: %s [--steps N] [--min-ranks K] [--timeout S] [--quorum-timeout S] [--step-ms MS] "
-              "[--check N] [--transport auto|shm|socket] [--die STEP:RANK] [--freeze STEP:RANK:SECONDS]\n",
+              "[--check N] [--transport auto|shm|socket] [--payload MIB] [--die STEP:RANK] [--die-during STEP:RANK] "
+              "[--freeze STEP:RANK:SECONDS] [--die-syncing RANK]\n",
               argv[0]);
       return 2;
     }
   }
   memset(w, 0, sizeof(w));
+  if (payload_mib > 0) {
+    payload = (float*)calloc((size_t)payload_mib << 18, sizeof(float));
+    if (payload == NULL) return 1;
+  }
   if (gcommMembershipJoin(&config, &m) != gcommSuccess) {
     fprintf(stderr, "cannot join: %s\n", gcommGetLastError());
     return 1;
@@ -160,20 +202,40 @@ int main(int argc, char** argv) {
              (unsigned long long)view.committed_steps, change);
       fflush(stdout);
       step = view.committed_steps;
-      /* A newcomer takes the survivors' parameters: rank 0 is the oldest member. */
-      if (gcommBroadcast(comm, w, w, DIM, gcommFloat32, 0, NULL) != gcommSuccess) {
+      /* Newcomers take the survivors' parameters (view.holders of them send). */
+      void* state[1] = {w};
+      size_t state_bytes[1] = {sizeof(w)};
+      for (f = 0; f < nfaults; ++f)
+        if (faults[f].kind == DIE_SYNCING && view.holders < view.world_size && view.rank == faults[f].rank &&
+            !faults[f].done) {
+          printf("rank %d dies as it brings the newcomers up to date\n", view.rank);
+          fflush(stdout);
+          raise(SIGKILL);
+        }
+      if (gcommMembershipSyncState(m, state, state_bytes, 1, NULL) != gcommSuccess) {
         ok = 0;
         snprintf(why, sizeof(why), "%s", gcommGetLastError());
       }
     }
-    if (view.generation == 1 && (long)step == die_step && view.rank == die_rank) raise(SIGKILL);
-    if (view.generation == 1 && (long)step == freeze_step && view.rank == freeze_rank) {
-      printf("rank %d freezes for %ld s at step %llu\n", view.rank, freeze_s, (unsigned long long)step);
-      freeze_for(freeze_s);
-      freeze_step = -1;
+    for (f = 0; f < nfaults; ++f) {
+      Fault* x = &faults[f];
+      if (x->kind == DIE_SYNCING || x->done || view.generation != 1 || (long)step != x->step || view.rank != x->rank)
+        continue;
+      x->done = 1;
+      if (x->kind == DIE) raise(SIGKILL);
+      if (x->kind == DIE_DURING) kill_me_in(5);
+      if (x->kind == FREEZE) {
+        printf("rank %d freezes for %ld s at step %llu\n", view.rank, x->seconds, (unsigned long long)step);
+        freeze_for(x->seconds);
+      }
     }
     if (step_ms > 0) sleep_ms(step_ms);
     loss = batch_gradient(w, step, view.rank, view.world_size, grad);
+    if (ok && payload != NULL &&
+        gcommAllReduce(comm, payload, payload, (size_t)payload_mib << 18, gcommFloat32, gcommSum, NULL) != gcommSuccess) {
+      ok = 0;
+      snprintf(why, sizeof(why), "%s", gcommGetLastError());
+    }
     if (ok && gcommAllReduce(comm, grad, grad, DIM, gcommFloat32, gcommSum, NULL) != gcommSuccess) {
       ok = 0;
       snprintf(why, sizeof(why), "%s", gcommGetLastError());
@@ -212,5 +274,6 @@ int main(int argc, char** argv) {
          (unsigned long long)stats.generations, (unsigned long long)stats.failures_survived,
          (unsigned long long)stats.steps_discarded, stats.recovery_s);
   gcommMembershipLeave(m);
+  free(payload);
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/api/publish.hpp"
 #include "comm/bootstrap/launch_env.hpp"
@@ -143,6 +144,69 @@ void next_generation(gcommMembership& m) {
   }
 }
 
+// Newcomers receive the state: chunk k of the spans, laid end to end, comes from
+// holder k % holders, a round of chunks at a time in one group, so every holder
+// sends while every newcomer receives from all of them.
+void sync_state(gcommMembership& m, void* const* data, const size_t* bytes, size_t n, gcommStream_t stream) {
+  constexpr size_t kMaxSpans = size_t{1} << 24;
+  constexpr size_t kChunkBytes = size_t{4} << 20;
+  require(n <= kMaxSpans, "n is ", n, ": at most ", kMaxSpans, " spans");
+  require(n == 0 || (data != nullptr && bytes != nullptr), "data and bytes must not be NULL when n (", n,
+          ") is not 0");
+  for (size_t i = 0; i < n; ++i) {
+    if (bytes[i] == 0) continue;
+    require(data[i] != nullptr, "data[", i, "] is NULL but bytes[", i, "] is ", bytes[i]);
+    require(bytes[i] % 2 == 0, "bytes[", i, "] is ", bytes[i], ": state spans are arrays of 2-, 4- or 8-byte elements");
+  }
+  if (m.comm == nullptr || m.need_quorum)
+    fail(gcommInvalidState, "no generation to bring up to date: call gcommMembershipQuorum first");
+  const int holders = m.generation.holders, world = m.generation.world, rank = m.generation.rank;
+  if (holders >= world) return;
+  struct Chunk {
+    size_t span, offset, bytes;
+  };
+  std::vector<Chunk> chunks;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t off = 0; off < bytes[i]; off += kChunkBytes) chunks.push_back({i, off, std::min(kChunkBytes, bytes[i] - off)});
+  const auto started = std::chrono::steady_clock::now();
+  const size_t per_round = std::max<size_t>(static_cast<size_t>(holders), 16);
+  uint64_t sent = 0, received = 0;
+  for (size_t first = 0; first < chunks.size(); first += per_round) {
+    if (gcommGroupStart() != gcommSuccess) fail(gcommInternalError, gcommGetLastError());
+    gcommStatus_t s = gcommSuccess;
+    std::string why;
+    for (size_t k = first; k < std::min(first + per_round, chunks.size()) && s == gcommSuccess; ++k) {
+      const Chunk& c = chunks[k];
+      char* p = static_cast<char*>(data[c.span]) + c.offset;
+      const int source = static_cast<int>(k % static_cast<size_t>(holders));
+      if (rank == source) {
+        for (int r = holders; r < world && s == gcommSuccess; ++r) {
+          s = gcommSend(m.comm, p, c.bytes / 2, gcommFloat16, r, stream);
+          sent += c.bytes;
+        }
+      } else if (rank >= holders) {
+        s = gcommRecv(m.comm, p, c.bytes / 2, gcommFloat16, source, stream);
+        received += c.bytes;
+      }
+      if (s != gcommSuccess) why = gcommGetLastError();
+    }
+    const gcommStatus_t ended = gcommGroupEnd();
+    if (s == gcommSuccess && ended != gcommSuccess) {
+      s = ended;
+      why = gcommGetLastError();
+    }
+    if (s != gcommSuccess) fail(s, "bringing the newcomers up to date: ", why);
+  }
+  if (stream != nullptr && gcommCommSynchronize(m.comm) != gcommSuccess)
+    fail(gcommRemoteError, "bringing the newcomers up to date: ", gcommGetLastError());
+  m.stats.state_bytes_sent += sent;
+  m.stats.state_bytes_received += received;
+  m.stats.state_sync_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (rank >= holders)
+    GCOMM_INFO(INIT, "membership of job '", m.job_key, "': received ", received, " bytes of state from ", holders,
+               holders == 1 ? " holder" : " holders");
+}
+
 }  // namespace
 
 extern "C" {
@@ -206,7 +270,14 @@ GCOMM_API gcommStatus_t gcommMembershipJoin(const gcommMembershipConfig_t* confi
     m->timeout_s = timeout;
     m->quorum_wait_s = 2 * timeout + o.job.quorum_timeout_s + 5.0;
     m->device = c.device;
-    m->transport = c.transport;
+    m->transport = transport_or_env(c.transport);
+    require(m->transport != gcommTransportMpi,
+            "the MPI transport cannot serve a fault-tolerant job: its world is fixed by the MPI launcher, and a "
+            "lost rank aborts the whole MPI job in most MPI implementations (MPI's fault-tolerance extension, ULFM, "
+            "is not standard); use auto, socket, shm, cuda-ipc or nccl (each generation gets its own communicator "
+            "through gradcomm-store)");
+    require(m->transport == gcommTransportAuto || find_transport(m->transport) != nullptr, "transport ",
+            static_cast<int>(m->transport), " is not a gcommTransport_t");
     m->generation.status = gcommInvalidState;
     m->client = std::make_unique<MembershipClient>(o, deadline_after(std::min(timeout, 300.0)));
     memberships().add(m.get());
@@ -226,6 +297,7 @@ GCOMM_API gcommStatus_t gcommMembershipQuorum(gcommMembership_t membership, gcom
       view->generation = m.generation.generation;
       view->rank = m.generation.rank;
       view->world_size = m.generation.world;
+      view->holders = m.generation.holders;
       view->changed = changed ? 1 : 0;
       view->committed_steps = m.generation.committed_steps;
     }
@@ -261,6 +333,11 @@ GCOMM_API gcommStatus_t gcommMembershipCommit(gcommMembership_t membership, int 
     if (c.reconfigure) m.need_quorum = true;
     *committed = c.committed ? 1 : 0;
   });
+}
+
+GCOMM_API gcommStatus_t gcommMembershipSyncState(gcommMembership_t membership, void* const* data,
+                                                 const size_t* bytes, size_t n, gcommStream_t stream) {
+  return GCOMM_API_CALL({ sync_state(*memberships().get(membership), data, bytes, n, stream); });
 }
 
 GCOMM_API gcommStatus_t gcommMembershipGetChange(gcommMembership_t membership, char* buffer, size_t size,

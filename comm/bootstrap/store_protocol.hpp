@@ -24,7 +24,8 @@
 //   kJoinJob -> str job_key, str who, u32 min_ranks, u32 quorum_timeout_ms,
 //               u32 commit_timeout_ms                             <- kOk: u32 member id
 //   kQuorum  -> u32 timeout_ms          <- kOk: u32 generation, i32 rank, i32 world,
-//               u32 rendezvous port, u64 committed steps, str members, str change
+//               i32 holders, u32 rendezvous port, u64 committed steps, str members,
+//               str change
 //   kCommit  -> u32 generation, u32 ok, str why   <- kOk: u32 committed, u32 reconfigure,
 //               u64 committed steps, str reason
 //   kError   <- u32 status (gcommStatus_t), str message; gcommOutOfMemory, sent

@@ -82,6 +82,7 @@ QuorumOutcome MembershipClient::quorum(double wait_s) {
     q.generation = r.u32();
     q.rank = r.i32();
     q.world = r.i32();
+    q.holders = r.i32();
     q.rendezvous_port = static_cast<int>(r.u32());
     q.committed_steps = r.u64();
     q.members = r.str(bootstrap::kMaxPayloadBytes);

@@ -39,6 +39,7 @@ std::vector<uint8_t> quorum_frame(const QuorumOutcome& q, uint64_t tag) {
       .u32(q.generation)
       .i32(q.rank)
       .i32(q.world)
+      .i32(q.holders)
       .u32(static_cast<uint32_t>(q.rendezvous_port))
       .u64(q.committed_steps)
       .str(q.members)

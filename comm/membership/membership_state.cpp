@@ -252,7 +252,17 @@ void MembershipState::form(const std::vector<MemberId>& asking) {
     }
     return;
   }
+  // Who holds the job's state: the survivors of the last generation. In the first
+  // generation, or when none survived, every member starts from its own (the
+  // user's initial state or checkpoint).
+  size_t survivors = 0;
+  for (MemberId id : roster_)
+    if (std::find(asking.begin(), asking.end(), id) != asking.end()) ++survivors;
+  const int holders = survivors == 0 ? static_cast<int>(order.size()) : static_cast<int>(survivors);
   std::string change = generation_ == 0 ? std::string("the first generation") : joined(left_since_, "; ");
+  if (generation_ > 0 && survivors == 0)
+    change += cat(change.empty() ? "" : "; ", "no member of generation ", generation_,
+                  " is left: the state starts again from the new members' own");
   if (!newcomers.empty())
     change += cat(change.empty() ? "" : "; ", joined(newcomers, ", "), newcomers.size() == 1 ? " joined" : " joined");
   generation_ = next;
@@ -275,6 +285,7 @@ void MembershipState::form(const std::vector<MemberId>& asking) {
     out.generation = generation_;
     out.rank = static_cast<int>(r);
     out.world = world;
+    out.holders = holders;
     out.rendezvous_port = port;
     out.committed_steps = committed_steps_;
     out.members = members;

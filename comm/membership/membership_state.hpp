@@ -49,6 +49,7 @@ struct QuorumOutcome {
   uint32_t generation = 0;
   int rank = -1;
   int world = 0;
+  int holders = 0;  // ranks 0..holders-1 hold the job's state; the rest are newcomers
   int rendezvous_port = 0;  // where this generation's communicator meets
   uint64_t committed_steps = 0;
   std::string members;  // "rank 0: name, rank 1: name"

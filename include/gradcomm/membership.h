@@ -84,6 +84,10 @@ typedef struct gcommMembershipView {
   int rank;                 /**< this member's rank in it */
   int world_size;           /**< how many live members it has: average over this */
   int changed;              /**< 1: a new generation (and communicator) since the last call */
+  int holders;              /**< ranks 0..holders-1 hold the job's state (they were in the last
+                                 generation); ranks from holders on are newcomers, which
+                                 gcommMembershipSyncState brings up to date. In the first
+                                 generation, or when none of the last survived, every rank */
   uint64_t committed_steps; /**< steps the job committed before this generation's next */
 } gcommMembershipView_t;
 
@@ -98,9 +102,13 @@ typedef struct gcommMembershipStats {
   uint64_t steps_committed;   /**< its votes that committed */
   uint64_t steps_discarded;   /**< its votes that did not (a failure during the step) */
   double recovery_s;          /**< time from a discarded step to the next generation's communicator */
+  uint64_t state_bytes_sent;     /**< sent to newcomers by gcommMembershipSyncState */
+  uint64_t state_bytes_received; /**< received from the holders by gcommMembershipSyncState */
+  double state_sync_s;           /**< time in gcommMembershipSyncState calls that moved bytes */
 } gcommMembershipStats_t;
 
-#define GCOMM_MEMBERSHIP_STATS_INITIALIZER { GCOMM_CONFIG_HEADER(gcommMembershipStats_t), 0, 0, 0, 0, 0.0 }
+#define GCOMM_MEMBERSHIP_STATS_INITIALIZER \
+  { GCOMM_CONFIG_HEADER(gcommMembershipStats_t), 0, 0, 0, 0, 0.0, 0, 0, 0.0 }
 
 /** Connects to the membership server and joins the job (no communicator yet). */
 GCOMM_API gcommStatus_t gcommMembershipJoin(const gcommMembershipConfig_t* config, gcommMembership_t* membership);
@@ -122,6 +130,17 @@ GCOMM_API gcommStatus_t gcommMembershipQuorum(gcommMembership_t membership, gcom
  *  gcommMembershipQuorum builds the next generation's. */
 GCOMM_API gcommStatus_t gcommMembershipCommit(gcommMembership_t membership, int ok, const char* why,
                                               int* committed);
+/** Brings newcomers up to date: call it on every member after a
+ *  gcommMembershipQuorum whose view says changed, with the same @p n spans of
+ *  state (parameters, optimizer state, compression state: anything that must be
+ *  equal on every rank) on the communicator's device, written by work on
+ *  @p stream; each span's bytes must be even (arrays of 2-, 4- or 8-byte
+ *  elements). The holders (view.holders) send, the newcomers receive: the spans go
+ *  in chunks of 4 MiB whose senders rotate over the holders, so several peers feed
+ *  each newcomer at once. Nothing moves when nobody is new. A failure (a member dies meanwhile) is returned: vote not
+ *  ok on that step. The step counter comes from view.committed_steps. */
+GCOMM_API gcommStatus_t gcommMembershipSyncState(gcommMembership_t membership, void* const* data,
+                                                 const size_t* bytes, size_t n, gcommStream_t stream);
 /** What changed at the last new generation ("rank 2 (host:pid at ...) lost its
  *  connection to the store: did its process die?"), output-string convention. */
 GCOMM_API gcommStatus_t gcommMembershipGetChange(gcommMembership_t membership, char* buffer, size_t size,

@@ -5,6 +5,8 @@
 #include <gradcomm/gradcomm.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
@@ -98,6 +100,54 @@ TEST_F(MembershipApi, AMemberThatLeavesEndsItsGenerationAndTheOthersGoOnWithoutI
   EXPECT_EQ(survivors, 2) << "ranks 0 and 1 of the second generation sum 1 + 2";
 }
 
+// Two members train; a third joins at a step boundary and receives their state
+// (10 MiB + 6 bytes: three chunks, sent by both holders in turn).
+TEST_F(MembershipApi, ANewcomerReceivesTheStateInChunksFromEveryHolder) {
+  constexpr size_t kBytes = (size_t{10} << 20) + 6;
+  std::vector<std::string> errors(3);
+  std::vector<gcommMembershipStats_t> stats(3, gcommMembershipStats_t(GCOMM_MEMBERSHIP_STATS_INITIALIZER));
+  std::atomic<bool> formed{false};
+  auto member = [&](int t) {
+    std::vector<uint16_t> state(kBytes / 2, 0);
+    if (t < 2)
+      for (size_t i = 0; i < state.size(); ++i) state[i] = static_cast<uint16_t>(i * 2654435761u >> 7);
+    gcommMembershipConfig_t c = config(2, "grow");
+    gcommMembership_t m = nullptr;
+    if (gcommMembershipJoin(&c, &m) != gcommSuccess) return void(errors[t] = gcommGetLastError());
+    gcommComm_t comm = nullptr;
+    gcommMembershipView_t view{};
+    for (int s = 0; s < 500; ++s) {
+      if (gcommMembershipQuorum(m, &comm, &view) != gcommSuccess) return void(errors[t] = gcommGetLastError());
+      formed = true;
+      if (view.changed && view.generation == 2) {
+        void* data[1] = {state.data()};
+        size_t bytes[1] = {kBytes};
+        if (view.holders != 2 || view.world_size != 3) errors[t] = "generation 2 is not 2 holders of 3 ranks";
+        if (gcommMembershipSyncState(m, data, bytes, 1, nullptr) != gcommSuccess)
+          return void(errors[t] = gcommGetLastError());
+        break;
+      }
+      step(m, comm, view.rank);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    for (size_t i = 0; i < state.size() && errors[t].empty(); ++i)
+      if (state[i] != static_cast<uint16_t>(i * 2654435761u >> 7)) errors[t] = "state differs at element " + std::to_string(i);
+    gcommMembershipGetStats(m, &stats[t]);
+    gcommMembershipLeave(m);
+  };
+  std::vector<std::thread> threads;
+  threads.emplace_back(member, 0);
+  threads.emplace_back(member, 1);
+  while (!formed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  threads.emplace_back(member, 2);
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 3; ++t) EXPECT_EQ(errors[t], "") << "thread " << t;
+  EXPECT_EQ(stats[2].state_bytes_received, kBytes);
+  EXPECT_EQ(stats[0].state_bytes_sent + stats[1].state_bytes_sent, kBytes);
+  EXPECT_GT(stats[0].state_bytes_sent, 0u) << "both holders send";
+  EXPECT_GT(stats[1].state_bytes_sent, 0u) << "both holders send";
+}
+
 TEST_F(MembershipApi, BadArgumentsAreRefusedNamingTheField) {
   gcommMembership_t m = nullptr;
   gcommMembershipConfig_t c = config(1);
@@ -111,6 +161,10 @@ TEST_F(MembershipApi, BadArgumentsAreRefusedNamingTheField) {
   c = config(0);
   EXPECT_EQ(gcommMembershipJoin(&c, &m), gcommInvalidArgument);
   EXPECT_TRUE(has(gcommGetLastError(), "config.min_ranks is 0")) << gcommGetLastError();
+  c = config(1);
+  c.transport = gcommTransportMpi;
+  EXPECT_EQ(gcommMembershipJoin(&c, &m), gcommInvalidArgument);
+  EXPECT_TRUE(has(gcommGetLastError(), "the MPI transport cannot serve a fault-tolerant job")) << gcommGetLastError();
   EXPECT_EQ(m, nullptr) << "nothing written on failure";
   EXPECT_EQ(gcommMembershipJoin(nullptr, nullptr), gcommInvalidArgument);
   int committed = 0;
@@ -122,6 +176,14 @@ TEST_F(MembershipApi, BadArgumentsAreRefusedNamingTheField) {
   ASSERT_EQ(gcommMembershipJoin(&c, &m), gcommSuccess) << gcommGetLastError();
   EXPECT_EQ(gcommMembershipCommit(m, 1, nullptr, &committed), gcommInvalidState);
   EXPECT_TRUE(has(gcommGetLastError(), "call gcommMembershipQuorum first")) << gcommGetLastError();
+  char odd[3];
+  void* data[1] = {odd};
+  size_t bytes[1] = {3};
+  EXPECT_EQ(gcommMembershipSyncState(m, data, bytes, 1, nullptr), gcommInvalidArgument);
+  EXPECT_TRUE(has(gcommGetLastError(), "bytes[0] is 3")) << gcommGetLastError();
+  EXPECT_EQ(gcommMembershipSyncState(m, nullptr, nullptr, 1, nullptr), gcommInvalidArgument);
+  EXPECT_EQ(gcommMembershipSyncState(m, data, bytes, SIZE_MAX, nullptr), gcommInvalidArgument);
+  EXPECT_TRUE(has(gcommGetLastError(), "spans")) << gcommGetLastError();
   gcommMembershipConfig_t other = config(2, "settings");
   gcommMembership_t m2 = nullptr;
   EXPECT_EQ(gcommMembershipJoin(&other, &m2), gcommInvalidArgument);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <memory>
 #include <iostream>
 #include <regex>
 #include <set>
@@ -40,7 +41,8 @@ class Store {
     ::close(fd);
     ::unlink(path);
     port_file_ = path;
-    job_.spawn(store_program(), {"--port", "0", "--port-file", port_file_}, {});
+    job_ = std::make_unique<gradcomm::test::ChildJob>();
+    job_->spawn(store_program(), {"--port", "0", "--port-file", port_file_}, {});
     for (int i = 0; i < 1000 && port_ == 0; ++i) {
       std::ifstream in(port_file_);
       if (!(in >> port_)) port_ = 0;
@@ -49,10 +51,11 @@ class Store {
   }
   ~Store() { ::unlink(port_file_.c_str()); }
   int port() const { return port_; }
+  void kill() { job_.reset(); }  // SIGKILL
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 
  private:
-  gradcomm::test::ChildJob job_;  // its destructor kills the store
+  std::unique_ptr<gradcomm::test::ChildJob> job_;  // its destructor kills the store
   std::string port_file_;
   int port_ = 0;
 };
@@ -179,6 +182,102 @@ TEST(MembershipProcesses, ARestartedRankJoinsTheRunningJobAndEndsIdentical) {
   ASSERT_TRUE(parse_final(restarted.output, f)) << restarted.output;
   EXPECT_EQ(f.failures_survived, 0) << "it joined; it survived nothing";
   expect_survivors_agree(out, 3, 400);
+}
+
+// Runs `n` members with `flags` (plus, after `late_ms`, `late` more: restarts)
+// and waits for them.
+std::vector<Outcome> run_members(const Store& store, int n, int min_ranks, int steps,
+                                 const std::vector<std::string>& flags, int late = 0, int late_ms = 0,
+                                 double timeout_s = 20) {
+  gradcomm::test::ChildJob members;
+  for (int i = 0; i < n; ++i)
+    members.spawn(member_program(), member_args(min_ranks, steps, flags), member_env(store, timeout_s));
+  if (late > 0) std::this_thread::sleep_for(std::chrono::milliseconds(late_ms));
+  for (int i = 0; i < late; ++i)
+    members.spawn(member_program(), member_args(min_ranks, steps, flags), member_env(store, timeout_s));
+  return members.wait(90);
+}
+
+int killed(const std::vector<Outcome>& out) {
+  int n = 0;
+  for (const Outcome& o : out) n += o.exit_code == 128 + SIGKILL ? 1 : 0;
+  return n;
+}
+
+TEST(MembershipProcesses, TwoRanksDyingInOneStepCostThatStepOnly) {
+  Store store;
+  ASSERT_GT(store.port(), 0);
+  auto out = run_members(store, 4, 4, 60, {"--die", "20:1", "--die", "20:2"});
+  EXPECT_EQ(killed(out), 2);
+  for (const Outcome& o : out) {
+    Final f;
+    if (o.exit_code != 0) continue;
+    ASSERT_TRUE(parse_final(o.output, f)) << o.output;
+    EXPECT_LE(f.discarded, 2) << o.output;
+    EXPECT_GE(f.failures_survived, 1) << o.output;
+  }
+  expect_survivors_agree(out, 2, 60);
+}
+
+TEST(MembershipProcesses, EveryRankButOneDyingLeavesOneThatFinishesAlone) {
+  Store store;
+  ASSERT_GT(store.port(), 0);
+  auto out = run_members(store, 3, 3, 60, {"--die", "20:0", "--die", "20:2"});
+  EXPECT_EQ(killed(out), 2);
+  for (const Outcome& o : out) {
+    if (o.exit_code == 0) EXPECT_TRUE(contains(o.output, "rank 0 of 1: committed 60 steps")) << o.output;
+  }
+  expect_survivors_agree(out, 1, 60);
+}
+
+TEST(MembershipProcesses, ARankKilledInsideALargeAllReduceCostsThatStep) {
+  Store store;
+  ASSERT_GT(store.port(), 0);
+  auto out = run_members(store, 3, 3, 16, {"--transport", "shm", "--payload", "32", "--die-during", "8:1"});
+  EXPECT_EQ(killed(out), 1);
+  for (const Outcome& o : out) {
+    Final f;
+    if (o.exit_code != 0) continue;
+    ASSERT_TRUE(parse_final(o.output, f)) << o.output;
+    EXPECT_EQ(f.discarded, 1) << o.output;
+    EXPECT_TRUE(contains(o.output, "discarded (gcommAllReduce: all-reduce #17 of 33554432 bytes: rank 1 is gone"))
+        << "the kill lands inside the large all-reduce\n"
+        << o.output;
+  }
+  expect_survivors_agree(out, 2, 16);
+}
+
+TEST(MembershipProcesses, ANewcomerDyingAsItCatchesUpLeavesTheOthersGoingOn) {
+  Store store;
+  ASSERT_GT(store.port(), 0);
+  auto out = run_members(store, 2, 2, 400, {"--step-ms", "4", "--die-syncing", "2"}, 1, 300);
+  EXPECT_EQ(out[2].exit_code, 128 + SIGKILL) << out[2].output;
+  EXPECT_TRUE(contains(out[2].output, "rank 2 dies as it brings the newcomers up to date")) << out[2].output;
+  expect_survivors_agree(out, 2, 400);
+}
+
+TEST(MembershipProcesses, AHolderDyingAsItSendsTheStateLeavesTheNewcomerWithTheOther) {
+  Store store;
+  ASSERT_GT(store.port(), 0);
+  auto out = run_members(store, 2, 2, 400, {"--step-ms", "4", "--die-syncing", "1"}, 1, 300);
+  EXPECT_EQ(killed(out), 1);
+  EXPECT_EQ(out[2].exit_code, 0) << "the newcomer gets the state from the holder that lives\n" << out[2].output;
+  expect_survivors_agree(out, 2, 400);
+}
+
+TEST(MembershipProcesses, TheStoreStoppingEndsEveryMemberWithAClearError) {
+  Store store;
+  ASSERT_GT(store.port(), 0);
+  gradcomm::test::ChildJob members;
+  for (int i = 0; i < 3; ++i)
+    members.spawn(member_program(), member_args(3, 100000, {"--step-ms", "2"}), member_env(store, 20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  store.kill();
+  auto out = members.wait(30);
+  for (const Outcome& o : out) {
+    EXPECT_EQ(o.exit_code, 4) << o.output;
+    EXPECT_TRUE(contains(o.output, "closed the connection (did gradcomm-store stop?)")) << o.output;
+  }
 }
 
 }  // namespace

@@ -69,6 +69,7 @@ TEST(MembershipState, TheFirstGenerationFormsOnceMinRanksAsk) {
   EXPECT_EQ(q[0].world, 3);
   EXPECT_EQ(q[0].rank, 2);
   EXPECT_EQ(q[0].rendezvous_port, 40001);
+  EXPECT_EQ(q[0].holders, 3) << "in the first generation every member starts from its own state";
   auto qa = job.state.take_quorum(a);
   ASSERT_TRUE(qa.has_value());
   EXPECT_EQ(qa->rank, 0);
@@ -171,6 +172,7 @@ TEST(MembershipState, ANewcomerJoinsAtTheNextStepBoundary) {
   EXPECT_EQ(ql->rank, 2);
   EXPECT_EQ(ql->world, 3);
   EXPECT_EQ(ql->committed_steps, 1u) << "the newcomer learns the step counter";
+  EXPECT_EQ(ql->holders, 2) << "ranks 0 and 1 hold the state; rank 2 is new";
   EXPECT_TRUE(has(ql->change, "late joined")) << ql->change;
   EXPECT_TRUE(job.failed.empty()) << "no failure, no failed rendezvous";
 }
@@ -198,6 +200,7 @@ TEST(MembershipState, EveryMemberButOneDyingLeavesAGenerationOfOne) {
   auto q = job.quorum({all[1]}, 1);
   EXPECT_EQ(q[0].world, 1);
   EXPECT_EQ(q[0].rank, 0);
+  EXPECT_EQ(q[0].holders, 1);
   EXPECT_TRUE(has(q[0].change, "rank 0 (a) lost")) << q[0].change;
   EXPECT_TRUE(has(q[0].change, "rank 2 (c) lost")) << q[0].change;
   EXPECT_TRUE(job.vote({all[1]}, true, 2)[0].committed);
