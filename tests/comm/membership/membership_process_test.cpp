@@ -224,9 +224,10 @@ TEST(MembershipProcesses, EveryRankButOneDyingLeavesOneThatFinishesAlone) {
   ASSERT_GT(store.port(), 0);
   auto out = run_members(store, 3, 3, 60, {"--die", "20:0", "--die", "20:2"});
   EXPECT_EQ(killed(out), 2);
-  for (const Outcome& o : out) {
-    if (o.exit_code == 0) EXPECT_TRUE(contains(o.output, "rank 0 of 1: committed 60 steps")) << o.output;
-  }
+  for (const Outcome& o : out)
+    if (o.exit_code == 0) {
+      EXPECT_TRUE(contains(o.output, "rank 0 of 1: committed 60 steps")) << o.output;
+    }
   expect_survivors_agree(out, 1, 60);
 }
 
@@ -240,7 +241,8 @@ TEST(MembershipProcesses, ARankKilledInsideALargeAllReduceCostsThatStep) {
     if (o.exit_code != 0) continue;
     ASSERT_TRUE(parse_final(o.output, f)) << o.output;
     EXPECT_EQ(f.discarded, 1) << o.output;
-    EXPECT_TRUE(contains(o.output, "discarded (gcommAllReduce: all-reduce #17 of 33554432 bytes: rank 1 is gone"))
+    EXPECT_TRUE(contains(o.output, "discarded (gcommAllReduce: all-reduce #17 of 33554432 bytes: ") &&
+                contains(o.output, "rank 1 is gone"))
         << "the kill lands inside the large all-reduce\n"
         << o.output;
   }
