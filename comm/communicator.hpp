@@ -60,6 +60,8 @@ class Communicator {
 
   // The flight record as JSON (comm/flight_recorder.hpp); `reason` says why it is written.
   std::string flight_record(const std::string& reason) const;
+  // Adds an event to the flight record (FlightRecorder::note).
+  void note_in_flight_record(const std::string& text) { recorder_.note(text); }
   // Writes it to `path` ("" : GRADCOMM_FLIGHT_RECORDER_FILE; refused when neither).
   void dump_flight_record(const std::string& path) const;
 

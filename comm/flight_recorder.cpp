@@ -130,13 +130,21 @@ void FlightRecorder::failed(uint64_t seq, bool p2p) noexcept {
   if (FlightEntry* e = find(seq, p2p)) e->state.store(FlightEntry::State::kFailed, std::memory_order_release);
 }
 
+void FlightRecorder::note(const std::string& text) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  notes_.emplace_back(now_us(), text);
+  if (notes_.size() > kMaxNotes) notes_.pop_front();
+}
+
 std::string FlightRecorder::to_json(const FlightIdentity& who, const std::string& reason,
                                     const std::string& failure) const {
   using nlohmann::json;
   json entries = json::array();
+  json notes = json::array();
   uint64_t last_enqueued = 0, last_completed = 0, recorded = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [at_us, text] : notes_) notes.push_back({{"at_us", at_us}, {"text", text}});
     recorded = recorded_;
     const size_t n = capacity_, held = recorded_ < n ? recorded_ : n;
     for (size_t k = held; k >= 1; --k) {
@@ -184,6 +192,7 @@ std::string FlightRecorder::to_json(const FlightIdentity& who, const std::string
               {"recorded", recorded},
               {"last_enqueued_seq", last_enqueued},
               {"last_completed_seq", last_completed},
+              {"notes", std::move(notes)},
               {"entries", std::move(entries)}};
   return out.dump(1);
 }

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -85,6 +86,11 @@ class FlightRecorder {
   // A grouped call whose launch failed at the group's end (searched likewise).
   void failed(uint64_t seq, bool p2p) noexcept;
 
+  // An event beside the calls (a membership's new generation: who left or joined
+  // and why), kept with its time; the last kMaxNotes are in the record's "notes".
+  static constexpr size_t kMaxNotes = 64;
+  void note(const std::string& text);
+
   // The record as JSON text: identity, why it was written, the failure (if any)
   // and the entries oldest first.
   std::string to_json(const FlightIdentity& who, const std::string& reason, const std::string& failure) const;
@@ -94,6 +100,7 @@ class FlightRecorder {
   double now_us() const noexcept;
 
   mutable std::mutex mutex_;
+  std::deque<std::pair<double, std::string>> notes_;  // (us since start, text), under mutex_
   const size_t capacity_;
   std::unique_ptr<FlightEntry[]> ring_;
   size_t next_ = 0;        // slot of the next entry

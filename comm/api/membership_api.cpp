@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/api/handles.hpp"
 #include "comm/api/publish.hpp"
 #include "comm/bootstrap/launch_env.hpp"
 #include "comm/bootstrap/store_protocol.hpp"
@@ -130,6 +131,12 @@ void next_generation(gcommMembership& m) {
     }
     m.generation = q;
     m.change = q.change;
+    {
+      Communicator& c = acquire_communicator(m.comm);
+      c.note_in_flight_record(cat("membership of job '", m.job_key, "': generation ", q.generation, ", rank ", q.rank,
+                                  " of ", q.world, " (", q.members, "): ", q.change));
+      release_communicator(m.comm);
+    }
     ++m.stats.generations;
     if (m.after_failure && m.stats.generations > 1) {
       ++m.stats.failures_survived;

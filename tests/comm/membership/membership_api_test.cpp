@@ -91,6 +91,11 @@ TEST_F(MembershipApi, AMemberThatLeavesEndsItsGenerationAndTheOthersGoOnWithoutI
       char change[512];
       EXPECT_EQ(gcommMembershipGetChange(m, change, sizeof(change), nullptr), gcommSuccess);
       EXPECT_TRUE(has(change, "rank 2 (") && has(change, "left the job")) << change;
+      std::string record(1 << 16, '\0');
+      EXPECT_EQ(gcommCommGetFlightRecord(comm, record.data(), record.size(), nullptr), gcommSuccess);
+      EXPECT_TRUE(has(record, "\"notes\"") && has(record, "generation 2, rank") && has(record, "left the job"))
+          << "the new communicator's flight record names the change\n"
+          << record.substr(0, 2000);
       gcommMembershipLeave(m);
     });
   for (auto& th : threads) th.join();
