@@ -26,6 +26,10 @@
  *   --die-syncing R   rank R of a generation with newcomers kills itself as it
  *                     starts sending or receiving the state
  *   --payload MIB     all-reduce MIB more of data each step (a larger collective)
+ * and for the lab's chaos run (bench/netlab/chaos.py):
+ *   --state-mib MIB   MIB more of state (as an optimizer's would be) for newcomers
+ *                     to receive; a newcomer prints how long that took
+ *   --log-steps       a line per committed step, with the wall-clock time
  */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -68,6 +72,14 @@ static float batch_gradient(const float* w, uint64_t step, int rank, int world, 
     for (i = 0; i < DIM; ++i) grad[i] += err * x[i];
   }
   return loss / BATCH;
+}
+
+/* The mean loss on a held-out set (1024 samples, the same for every run). */
+static float eval_loss(const float* w) {
+  float grad[DIM], sum = 0.0f;
+  int b;
+  for (b = 0; b < 32; ++b) sum += batch_gradient(w, 1000000007ull + (uint64_t)b, 0, 1, grad);
+  return sum / 32.0f;
 }
 
 static uint64_t params_hash(const float* w) {
@@ -128,7 +140,10 @@ int main(int argc, char** argv) {
   gcommMembershipView_t view;
   float w[DIM], grad[DIM], loss = 0.0f, lr = 0.05f;
   uint64_t step = 0, steps = 200;
-  long step_ms = 0, check_every = 20, payload_mib = 0;
+  long step_ms = 0, check_every = 20, payload_mib = 0, state_mib = 0;
+  int log_steps = 0;
+  unsigned char* extra_state = NULL;
+  gcommMembershipStats_t before = GCOMM_MEMBERSHIP_STATS_INITIALIZER;
   Fault faults[MAX_FAULTS];
   int a, f, nfaults = 0, committed;
   float* payload = NULL;
@@ -153,6 +168,12 @@ int main(int argc, char** argv) {
       config.transport = strcmp(argv[a], "shm") == 0      ? gcommTransportShm
                          : strcmp(argv[a], "socket") == 0 ? gcommTransportSocket
                                                           : gcommTransportAuto;
+    } else if (strcmp(argv[a], "--state-mib") == 0 && next) {
+      state_mib = atol(argv[++a]);
+    } else if (strcmp(argv[a], "--name") == 0 && next) {
+      config.name = argv[++a];
+    } else if (strcmp(argv[a], "--log-steps") == 0) {
+      log_steps = 1;
     } else if (strcmp(argv[a], "--payload") == 0 && next) {
       payload_mib = atol(argv[++a]);
     } else if (nfaults < MAX_FAULTS && next &&
@@ -173,13 +194,19 @@ int main(int argc, char** argv) {
     } else {
       fprintf(stderr,
               "usage: %s [--steps N] [--min-ranks K] [--timeout S] [--quorum-timeout S] [--step-ms MS] "
-              "[--check N] [--transport auto|shm|socket] [--payload MIB] [--die STEP:RANK] [--die-during STEP:RANK] "
+              "[--check N] [--transport auto|shm|socket] [--payload MIB] [--state-mib MIB] [--log-steps] [--name NAME] [--die STEP:RANK] [--die-during STEP:RANK] "
               "[--freeze STEP:RANK:SECONDS] [--die-syncing RANK]\n",
               argv[0]);
       return 2;
     }
   }
   memset(w, 0, sizeof(w));
+  if (state_mib > 0) { /* the same bytes on every original member */
+    size_t i;
+    extra_state = (unsigned char*)malloc((size_t)state_mib << 20);
+    if (extra_state == NULL) return 1;
+    for (i = 0; i < ((size_t)state_mib << 20); ++i) extra_state[i] = (unsigned char)(i * 31u);
+  }
   if (payload_mib > 0) {
     payload = (float*)calloc((size_t)payload_mib << 18, sizeof(float));
     if (payload == NULL) return 1;
@@ -203,8 +230,10 @@ int main(int argc, char** argv) {
       fflush(stdout);
       step = view.committed_steps;
       /* Newcomers take the survivors' parameters (view.holders of them send). */
-      void* state[1] = {w};
-      size_t state_bytes[1] = {sizeof(w)};
+      void* state[2] = {w, extra_state};
+      size_t state_bytes[2] = {sizeof(w), (size_t)state_mib << 20};
+      const size_t spans = extra_state != NULL ? 2 : 1;
+      const int newcomer = view.rank >= view.holders;
       for (f = 0; f < nfaults; ++f)
         if (faults[f].kind == DIE_SYNCING && view.holders < view.world_size && view.rank == faults[f].rank &&
             !faults[f].done) {
@@ -212,9 +241,16 @@ int main(int argc, char** argv) {
           fflush(stdout);
           raise(SIGKILL);
         }
-      if (gcommMembershipSyncState(m, state, state_bytes, 1, NULL) != gcommSuccess) {
+      if (newcomer && extra_state != NULL) memset(extra_state, 0, (size_t)state_mib << 20);
+      gcommMembershipGetStats(m, &before);
+      if (gcommMembershipSyncState(m, state, state_bytes, spans, NULL) != gcommSuccess) {
         ok = 0;
         snprintf(why, sizeof(why), "%s", gcommGetLastError());
+      } else if (newcomer) {
+        gcommMembershipGetStats(m, &stats);
+        printf("caught up: received %llu bytes of state from %d holder(s) in %.3f s\n",
+               (unsigned long long)(stats.state_bytes_received - before.state_bytes_received), view.holders,
+               stats.state_sync_s - before.state_sync_s);
       }
     }
     for (f = 0; f < nfaults; ++f) {
@@ -255,12 +291,19 @@ int main(int argc, char** argv) {
       for (i = 0; i < DIM; ++i) w[i] -= scale * grad[i];
     }
     ++step;
+    if (log_steps) {
+      struct timespec now;
+      clock_gettime(CLOCK_REALTIME, &now);
+      printf("committed step %llu at %.3f, world %d\n", (unsigned long long)step, now.tv_sec + now.tv_nsec * 1e-9,
+             view.world_size);
+    }
     if (check_every > 0 && step % (uint64_t)check_every == 0) {
-      const void* data[1] = {w};
-      size_t bytes[1] = {sizeof(w)}, mismatched = 0;
+      const void* data[2] = {w, extra_state};
+      size_t bytes[2] = {sizeof(w), (size_t)state_mib << 20}, mismatched = 0;
       int64_t first[256];
       if (view.world_size <= 256 &&
-          gcommCommCheckDivergence(comm, data, bytes, 1, NULL, first, &mismatched) == gcommSuccess &&
+          gcommCommCheckDivergence(comm, data, bytes, extra_state != NULL ? 2 : 1, NULL, first, &mismatched) ==
+              gcommSuccess &&
           mismatched != 0) {
         fprintf(stderr, "DIVERGED at step %llu\n", (unsigned long long)step);
         return 5;
@@ -269,11 +312,12 @@ int main(int argc, char** argv) {
   }
   gcommMembershipGetStats(m, &stats);
   printf("rank %d of %d: committed %llu steps, loss %.6f, params %016llx, generations %llu, failures survived "
-         "%llu, steps discarded %llu, recovery %.3f s\n",
+         "%llu, steps discarded %llu, recovery %.3f s, eval loss %.8f\n",
          view.rank, view.world_size, (unsigned long long)step, loss, (unsigned long long)params_hash(w),
          (unsigned long long)stats.generations, (unsigned long long)stats.failures_survived,
-         (unsigned long long)stats.steps_discarded, stats.recovery_s);
+         (unsigned long long)stats.steps_discarded, stats.recovery_s, eval_loss(w));
   gcommMembershipLeave(m);
   free(payload);
+  free(extra_state);
   return 0;
 }

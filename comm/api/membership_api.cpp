@@ -224,6 +224,7 @@ GCOMM_API gcommStatus_t gcommStoreServerStart(const char* host, int port, gcommS
     require(port >= 0 && port < 65536, "port ", port, " is not 0..65535");
     MembershipServerOptions o;
     if (host != nullptr) o.host = host;
+    o.port = port;
     require(!o.host.empty(), "host is empty: use NULL for every IPv4 interface");
     auto* s = new gcommStoreServer(o);
     servers().add(s);

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/free_port.hpp"
+
 namespace {
 
 bool has(const std::string& s, const std::string& part) {
@@ -195,6 +197,20 @@ TEST_F(MembershipApi, BadArgumentsAreRefusedNamingTheField) {
   EXPECT_TRUE(has(gcommGetLastError(), "runs with min_ranks 1")) << gcommGetLastError();
   EXPECT_EQ(gcommMembershipLeave(m), gcommSuccess);
   EXPECT_EQ(gcommMembershipLeave(m), gcommInvalidArgument) << "a membership left is no handle any more";
+}
+
+// The port asked for is the port served (a server on port 0 was all that ran before).
+TEST(MembershipServer, ListensOnThePortAskedFor) {
+  const int port = gradcomm::test::free_tcp_port();
+  gcommStoreServer_t s = nullptr;
+  ASSERT_EQ(gcommStoreServerStart("127.0.0.1", port, &s), gcommSuccess) << gcommGetLastError();
+  int bound = 0;
+  EXPECT_EQ(gcommStoreServerPort(s, &bound), gcommSuccess);
+  EXPECT_EQ(bound, port);
+  gcommStoreServer_t second = nullptr;
+  EXPECT_EQ(gcommStoreServerStart("127.0.0.1", port, &second), gcommInvalidArgument) << "the port is taken";
+  EXPECT_EQ(second, nullptr);
+  EXPECT_EQ(gcommStoreServerStop(s), gcommSuccess);
 }
 
 TEST_F(MembershipApi, NoServerIsATimeoutNamingTheAddress) {
