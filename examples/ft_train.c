@@ -67,6 +67,7 @@ static float batch_gradient(const float* w, uint64_t step, int rank, int world, 
       y += w_true[i] * x[i];
       p += w[i] * x[i];
     }
+    y += 0.1f * uniform(&data); /* label noise: the loss has a floor, as real data's does */
     err = p - y;
     loss += 0.5f * err * err;
     for (i = 0; i < DIM; ++i) grad[i] += err * x[i];
