@@ -82,10 +82,16 @@ std::string default_name() {
 
 // Ends the current communicator: aborted after a failure (no shutdown barrier
 // waits for a dead or frozen rank), closed in order otherwise.
+// A reducer still on it is refused, changing nothing: it must go first (its
+// compression state saved for the next generation's reducer).
 void drop_communicator(gcommMembership& m, bool abort) {
   if (m.comm == nullptr) return;
   if (abort) (void)gcommCommAbort(m.comm);
-  (void)gcommCommDestroy(m.comm);
+  if (gcommCommDestroy(m.comm) == gcommInvalidState)
+    fail(gcommInvalidState, "generation ", m.generation.generation,
+         "'s communicator is still used (", gcommGetLastError(),
+         "): destroy its reducers first (gcommReducerSaveCompressionState keeps their state for the next "
+         "generation's), then call this again; gcommMembershipChangePending says when a change comes");
   m.comm = nullptr;
 }
 
@@ -340,6 +346,14 @@ GCOMM_API gcommStatus_t gcommMembershipCommit(gcommMembership_t membership, int 
     }
     if (c.reconfigure) m.need_quorum = true;
     *committed = c.committed ? 1 : 0;
+  });
+}
+
+GCOMM_API gcommStatus_t gcommMembershipChangePending(gcommMembership_t membership, int* pending) {
+  return GCOMM_API_CALL({
+    GCOMM_REQUIRE_NOT_NULL(pending);
+    const gcommMembership& m = *memberships().get(membership);
+    *pending = m.need_quorum || m.comm == nullptr ? 1 : 0;
   });
 }
 

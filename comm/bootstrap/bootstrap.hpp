@@ -60,6 +60,8 @@ class Bootstrap {
   int size() const { return options_.world_size; }
   const std::string& address() const { return address_; }  // "MASTER_ADDR:port"
   int port() const { return port_; }
+  // Whether the store runs elsewhere (gradcomm-store's generations), not in rank 0.
+  bool external_store() const { return options_.external_store; }
 
   // The init meeting: a gather of every rank's report. Throws gcommTimeout naming
   // the ranks that never connected or never arrived. Once it returns, this

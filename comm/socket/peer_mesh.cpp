@@ -85,7 +85,9 @@ std::vector<Socket> connect_peer_mesh(Bootstrap& boot, const std::string& master
   int port = 0;
   std::string loopback;
   Socket listener = listen_on(master_addr, 0, port, loopback);
-  std::string host = me == 0 ? master_addr : boot.store().local_host();
+  // Rank 0 is at MASTER_ADDR when it runs the store (its own route to the store is
+  // loopback); with a store elsewhere, every rank is where its route to the store starts.
+  std::string host = me == 0 && !boot.external_store() ? master_addr : boot.store().local_host();
   if (host.empty()) host = master_addr;
   std::string mine = cat(host, " ", port);
   std::vector<std::vector<uint8_t>> all =

@@ -118,7 +118,8 @@ GCOMM_API gcommStatus_t gcommMembershipJoin(const gcommMembershipConfig_t* confi
  *  (waiting as config.timeout_s says) and builds its communicator. The membership owns the
  *  communicator: do not destroy it. The one it replaces is destroyed, and its
  *  handle is refused by every later call (gcommInvalidArgument), so a stale handle
- *  is never used silently; a reducer on it must be destroyed before this call.
+ *  is never used silently; while a reducer still uses it this call fails with
+ *  gcommInvalidState, changing nothing (gcommMembershipChangePending).
  *  gcommInvalidState: this member was excluded (it froze past the quorum timeout)
  *  and can never take part again: leave, and join as a new member. */
 GCOMM_API gcommStatus_t gcommMembershipQuorum(gcommMembership_t membership, gcommComm_t* comm,
@@ -130,6 +131,11 @@ GCOMM_API gcommStatus_t gcommMembershipQuorum(gcommMembership_t membership, gcom
  *  gcommMembershipQuorum builds the next generation's. */
 GCOMM_API gcommStatus_t gcommMembershipCommit(gcommMembership_t membership, int ok, const char* why,
                                               int* committed);
+/** @p pending receives 1 when the next gcommMembershipQuorum makes a new
+ *  generation (the last step failed, a member left or waits to join): the time to
+ *  destroy the reducers on the communicator (saving their compression state),
+ *  which gcommMembershipQuorum refuses to replace while they use it. */
+GCOMM_API gcommStatus_t gcommMembershipChangePending(gcommMembership_t membership, int* pending);
 /** Brings newcomers up to date: call it on every member after a
  *  gcommMembershipQuorum whose view says changed, with the same @p n spans of
  *  state (parameters, optimizer state, compression state: anything that must be

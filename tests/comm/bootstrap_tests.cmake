@@ -93,4 +93,10 @@ if(GRADCOMM_BUILD_TOOLS AND GRADCOMM_BUILD_EXAMPLES)
   target_compile_definitions(gradcomm_membership_process_tests PRIVATE
     GRADCOMM_STORE_PROGRAM="$<TARGET_FILE:gradcomm-store>"
     GRADCOMM_FT_PROGRAM="$<TARGET_FILE:gradcomm_example_ft>")
+  # The same across network namespaces on 1 Gbit links (tools/netlab): rank 0 of a
+  # later generation in another namespace than the store. Skipped without root.
+  add_test(NAME comm.fault_tolerance_netlab
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/membership/check_ft_netlab.sh ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  set_tests_properties(comm.fault_tolerance_netlab PROPERTIES LABELS "comm;netlab" TIMEOUT 240 SKIP_RETURN_CODE 77
+    RUN_SERIAL TRUE)
 endif()
