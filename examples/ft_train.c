@@ -30,17 +30,20 @@
  *   --state-mib MIB   MIB more of state (as an optimizer's would be) for newcomers
  *                     to receive; a newcomer prints how long that took
  *   --log-steps       a line per committed step, with the wall-clock time
+ * --gpu keeps what crosses the wire (gradients, payload, state) on GPU 0: every
+ * member on one GPU, over cuda-ipc (exit 77, skipped, without a GPU).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
-#include <sys/types.h>
-#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <cuda_runtime_api.h>
 #include <gradcomm/gradcomm.h>
 
 enum { DIM = 64, BATCH = 32 };
@@ -55,7 +58,8 @@ static float uniform(uint32_t* s) { /* xorshift32 in [-1, 1) */
 /* The batch of `rank` of `world` at job step `step`: the gradient of the squared
  * error, summed over the batch, into grad; returns the batch's mean loss. */
 static float batch_gradient(const float* w, uint64_t step, int rank, int world, float* grad) {
-  uint32_t truth = 12345u, data = (uint32_t)(step * 2654435761u) ^ (uint32_t)(rank * 40503u + world * 977u) ^ 1u;
+  uint32_t truth = 12345u,
+           data = (uint32_t)(step * 2654435761u) ^ (uint32_t)(rank * 40503u + world * 977u) ^ 1u;
   float w_true[DIM], x[DIM], loss = 0.0f;
   int i, b;
   for (i = 0; i < DIM; ++i) w_true[i] = uniform(&truth);
@@ -126,6 +130,29 @@ static void freeze_for(long seconds) {
   raise(SIGSTOP);
 }
 
+/* With --gpu, `host` mirrored on the device: copies in either direction (the
+ * legacy default stream orders them after the collectives on stream NULL). */
+static int to_device(void* device, const void* host, size_t bytes) {
+  return device == host || cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
+}
+static int to_host(void* host, const void* device, size_t bytes) {
+  return device == host || cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
+}
+static void* on_device(size_t bytes) {
+  void* p = NULL;
+  if (bytes > 0 && cudaMalloc(&p, bytes) != cudaSuccess) {
+    fprintf(stderr, "cudaMalloc of %zu bytes failed\n", bytes);
+    exit(1);
+  }
+  return p;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
 static void sleep_ms(long ms) {
   struct timespec t;
   t.tv_sec = ms / 1000;
@@ -142,7 +169,11 @@ int main(int argc, char** argv) {
   float w[DIM], grad[DIM], loss = 0.0f, lr = 0.05f;
   uint64_t step = 0, steps = 200;
   long step_ms = 0, check_every = 20, payload_mib = 0, state_mib = 0;
-  int log_steps = 0;
+  int log_steps = 0, gpu = 0;
+  double vote_s = 0.0, vote_started = 0.0;
+  long votes = 0;
+  float *w_wire = w, *grad_wire = grad, *payload_wire = NULL;
+  unsigned char* state_wire = NULL;
   unsigned char* extra_state = NULL;
   gcommMembershipStats_t before = GCOMM_MEMBERSHIP_STATS_INITIALIZER;
   Fault faults[MAX_FAULTS];
@@ -173,6 +204,8 @@ int main(int argc, char** argv) {
       state_mib = atol(argv[++a]);
     } else if (strcmp(argv[a], "--name") == 0 && next) {
       config.name = argv[++a];
+    } else if (strcmp(argv[a], "--gpu") == 0) {
+      gpu = 1;
     } else if (strcmp(argv[a], "--log-steps") == 0) {
       log_steps = 1;
     } else if (strcmp(argv[a], "--payload") == 0 && next) {
@@ -185,8 +218,8 @@ int main(int argc, char** argv) {
                  sscanf(next, "%ld:%ld", &faults[nfaults].step, &faults[nfaults].rank) == 2 &&
                  (faults[nfaults].kind = DIE_DURING, 1)) ||
                 (strcmp(argv[a], "--freeze") == 0 &&
-                 sscanf(next, "%ld:%ld:%ld", &faults[nfaults].step, &faults[nfaults].rank, &faults[nfaults].seconds) ==
-                     3 &&
+                 sscanf(next, "%ld:%ld:%ld", &faults[nfaults].step, &faults[nfaults].rank,
+                        &faults[nfaults].seconds) == 3 &&
                  (faults[nfaults].kind = FREEZE, 1)) ||
                 (strcmp(argv[a], "--die-syncing") == 0 && sscanf(next, "%ld", &faults[nfaults].rank) == 1 &&
                  (faults[nfaults].kind = DIE_SYNCING, 1)))) {
@@ -195,14 +228,16 @@ int main(int argc, char** argv) {
     } else {
       fprintf(stderr,
               "usage: %s [--steps N] [--min-ranks K] [--timeout S] [--quorum-timeout S] [--step-ms MS] "
-              "[--check N] [--transport auto|shm|socket] [--payload MIB] [--state-mib MIB] [--log-steps] [--name NAME] [--die STEP:RANK] [--die-during STEP:RANK] "
+              "[--check N] [--transport auto|shm|socket] [--payload MIB] [--state-mib MIB] [--log-steps] "
+              "[--name NAME] [--gpu] [--die STEP:RANK] [--die-during STEP:RANK] "
               "[--freeze STEP:RANK:SECONDS] [--die-syncing RANK]\n",
               argv[0]);
       return 2;
     }
   }
   memset(w, 0, sizeof(w));
-  if (state_mib > 0) { /* the same bytes on every original member */
+  if (log_steps) setvbuf(stdout, NULL, _IOLBF, 0); /* a killed member's last lines are kept */
+  if (state_mib > 0) {                             /* the same bytes on every original member */
     size_t i;
     extra_state = (unsigned char*)malloc((size_t)state_mib << 20);
     if (extra_state == NULL) return 1;
@@ -211,6 +246,27 @@ int main(int argc, char** argv) {
   if (payload_mib > 0) {
     payload = (float*)calloc((size_t)payload_mib << 18, sizeof(float));
     if (payload == NULL) return 1;
+  }
+  payload_wire = payload;
+  state_wire = extra_state;
+  if (gpu) {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      printf("skipped: --gpu needs a GPU\n");
+      return 77;
+    }
+    config.device.kind = gcommDeviceCuda;
+    config.device.ordinal = 0;
+    w_wire = (float*)on_device(sizeof(w));
+    grad_wire = (float*)on_device(sizeof(grad));
+    payload_wire = (float*)on_device(((size_t)payload_mib << 18) * sizeof(float));
+    state_wire = (unsigned char*)on_device((size_t)state_mib << 20);
+    if ((payload_wire != NULL &&
+         cudaMemset(payload_wire, 0, ((size_t)payload_mib << 18) * sizeof(float)) != cudaSuccess) ||
+        (state_wire != NULL && !to_device(state_wire, extra_state, (size_t)state_mib << 20))) {
+      fprintf(stderr, "copying to the GPU failed\n");
+      return 1;
+    }
   }
   if (gcommMembershipJoin(&config, &m) != gcommSuccess) {
     fprintf(stderr, "cannot join: %s\n", gcommGetLastError());
@@ -231,7 +287,7 @@ int main(int argc, char** argv) {
       fflush(stdout);
       step = view.committed_steps;
       /* Newcomers take the survivors' parameters (view.holders of them send). */
-      void* state[2] = {w, extra_state};
+      void* state[2] = {w_wire, state_wire};
       size_t state_bytes[2] = {sizeof(w), (size_t)state_mib << 20};
       const size_t spans = extra_state != NULL ? 2 : 1;
       const int newcomer = view.rank >= view.holders;
@@ -242,9 +298,13 @@ int main(int argc, char** argv) {
           fflush(stdout);
           raise(SIGKILL);
         }
-      if (newcomer && extra_state != NULL) memset(extra_state, 0, (size_t)state_mib << 20);
+      if (newcomer && state_wire != NULL)
+        gpu ? (void)cudaMemset(state_wire, 0, (size_t)state_mib << 20)
+            : (void)memset(state_wire, 0, (size_t)state_mib << 20);
       gcommMembershipGetStats(m, &before);
-      if (gcommMembershipSyncState(m, state, state_bytes, spans, NULL) != gcommSuccess) {
+      if (!to_device(w_wire, w, sizeof(w)) ||
+          gcommMembershipSyncState(m, state, state_bytes, spans, NULL) != gcommSuccess ||
+          !to_host(w, w_wire, sizeof(w))) {
         ok = 0;
         snprintf(why, sizeof(why), "%s", gcommGetLastError());
       } else if (newcomer) {
@@ -256,7 +316,8 @@ int main(int argc, char** argv) {
     }
     for (f = 0; f < nfaults; ++f) {
       Fault* x = &faults[f];
-      if (x->kind == DIE_SYNCING || x->done || view.generation != 1 || (long)step != x->step || view.rank != x->rank)
+      if (x->kind == DIE_SYNCING || x->done || view.generation != 1 || (long)step != x->step ||
+          view.rank != x->rank)
         continue;
       x->done = 1;
       if (x->kind == DIE) raise(SIGKILL);
@@ -269,19 +330,26 @@ int main(int argc, char** argv) {
     if (step_ms > 0) sleep_ms(step_ms);
     loss = batch_gradient(w, step, view.rank, view.world_size, grad);
     if (ok && payload != NULL &&
-        gcommAllReduce(comm, payload, payload, (size_t)payload_mib << 18, gcommFloat32, gcommSum, NULL) != gcommSuccess) {
+        gcommAllReduce(comm, payload_wire, payload_wire, (size_t)payload_mib << 18, gcommFloat32, gcommSum,
+                       NULL) != gcommSuccess) {
       ok = 0;
       snprintf(why, sizeof(why), "%s", gcommGetLastError());
     }
-    if (ok && gcommAllReduce(comm, grad, grad, DIM, gcommFloat32, gcommSum, NULL) != gcommSuccess) {
+    if (ok &&
+        (!to_device(grad_wire, grad, sizeof(grad)) ||
+         gcommAllReduce(comm, grad_wire, grad_wire, DIM, gcommFloat32, gcommSum, NULL) != gcommSuccess ||
+         !to_host(grad, grad_wire, sizeof(grad)))) {
       ok = 0;
       snprintf(why, sizeof(why), "%s", gcommGetLastError());
     }
+    vote_started = now_s();
     if (gcommMembershipCommit(m, ok, ok ? NULL : why, &committed) != gcommSuccess) {
       fprintf(stderr, "refused: %s\n", gcommGetLastError());
       gcommMembershipLeave(m);
       return 4;
     }
+    vote_s += now_s() - vote_started;
+    ++votes;
     if (!committed) {
       printf("step %llu discarded (%s)\n", (unsigned long long)step + 1, ok ? "another member failed" : why);
       continue;
@@ -295,16 +363,16 @@ int main(int argc, char** argv) {
     if (log_steps) {
       struct timespec now;
       clock_gettime(CLOCK_REALTIME, &now);
-      printf("committed step %llu at %.3f, world %d\n", (unsigned long long)step, now.tv_sec + now.tv_nsec * 1e-9,
-             view.world_size);
+      printf("committed step %llu at %.3f, world %d\n", (unsigned long long)step,
+             now.tv_sec + now.tv_nsec * 1e-9, view.world_size);
     }
     if (check_every > 0 && step % (uint64_t)check_every == 0) {
-      const void* data[2] = {w, extra_state};
+      const void* data[2] = {w_wire, state_wire};
       size_t bytes[2] = {sizeof(w), (size_t)state_mib << 20}, mismatched = 0;
       int64_t first[256];
-      if (view.world_size <= 256 &&
-          gcommCommCheckDivergence(comm, data, bytes, extra_state != NULL ? 2 : 1, NULL, first, &mismatched) ==
-              gcommSuccess &&
+      if (view.world_size <= 256 && to_device(w_wire, w, sizeof(w)) &&
+          gcommCommCheckDivergence(comm, data, bytes, extra_state != NULL ? 2 : 1, NULL, first,
+                                   &mismatched) == gcommSuccess &&
           mismatched != 0) {
         fprintf(stderr, "DIVERGED at step %llu\n", (unsigned long long)step);
         return 5;
@@ -312,13 +380,21 @@ int main(int argc, char** argv) {
     }
   }
   gcommMembershipGetStats(m, &stats);
-  printf("rank %d of %d: committed %llu steps, loss %.6f, params %016llx, generations %llu, failures survived "
-         "%llu, steps discarded %llu, recovery %.3f s, eval loss %.8f\n",
-         view.rank, view.world_size, (unsigned long long)step, loss, (unsigned long long)params_hash(w),
-         (unsigned long long)stats.generations, (unsigned long long)stats.failures_survived,
-         (unsigned long long)stats.steps_discarded, stats.recovery_s, eval_loss(w));
+  printf(
+      "rank %d of %d: committed %llu steps, loss %.6f, params %016llx, generations %llu, failures survived "
+      "%llu, steps discarded %llu, recovery %.3f s, eval loss %.8f, vote %.1f us\n",
+      view.rank, view.world_size, (unsigned long long)step, loss, (unsigned long long)params_hash(w),
+      (unsigned long long)stats.generations, (unsigned long long)stats.failures_survived,
+      (unsigned long long)stats.steps_discarded, stats.recovery_s, eval_loss(w),
+      votes > 0 ? 1e6 * vote_s / (double)votes : 0.0);
   gcommMembershipLeave(m);
   free(payload);
   free(extra_state);
+  if (gpu) {
+    cudaFree(w_wire);
+    cudaFree(grad_wire);
+    cudaFree(payload_wire);
+    cudaFree(state_wire);
+  }
   return 0;
 }

@@ -280,6 +280,13 @@ if want cudaipc && [ -x "$perf" ]; then
   } >>"$out/perf.txt" 2>&1
   note "cuda-ipc perf: exit $?"
   wrong_runs
+  # Training through failures on GPU 0 (issue 46): 3 members over cuda-ipc, the one
+  # that is rank 1 killed at step 20 and restarted; every member must end identical.
+  { echo "### examples/run_fault_tolerant.sh 3 ... --gpu --die 20:1 (cuda-ipc)"
+    FT_TIMEOUT=200 timeout 300 examples/run_fault_tolerant.sh 3 "$build/tools/gradcomm-store" \
+      "$build/examples/gradcomm_example_ft" --gpu --min-ranks 3 --steps 200 --step-ms 2 --die 20:1 --payload 16
+  } >>"$out/tests.log" 2>&1
+  note "fault tolerance on GPU 0 (cuda-ipc): exit $? ($(grep -c 'verdict: ok' "$out/tests.log") ok)"
 fi
 
 # --- reducer step -------------------------------------------------------------------

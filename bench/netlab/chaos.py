@@ -17,6 +17,7 @@ run goes undisturbed (the baseline the report compares with).
 import argparse
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -63,13 +64,20 @@ def main():
 
     os.makedirs(a.out, exist_ok=True)
     lab = os.path.join(a.out, "lab")
+    # The programs the run uses, copied: a build during the run (or a restart that
+    # would load a rebuilt library) cannot change them. Not results: DIR/bin.
+    bin_dir = os.path.join(a.out, "bin")
+    for sub_dir, name in (("tools", "gradcomm-store"), ("examples", "gradcomm_example_ft"), (".", "libgradcomm.so.0")):
+        os.makedirs(os.path.join(bin_dir, sub_dir), exist_ok=True)
+        shutil.copy2(os.path.join(a.build, sub_dir, name), os.path.join(bin_dir, sub_dir, name))
     deadline = int(time.time() + a.minutes * 60)
     member_args = ["--min-ranks", str(a.ranks), "--steps", str(a.steps), "--timeout", str(a.timeout),
                    "--quorum-timeout", str(a.quorum_timeout), "--payload", str(a.payload), "--state-mib",
                    str(a.state_mib), "--check", "10", "--log-steps", "--transport", "socket"]
     cmd = [sys.executable, os.path.join(ROOT, "tools", "netlab"), "run", "--ranks", str(a.ranks), "--rate", a.rate,
-           "--timeout", str(a.minutes * 60 + 120), "--logdir", lab, "--env", f"CHAOS_DIR={a.out}", "--",
-           "bash", os.path.join(HERE, "chaos_slot.sh"), os.path.abspath(a.build), str(deadline)] + member_args
+           "--timeout", str(a.minutes * 60 + 120), "--logdir", lab, "--env", f"CHAOS_DIR={a.out}",
+           "--env", f"LD_LIBRARY_PATH={os.path.abspath(bin_dir)}", "--",
+           "bash", os.path.join(HERE, "chaos_slot.sh"), os.path.abspath(bin_dir), str(deadline)] + member_args
     started = time.time()
     lab_run = subprocess.Popen(cmd)
     rng = random.Random(a.seed)

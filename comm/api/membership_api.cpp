@@ -70,7 +70,8 @@ void split_address(const std::string& text, const char* source, std::string& hos
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   char* end = nullptr;
   const long p = std::strtol(text.c_str() + colon + 1, &end, 10);
-  require(end != nullptr && *end == '\0' && p > 0 && p < 65536, source, " is '", text, "': the port must be 1..65535");
+  require(end != nullptr && *end == '\0' && p > 0 && p < 65536, source, " is '", text,
+          "': the port must be 1..65535");
   port = static_cast<int>(p);
 }
 
@@ -88,8 +89,8 @@ void drop_communicator(gcommMembership& m, bool abort) {
   if (m.comm == nullptr) return;
   if (abort) (void)gcommCommAbort(m.comm);
   if (gcommCommDestroy(m.comm) == gcommInvalidState)
-    fail(gcommInvalidState, "generation ", m.generation.generation,
-         "'s communicator is still used (", gcommGetLastError(),
+    fail(gcommInvalidState, "generation ", m.generation.generation, "'s communicator is still used (",
+         gcommGetLastError(),
          "): destroy its reducers first (gcommReducerSaveCompressionState keeps their state for the next "
          "generation's), then call this again; gcommMembershipChangePending says when a change comes");
   m.comm = nullptr;
@@ -139,8 +140,8 @@ void next_generation(gcommMembership& m) {
     m.change = q.change;
     {
       Communicator& c = acquire_communicator(m.comm);
-      c.note_in_flight_record(cat("membership of job '", m.job_key, "': generation ", q.generation, ", rank ", q.rank,
-                                  " of ", q.world, " (", q.members, "): ", q.change));
+      c.note_in_flight_record(cat("membership of job '", m.job_key, "': generation ", q.generation, ", rank ",
+                                  q.rank, " of ", q.world, " (", q.members, "): ", q.change));
       release_communicator(m.comm);
     }
     ++m.stats.generations;
@@ -151,8 +152,8 @@ void next_generation(gcommMembership& m) {
     }
     m.after_failure = false;
     m.need_quorum = false;
-    GCOMM_INFO(INIT, "membership of job '", m.job_key, "': generation ", q.generation, ", rank ", q.rank, " of ",
-               q.world, " (", q.members, "): ", q.change);
+    GCOMM_INFO(INIT, "membership of job '", m.job_key, "': generation ", q.generation, ", rank ", q.rank,
+               " of ", q.world, " (", q.members, "): ", q.change);
     return;
   }
 }
@@ -169,7 +170,8 @@ void sync_state(gcommMembership& m, void* const* data, const size_t* bytes, size
   for (size_t i = 0; i < n; ++i) {
     if (bytes[i] == 0) continue;
     require(data[i] != nullptr, "data[", i, "] is NULL but bytes[", i, "] is ", bytes[i]);
-    require(bytes[i] % 2 == 0, "bytes[", i, "] is ", bytes[i], ": state spans are arrays of 2-, 4- or 8-byte elements");
+    require(bytes[i] % 2 == 0, "bytes[", i, "] is ", bytes[i],
+            ": state spans are arrays of 2-, 4- or 8-byte elements");
   }
   if (m.comm == nullptr || m.need_quorum)
     fail(gcommInvalidState, "no generation to bring up to date: call gcommMembershipQuorum first");
@@ -180,7 +182,8 @@ void sync_state(gcommMembership& m, void* const* data, const size_t* bytes, size
   };
   std::vector<Chunk> chunks;
   for (size_t i = 0; i < n; ++i)
-    for (size_t off = 0; off < bytes[i]; off += kChunkBytes) chunks.push_back({i, off, std::min(kChunkBytes, bytes[i] - off)});
+    for (size_t off = 0; off < bytes[i]; off += kChunkBytes)
+      chunks.push_back({i, off, std::min(kChunkBytes, bytes[i] - off)});
   const auto started = std::chrono::steady_clock::now();
   const size_t per_round = std::max<size_t>(static_cast<size_t>(holders), 16);
   uint64_t sent = 0, received = 0;
@@ -216,8 +219,8 @@ void sync_state(gcommMembership& m, void* const* data, const size_t* bytes, size
   m.stats.state_bytes_received += received;
   m.stats.state_sync_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (rank >= holders)
-    GCOMM_INFO(INIT, "membership of job '", m.job_key, "': received ", received, " bytes of state from ", holders,
-               holders == 1 ? " holder" : " holders");
+    GCOMM_INFO(INIT, "membership of job '", m.job_key, "': received ", received, " bytes of state from ",
+               holders, holders == 1 ? " holder" : " holders");
 }
 
 }  // namespace
@@ -249,7 +252,8 @@ GCOMM_API gcommStatus_t gcommStoreServerStop(gcommStoreServer_t server) {
   return GCOMM_API_CALL({ servers().destroy(server); });
 }
 
-GCOMM_API gcommStatus_t gcommMembershipJoin(const gcommMembershipConfig_t* config, gcommMembership_t* membership) {
+GCOMM_API gcommStatus_t gcommMembershipJoin(const gcommMembershipConfig_t* config,
+                                            gcommMembership_t* membership) {
   return GCOMM_API_CALL({
     GCOMM_REQUIRE_NOT_NULL(membership);
     const gcommMembershipConfig_t defaults = GCOMM_MEMBERSHIP_CONFIG_INITIALIZER;
@@ -263,8 +267,9 @@ GCOMM_API gcommStatus_t gcommMembershipJoin(const gcommMembershipConfig_t* confi
       store = *s;
       source = "GRADCOMM_STORE";
     }
-    require(!store.empty(), "no membership server named: set config.store or GRADCOMM_STORE to the host:port "
-                            "that gradcomm-store printed (docs/fault-tolerance.md)");
+    require(!store.empty(),
+            "no membership server named: set config.store or GRADCOMM_STORE to the host:port "
+            "that gradcomm-store printed (docs/fault-tolerance.md)");
     MemberOptions o;
     split_address(store, source, o.host, o.port);
     o.job_key = c.job_key != nullptr ? std::string(c.job_key) : env("GRADCOMM_JOB_KEY").value_or("gradcomm");
@@ -278,18 +283,22 @@ GCOMM_API gcommStatus_t gcommMembershipJoin(const gcommMembershipConfig_t* confi
     o.job.min_ranks = c.min_ranks;
     o.job.quorum_timeout_s = c.quorum_timeout_s > 0 ? std::min(c.quorum_timeout_s, 3600.0) : 1.0;
     o.job.commit_timeout_s = std::min(timeout, 3.0e6);
-    require(c.device.kind == gcommDeviceHost || c.device.kind == gcommDeviceCuda, "config.device.kind is not valid");
+    require(c.device.kind == gcommDeviceHost || c.device.kind == gcommDeviceCuda,
+            "config.device.kind is not valid");
     auto m = std::make_unique<gcommMembership>();
     m->job_key = o.job_key;
     m->timeout_s = timeout;
     m->quorum_wait_s = 2 * timeout + o.job.quorum_timeout_s + 5.0;
     m->device = c.device;
     m->transport = transport_or_env(c.transport);
-    require(m->transport != gcommTransportMpi,
-            "the MPI transport cannot serve a fault-tolerant job: its world is fixed by the MPI launcher, and a "
-            "lost rank aborts the whole MPI job in most MPI implementations (MPI's fault-tolerance extension, ULFM, "
-            "is not standard); use auto, socket, shm, cuda-ipc or nccl (each generation gets its own communicator "
-            "through gradcomm-store)");
+    require(
+        m->transport != gcommTransportMpi,
+        "the MPI transport cannot serve a fault-tolerant job: its world is fixed by the MPI launcher, and a "
+        "lost rank aborts the whole MPI job in most MPI implementations (MPI's fault-tolerance extension, "
+        "ULFM, "
+        "is not standard); use auto, socket, shm, cuda-ipc or nccl (each generation gets its own "
+        "communicator "
+        "through gradcomm-store)");
     require(m->transport == gcommTransportAuto || find_transport(m->transport) != nullptr, "transport ",
             static_cast<int>(m->transport), " is not a gcommTransport_t");
     m->generation.status = gcommInvalidState;
@@ -325,7 +334,8 @@ GCOMM_API gcommStatus_t gcommMembershipCommit(gcommMembership_t membership, int 
     gcommMembership& m = *memberships().get(membership);
     if (m.comm == nullptr || m.need_quorum)
       fail(gcommInvalidState,
-           "no generation to vote in: call gcommMembershipQuorum first (after every step that did not commit)");
+           "no generation to vote in: call gcommMembershipQuorum first (after every step that did not "
+           "commit)");
     std::string reason = why != nullptr ? std::string(why).substr(0, 2000) : std::string("(no reason given)");
     CommitOutcome c = m.client->vote(m.generation.generation, ok != 0, reason);
     if (c.status != gcommSuccess) {

@@ -510,7 +510,8 @@ void StoreServer::fail_job(const std::string& message) {
 
 void StoreServer::run() noexcept {
   try {
-    Loop loop(options_, listener_, wake_read_, stopping_, flush_s_, options_.address, failure_lock_, failure_);
+    Loop loop(options_, listener_, wake_read_, stopping_, flush_s_, options_.address, failure_lock_,
+              failure_);
     loop.run();
   } catch (const std::exception& e) {
     GCOMM_WARN("store at ", options_.address, " stopped on an internal error: ", e.what());

@@ -20,13 +20,15 @@ uint32_t to_ms(double s) {
 }  // namespace
 
 MembershipClient::MembershipClient(const MemberOptions& options, Deadline deadline)
-    : options_(options), address_(host_port(options.host, options.port)), tag_(bootstrap::job_key_tag(options.job_key)) {
+    : options_(options),
+      address_(host_port(options.host, options.port)),
+      tag_(bootstrap::job_key_tag(options.job_key)) {
   std::string error;
   bool fatal = false;
   socket_ = connect_until(options.host, options.port, deadline, error, fatal);
   if (!socket_.valid())
-    fail(fatal ? gcommInvalidArgument : gcommTimeout, "no membership server (gradcomm-store) answered at ", address_,
-         ": ", error, " (start it first: docs/fault-tolerance.md)");
+    fail(fatal ? gcommInvalidArgument : gcommTimeout, "no membership server (gradcomm-store) answered at ",
+         address_, ": ", error, " (start it first: docs/fault-tolerance.md)");
   Reader r = request(Writer()
                          .str(options.job_key)
                          .str(options.name)
@@ -43,7 +45,8 @@ MembershipClient::~MembershipClient() {
   bye();
 }
 
-Reader MembershipClient::request(const std::vector<uint8_t>& frame, Deadline reply_deadline, const char* what) {
+Reader MembershipClient::request(const std::vector<uint8_t>& frame, Deadline reply_deadline,
+                                 const char* what) {
   if (!broken_.empty())
     fail(gcommRemoteError, "cannot ", what, ": the connection to the membership server at ", address_,
          " was lost earlier (", broken_, ")");
@@ -77,8 +80,8 @@ Reader MembershipClient::request(const std::vector<uint8_t>& frame, Deadline rep
 QuorumOutcome MembershipClient::quorum(double wait_s) {
   QuorumOutcome q;
   try {
-    Reader r = request(Writer().u32(to_ms(wait_s)).frame(MsgType::kQuorum, tag_), deadline_after(wait_s + 10.0),
-                       "ask for a quorum");
+    Reader r = request(Writer().u32(to_ms(wait_s)).frame(MsgType::kQuorum, tag_),
+                       deadline_after(wait_s + 10.0), "ask for a quorum");
     q.generation = r.u32();
     q.rank = r.i32();
     q.world = r.i32();

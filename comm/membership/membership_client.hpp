@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "comm/membership/membership_state.hpp"
 #include "comm/bootstrap/store_protocol.hpp"
+#include "comm/membership/membership_state.hpp"
 #include "comm/net/tcp_socket.hpp"
 
 namespace gradcomm::comm::membership {

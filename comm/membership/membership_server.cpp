@@ -104,7 +104,8 @@ void MembershipServer::accept_loop() noexcept {
   while (!stopping_.load()) {
     pollfd fds[2] = {{wake_read_.fd(), POLLIN, 0}, {listener_.fd(), POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
-      GCOMM_WARN("membership server at ", address_, ": poll() failed (", errno_text(errno), "); it stops accepting");
+      GCOMM_WARN("membership server at ", address_, ": poll() failed (", errno_text(errno),
+                 "); it stops accepting");
       return;
     }
     if (stopping_.load()) return;
@@ -112,9 +113,16 @@ void MembershipServer::accept_loop() noexcept {
     std::string peer;
     Socket s = accept_one(listener_, peer);
     if (!s.valid()) continue;
+    std::vector<std::thread> ended;
+    {
+      std::lock_guard<std::mutex> held(lock_);
+      ended.swap(finished_);
+    }
+    for (auto& t : ended) t.join();  // connections that ended: their threads are returning
     std::lock_guard<std::mutex> held(lock_);
     const int fd = s.fd();
-    connections_[fd] = std::thread([this, sock = std::move(s), peer]() mutable { serve(std::move(sock), peer); });
+    connections_[fd] =
+        std::thread([this, sock = std::move(s), peer]() mutable { serve(std::move(sock), peer); });
   }
 }
 
@@ -133,7 +141,8 @@ void MembershipServer::serve(Socket socket, std::string peer) noexcept {
   socket.close();
 }
 
-MembershipServer::Job& MembershipServer::job_for(const std::string& key, const JobSettings& settings, uint64_t tag) {
+MembershipServer::Job& MembershipServer::job_for(const std::string& key, const JobSettings& settings,
+                                                 uint64_t tag) {
   auto it = jobs_.find(key);
   if (it != jobs_.end()) {
     const JobSettings& s = it->second.state->settings();
@@ -156,8 +165,8 @@ MembershipServer::Job& MembershipServer::job_for(const std::string& key, const J
     if (r != job.rendezvous.end()) r->second->fail_job(why);
   };
   job.state = std::make_unique<MembershipState>(key, settings, std::move(hooks));
-  GCOMM_INFO(STORE, "membership server at ", address_, ": job '", key, "' opened (min_ranks ", settings.min_ranks,
-             ")");
+  GCOMM_INFO(STORE, "membership server at ", address_, ": job '", key, "' opened (min_ranks ",
+             settings.min_ranks, ")");
   return job;
 }
 
@@ -176,28 +185,29 @@ int MembershipServer::open_rendezvous(const std::string& key, Job& job, uint32_t
 }
 
 void MembershipServer::log_changes(const std::string& key, MembershipState& state) {
-  for (const std::string& line : state.take_log())
-    GCOMM_INFO(STORE, "job '", key, "': ", line);
+  for (const std::string& line : state.take_log()) GCOMM_INFO(STORE, "job '", key, "': ", line);
 }
 
 void MembershipServer::serve_member(const Socket& socket, const std::string& peer) {
   Frame f;
   bool closed = false;
-  std::string bad = read_frame(socket, deadline_after(options_.hello_timeout_s), bootstrap::kMaxHelloBytes, f, closed);
+  std::string bad =
+      read_frame(socket, deadline_after(options_.hello_timeout_s), bootstrap::kMaxHelloBytes, f, closed);
   if (!bad.empty()) {
     if (!closed) GCOMM_WARN("membership server at ", address_, ": dropped ", peer, ": ", bad);
     return;
   }
   const uint64_t tag = f.header.tag;
   if (f.header.type != MsgType::kJoinJob) {
-    (void)write_frame(socket,
-                      error_frame(gcommInvalidArgument,
-                                  cat("this is a gradcomm membership server (gradcomm-store): a member's first "
-                                      "request must be join-job, not '",
-                                      bootstrap::msg_type_name(f.header.type),
-                                      "' (a communicator's rank points at it instead of at its rank 0?)"),
-                                  tag),
-                      deadline_after(1.0));
+    (void)write_frame(
+        socket,
+        error_frame(gcommInvalidArgument,
+                    cat("this is a gradcomm membership server (gradcomm-store): a member's first "
+                        "request must be join-job, not '",
+                        bootstrap::msg_type_name(f.header.type),
+                        "' (a communicator's rank points at it instead of at its rank 0?)"),
+                    tag),
+        deadline_after(1.0));
     return;
   }
   Reader r(f.payload.data(), f.payload.size(), "join-job");
@@ -225,17 +235,26 @@ void MembershipServer::serve_member(const Socket& socket, const std::string& pee
     return;
   }
   GCOMM_INFO(STORE, "job '", key, "': ", who, " joined as member ", id);
-  if (!write_frame(socket, Writer().u32(id).frame(MsgType::kOk, tag), deadline_after(5.0)).empty()) {
-    std::lock_guard<std::mutex> held(lock_);
-    state->lose(id, false, Clock::now());
+  // The member is gone (the lock held): the job learns it, and a job without a
+  // live member is closed (its rendezvous stores with it). `state` is not used after.
+  auto gone = [&](bool graceful, Deadline now) {
+    state->lose(id, graceful, now);
     log_changes(key, *state);
     changed_.notify_all();
-    return;
+    if (!state->anyone_alive()) {
+      GCOMM_INFO(STORE, "membership server at ", address_, ": job '", key, "' closed: no member left");
+      jobs_.erase(key);
+    }
+  };
+  if (!write_frame(socket, Writer().u32(id).frame(MsgType::kOk, tag), deadline_after(5.0)).empty()) {
+    std::lock_guard<std::mutex> held(lock_);
+    return gone(false, Clock::now());
   }
   // Waits (the lock held by `held`) until `ready` says the answer is there, the
   // member hangs up, the server stops or `give_up` passes; ticking the job's
   // timeouts meanwhile. Returns false if the member is gone.
-  auto wait_for_answer = [&](std::unique_lock<std::mutex>& held, Deadline give_up, auto ready, auto on_give_up) {
+  auto wait_for_answer = [&](std::unique_lock<std::mutex>& held, Deadline give_up, auto ready,
+                             auto on_give_up) {
     for (;;) {
       Deadline now = Clock::now();
       state->tick(now);
@@ -244,9 +263,7 @@ void MembershipServer::serve_member(const Socket& socket, const std::string& pee
       if (ready()) return true;
       if (stopping_.load()) return false;
       if (peer_hung_up(socket)) {
-        state->lose(id, false, now);
-        log_changes(key, *state);
-        changed_.notify_all();
+        gone(false, now);
         return false;
       }
       if (now >= give_up) on_give_up(now);
@@ -261,10 +278,7 @@ void MembershipServer::serve_member(const Socket& socket, const std::string& pee
       if (!graceful && !closed && !stopping_.load())
         GCOMM_WARN("membership server at ", address_, ": dropped ", who, ": ",
                    bad.empty() ? std::string("a message with another job key") : bad);
-      state->lose(id, graceful, Clock::now());
-      log_changes(key, *state);
-      changed_.notify_all();
-      return;
+      return gone(graceful, Clock::now());
     }
     Reader req(f.payload.data(), f.payload.size(), bootstrap::msg_type_name(f.header.type));
     std::vector<uint8_t> reply;
@@ -293,16 +307,14 @@ void MembershipServer::serve_member(const Socket& socket, const std::string& pee
         return;
       reply = commit_frame(*c, tag);
     } else {
-      reply = error_frame(gcommInvalidArgument,
-                          cat("'", bootstrap::msg_type_name(f.header.type), "' is not a member's request"), tag);
+      reply =
+          error_frame(gcommInvalidArgument,
+                      cat("'", bootstrap::msg_type_name(f.header.type), "' is not a member's request"), tag);
     }
     held.unlock();
     if (!write_frame(socket, reply, deadline_after(5.0)).empty()) {
       std::lock_guard<std::mutex> again(lock_);
-      state->lose(id, false, Clock::now());
-      log_changes(key, *state);
-      changed_.notify_all();
-      return;
+      return gone(false, Clock::now());
     }
   }
 }

@@ -46,7 +46,8 @@ void MembershipState::lose(MemberId id, bool graceful, Deadline now) {
   Member& m = it->second;
   const bool was_member = in_generation(m);
   const std::string who = name(id);
-  const std::string why = graceful ? "left the job" : "lost its connection to the store: did its process die?";
+  const std::string why =
+      graceful ? "left the job" : "lost its connection to the store: did its process die?";
   m.alive = false;
   m.asking = false;
   m.voted = false;
@@ -72,7 +73,8 @@ void MembershipState::ask_quorum(MemberId id, Deadline now) {
     return;
   }
   if (in_generation(m) && !over_)
-    end_generation(joiner_waiting() ? "a new member waits to join" : cat(name(id), " asked for a new quorum"));
+    end_generation(joiner_waiting() ? "a new member waits to join"
+                                    : cat(name(id), " asked for a new quorum"));
   m.asking = true;
   m.asked_at = now;
   try_form(now);
@@ -91,8 +93,8 @@ void MembershipState::vote(MemberId id, uint32_t generation, bool ok, const std:
   if (generation == 0 || generation != generation_ || m.generation != generation_) {
     out.status = gcommInvalidState;
     out.reason = generation_ == 0 ? std::string("no generation has formed yet: ask for a quorum first")
-                                  : cat("a vote for generation ", generation, " while the job is at generation ",
-                                        generation_, " and this member ",
+                                  : cat("a vote for generation ", generation,
+                                        " while the job is at generation ", generation_, " and this member ",
                                         m.generation == generation_ ? "belongs to it" : "does not");
     m.commit = out;
     return;
@@ -177,8 +179,8 @@ void MembershipState::give_up_quorum(MemberId id, Deadline now) {
   for (const auto& [other, o] : members_) asking += o.alive && o.asking ? 1 : 0;
   QuorumOutcome out;
   out.status = gcommTimeout;
-  out.change = generation_ == 0 ? cat("the first generation needs ", settings_.min_ranks, " members (min_ranks); ",
-                                      asking + 1, " asked")
+  out.change = generation_ == 0 ? cat("the first generation needs ", settings_.min_ranks,
+                                      " members (min_ranks); ", asking + 1, " asked")
                                 : cat("the job's generation ", generation_,
                                       over_ ? " ended but its members did not ask for the next"
                                             : " goes on and its members did not stop for a new quorum");
@@ -264,7 +266,8 @@ void MembershipState::form(const std::vector<MemberId>& asking) {
     change += cat(change.empty() ? "" : "; ", "no member of generation ", generation_,
                   " is left: the state starts again from the new members' own");
   if (!newcomers.empty())
-    change += cat(change.empty() ? "" : "; ", joined(newcomers, ", "), newcomers.size() == 1 ? " joined" : " joined");
+    change += cat(change.empty() ? "" : "; ", joined(newcomers, ", "),
+                  newcomers.size() == 1 ? " joined" : " joined");
   generation_ = next;
   roster_ = order;
   over_ = false;
@@ -274,8 +277,8 @@ void MembershipState::form(const std::vector<MemberId>& asking) {
   std::string members;
   for (size_t r = 0; r < order.size(); ++r)
     members += cat(r == 0 ? "" : ", ", "rank ", r, ": ", members_.at(order[r]).who);
-  log_.push_back(cat("generation ", generation_, " formed with ", world, world == 1 ? " rank" : " ranks", " (",
-                     members, "): ", change));
+  log_.push_back(cat("generation ", generation_, " formed with ", world, world == 1 ? " rank" : " ranks",
+                     " (", members, "): ", change));
   for (size_t r = 0; r < order.size(); ++r) {
     Member& m = members_.at(order[r]);
     m.generation = generation_;

@@ -49,7 +49,7 @@ struct QuorumOutcome {
   uint32_t generation = 0;
   int rank = -1;
   int world = 0;
-  int holders = 0;  // ranks 0..holders-1 hold the job's state; the rest are newcomers
+  int holders = 0;          // ranks 0..holders-1 hold the job's state; the rest are newcomers
   int rendezvous_port = 0;  // where this generation's communicator meets
   uint64_t committed_steps = 0;
   std::string members;  // "rank 0: name, rank 1: name"
@@ -96,6 +96,11 @@ class MembershipState {
   std::optional<CommitOutcome> take_commit(MemberId id);
 
   uint32_t generation() const { return generation_; }
+  bool anyone_alive() const {
+    for (const auto& [id, m] : members_)
+      if (m.alive) return true;
+    return false;
+  }
   bool generation_over() const { return over_; }
   uint64_t committed_steps() const { return committed_steps_; }
   // Every message of the membership's changes, in order, for the server's log.
@@ -115,7 +120,9 @@ class MembershipState {
     std::optional<CommitOutcome> commit;
   };
 
-  bool in_generation(const Member& m) const { return m.alive && m.excluded.empty() && m.generation == generation_ && generation_ > 0; }
+  bool in_generation(const Member& m) const {
+    return m.alive && m.excluded.empty() && m.generation == generation_ && generation_ > 0;
+  }
   std::string name(MemberId id) const;  // "rank 2 (host:pid)" or "host:pid"
   void end_generation(const std::string& why);
   void try_form(Deadline now);

@@ -54,28 +54,28 @@ typedef struct gcommMembershipConfig {
   size_t size;
   uint32_t magic;
   uint32_t version;
-  const char* store;        /**< "host:port" of the membership server; NULL: GRADCOMM_STORE */
-  const char* job_key;      /**< NULL: GRADCOMM_JOB_KEY, else "gradcomm" */
-  const char* name;         /**< this process in messages; NULL: "<hostname>:<pid>" */
-  int min_ranks;            /**< the first generation forms once this many members ask (>= 1) */
-  int32_t reserved_v1;      /**< leave 0 */
-  double quorum_timeout_s;  /**< a member of the last generation that has not asked for the
-                                 next quorum this long after the first did is excluded (a frozen
-                                 or partitioned process); <= 0: 1 s */
-  double timeout_s;         /**< the communicators' timeout and the commit timeout (a vote waits
-                                 this long for the others'); a quorum is waited for up to
-                                 2 * timeout_s + quorum_timeout_s + 5 s (a newcomer waits for the
-                                 running generation's next step boundary); <= 0:
-                                 GRADCOMM_TIMEOUT_S, else 300 s */
-  gcommDevice_t device;     /**< the communicators' device (default: host) */
+  const char* store;          /**< "host:port" of the membership server; NULL: GRADCOMM_STORE */
+  const char* job_key;        /**< NULL: GRADCOMM_JOB_KEY, else "gradcomm" */
+  const char* name;           /**< this process in messages; NULL: "<hostname>:<pid>" */
+  int min_ranks;              /**< the first generation forms once this many members ask (>= 1) */
+  int32_t reserved_v1;        /**< leave 0 */
+  double quorum_timeout_s;    /**< a member of the last generation that has not asked for the
+                                   next quorum this long after the first did is excluded (a frozen
+                                   or partitioned process); <= 0: 1 s */
+  double timeout_s;           /**< the communicators' timeout and the commit timeout (a vote waits
+                                   this long for the others'); a quorum is waited for up to
+                                   2 * timeout_s + quorum_timeout_s + 5 s (a newcomer waits for the
+                                   running generation's next step boundary); <= 0:
+                                   GRADCOMM_TIMEOUT_S, else 300 s */
+  gcommDevice_t device;       /**< the communicators' device (default: host) */
   gcommTransport_t transport; /**< the communicators' transport (default: auto) */
-  int32_t reserved_v1b;     /**< leave 0 */
+  int32_t reserved_v1b;       /**< leave 0 */
 } gcommMembershipConfig_t;
 
-#define GCOMM_MEMBERSHIP_CONFIG_INITIALIZER                                                   \
-  {                                                                                           \
-    GCOMM_CONFIG_HEADER(gcommMembershipConfig_t), NULL, NULL, NULL, 1, 0, 0.0, 0.0,           \
-        {gcommDeviceHost, -1}, gcommTransportAuto, 0                                           \
+#define GCOMM_MEMBERSHIP_CONFIG_INITIALIZER                                                                \
+  {                                                                                                        \
+    GCOMM_CONFIG_HEADER(gcommMembershipConfig_t), NULL, NULL, NULL, 1, 0, 0.0, 0.0, {gcommDeviceHost, -1}, \
+        gcommTransportAuto, 0                                                                              \
   }
 
 /** Where this member stands (filled by gcommMembershipQuorum). */
@@ -97,11 +97,11 @@ typedef struct gcommMembershipStats {
   size_t size;
   uint32_t magic;
   uint32_t version;
-  uint64_t generations;       /**< generations this member belonged to */
-  uint64_t failures_survived; /**< generations it entered after one ended by a failure */
-  uint64_t steps_committed;   /**< its votes that committed */
-  uint64_t steps_discarded;   /**< its votes that did not (a failure during the step) */
-  double recovery_s;          /**< time from a discarded step to the next generation's communicator */
+  uint64_t generations;          /**< generations this member belonged to */
+  uint64_t failures_survived;    /**< generations it entered after one ended by a failure */
+  uint64_t steps_committed;      /**< its votes that committed */
+  uint64_t steps_discarded;      /**< its votes that did not (a failure during the step) */
+  double recovery_s;             /**< time from a discarded step to the next generation's communicator */
   uint64_t state_bytes_sent;     /**< sent to newcomers by gcommMembershipSyncState */
   uint64_t state_bytes_received; /**< received from the holders by gcommMembershipSyncState */
   double state_sync_s;           /**< time in gcommMembershipSyncState calls that moved bytes */
@@ -111,7 +111,8 @@ typedef struct gcommMembershipStats {
   { GCOMM_CONFIG_HEADER(gcommMembershipStats_t), 0, 0, 0, 0, 0.0, 0, 0, 0.0 }
 
 /** Connects to the membership server and joins the job (no communicator yet). */
-GCOMM_API gcommStatus_t gcommMembershipJoin(const gcommMembershipConfig_t* config, gcommMembership_t* membership);
+GCOMM_API gcommStatus_t gcommMembershipJoin(const gcommMembershipConfig_t* config,
+                                            gcommMembership_t* membership);
 /** The current generation's communicator in @p comm, and this member's place in
  *  @p view (may be NULL). Free while nothing changed; after a failed or
  *  reconfiguring step it agrees the next generation with the live members
@@ -143,8 +144,8 @@ GCOMM_API gcommStatus_t gcommMembershipChangePending(gcommMembership_t membershi
  *  @p stream; each span's bytes must be even (arrays of 2-, 4- or 8-byte
  *  elements). The holders (view.holders) send, the newcomers receive: the spans go
  *  in chunks of 4 MiB whose senders rotate over the holders, so several peers feed
- *  each newcomer at once. Nothing moves when nobody is new. A failure (a member dies meanwhile) is returned: vote not
- *  ok on that step. The step counter comes from view.committed_steps. */
+ *  each newcomer at once. Nothing moves when nobody is new. A failure (a member dies meanwhile) is returned:
+ * vote not ok on that step. The step counter comes from view.committed_steps. */
 GCOMM_API gcommStatus_t gcommMembershipSyncState(gcommMembership_t membership, void* const* data,
                                                  const size_t* bytes, size_t n, gcommStream_t stream);
 /** What changed at the last new generation ("rank 2 (host:pid at ...) lost its

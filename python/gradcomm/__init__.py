@@ -17,6 +17,7 @@ _C._set_error_factory(_errors.from_status)
 
 from .allocator import Allocator  # noqa: E402
 from .comm import Communicator, Divergence, group, init, init_from_env, init_local, launcher_rank  # noqa: E402
+from .membership import Membership, StoreServer, View  # noqa: E402
 from .reducer import Reducer  # noqa: E402
 from .scaler import GradScaler  # noqa: E402
 

@@ -793,6 +793,101 @@ void bind_allocator(nb::module_& m) {
 
 }  // namespace
 
+// Fault-tolerant jobs (include/gradcomm/membership.h; gradcomm/membership.py).
+gcommMembership_t M(Ptr h) {
+  return reinterpret_cast<gcommMembership_t>(h);
+}
+
+void bind_membership(nb::module_& m) {
+  m.def(
+      "store_server_start",
+      [](const std::optional<std::string>& host, int port) {
+        gcommStoreServer_t s = nullptr;
+        check(gcommStoreServerStart(host ? host->c_str() : nullptr, port, &s));
+        return from_ptr(s);
+      },
+      Release());
+  m.def("store_server_port", [](Ptr h) {
+    int port = 0;
+    check(gcommStoreServerPort(reinterpret_cast<gcommStoreServer_t>(h), &port));
+    return port;
+  });
+  m.def(
+      "store_server_stop",
+      [](Ptr h) { check(gcommStoreServerStop(reinterpret_cast<gcommStoreServer_t>(h))); }, Release());
+  m.def(
+      "membership_join",
+      [](const std::optional<std::string>& store, const std::optional<std::string>& job_key,
+         const std::optional<std::string>& name, int min_ranks, double quorum_timeout_s, double timeout_s,
+         gcommDevice_t device, gcommTransport_t transport) {
+        gcommMembershipConfig_t c = GCOMM_MEMBERSHIP_CONFIG_INITIALIZER;
+        c.store = store ? store->c_str() : nullptr;
+        c.job_key = job_key ? job_key->c_str() : nullptr;
+        c.name = name ? name->c_str() : nullptr;
+        c.min_ranks = min_ranks;
+        c.quorum_timeout_s = quorum_timeout_s;
+        c.timeout_s = timeout_s;
+        c.device = device;
+        c.transport = transport;
+        gcommMembership_t h = nullptr;
+        check(gcommMembershipJoin(&c, &h));
+        return from_ptr(h);
+      },
+      Release());
+  // (comm, generation, rank, world_size, changed, holders, committed_steps)
+  m.def(
+      "membership_quorum",
+      [](Ptr h) {
+        gcommComm_t comm = nullptr;
+        gcommMembershipView_t v{};
+        check(gcommMembershipQuorum(M(h), &comm, &v));
+        return std::make_tuple(from_ptr(comm), v.generation, v.rank, v.world_size, v.changed != 0, v.holders,
+                               v.committed_steps);
+      },
+      Release());
+  m.def(
+      "membership_commit",
+      [](Ptr h, bool ok, const std::optional<std::string>& why) {
+        int committed = 0;
+        check(gcommMembershipCommit(M(h), ok ? 1 : 0, why ? why->c_str() : nullptr, &committed));
+        return committed != 0;
+      },
+      Release());
+  m.def("membership_change_pending", [](Ptr h) {
+    int pending = 0;
+    check(gcommMembershipChangePending(M(h), &pending));
+    return pending != 0;
+  });
+  m.def(
+      "membership_sync_state",
+      [](Ptr h, const std::vector<Ptr>& data, const std::vector<size_t>& bytes, Ptr stream) {
+        if (data.size() != bytes.size())
+          throw ApiError{gcommInvalidArgument, "membership_sync_state: data and bytes differ in length"};
+        std::vector<void*> spans;
+        for (Ptr p : data) spans.push_back(to_ptr(p));
+        check(gcommMembershipSyncState(M(h), spans.data(), bytes.data(), spans.size(), to_stream(stream)));
+      },
+      Release());
+  m.def("membership_change", [](Ptr h) {
+    size_t required = 0;
+    check(gcommMembershipGetChange(M(h), nullptr, 0, &required));
+    std::string text(required, '\0');
+    check(gcommMembershipGetChange(M(h), text.data(), text.size(), nullptr));
+    text.resize(required - 1);
+    return text;
+  });
+  // (generations, failures_survived, steps_committed, steps_discarded, recovery_s,
+  //  state_bytes_sent, state_bytes_received, state_sync_s)
+  m.def("membership_stats", [](Ptr h) {
+    gcommMembershipStats_t s = GCOMM_MEMBERSHIP_STATS_INITIALIZER;
+    check(gcommMembershipGetStats(M(h), &s));
+    return std::make_tuple(s.generations, s.failures_survived, s.steps_committed, s.steps_discarded,
+                           s.recovery_s, s.state_bytes_sent, s.state_bytes_received, s.state_sync_s);
+  });
+  m.def(
+      "membership_leave", [](Ptr h) { check(gcommMembershipLeave(M(h))); }, Release());
+}
+
 NB_MODULE(_gradcomm, m) {
   m.doc() = "gradcomm's C API (use the gradcomm package, not this module)";
   // Objects still alive when the interpreter exits (a communicator in a global)
@@ -818,4 +913,5 @@ NB_MODULE(_gradcomm, m) {
   bind_reducer(m);
   bind_scaler(m);
   bind_allocator(m);
+  bind_membership(m);
 }

@@ -368,7 +368,8 @@ TEST(LocalFailures, ADestroyedHandleIsNeverReusedByTheNextCommunicator) {
   for (int i = 0; i < 20; ++i) {
     gcommComm_t c = nullptr;
     ASSERT_EQ(gcommCommInitLocal(1, gcommDevice_t{gcommDeviceHost, -1}, nullptr, &c), gcommSuccess);
-    for (gcommComm_t stale : old) ASSERT_NE(c, stale) << "make " << i << " took a destroyed communicator's handle";
+    for (gcommComm_t stale : old)
+      ASSERT_NE(c, stale) << "make " << i << " took a destroyed communicator's handle";
     ASSERT_EQ(gcommCommDestroy(c), gcommSuccess);
     int rank = -1;
     EXPECT_EQ(gcommCommRank(c, &rank), gcommInvalidArgument);

@@ -65,7 +65,8 @@ TEST_F(MembershipApi, AMemberThatLeavesEndsItsGenerationAndTheOthersGoOnWithoutI
       gcommComm_t comm = nullptr, first = nullptr;
       gcommMembershipView_t view{};
       for (int s = 0; s < 3; ++s) {
-        if (gcommMembershipQuorum(m, &comm, &view) != gcommSuccess) return void(errors[t] = gcommGetLastError());
+        if (gcommMembershipQuorum(m, &comm, &view) != gcommSuccess)
+          return void(errors[t] = gcommGetLastError());
         if (first == nullptr) first = comm;
         if (step(m, comm, view.rank) != 6.0f) errors[t] = "a step of three members did not sum to 6";
       }
@@ -75,7 +76,8 @@ TEST_F(MembershipApi, AMemberThatLeavesEndsItsGenerationAndTheOthersGoOnWithoutI
       }
       float sum = -1;
       for (int s = 0; s < 20 && sum != 3.0f; ++s) {  // discarded until the next generation
-        if (gcommMembershipQuorum(m, &comm, &view) != gcommSuccess) return void(errors[t] = gcommGetLastError());
+        if (gcommMembershipQuorum(m, &comm, &view) != gcommSuccess)
+          return void(errors[t] = gcommGetLastError());
         sum = step(m, comm, view.rank);
       }
       last[t] = sum;
@@ -95,7 +97,8 @@ TEST_F(MembershipApi, AMemberThatLeavesEndsItsGenerationAndTheOthersGoOnWithoutI
       EXPECT_TRUE(has(change, "rank 2 (") && has(change, "left the job")) << change;
       std::string record(1 << 16, '\0');
       EXPECT_EQ(gcommCommGetFlightRecord(comm, record.data(), record.size(), nullptr), gcommSuccess);
-      EXPECT_TRUE(has(record, "\"notes\"") && has(record, "generation 2, rank") && has(record, "left the job"))
+      EXPECT_TRUE(has(record, "\"notes\"") && has(record, "generation 2, rank") &&
+                  has(record, "left the job"))
           << "the new communicator's flight record names the change\n"
           << record.substr(0, 2000);
       gcommMembershipLeave(m);
@@ -124,7 +127,8 @@ TEST_F(MembershipApi, ANewcomerReceivesTheStateInChunksFromEveryHolder) {
     gcommComm_t comm = nullptr;
     gcommMembershipView_t view{};
     for (int s = 0; s < 500; ++s) {
-      if (gcommMembershipQuorum(m, &comm, &view) != gcommSuccess) return void(errors[t] = gcommGetLastError());
+      if (gcommMembershipQuorum(m, &comm, &view) != gcommSuccess)
+        return void(errors[t] = gcommGetLastError());
       formed = true;
       if (view.changed && view.generation == 2) {
         void* data[1] = {state.data()};
@@ -138,7 +142,8 @@ TEST_F(MembershipApi, ANewcomerReceivesTheStateInChunksFromEveryHolder) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     for (size_t i = 0; i < state.size() && errors[t].empty(); ++i)
-      if (state[i] != static_cast<uint16_t>(i * 2654435761u >> 7)) errors[t] = "state differs at element " + std::to_string(i);
+      if (state[i] != static_cast<uint16_t>(i * 2654435761u >> 7))
+        errors[t] = "state differs at element " + std::to_string(i);
     gcommMembershipGetStats(m, &stats[t]);
     gcommMembershipLeave(m);
   };
@@ -164,14 +169,16 @@ TEST_F(MembershipApi, BadArgumentsAreRefusedNamingTheField) {
   EXPECT_TRUE(has(gcommGetLastError(), "set config.store or GRADCOMM_STORE")) << gcommGetLastError();
   c.store = "localhost";
   EXPECT_EQ(gcommMembershipJoin(&c, &m), gcommInvalidArgument);
-  EXPECT_TRUE(has(gcommGetLastError(), "config.store is 'localhost'; it must be host:port")) << gcommGetLastError();
+  EXPECT_TRUE(has(gcommGetLastError(), "config.store is 'localhost'; it must be host:port"))
+      << gcommGetLastError();
   c = config(0);
   EXPECT_EQ(gcommMembershipJoin(&c, &m), gcommInvalidArgument);
   EXPECT_TRUE(has(gcommGetLastError(), "config.min_ranks is 0")) << gcommGetLastError();
   c = config(1);
   c.transport = gcommTransportMpi;
   EXPECT_EQ(gcommMembershipJoin(&c, &m), gcommInvalidArgument);
-  EXPECT_TRUE(has(gcommGetLastError(), "the MPI transport cannot serve a fault-tolerant job")) << gcommGetLastError();
+  EXPECT_TRUE(has(gcommGetLastError(), "the MPI transport cannot serve a fault-tolerant job"))
+      << gcommGetLastError();
   EXPECT_EQ(m, nullptr) << "nothing written on failure";
   EXPECT_EQ(gcommMembershipJoin(nullptr, nullptr), gcommInvalidArgument);
   int committed = 0;
@@ -197,6 +204,15 @@ TEST_F(MembershipApi, BadArgumentsAreRefusedNamingTheField) {
   EXPECT_TRUE(has(gcommGetLastError(), "runs with min_ranks 1")) << gcommGetLastError();
   EXPECT_EQ(gcommMembershipLeave(m), gcommSuccess);
   EXPECT_EQ(gcommMembershipLeave(m), gcommInvalidArgument) << "a membership left is no handle any more";
+  // The job closes with its last member (once the server read its goodbye): the
+  // key is free for other settings.
+  gcommStatus_t joined = gcommInvalidArgument;
+  for (int i = 0; i < 200 && joined != gcommSuccess; ++i) {
+    joined = gcommMembershipJoin(&other, &m2);
+    if (joined != gcommSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(joined, gcommSuccess) << gcommGetLastError();
+  EXPECT_EQ(gcommMembershipLeave(m2), gcommSuccess);
 }
 
 // The port asked for is the port served (a server on port 0 was all that ran before).

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <memory>
 #include <iostream>
+#include <memory>
 #include <regex>
 #include <set>
 #include <string>
@@ -83,19 +83,22 @@ bool parse_final(const std::string& output, Final& f) {
 }
 
 Env member_env(const Store& store, double timeout_s) {
-  return Env{{"GRADCOMM_STORE", store.address()}, {"GRADCOMM_TIMEOUT_S", std::to_string(timeout_s)},
+  return Env{{"GRADCOMM_STORE", store.address()},
+             {"GRADCOMM_TIMEOUT_S", std::to_string(timeout_s)},
              {"GRADCOMM_JOB_KEY", "ft-test"}};
 }
 
 std::vector<std::string> member_args(int min_ranks, int steps, const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"--min-ranks", std::to_string(min_ranks), "--steps", std::to_string(steps),
-                                   "--step-ms", "2", "--check", "10"};
+  std::vector<std::string> args = {
+      "--min-ranks", std::to_string(min_ranks), "--steps", std::to_string(steps), "--step-ms", "2", "--check",
+      "10"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
 
 // Every member that finished did all `steps`, with one parameter hash.
-void expect_survivors_agree(const std::vector<Outcome>& out, size_t expected_survivors, unsigned long long steps) {
+void expect_survivors_agree(const std::vector<Outcome>& out, size_t expected_survivors,
+                            unsigned long long steps) {
   std::set<std::string> hashes;
   size_t finished = 0;
   for (const Outcome& o : out) {
@@ -108,80 +111,6 @@ void expect_survivors_agree(const std::vector<Outcome>& out, size_t expected_sur
   }
   EXPECT_EQ(finished, expected_survivors);
   EXPECT_EQ(hashes.size(), 1u) << "the survivors' parameters differ";
-}
-
-TEST(MembershipProcesses, KillingRankZeroCostsOneStepAndTheSurvivorsFinishIdentical) {
-  Store store;
-  ASSERT_GT(store.port(), 0) << "gradcomm-store did not start";
-  gradcomm::test::ChildJob members;
-  for (int i = 0; i < 3; ++i)
-    members.spawn(member_program(), member_args(3, 60, {"--transport", "shm", "--die", "20:0"}),
-                  member_env(store, 20));
-  auto out = members.wait(60);
-  int killed = 0;
-  for (const Outcome& o : out) {
-    if (o.exit_code == 128 + SIGKILL) {
-      ++killed;
-      continue;
-    }
-    EXPECT_EQ(o.exit_code, 0) << o.output;
-    Final f;
-    ASSERT_TRUE(parse_final(o.output, f)) << o.output;
-    EXPECT_EQ(f.failures_survived, 1) << o.output;
-    EXPECT_EQ(f.discarded, 1) << "one failure, one step discarded\n" << o.output;
-    EXPECT_TRUE(contains(o.output, "generation 2: rank ")) << o.output;
-    EXPECT_TRUE(contains(o.output, "lost its connection to the store: did its process die?")) << o.output;
-    EXPECT_LT(o.seconds, 15.0) << "a kill is seen at once, not at the 20 s timeout";
-  }
-  EXPECT_EQ(killed, 1);
-  expect_survivors_agree(out, 2, 60);
-}
-
-TEST(MembershipProcesses, AFrozenRankIsExcludedAndRefusedWhenItWakesWhileANewcomerJoins) {
-  Store store;
-  ASSERT_GT(store.port(), 0) << "gradcomm-store did not start";
-  gradcomm::test::ChildJob members;
-  const std::vector<std::string> flags = {"--transport", "socket", "--quorum-timeout", "1", "--freeze", "15:2:4"};
-  for (int i = 0; i < 3; ++i) members.spawn(member_program(), member_args(3, 80, flags), member_env(store, 2));
-  // A fourth process, as a restart policy would start one, once rank 2 froze
-  // (step 15): it waits for the next step boundary, joins and takes the parameters.
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  members.spawn(member_program(), member_args(3, 80, flags), member_env(store, 2));
-  auto out = members.wait(90);
-  int refused = 0;
-  for (const Outcome& o : out) {
-    if (contains(o.output, "freezes for")) {
-      ++refused;
-      EXPECT_EQ(o.exit_code, 4) << o.output;
-      EXPECT_TRUE(contains(o.output, "was excluded from the job at generation")) << o.output;
-      EXPECT_TRUE(contains(o.output, "cannot take part in a later step")) << o.output;
-      continue;
-    }
-    EXPECT_EQ(o.exit_code, 0) << o.output;
-  }
-  if (::testing::Test::HasFailure())
-    for (const Outcome& o : out) std::cerr << "---- exit " << o.exit_code << "\n" << o.output;
-  EXPECT_EQ(refused, 1);
-  expect_survivors_agree(out, 3, 80);
-}
-
-TEST(MembershipProcesses, ARestartedRankJoinsTheRunningJobAndEndsIdentical) {
-  Store store;
-  ASSERT_GT(store.port(), 0) << "gradcomm-store did not start";
-  gradcomm::test::ChildJob members;
-  const std::vector<std::string> flags = {"--die", "10:1"};
-  for (int i = 0; i < 3; ++i)
-    members.spawn(member_program(), member_args(3, 400, flags), member_env(store, 20));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  members.spawn(member_program(), member_args(3, 400, flags), member_env(store, 20));  // the restart
-  auto out = members.wait(90);
-  const Outcome& restarted = out[3];
-  EXPECT_EQ(restarted.exit_code, 0) << restarted.output;
-  EXPECT_TRUE(contains(restarted.output, " joined")) << restarted.output;
-  Final f;
-  ASSERT_TRUE(parse_final(restarted.output, f)) << restarted.output;
-  EXPECT_EQ(f.failures_survived, 0) << "it joined; it survived nothing";
-  expect_survivors_agree(out, 3, 400);
 }
 
 // Runs `n` members with `flags` (plus, after `late_ms`, `late` more: restarts)
@@ -202,6 +131,62 @@ int killed(const std::vector<Outcome>& out) {
   int n = 0;
   for (const Outcome& o : out) n += o.exit_code == 128 + SIGKILL ? 1 : 0;
   return n;
+}
+
+TEST(MembershipProcesses, KillingRankZeroCostsOneStepAndTheSurvivorsFinishIdentical) {
+  Store store;
+  ASSERT_GT(store.port(), 0) << "gradcomm-store did not start";
+  auto out = run_members(store, 3, 3, 60, {"--transport", "shm", "--die", "20:0"});
+  for (const Outcome& o : out) {
+    if (o.exit_code == 128 + SIGKILL) continue;
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+    Final f;
+    ASSERT_TRUE(parse_final(o.output, f)) << o.output;
+    EXPECT_EQ(f.failures_survived, 1) << o.output;
+    EXPECT_EQ(f.discarded, 1) << "one failure, one step discarded\n" << o.output;
+    EXPECT_TRUE(contains(o.output, "generation 2: rank ")) << o.output;
+    EXPECT_TRUE(contains(o.output, "lost its connection to the store: did its process die?")) << o.output;
+    EXPECT_LT(o.seconds, 15.0) << "a kill is seen at once, not at the 20 s timeout";
+  }
+  EXPECT_EQ(killed(out), 1);
+  expect_survivors_agree(out, 2, 60);
+}
+
+TEST(MembershipProcesses, AFrozenRankIsExcludedAndRefusedWhenItWakesWhileANewcomerJoins) {
+  Store store;
+  ASSERT_GT(store.port(), 0) << "gradcomm-store did not start";
+  // A fourth process, as a restart policy would start one, once rank 2 froze
+  // (step 15): it waits for the next step boundary, joins and takes the parameters.
+  auto out = run_members(store, 3, 3, 80,
+                         {"--transport", "socket", "--quorum-timeout", "1", "--freeze", "15:2:4"}, 1, 400, 2);
+  int refused = 0;
+  for (const Outcome& o : out) {
+    if (contains(o.output, "freezes for")) {
+      ++refused;
+      EXPECT_EQ(o.exit_code, 4) << o.output;
+      EXPECT_TRUE(contains(o.output, "was excluded from the job at generation")) << o.output;
+      EXPECT_TRUE(contains(o.output, "cannot take part in a later step")) << o.output;
+      continue;
+    }
+    EXPECT_EQ(o.exit_code, 0) << o.output;
+  }
+  if (::testing::Test::HasFailure())
+    for (const Outcome& o : out) std::cerr << "---- exit " << o.exit_code << "\n" << o.output;
+  EXPECT_EQ(refused, 1);
+  expect_survivors_agree(out, 3, 80);
+}
+
+TEST(MembershipProcesses, ARestartedRankJoinsTheRunningJobAndEndsIdentical) {
+  Store store;
+  ASSERT_GT(store.port(), 0) << "gradcomm-store did not start";
+  auto out = run_members(store, 3, 3, 400, {"--die", "10:1"}, 1, 500);  // the fourth: the restart
+  const Outcome& restarted = out[3];
+  EXPECT_EQ(restarted.exit_code, 0) << restarted.output;
+  EXPECT_TRUE(contains(restarted.output, " joined")) << restarted.output;
+  Final f;
+  ASSERT_TRUE(parse_final(restarted.output, f)) << restarted.output;
+  EXPECT_EQ(f.failures_survived, 0) << "it joined; it survived nothing";
+  expect_survivors_agree(out, 3, 400);
 }
 
 TEST(MembershipProcesses, TwoRanksDyingInOneStepCostThatStepOnly) {
@@ -263,7 +248,8 @@ TEST(MembershipProcesses, AHolderDyingAsItSendsTheStateLeavesTheNewcomerWithTheO
   ASSERT_GT(store.port(), 0);
   auto out = run_members(store, 2, 2, 400, {"--step-ms", "4", "--die-syncing", "1"}, 1, 300);
   EXPECT_EQ(killed(out), 1);
-  EXPECT_EQ(out[2].exit_code, 0) << "the newcomer gets the state from the holder that lives\n" << out[2].output;
+  EXPECT_EQ(out[2].exit_code, 0) << "the newcomer gets the state from the holder that lives\n"
+                                 << out[2].output;
   expect_survivors_agree(out, 2, 400);
 }
 

@@ -28,7 +28,9 @@ struct Job {
                                 opened.push_back({g, world});
                                 return 40000 + static_cast<int>(g);
                               },
-                              [this](uint32_t g, const std::string& why) { failed.push_back({g, why}); }}) {}
+                              [this](uint32_t g, const std::string& why) {
+                                failed.push_back({g, why});
+                              }}) {}
   MembershipState state;
   std::vector<std::pair<uint32_t, int>> opened;
   std::vector<std::pair<uint32_t, std::string>> failed;
@@ -96,13 +98,15 @@ TEST(MembershipState, AStepCommitsOnEveryMemberOrOnNone) {
     EXPECT_FALSE(c->committed);
     EXPECT_TRUE(c->reconfigure);
     EXPECT_EQ(c->committed_steps, 1u);
-    EXPECT_TRUE(has(c->reason, "rank 1 (b) could not finish step 2: rank 2 died in the all-reduce")) << c->reason;
+    EXPECT_TRUE(has(c->reason, "rank 1 (b) could not finish step 2: rank 2 died in the all-reduce"))
+        << c->reason;
   }
 }
 
 TEST(MembershipState, ALostMemberEndsTheGenerationAndTheSurvivorsGoOnWithoutItInTheirOrder) {
   Job job(4);
-  std::vector<MemberId> all = {job.state.add("a"), job.state.add("b"), job.state.add("c"), job.state.add("d")};
+  std::vector<MemberId> all = {job.state.add("a"), job.state.add("b"), job.state.add("c"),
+                               job.state.add("d")};
   job.quorum(all, 0);
   job.state.vote(all[0], 1, true, "", at(1));
   job.state.lose(all[1], false, at(1));  // killed mid-step
@@ -118,7 +122,8 @@ TEST(MembershipState, ALostMemberEndsTheGenerationAndTheSurvivorsGoOnWithoutItIn
   EXPECT_EQ(q[1].rank, 0);
   EXPECT_EQ(q[2].rank, 1);
   EXPECT_EQ(q[0].rank, 2) << "survivors keep their order: d was after a and c";
-  EXPECT_TRUE(has(q[0].change, "rank 1 (b) lost its connection to the store: did its process die?")) << q[0].change;
+  EXPECT_TRUE(has(q[0].change, "rank 1 (b) lost its connection to the store: did its process die?"))
+      << q[0].change;
   EXPECT_EQ(q[0].rendezvous_port, 40002);
 }
 
@@ -150,7 +155,8 @@ TEST(MembershipState, AFrozenMemberIsExcludedAtTheQuorumTimeoutAndRefusedForever
   EXPECT_EQ(job.state.take_quorum(all[2])->status, gcommInvalidState);
   auto take = job.state.take_quorum(all[0]);
   ASSERT_TRUE(take.has_value());
-  for (const auto& c : job.vote({all[0], all[1]}, true, 41)) EXPECT_TRUE(c.committed) << "the survivors go on";
+  for (const auto& c : job.vote({all[0], all[1]}, true, 41))
+    EXPECT_TRUE(c.committed) << "the survivors go on";
 }
 
 TEST(MembershipState, ANewcomerJoinsAtTheNextStepBoundary) {
