@@ -123,7 +123,7 @@ def main():
         out.append(line)
     if finished:
         loss = statistics.median(l for _, _, l in finished)
-        out.append(f"- final evaluation loss: {loss:.6f}")
+        out.append(f"- final evaluation loss: {loss:.8f}")
         samples = sum(w for _, _, w in {(s, 0, w) for _, s, w in run["commits"]})
         out.append(f"- samples trained on (32 a rank a committed step): {32 * samples}")
     if a.baseline:
@@ -131,8 +131,8 @@ def main():
         if base["finals"]:
             bl = statistics.median(l for _, _, l in base["finals"])
             bsamples = sum(w for _, _, w in {(s, 0, w) for _, s, w in base["commits"]})
-            out.append(f"- undisturbed run, same committed steps: evaluation loss {bl:.6f}, samples {32 * bsamples}; "
-                       f"the chaos run's loss is {loss / bl:.4f}x" if finished else "")
+            out.append(f"- undisturbed run, same committed steps: evaluation loss {bl:.8f}, samples {32 * bsamples}; "
+                       f"the chaos run's loss is {loss / bl:.5f}x" if finished else "")
             if base["commits"]:
                 span = base["commits"][-1][0] - base["commits"][0][0]
                 out.append(f"- undisturbed step time: {span / max(1, len(set(s for _, s, _ in base['commits'])) - 1):.3f} s")
