@@ -67,10 +67,11 @@ class Membership(Handle):
     def quorum(self):
         """The current generation's View; after a failed or reconfiguring step, the
         next generation's (agreed with the live members, its communicator built)."""
-        comm, generation, rank, world, changed, holders, steps = _C.membership_quorum(self.handle)
+        comm, v = _C.membership_quorum(self.handle)
         if self._comm is None or self._comm[0] != comm:
             self._comm = (comm, Communicator(comm, destroy=_ignore))
-        return View(self._comm[1], generation, rank, world, changed, holders, steps)
+        return View(self._comm[1], v.generation, v.rank, v.world_size, bool(v.changed), v.holders,
+                    v.committed_steps)
 
     def commit(self, ok=True, why=None):
         """Votes on the step; True when every member voted ok: apply it. False:
@@ -116,9 +117,9 @@ class Membership(Handle):
 
     @property
     def stats(self):
-        keys = ("generations", "failures_survived", "steps_committed", "steps_discarded", "recovery_s",
-                "state_bytes_sent", "state_bytes_received", "state_sync_s")
-        return dict(zip(keys, _C.membership_stats(self.handle)))
+        """The counters of gcommMembershipStats_t, as a dict."""
+        s = _C.membership_stats(self.handle)
+        return {k: getattr(s, k) for k in s.__fields__}
 
     def close(self):
         """Leaves the job (its communicator is destroyed); the others go on."""

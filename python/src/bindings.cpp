@@ -287,6 +287,25 @@ void bind_structs(nb::module_& m) {
       .field("overlap", &gcommReducerStepTiming_t::overlap)
       .field("stride", &gcommReducerStepTiming_t::stride);
 
+  gcommMembershipStats_t ms = GCOMM_MEMBERSHIP_STATS_INITIALIZER;
+  StructBinding<gcommMembershipStats_t>(m, "MembershipStats", ms)
+      .field("generations", &gcommMembershipStats_t::generations)
+      .field("failures_survived", &gcommMembershipStats_t::failures_survived)
+      .field("steps_committed", &gcommMembershipStats_t::steps_committed)
+      .field("steps_discarded", &gcommMembershipStats_t::steps_discarded)
+      .field("recovery_s", &gcommMembershipStats_t::recovery_s)
+      .field("state_bytes_sent", &gcommMembershipStats_t::state_bytes_sent)
+      .field("state_bytes_received", &gcommMembershipStats_t::state_bytes_received)
+      .field("state_sync_s", &gcommMembershipStats_t::state_sync_s);
+
+  StructBinding<gcommMembershipView_t>(m, "MembershipView", gcommMembershipView_t{})
+      .field("generation", &gcommMembershipView_t::generation)
+      .field("rank", &gcommMembershipView_t::rank)
+      .field("world_size", &gcommMembershipView_t::world_size)
+      .field("changed", &gcommMembershipView_t::changed)
+      .field("holders", &gcommMembershipView_t::holders)
+      .field("committed_steps", &gcommMembershipView_t::committed_steps);
+
   StructBinding<gcommShardPiece_t>(m, "ShardPiece", gcommShardPiece_t{})
       .field("grad", &gcommShardPiece_t::grad)
       .field("grad_offset", &gcommShardPiece_t::grad_offset)
@@ -833,16 +852,17 @@ void bind_membership(nb::module_& m) {
         check(gcommMembershipJoin(&c, &h));
         return from_ptr(h);
       },
-      Release());
-  // (comm, generation, rank, world_size, changed, holders, committed_steps)
+      // One argument per field of gcommMembershipConfig_t (test_bindings.py checks the names).
+      nb::arg("store").none(), nb::arg("job_key").none(), nb::arg("name").none(), nb::arg("min_ranks"),
+      nb::arg("quorum_timeout_s"), nb::arg("timeout_s"), nb::arg("device"), nb::arg("transport"), Release());
+  // (communicator handle, MembershipView)
   m.def(
       "membership_quorum",
       [](Ptr h) {
         gcommComm_t comm = nullptr;
         gcommMembershipView_t v{};
         check(gcommMembershipQuorum(M(h), &comm, &v));
-        return std::make_tuple(from_ptr(comm), v.generation, v.rank, v.world_size, v.changed != 0, v.holders,
-                               v.committed_steps);
+        return std::make_tuple(from_ptr(comm), v);
       },
       Release());
   m.def(
@@ -876,13 +896,10 @@ void bind_membership(nb::module_& m) {
     text.resize(required - 1);
     return text;
   });
-  // (generations, failures_survived, steps_committed, steps_discarded, recovery_s,
-  //  state_bytes_sent, state_bytes_received, state_sync_s)
   m.def("membership_stats", [](Ptr h) {
     gcommMembershipStats_t s = GCOMM_MEMBERSHIP_STATS_INITIALIZER;
     check(gcommMembershipGetStats(M(h), &s));
-    return std::make_tuple(s.generations, s.failures_survived, s.steps_committed, s.steps_discarded,
-                           s.recovery_s, s.state_bytes_sent, s.state_bytes_received, s.state_sync_s);
+    return s;
   });
   m.def(
       "membership_leave", [](Ptr h) { check(gcommMembershipLeave(M(h))); }, Release());

@@ -18,11 +18,13 @@ BOUND = {
     "gcommDevice": "Device", "gcommTensor": "Tensor", "gcommCommConfig": "CommConfig",
     "gcommReducerConfig": "ReducerConfig", "gcommReducerStats": "ReducerStats",
     "gcommReducerStepTiming": "ReducerStepTiming",
+    "gcommMembershipStats": "MembershipStats", "gcommMembershipView": "MembershipView",
     "gcommShardPiece": "ShardPiece", "gcommGradScalerConfig": "GradScalerConfig",
     "gcommGradScalerState": "GradScalerState", "gcommAllocatorConfig": "AllocatorConfig",
     "gcommAllocatorStat": "AllocatorStat", "gcommAllocatorStats": "AllocatorStats",
 }
-NOT_BOUND = {"gcommLogConfig": "a callback pointer: gradcomm.set_log_level covers the level"}
+NOT_BOUND = {"gcommLogConfig": "a callback pointer: gradcomm.set_log_level covers the level",
+             "gcommMembershipConfig": "three strings: membership_join takes one argument per field (checked below)"}
 CONFIG_HEADER = ["size", "magic", "version"]
 
 
@@ -62,6 +64,13 @@ def test_every_header_struct_is_bound_or_listed_as_not_bound():
     assert {"gcommPowerSgdConfig", "gcommInt8Stats"} <= compression_structs()
     unknown = set(header_structs()) - set(BOUND) - set(NOT_BOUND) - compression_structs()
     assert not unknown, f"structs in the header without a binding: {sorted(unknown)} (bind them in src/bindings.cpp)"
+
+
+def test_membership_join_takes_every_config_field():
+    fields = [f for f in header_structs()["gcommMembershipConfig"][3:] if not f.startswith("reserved")]
+    signature = _C.membership_join.__doc__ or ""
+    missing = [f for f in fields if f"{f}:" not in signature and f"{f}=" not in signature]
+    assert not missing, f"membership_join lacks {missing}: {signature}"
 
 
 @pytest.mark.parametrize("struct", sorted(BOUND))
