@@ -268,6 +268,8 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  if (getenv("TORCHELASTIC_RESTART_COUNT") != NULL && atoi(getenv("TORCHELASTIC_RESTART_COUNT")) > 0)
+    printf("restart %d by torchrun's agent\n", atoi(getenv("TORCHELASTIC_RESTART_COUNT")));
   if (gcommMembershipJoin(&config, &m) != gcommSuccess) {
     fprintf(stderr, "cannot join: %s\n", gcommGetLastError());
     return 1;

@@ -7,7 +7,10 @@
 # crashed (what `torchrun --nproc-per-node 1 --max-restarts K`, a Slurm step with
 # --requeue or a Kubernetes restartPolicy: OnFailure do per process). A member is
 # restarted when a signal ended it (exit status > 128), at most
-# FT_MAX_RESTARTS times (default 3); an error exit is final. Prints each slot's
+# FT_MAX_RESTARTS times (default 3); an error exit is final. With FT_TORCHRUN=PYTHON
+# (a Python with PyTorch) each slot is one `torchrun --standalone --nproc-per-node 1
+# --max-restarts FT_MAX_RESTARTS`, whose agent restarts its one worker instead
+# (the member prints "restart N by torchrun's agent"). Prints each slot's
 # output, then a verdict: every slot ended with the final line of
 # examples/ft_train.c and every member holds the same parameters.
 set -euo pipefail
@@ -22,6 +25,11 @@ export GRADCOMM_STORE="127.0.0.1:$(cat "$dir/port")"
 run_slot() {  # slot index: the member under its restart loop
   local slot=$1 restarts=0 status
   shift
+  if [[ -n "${FT_TORCHRUN:-}" ]]; then
+    timeout "${FT_TIMEOUT:-120}" "$FT_TORCHRUN" -m torch.distributed.run --standalone --nproc-per-node 1 \
+      --max-restarts "${FT_MAX_RESTARTS:-3}" --no-python "$@" >> "$dir/out$slot" 2>&1
+    return
+  fi
   while :; do
     status=0
     timeout "${FT_TIMEOUT:-120}" "$@" >> "$dir/out$slot" 2>&1 || status=$?
