@@ -60,7 +60,9 @@ std::vector<uint8_t> commit_frame(const CommitOutcome& c, uint64_t tag) {
 }  // namespace
 
 MembershipServer::MembershipServer(const MembershipServerOptions& options) : options_(options) {
-  listener_ = listen_on(options.host, options.port, port_, loopback_);
+  listener_ =
+      listen_on(options.host, options.port, port_, loopback_, "gradcomm-store",
+                "another gradcomm-store or program holds it: choose another --port, or 0 for any free one");
   address_ = host_port(options.host, port_);
   int fds[2];
   if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0)

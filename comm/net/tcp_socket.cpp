@@ -113,11 +113,12 @@ bool resolve(const std::string& host, int port, std::vector<Endpoint>& out, std:
   return true;
 }
 
-Socket listen_on(const std::string& host, int port, int& bound_port, std::string& loopback) {
+Socket listen_on(const std::string& host, int port, int& bound_port, std::string& loopback, const char* who,
+                 const char* when_taken) {
   std::vector<Endpoint> resolved;
   std::string error;
   bool retryable = false;
-  require(resolve(host, port, resolved, error, retryable), "rank 0 cannot listen: ", error);
+  require(resolve(host, port, resolved, error, retryable), who, " cannot listen: ", error);
   int family = resolved.front().addr.ss_family;
   Socket s(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!s.valid()) fail(gcommInternalError, "socket() failed: ", errno_text(errno));
@@ -143,10 +144,8 @@ Socket listen_on(const std::string& host, int port, int& bound_port, std::string
   }
   if (::bind(s.fd(), reinterpret_cast<sockaddr*>(&any), len) != 0) {
     int err = errno;
-    require(false, "rank 0 cannot listen on port ", port, ": ", errno_text(err),
-            err == EADDRINUSE ? " (another job, an earlier run or a torch.distributed store holds it: choose "
-                                "another MASTER_PORT, or set GRADCOMM_MASTER_PORT for gradcomm's store alone)"
-                              : "");
+    require(false, who, " cannot listen on port ", port, ": ", errno_text(err),
+            err == EADDRINUSE ? cat(" (", when_taken, ")") : std::string());
   }
   if (::listen(s.fd(), SOMAXCONN) != 0) fail(gcommInternalError, "listen() failed: ", errno_text(errno));
   sockaddr_storage bound{};

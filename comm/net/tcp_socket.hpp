@@ -69,8 +69,13 @@ bool resolve(const std::string& host, int port, std::vector<Endpoint>& out, std:
 // family of `host` (IPv6 sockets accept IPv4 too), like torchrun's store, so peers
 // reach it through whichever address MASTER_ADDR names. Throws gcommInvalidArgument
 // (port in use, bad host). `bound_port` receives the port; `loopback` an address
-// of this machine that reaches the listener.
-Socket listen_on(const std::string& host, int port, int& bound_port, std::string& loopback);
+// of this machine that reaches the listener. `who` names the listener in the
+// refusal, `when_taken` says what to do when the port is taken.
+constexpr const char* kRankZeroPortTaken =
+    "another job, an earlier run or a torch.distributed store holds it: choose another MASTER_PORT, or set "
+    "GRADCOMM_MASTER_PORT for gradcomm's store alone";
+Socket listen_on(const std::string& host, int port, int& bound_port, std::string& loopback,
+                 const char* who = "rank 0", const char* when_taken = kRankZeroPortTaken);
 
 // Accepts one pending connection (invalid Socket if none); `peer` gets its address.
 Socket accept_one(const Socket& listener, std::string& peer);
