@@ -29,10 +29,6 @@ std::string printable(const std::string& s, size_t max = 200) {
   return out;
 }
 
-Clock::duration seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
-
 std::vector<uint8_t> quorum_frame(const QuorumOutcome& q, uint64_t tag) {
   if (q.status != gcommSuccess) return error_frame(q.status, q.change, tag);
   return Writer()
@@ -143,8 +139,7 @@ void MembershipServer::serve(Socket socket, std::string peer) noexcept {
   socket.close();
 }
 
-MembershipServer::Job& MembershipServer::job_for(const std::string& key, const JobSettings& settings,
-                                                 uint64_t tag) {
+MembershipServer::Job& MembershipServer::job_for(const std::string& key, const JobSettings& settings) {
   auto it = jobs_.find(key);
   if (it != jobs_.end()) {
     const JobSettings& s = it->second.state->settings();
@@ -156,7 +151,6 @@ MembershipServer::Job& MembershipServer::job_for(const std::string& key, const J
            " s: give every member the same settings");
     return it->second;
   }
-  (void)tag;
   Job& job = jobs_[key];
   RendezvousHooks hooks;
   hooks.open = [this, key, &job](uint32_t generation, int world) {
@@ -229,7 +223,7 @@ void MembershipServer::serve_member(const Socket& socket, const std::string& pee
   MembershipState* state = nullptr;
   try {
     std::lock_guard<std::mutex> held(lock_);
-    Job& job = job_for(key, settings, tag);
+    Job& job = job_for(key, settings);
     state = job.state.get();
     id = state->add(who);
   } catch (const Error& e) {
@@ -291,7 +285,7 @@ void MembershipServer::serve_member(const Socket& socket, const std::string& pee
       std::optional<QuorumOutcome> q;
       if (!wait_for_answer(
               held, deadline_after(wait_s), [&] { return (q = state->take_quorum(id)).has_value(); },
-              [&](Deadline now) { state->give_up_quorum(id, now); }))
+              [&](Deadline) { state->give_up_quorum(id); }))
         return;
       reply = quorum_frame(*q, tag);
     } else if (f.header.type == MsgType::kCommit) {
@@ -302,10 +296,10 @@ void MembershipServer::serve_member(const Socket& socket, const std::string& pee
       state->vote(id, generation, ok, why, Clock::now());
       std::optional<CommitOutcome> c;
       // The state's commit timeout ends the wait; the give-up is only a backstop.
-      const Deadline backstop = Clock::now() + seconds(state->settings().commit_timeout_s + 5.0);
+      const Deadline backstop = deadline_after(state->settings().commit_timeout_s + 5.0);
       if (!wait_for_answer(
               held, backstop, [&] { return (c = state->take_commit(id)).has_value(); },
-              [&](Deadline now) { state->tick(now + seconds(state->settings().commit_timeout_s)); }))
+              [&](Deadline now) { state->tick(deadline_after(state->settings().commit_timeout_s, now)); }))
         return;
       reply = commit_frame(*c, tag);
     } else {

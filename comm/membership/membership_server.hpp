@@ -55,7 +55,7 @@ class MembershipServer {
   void accept_loop() noexcept;
   void serve(net::Socket socket, std::string peer) noexcept;
   void serve_member(const net::Socket& socket, const std::string& peer);
-  Job& job_for(const std::string& key, const JobSettings& settings, uint64_t tag);
+  Job& job_for(const std::string& key, const JobSettings& settings);
   int open_rendezvous(const std::string& key, Job& job, uint32_t generation, int world);
   void log_changes(const std::string& key, MembershipState& state);
 

@@ -160,8 +160,7 @@ bool MembershipState::joiner_waiting() const {
 
 void MembershipState::tick(Deadline now) {
   if (!over_ && first_vote_ != Deadline::max() &&
-      now >= first_vote_ + std::chrono::duration_cast<Clock::duration>(
-                               std::chrono::duration<double>(settings_.commit_timeout_s))) {
+      now >= deadline_after(settings_.commit_timeout_s, first_vote_)) {
     std::vector<std::string> late;
     for (MemberId id : roster_)
       if (in_generation(members_.at(id)) && !members_.at(id).voted) late.push_back(name(id));
@@ -171,7 +170,7 @@ void MembershipState::tick(Deadline now) {
   try_form(now);
 }
 
-void MembershipState::give_up_quorum(MemberId id, Deadline now) {
+void MembershipState::give_up_quorum(MemberId id) {
   Member& m = members_.at(id);
   if (!m.asking || m.quorum) return;
   m.asking = false;
@@ -185,7 +184,6 @@ void MembershipState::give_up_quorum(MemberId id, Deadline now) {
                                       over_ ? " ended but its members did not ask for the next"
                                             : " goes on and its members did not stop for a new quorum");
   m.quorum = out;
-  (void)now;
 }
 
 void MembershipState::try_form(Deadline now) {
@@ -212,9 +210,7 @@ void MembershipState::try_form(Deadline now) {
   }
   if (silent.empty()) return form(asking);
   if (first == Deadline::max()) return;  // only newcomers ask: the members have not stopped yet
-  const auto timeout =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(settings_.quorum_timeout_s));
-  if (now < first + timeout) return;
+  if (now < deadline_after(settings_.quorum_timeout_s, first)) return;
   for (MemberId id : silent) {
     const std::string who = name(id);
     Member& m = members_.at(id);
@@ -265,9 +261,7 @@ void MembershipState::form(const std::vector<MemberId>& asking) {
   if (generation_ > 0 && survivors == 0)
     change += cat(change.empty() ? "" : "; ", "no member of generation ", generation_,
                   " is left: the state starts again from the new members' own");
-  if (!newcomers.empty())
-    change += cat(change.empty() ? "" : "; ", joined(newcomers, ", "),
-                  newcomers.size() == 1 ? " joined" : " joined");
+  if (!newcomers.empty()) change += cat(change.empty() ? "" : "; ", joined(newcomers, ", "), " joined");
   generation_ = next;
   roster_ = order;
   over_ = false;

@@ -89,7 +89,7 @@ class MembershipState {
   void tick(Deadline now);
   // A member that asked a quorum and waited until `now` without one forming is
   // answered with gcommTimeout (the server calls this at the member's own deadline).
-  void give_up_quorum(MemberId id, Deadline now);
+  void give_up_quorum(MemberId id);
 
   // Outcomes, once decided (taking one clears it).
   std::optional<QuorumOutcome> take_quorum(MemberId id);
