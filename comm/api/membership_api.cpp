@@ -19,6 +19,7 @@
 #include "common/api/out_string.hpp"
 #include "common/api_guard.hpp"
 #include "common/config.hpp"
+#include "common/dtype.hpp"
 #include "common/env.hpp"
 #include "common/handle_registry.hpp"
 #include "common/log.hpp"
@@ -172,6 +173,10 @@ void sync_state(gcommMembership& m, void* const* data, const size_t* bytes, size
     require(data[i] != nullptr, "data[", i, "] is NULL but bytes[", i, "] is ", bytes[i]);
     require(bytes[i] % 2 == 0, "bytes[", i, "] is ", bytes[i],
             ": state spans are arrays of 2-, 4- or 8-byte elements");
+    // Before a byte moves: a span reaching past any memory would fail only in a
+    // later round, after earlier chunks were written.
+    require(within_address_limit(data[i], bytes[i] / 2, gcommFloat16), "data[", i, "]: ", bytes[i],
+            " bytes from ", data[i], " reach past the highest address memory can have (GCOMM_ADDRESS_LIMIT)");
   }
   if (m.comm == nullptr || m.need_quorum)
     fail(gcommInvalidState, "no generation to bring up to date: call gcommMembershipQuorum first");

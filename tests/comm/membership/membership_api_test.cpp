@@ -196,6 +196,9 @@ TEST_F(MembershipApi, BadArgumentsAreRefusedNamingTheField) {
   EXPECT_EQ(gcommMembershipSyncState(m, data, bytes, 1, nullptr), gcommInvalidArgument);
   EXPECT_TRUE(has(gcommGetLastError(), "bytes[0] is 3")) << gcommGetLastError();
   EXPECT_EQ(gcommMembershipSyncState(m, nullptr, nullptr, 1, nullptr), gcommInvalidArgument);
+  bytes[0] = SIZE_MAX - 1;
+  EXPECT_EQ(gcommMembershipSyncState(m, data, bytes, 1, nullptr), gcommInvalidArgument);
+  EXPECT_TRUE(has(gcommGetLastError(), "reach past the highest address")) << gcommGetLastError();
   EXPECT_EQ(gcommMembershipSyncState(m, data, bytes, SIZE_MAX, nullptr), gcommInvalidArgument);
   EXPECT_TRUE(has(gcommGetLastError(), "spans")) << gcommGetLastError();
   gcommMembershipConfig_t other = config(2, "settings");
