@@ -294,8 +294,9 @@ int main(int argc, char** argv) {
       const size_t spans = extra_state != NULL ? 2 : 1;
       const int newcomer = view.rank >= view.holders;
       for (f = 0; f < nfaults; ++f)
-        if (faults[f].kind == DIE_SYNCING && view.holders < view.world_size && view.rank == faults[f].rank &&
-            !faults[f].done) {
+        if (faults[f].kind == DIE_SYNCING && view.holders < view.world_size && !faults[f].done) {
+          faults[f].done = 1; /* only in the first generation with newcomers this process sees */
+          if (view.rank != faults[f].rank) continue;
           printf("rank %d dies as it brings the newcomers up to date\n", view.rank);
           fflush(stdout);
           raise(SIGKILL);

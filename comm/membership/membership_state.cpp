@@ -123,6 +123,7 @@ void MembershipState::decide_votes() {
   const bool reconfigure = joiner_waiting();
   for (MemberId id : roster_) {
     Member& m = members_.at(id);
+    m.holds_state = true;  // every member finished the step, a newcomer's catch-up included
     CommitOutcome out;
     out.committed = true;
     out.reconfigure = reconfigure;
@@ -225,9 +226,13 @@ void MembershipState::try_form(Deadline now) {
 }
 
 void MembershipState::form(const std::vector<MemberId>& asking) {
-  std::vector<MemberId> order;  // survivors in their old rank order, then newcomers by age
-  for (MemberId id : roster_)
-    if (std::find(asking.begin(), asking.end(), id) != asking.end()) order.push_back(id);
+  // Survivors holding the state in their old rank order, then survivors whose
+  // catch-up never finished, then newcomers by age.
+  std::vector<MemberId> order;
+  for (bool holding : {true, false})
+    for (MemberId id : roster_)
+      if (members_.at(id).holds_state == holding && std::find(asking.begin(), asking.end(), id) != asking.end())
+        order.push_back(id);
   std::vector<std::string> newcomers;
   for (MemberId id : asking)
     if (std::find(order.begin(), order.end(), id) == order.end()) {
@@ -250,17 +255,20 @@ void MembershipState::form(const std::vector<MemberId>& asking) {
     }
     return;
   }
-  // Who holds the job's state: the survivors of the last generation. In the first
-  // generation, or when none survived, every member starts from its own (the
-  // user's initial state or checkpoint).
+  // Who holds the job's state: the survivors of the last generation that hold it. In
+  // the first generation, or when none is left, every member starts from its own
+  // (the user's initial state or checkpoint).
   size_t survivors = 0;
-  for (MemberId id : roster_)
-    if (std::find(asking.begin(), asking.end(), id) != asking.end()) ++survivors;
+  for (MemberId id : order)
+    if (members_.at(id).holds_state) ++survivors;
   const int holders = survivors == 0 ? static_cast<int>(order.size()) : static_cast<int>(survivors);
   std::string change = generation_ == 0 ? std::string("the first generation") : joined(left_since_, "; ");
   if (generation_ > 0 && survivors == 0)
-    change += cat(change.empty() ? "" : "; ", "no member of generation ", generation_,
-                  " is left: the state starts again from the new members' own");
+    change += cat(change.empty() ? "" : "; ", "no member holding the job's state is left (generation ",
+                  generation_, "'s are gone, or never finished catching up): the state starts again from the "
+                  "members' own");
+  if (survivors == 0)
+    for (MemberId id : order) members_.at(id).holds_state = true;
   if (!newcomers.empty()) change += cat(change.empty() ? "" : "; ", joined(newcomers, ", "), " joined");
   generation_ = next;
   roster_ = order;

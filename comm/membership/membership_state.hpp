@@ -10,8 +10,10 @@
 //    generation asks (they do at a step boundary, after a failed step or when
 //    told that someone waits to join), together with every newcomer asking; a
 //    member of the last generation that has not asked quorum_timeout after the
-//    first one did is excluded (a frozen or partitioned rank). Survivors keep
-//    their relative order (the oldest is rank 0); newcomers follow.
+//    first one did is excluded (a frozen or partitioned rank). Survivors that hold
+//    the job's state keep their relative order (the oldest is rank 0); the others
+//    follow: survivors whose catch-up never finished (no step of their generation
+//    committed), then newcomers. Ranks 0..holders-1 send the state to the rest.
 //  - An excluded member, or one whose generation is over, is refused (it can
 //    never vote in a later generation): it must leave and join as a new member.
 //  - A step commits when every member of the generation votes ok; one vote that
@@ -116,6 +118,9 @@ class MembershipState {
     bool voted = false;
     bool vote_ok = false;
     std::string excluded;  // why it was excluded ("" while it may take part)
+    // It holds the job's state: a member of the first generation (its own), or of a
+    // generation in which a step committed (so its catch-up, if it was new, finished).
+    bool holds_state = false;
     std::optional<QuorumOutcome> quorum;
     std::optional<CommitOutcome> commit;
   };

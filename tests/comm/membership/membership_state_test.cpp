@@ -183,6 +183,53 @@ TEST(MembershipState, ANewcomerJoinsAtTheNextStepBoundary) {
   EXPECT_TRUE(job.failed.empty()) << "no failure, no failed rendezvous";
 }
 
+// A newcomer whose catch-up failed (a holder died as it sent the state) holds only
+// part of the state: it must not be counted a holder in the next generation, or it
+// would keep a partial state and send it to others. It holds the state once a step
+// of its generation commits (every member voted ok, so its catch-up finished).
+TEST(MembershipState, ANewcomerHoldsTheStateOnlyOnceAStepOfItsGenerationCommits) {
+  Job job(2);
+  MemberId a = job.state.add("a"), b = job.state.add("b");
+  job.quorum({a, b}, 0);
+  MemberId late = job.state.add("late");
+  job.state.ask_quorum(late, at(1));
+  job.vote({a, b}, true, 2);
+  job.quorum({a, b}, 3);
+  ASSERT_EQ(job.state.take_quorum(late)->holders, 2);
+  job.state.lose(b, false, at(4));  // b dies as it sends the state
+  for (const auto& c : job.vote({a, late}, false, 5)) EXPECT_FALSE(c.committed);
+  auto q = job.quorum({a, late}, 6);
+  EXPECT_EQ(q[0].rank, 0);
+  EXPECT_EQ(q[1].rank, 1);
+  EXPECT_EQ(q[1].holders, 1) << "the newcomer's catch-up failed: it is still to be brought up to date";
+  for (const auto& c : job.vote({a, late}, true, 7)) EXPECT_TRUE(c.committed);
+  MemberId later = job.state.add("later");
+  job.state.ask_quorum(later, at(8));
+  job.vote({a, late}, true, 9);
+  job.quorum({a, late}, 10);
+  auto ql = job.state.take_quorum(later);
+  ASSERT_TRUE(ql.has_value());
+  EXPECT_EQ(ql->holders, 2) << "a committed step made the first newcomer a holder";
+}
+
+// Every holder lost while the only survivor is a newcomer that never caught up: the
+// state starts again from the members' own, and the change says so.
+TEST(MembershipState, NoHolderLeftStartsTheStateAgainFromTheMembersOwn) {
+  Job job(1);
+  MemberId a = job.state.add("a");
+  job.quorum({a}, 0);
+  MemberId late = job.state.add("late");
+  job.state.ask_quorum(late, at(1));
+  job.vote({a}, true, 2);
+  job.quorum({a}, 3);
+  job.state.take_quorum(late);
+  job.state.lose(a, false, at(4));
+  job.vote({late}, false, 5);
+  auto q = job.quorum({late}, 6);
+  EXPECT_EQ(q[0].holders, 1);
+  EXPECT_TRUE(has(q[0].change, "no member holding the job's state is left")) << q[0].change;
+}
+
 TEST(MembershipState, AVoteMissingPastTheCommitTimeoutEndsTheGeneration) {
   Job job(2, 1.0, /*commit_timeout=*/5.0);
   std::vector<MemberId> all = {job.state.add("a"), job.state.add("slow")};
