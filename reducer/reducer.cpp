@@ -668,19 +668,19 @@ std::pair<gcommCompression_t, std::vector<Counter>> Reducer::compression_in_use(
   return {strategy_->kind(), strategy_->counters()};
 }
 
-std::vector<uint8_t> Reducer::save_compression() {
+std::vector<uint8_t> Reducer::save_compression(StatePart part) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (phase_ != Phase::kIdle)
     fail(gcommInvalidState, "the compression state can only be saved between steps");
-  return strategy_->save();
+  return strategy_->save(part);
 }
 
-void Reducer::load_compression(const uint8_t* data, size_t bytes) {
+void Reducer::load_compression(const uint8_t* data, size_t bytes, StateOrigin origin) {
   std::lock_guard<std::mutex> lock(mutex_);
   throw_if_failed();
   if (phase_ != Phase::kIdle)
     fail(gcommInvalidState, "the compression state can only be loaded between steps");
-  strategy_->load(data, bytes);
+  strategy_->load(data, bytes, origin);
 }
 
 Sharding& Reducer::sharding(const char* what) const {

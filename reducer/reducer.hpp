@@ -101,8 +101,8 @@ class Reducer {
   // The compression in use and its statistics, read together.
   std::pair<gcommCompression_t, std::vector<Counter>> compression_in_use() const;
   // The compression's state, between steps.
-  std::vector<uint8_t> save_compression();
-  void load_compression(const uint8_t* data, size_t bytes);
+  std::vector<uint8_t> save_compression(StatePart part = StatePart::kAll);
+  void load_compression(const uint8_t* data, size_t bytes, StateOrigin origin = StateOrigin::kThisRank);
 
  private:
   enum class Phase { kIdle, kSynced, kAccumulating };

@@ -26,6 +26,15 @@ namespace gradcomm::reducer {
 
 class CompressionStrategy;
 
+// Which part of a strategy's state is saved: all of this rank's, or only what every
+// rank holds alike (the step counter, PowerSGD's Q; no residual), which is the same
+// bytes on every rank and what a newcomer to a fault-tolerant job receives.
+enum class StatePart : uint8_t { kAll = 0, kShared = 1 };
+// Whose state is loaded: this rank's (refused unless saved by the same rank of the
+// same world), or this process's from its reducer of an earlier membership
+// generation (another world size or rank: what depends on the world is reset).
+enum class StateOrigin { kThisRank, kEarlierWorld };
+
 // What a strategy sees of the reducer during a call (valid for that call only).
 struct StrategyContext {
   comm::Communicator& comm;
@@ -77,9 +86,10 @@ class CompressionStrategy {
   virtual std::vector<Counter> counters() const { return {}; }
   // State (step counter, error feedback, ...) to and from device-independent host
   // bytes, between steps; load refuses a state of another kind or layout,
-  // changing nothing.
-  virtual std::vector<uint8_t> save();
-  virtual void load(const uint8_t* data, size_t bytes);
+  // changing nothing. A shared state (StatePart::kShared) loads on any rank and
+  // zeroes the residuals.
+  virtual std::vector<uint8_t> save(StatePart part);
+  virtual void load(const uint8_t* data, size_t bytes, StateOrigin origin);
 
   // Gradients carried outside the bucket buffer (planned at zero bytes there; with
   // views each gets a slot of its own).

@@ -278,9 +278,36 @@ GCOMM_API gcommStatus_t gcommReducerDescribeCompression(gcommReducer_t reducer, 
 GCOMM_API gcommStatus_t gcommReducerSaveCompressionState(gcommReducer_t reducer, void* buffer, size_t size,
                                                          size_t* required);
 /** Restores a state saved by the same rank of a reducer with the same gradients, plan
- *  and compression config; anything else is refused, changing nothing. */
+ *  and compression config, or a shared state (gcommReducerSaveCompressionStatePart)
+ *  saved by any rank of such a reducer (its residuals are then zero); anything else
+ *  is refused, changing nothing. */
 GCOMM_API gcommStatus_t gcommReducerLoadCompressionState(gcommReducer_t reducer, const void* data,
                                                          size_t bytes);
+
+/** Which part of the compression state gcommReducerSaveCompressionStatePart saves. */
+typedef enum gcommCompressionStatePart {
+  /** This rank's whole state: what gcommReducerSaveCompressionState saves. */
+  gcommCompressionStateAll = 0,
+  /** What every rank holds alike: the step counter and PowerSGD's Q, no residual.
+   *  The same bytes on every rank of a job between steps, and the same size on a
+   *  fresh reducer of the same gradients and config: what a newcomer to a
+   *  fault-tolerant job receives from the holders (docs/fault-tolerance.md). */
+  gcommCompressionStateShared = 1,
+} gcommCompressionStatePart_t;
+
+/** gcommReducerSaveCompressionState, of the part @p part. */
+GCOMM_API gcommStatus_t gcommReducerSaveCompressionStatePart(gcommReducer_t reducer,
+                                                             gcommCompressionStatePart_t part, void* buffer,
+                                                             size_t size, size_t* required);
+/** Loads this process's whole state saved by its reducer of an earlier membership
+ *  generation (docs/fault-tolerance.md): the same gradients and config, another world
+ *  size or rank. What does not depend on the world is kept (the step counter,
+ *  PowerSGD's Q and residual, the int8/fp8 wire's own residual of each bucket it
+ *  quantizes in both worlds); what does is reset (the int8/fp8 owner's residual of
+ *  the shard it owned: the shards are redrawn for the new world). A state of the
+ *  same world loads as with gcommReducerLoadCompressionState. */
+GCOMM_API gcommStatus_t gcommReducerCarryCompressionState(gcommReducer_t reducer, const void* data,
+                                                          size_t bytes);
 
 /* PowerSGD (docs/powersgd.md): for f32 gradients, with grad_rows (the gradient is
  * viewed as rows x count/rows). The bucket plan is rebuilt with the compressed

@@ -137,12 +137,17 @@ class Reducer(Handle):
         ({"compressed_steps": ..., "bytes_last_step": ...}); empty without compression."""
         return json.loads(_C.reducer_describe_compression(self.handle))["stats"]
 
-    def compression_state(self):
-        """The compression's state (step counter, error feedback, PowerSGD's Q) as bytes."""
-        return _C.reducer_save_compression_state(self.handle)
+    def compression_state(self, shared=False):
+        """The compression's state (step counter, error feedback, PowerSGD's Q) as
+        bytes; shared=True: only what every rank holds alike (the step counter,
+        PowerSGD's Q), the same bytes on every rank (gcommCompressionStateShared)."""
+        return _C.reducer_save_compression_state(self.handle, bool(shared))
 
-    def load_compression_state(self, data):
-        _C.reducer_load_compression_state(self.handle, bytes(data))
+    def load_compression_state(self, data, carry=False):
+        """Loads this rank's state, or a shared state of any rank. carry=True: this
+        process's state saved by its reducer of an earlier membership generation
+        (another world size or rank; gcommReducerCarryCompressionState)."""
+        _C.reducer_load_compression_state(self.handle, bytes(data), bool(carry))
 
 
 def compression_spec(kind, options):

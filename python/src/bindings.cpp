@@ -713,13 +713,22 @@ void bind_reducer(nb::module_& m) {
             [h](char* b, size_t n, size_t* r) { return gcommReducerDescribeCompression(R(h), b, n, r); });
       },
       Release());  // may wait for the communicator's lane (and, through it, for other ranks)
-  m.def("reducer_save_compression_state", [](Ptr h) {
-    return read_bytes(
-        [h](char* b, size_t n, size_t* r) { return gcommReducerSaveCompressionState(R(h), b, n, r); });
-  });
-  m.def("reducer_load_compression_state", [](Ptr h, nb::bytes data) {
-    check(gcommReducerLoadCompressionState(R(h), data.c_str(), data.size()));
-  });
+  m.def(
+      "reducer_save_compression_state",
+      [](Ptr h, bool shared) {
+        const auto part = shared ? gcommCompressionStateShared : gcommCompressionStateAll;
+        return read_bytes([h, part](char* b, size_t n, size_t* r) {
+          return gcommReducerSaveCompressionStatePart(R(h), part, b, n, r);
+        });
+      },
+      "handle"_a, "shared"_a = false);
+  m.def(
+      "reducer_load_compression_state",
+      [](Ptr h, nb::bytes data, bool carry) {
+        check(carry ? gcommReducerCarryCompressionState(R(h), data.c_str(), data.size())
+                    : gcommReducerLoadCompressionState(R(h), data.c_str(), data.size()));
+      },
+      "handle"_a, "data"_a, "carry"_a = false);
   m.def("reducer_get_shard", [](Ptr h, size_t bucket) {
     gcommTensor_t shard{};
     size_t n = 0;

@@ -279,6 +279,28 @@ GCOMM_API gcommStatus_t gcommReducerLoadCompressionState(gcommReducer_t reducer,
   });
 }
 
+GCOMM_API gcommStatus_t gcommReducerSaveCompressionStatePart(gcommReducer_t reducer,
+                                                             gcommCompressionStatePart_t part, void* buffer,
+                                                             size_t size, size_t* required) {
+  return GCOMM_API_CALL({
+    Reducer& r = reducer_of(reducer);
+    require(part == gcommCompressionStateAll || part == gcommCompressionStateShared, "part ",
+            static_cast<int>(part), " is neither gcommCompressionStateAll nor gcommCompressionStateShared");
+    require(buffer != nullptr || size == 0, "buffer is NULL but size is ", size);
+    copy_state_out(r.save_compression(part == gcommCompressionStateShared ? StatePart::kShared : StatePart::kAll),
+                   buffer, size, required);
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerCarryCompressionState(gcommReducer_t reducer, const void* data,
+                                                          size_t bytes) {
+  return GCOMM_API_CALL({
+    Reducer& r = reducer_of(reducer);
+    require(data != nullptr || bytes == 0, "data is NULL but bytes is ", bytes);
+    r.load_compression(static_cast<const uint8_t*>(data), bytes, StateOrigin::kEarlierWorld);
+  });
+}
+
 }  // extern "C"
 
 extern "C" {

@@ -17,7 +17,8 @@ namespace kq = kernels::quant;
 
 namespace {
 
-constexpr uint32_t kStateVersion = 1;
+// Version 2 added the part (StatePart) after the version; version 1 is a whole state.
+constexpr uint32_t kStateVersion = 2;
 
 }  // namespace
 
@@ -201,31 +202,34 @@ std::vector<Counter> BlockWire::counters() const {
           {"error_feedback_bytes", stats_.error_feedback_bytes}};
 }
 
-std::vector<uint8_t> BlockWire::save() {
-  std::vector<float> e(e_total_ + e2_total_);
-  if (e_total_ > 0)
+std::vector<uint8_t> BlockWire::save(StatePart part) {
+  // A shared state is the step counter alone: the residuals are this rank's.
+  const bool residual = part == StatePart::kAll;
+  std::vector<float> e(residual ? e_total_ + e2_total_ : 0);
+  if (residual && e_total_ > 0)
     memory::copy_bytes(e.data(), e_, e_total_ * sizeof(float), device_, side_.stream(),
                        cudaMemcpyDeviceToHost);
-  if (e2_total_ > 0)
+  if (residual && e2_total_ > 0)
     memory::copy_bytes(e.data() + e_total_, e2_, e2_total_ * sizeof(float), device_, side_.stream(),
                        cudaMemcpyDeviceToHost);
   side_.synchronize();
   std::vector<uint8_t> out(kind_.state_magic, kind_.state_magic + sizeof kind_.state_magic);
   put(out, kStateVersion);
+  put(out, static_cast<uint8_t>(part));
   put(out, static_cast<uint32_t>(options_.block));
-  put(out, static_cast<uint32_t>(world_));
-  put(out, static_cast<uint32_t>(rank_));
+  put(out, static_cast<uint32_t>(residual ? world_ : 0));  // a shared state is no rank's
+  put(out, static_cast<uint32_t>(residual ? rank_ : 0));
   put(out, step_);
   put(out, static_cast<uint8_t>(options_.error_feedback ? 1 : 0));
-  put(out, static_cast<uint64_t>(layouts_.size()));
-  for (size_t b = 0; b < layouts_.size(); ++b)
+  put(out, static_cast<uint64_t>(residual ? layouts_.size() : 0));
+  for (size_t b = 0; residual && b < layouts_.size(); ++b)
     put(out, static_cast<uint64_t>(quantized_[b] ? layouts_[b].n : 0));
   const auto* eb = reinterpret_cast<const uint8_t*>(e.data());
   out.insert(out.end(), eb, eb + e.size() * sizeof(float));
   return out;
 }
 
-void BlockWire::load(const uint8_t* data, size_t bytes) {
+void BlockWire::load(const uint8_t* data, size_t bytes, StateOrigin origin) {
   const std::string state_name = cat(kind_.codec.name, " wire state");
   const char* kStateName = state_name.c_str();
   require(data != nullptr || bytes == 0, kStateName, ": data is NULL");
@@ -236,43 +240,71 @@ void BlockWire::load(const uint8_t* data, size_t bytes) {
       "not an ", kStateName, " (wrong magic)");
   p += sizeof kind_.state_magic;
   const auto version = take<uint32_t>(p, end, kStateName, "the version");
-  require(version == kStateVersion, kStateName, " version ", version, " is not supported (expected ",
-          kStateVersion, ")");
+  require(version == 1 || version == kStateVersion, kStateName, " version ", version,
+          " is not supported (this gradcomm reads 1 and ", kStateVersion, ")");
+  const auto part = version == 1 ? uint8_t{0} : take<uint8_t>(p, end, kStateName, "the part");
+  require(part <= 1, kStateName, ": part ", int{part}, " is neither 0 (all) nor 1 (shared)");
+  const bool shared = part == static_cast<uint8_t>(StatePart::kShared);
   const auto block = take<uint32_t>(p, end, kStateName, "the block size");
   require(block == options_.block, "the state was saved with block_size ", block, ", this reducer uses ",
           options_.block);
   const auto world = take<uint32_t>(p, end, kStateName, "the world size");
   const auto rank = take<uint32_t>(p, end, kStateName, "the rank");
-  require(world == static_cast<uint32_t>(world_) && rank == static_cast<uint32_t>(rank_),
-          "the state was saved by rank ", rank, " of ", world, ", this is rank ", rank_, " of ", world_,
-          " (each rank loads its own state)");
+  // Another world's state is this process's from an earlier membership generation:
+  // its own residual (per element of a bucket, whatever the chunking) is kept for the
+  // buckets quantized in both worlds; the owner's residual of its shard is reset, the
+  // shards being redrawn for the new world.
+  const bool other_world = world != static_cast<uint32_t>(world_) || rank != static_cast<uint32_t>(rank_);
+  require(shared || !other_world || origin == StateOrigin::kEarlierWorld, "the state was saved by rank ", rank,
+          " of ", world, ", this is rank ", rank_, " of ", world_,
+          " (each rank loads its own state; a fault-tolerant job's survivor carries its state across "
+          "generations with gcommReducerCarryCompressionState)");
   const auto step = take<uint64_t>(p, end, kStateName, "the step");
   const auto ef = take<uint8_t>(p, end, kStateName, "the error feedback flag");
   require((ef == 1) == options_.error_feedback, "the state was saved with error_feedback ", int{ef},
           ", this reducer uses ", options_.error_feedback ? 1 : 0);
   const auto buckets = take<uint64_t>(p, end, kStateName, "the bucket count");
-  require(buckets == layouts_.size(), "the state has ", buckets, " buckets, this reducer's plan ",
+  require(buckets == (shared ? 0 : layouts_.size()), "the state has ", buckets, " buckets, this reducer's plan ",
           layouts_.size());
-  for (size_t b = 0; b < layouts_.size(); ++b) {
-    const auto n = take<uint64_t>(p, end, kStateName, "a bucket size");
+  // Where each saved bucket's residuals are in the state (SIZE_MAX: it has none).
+  std::vector<size_t> saved_e(buckets, SIZE_MAX), saved_e2(buckets, SIZE_MAX);
+  size_t saved_floats = 0, saved_e_total = 0;
+  std::vector<uint64_t> saved_n(buckets);
+  for (size_t b = 0; b < buckets; ++b) {
+    saved_n[b] = take<uint64_t>(p, end, kStateName, "a bucket size");
     const size_t want = quantized_[b] ? layouts_[b].n : 0;
-    require(n == want, "bucket ", b, " has ", n, " quantized values in the state, ", want,
-            " in this reducer's plan");
+    require(other_world || saved_n[b] == want, "bucket ", b, " has ", saved_n[b], " quantized values in the state, ",
+            want, " in this reducer's plan");
+    if (saved_n[b] > 0 && ef) {
+      saved_e[b] = saved_e_total;
+      saved_e_total += saved_n[b];
+    }
   }
-  const size_t floats = e_total_ + e2_total_;
-  require(static_cast<size_t>(end - p) == floats * sizeof(float), kStateName, ": ",
-          static_cast<size_t>(end - p), " bytes of error feedback, expected ", floats * sizeof(float));
-  std::vector<float> e(floats);
-  if (floats > 0) {
-    std::memcpy(e.data(), p, floats * sizeof(float));
-    if (e_total_ > 0)
-      memory::copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(),
-                         cudaMemcpyHostToDevice);
-    if (e2_total_ > 0)
-      memory::copy_bytes(e2_, e.data() + e_total_, e2_total_ * sizeof(float), device_, side_.stream(),
-                         cudaMemcpyHostToDevice);
-    side_.synchronize();  // e is about to go
+  size_t saved_e2_total = 0;
+  for (size_t b = 0; b < buckets; ++b)
+    if (saved_e[b] != SIZE_MAX) {
+      saved_e2[b] = saved_e_total + saved_e2_total;
+      saved_e2_total += kq::layout_for(saved_n[b], world, options_.block).chunk_elements();
+    }
+  saved_floats = saved_e_total + saved_e2_total;
+  require(static_cast<size_t>(end - p) == saved_floats * sizeof(float), kStateName, ": ",
+          static_cast<size_t>(end - p), " bytes of error feedback, expected ", saved_floats * sizeof(float));
+  std::vector<float> saved(saved_floats);
+  if (saved_floats > 0) std::memcpy(saved.data(), p, saved_floats * sizeof(float));
+  // Parsed: now this reducer's residuals, zero where the state has none for them.
+  std::vector<float> e(e_total_ + e2_total_, 0.0f);
+  for (size_t b = 0; b < buckets && options_.error_feedback; ++b) {
+    if (!quantized_[b] || saved_e[b] == SIZE_MAX || saved_n[b] != layouts_[b].n) continue;
+    std::copy_n(saved.data() + saved_e[b], layouts_[b].n, e.data() + e_offset_[b]);
+    if (!other_world)
+      std::copy_n(saved.data() + saved_e2[b], layouts_[b].chunk_elements(), e.data() + e_total_ + e2_offset_[b]);
   }
+  if (e_total_ > 0)
+    memory::copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  if (e2_total_ > 0)
+    memory::copy_bytes(e2_, e.data() + e_total_, e2_total_ * sizeof(float), device_, side_.stream(),
+                       cudaMemcpyHostToDevice);
+  side_.synchronize();  // e is about to go
   step_ = step;
 }
 

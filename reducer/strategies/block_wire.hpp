@@ -82,8 +82,8 @@ class BlockWire final : public CompressionStrategy {
   // The fields of the wire's stats struct (gcommInt8Stats_t, gcommFp8Stats_t).
   std::vector<Counter> counters() const override;
   // State (step counter, E per quantized bucket) to and from host bytes.
-  std::vector<uint8_t> save() override;
-  void load(const uint8_t* data, size_t bytes) override;
+  std::vector<uint8_t> save(StatePart part) override;
+  void load(const uint8_t* data, size_t bytes, StateOrigin origin) override;
 
  private:
   kernels::Target target() const { return kernels::Target{device_, side_.stream(), true}; }

@@ -21,7 +21,8 @@ namespace kp = kernels::powersgd;
 namespace {
 
 constexpr char kStateMagic[8] = {'G', 'C', 'P', 'S', 'G', 'D', '\0', '\0'};
-constexpr uint32_t kStateVersion = 1;
+// Version 2 added the part (StatePart) after the version; version 1 is a whole state.
+constexpr uint32_t kStateVersion = 2;
 constexpr char kStateName[] = "PowerSGD state";
 
 PowerSgdOptions powersgd_options_from(const gcommPowerSgdConfig_t& c) {
@@ -300,13 +301,17 @@ std::vector<Counter> PowerSgd::counters() const {
           {"uncompressed_bytes_equivalent", stats_.uncompressed_bytes_equivalent}};
 }
 
-std::vector<uint8_t> PowerSgd::save() {
-  std::vector<float> q(q_total_), e(e_total_);
+std::vector<uint8_t> PowerSgd::save(StatePart part) {
+  // A shared state is Q and the step counter: the same bytes on every rank.
+  const bool residual = options_.error_feedback && part == StatePart::kAll;
+  std::vector<float> q(q_total_), e(residual ? e_total_ : 0);
   memory::copy_bytes(q.data(), q_, q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
-  memory::copy_bytes(e.data(), e_, e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
+  if (residual)
+    memory::copy_bytes(e.data(), e_, e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
   side_.synchronize();
   std::vector<uint8_t> out(kStateMagic, kStateMagic + sizeof kStateMagic);
   put(out, kStateVersion);
+  put(out, static_cast<uint8_t>(part));
   put(out, static_cast<uint32_t>(options_.rank));
   put(out, step_);
   put(out, static_cast<uint64_t>(slots_.size()));
@@ -317,7 +322,7 @@ std::vector<uint8_t> PowerSgd::save() {
     put(out, static_cast<uint64_t>(s.cols));
     const auto* qb = reinterpret_cast<const uint8_t*>(q.data() + s.q_off);
     out.insert(out.end(), qb, qb + s.cols * options_.rank * sizeof(float));
-    if (options_.error_feedback) {
+    if (residual) {
       const auto* eb = reinterpret_cast<const uint8_t*>(e.data() + s.e_off);
       out.insert(out.end(), eb, eb + s.rows * s.cols * sizeof(float));
     }
@@ -325,7 +330,9 @@ std::vector<uint8_t> PowerSgd::save() {
   return out;
 }
 
-void PowerSgd::load(const uint8_t* data, size_t bytes) {
+// Nothing in PowerSGD's state depends on the world (Q is per matrix, the residual
+// per gradient), so a state of an earlier generation loads as this rank's own.
+void PowerSgd::load(const uint8_t* data, size_t bytes, StateOrigin /*origin*/) {
   require(data != nullptr || bytes == 0, "PowerSGD state: data is NULL");
   const uint8_t* p = data;
   const uint8_t* end = data + bytes;
@@ -333,8 +340,11 @@ void PowerSgd::load(const uint8_t* data, size_t bytes) {
           "PowerSGD state: not a gradcomm PowerSGD state (bad magic)");
   p += sizeof kStateMagic;
   uint32_t version = take<uint32_t>(p, end, kStateName, "version");
-  require(version == kStateVersion, "PowerSGD state: version ", version, ", this gradcomm reads ",
-          kStateVersion);
+  require(version == 1 || version == kStateVersion, "PowerSGD state: version ", version,
+          ", this gradcomm reads 1 and ", kStateVersion);
+  const auto part = version == 1 ? uint8_t{0} : take<uint8_t>(p, end, kStateName, "part");
+  require(part <= 1, "PowerSGD state: part ", int{part}, " is neither 0 (all) nor 1 (shared)");
+  const bool shared = part == static_cast<uint8_t>(StatePart::kShared);
   uint32_t rank = take<uint32_t>(p, end, kStateName, "rank");
   require(rank == static_cast<uint32_t>(options_.rank), "PowerSGD state: rank ", rank, ", this reducer uses ",
           options_.rank);
@@ -354,7 +364,7 @@ void PowerSgd::load(const uint8_t* data, size_t bytes) {
     require(grad == s.grad && rows == s.rows && cols == s.cols, "PowerSGD state: matrix for gradient ", grad,
             " (", rows, " x ", cols, ") does not match this reducer's gradient ", s.grad, " (", s.rows, " x ",
             s.cols, ")");
-    size_t qb = s.cols * options_.rank * sizeof(float), eb = ef ? s.rows * s.cols * sizeof(float) : 0;
+    size_t qb = s.cols * options_.rank * sizeof(float), eb = ef && !shared ? s.rows * s.cols * sizeof(float) : 0;
     require(static_cast<size_t>(end - p) >= qb + eb, "PowerSGD state: truncated in gradient ", grad);
     std::memcpy(q.data() + s.q_off, p, qb);
     p += qb;

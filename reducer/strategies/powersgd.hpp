@@ -67,8 +67,8 @@ class PowerSgd final : public CompressionStrategy {
   std::vector<Counter> counters() const override;
 
   // State (step counter, Q, E) to and from host bytes, with a version tag.
-  std::vector<uint8_t> save() override;
-  void load(const uint8_t* data, size_t bytes) override;
+  std::vector<uint8_t> save(StatePart part) override;
+  void load(const uint8_t* data, size_t bytes, StateOrigin origin) override;
 
  private:
   static constexpr size_t kNone = SIZE_MAX;

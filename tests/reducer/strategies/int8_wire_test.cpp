@@ -248,6 +248,57 @@ TEST_P(Int8Wire, AStateOfAnotherBlockSizeOrGarbageIsRefused) {
   });
 }
 
+// A fault-tolerant job's survivor (docs/fault-tolerance.md): its state from a world
+// of three is refused as "its own" by its reducer in a world of two, naming the call
+// that carries it; carried, its own residual goes on shaping its next step (the
+// result differs from a fresh survivor's), and a shared state loads on any rank.
+TEST_P(Int8Wire, ASurvivorCarriesItsResidualToASmallerWorld) {
+  const std::vector<size_t> sizes = {4096, 3000};
+  std::vector<std::vector<uint8_t>> saved(3), shared(3);
+  run(3, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    std::string e;
+    std::vector<std::vector<float>> got;
+    RankReducer rr(comm, sizes, gpu(), one_grad_per_bucket(), &e);
+    if (!e.empty() || !(e = enable(rr.r, 128, 1)).empty()) return e;
+    for (unsigned t = 0; t < 2; ++t)
+      if (!(e = rr.step({randoms(4096, 10 * t + rank), randoms(3000, 50 + 10 * t + rank)}, stream, &got)).empty())
+        return e;
+    for (auto [part, out] : {std::pair{gcommCompressionStateAll, &saved}, std::pair{gcommCompressionStateShared, &shared}}) {
+      size_t need = 0;
+      RIG_CHECK(gcommReducerSaveCompressionStatePart(rr.r, part, nullptr, 0, &need));
+      (*out)[rank].resize(need);
+      RIG_CHECK(gcommReducerSaveCompressionStatePart(rr.r, part, (*out)[rank].data(), need, nullptr));
+    }
+    return "";
+  });
+  ASSERT_EQ(shared[0], shared[2]) << "the shared state differs between ranks";
+  // World 2: rank 0 is the old rank 1 (the survivor), rank 1 starts fresh; the same
+  // step run twice, with the survivor's residual carried and without.
+  std::vector<std::vector<float>> carried, fresh;
+  run(2, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    std::string e;
+    for (bool carry : {true, false}) {
+      std::vector<std::vector<float>> got;
+      RankReducer rr(comm, sizes, gpu(), one_grad_per_bucket(), &e);
+      if (!e.empty() || !(e = enable(rr.r, 128, 1)).empty()) return e;
+      const std::vector<uint8_t>& mine = saved[1];
+      if (rank == 0 && carry) {
+        if (gcommReducerLoadCompressionState(rr.r, mine.data(), mine.size()) != gcommInvalidArgument ||
+            std::string(gcommGetLastError()).find("gcommReducerCarryCompressionState") == std::string::npos)
+          return std::string("another world's state loaded as this rank's own: ") + gcommGetLastError();
+        RIG_CHECK(gcommReducerCarryCompressionState(rr.r, mine.data(), mine.size()));
+      } else {
+        RIG_CHECK(gcommReducerLoadCompressionState(rr.r, shared[0].data(), shared[0].size()));
+      }
+      if (!(e = rr.step({randoms(4096, 90 + rank), randoms(3000, 95 + rank)}, stream, &got)).empty()) return e;
+      if (rank == 0) (carry ? carried : fresh) = got;
+    }
+    return "";
+  });
+  ASSERT_EQ(carried.size(), 2u);
+  EXPECT_FALSE(same_bits(carried[0], fresh[0])) << "the carried residual changed nothing";
+}
+
 TEST_P(Int8Wire, BadConfigurationsAndCombinationsAreRefusedWithTheReason) {
   run(1, [&](int, gcommComm_t comm, cudaStream_t stream) -> std::string {
     std::string e;

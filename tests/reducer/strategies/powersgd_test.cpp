@@ -315,7 +315,7 @@ TEST_P(ReducerPowerSgd, ColdStartNoErrorFeedbackAndUnusedGradients) {
     size_t q_bytes = 0;
     for (const Shape& s : kShapes)
       if (worth(s)) q_bytes += 3 * 8 + s.cols * kRank * 4;
-    if (n != 8 + 4 + 4 + 8 + 8 + 1 + q_bytes) return "unexpected state size " + std::to_string(n);
+    if (n != 8 + 4 + 1 + 4 + 8 + 8 + 1 + q_bytes) return "unexpected state size " + std::to_string(n);
     RIG_CHECK(gcommReducerDestroy(r));
     return "";
   });

@@ -9,7 +9,11 @@
 //   4. the state saved by one reducer, loaded into another, saves the same and
 //      steps the same; another kind's state is refused and changes nothing;
 //   5. a step allocates nothing (the reducer's allocator counts its calls);
-//   6. an option the kind does not have is refused.
+//   6. an option the kind does not have is refused;
+//   7. across a membership change (docs/fault-tolerance.md): the shared state is
+//      the same bytes on every rank and loads on a reducer of another world, which
+//      saves it alike; a rank's whole state carries to its reducer of another world
+//      (StateOrigin::kEarlierWorld) with the shared part kept.
 // A new compression adds its table line and is held to all of it, with no test
 // written for it here. The suite is shown to fail (StrategyContract.CatchesEach...)
 // on fakes that each break one rule.
@@ -134,16 +138,16 @@ struct RankReducer {
 // The device every rank of a check runs on (GPU 0 for the GPU instantiation).
 thread_local gcommDevice_t t_device = gcommHostDevice();
 
-// body(rank, comm) on a thread per local rank of t_device; the first error of any
-// rank ("" if none).
-std::string on_ranks(const std::function<std::string(int, comm::Communicator&)>& body) {
+// body(rank, comm) on a thread per local rank of t_device (`world` of them); the
+// first error of any rank ("" if none).
+std::string on_ranks(const std::function<std::string(int, comm::Communicator&)>& body, int world = kWorld) {
   const gcommDevice_t device = t_device;
   std::vector<std::unique_ptr<comm::Communicator>> comms;
-  for (auto& t : comm::make_local_transports(kWorld, device, 10.0))
+  for (auto& t : comm::make_local_transports(world, device, 10.0))
     comms.push_back(std::make_unique<comm::Communicator>(std::move(t), 10.0));
-  std::vector<std::string> errors(kWorld);
+  std::vector<std::string> errors(world);
   std::vector<std::thread> threads;
-  for (int r = 0; r < kWorld; ++r)
+  for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
       try {
         if (device.kind == gcommDeviceCuda)
@@ -154,7 +158,7 @@ std::string on_ranks(const std::function<std::string(int, comm::Communicator&)>&
       }
     });
   for (auto& t : threads) t.join();
-  for (int r = 0; r < kWorld; ++r)
+  for (int r = 0; r < world; ++r)
     if (!errors[r].empty()) return "rank " + std::to_string(r) + ": " + errors[r];
   return "";
 }
@@ -272,6 +276,41 @@ std::string round_trips_its_state(const Subject& s, const std::vector<Subject>& 
   });
 }
 
+std::string carries_its_state_across_worlds(const Subject& s) {
+  std::mutex m;
+  std::vector<std::vector<uint8_t>> shared(kWorld), whole(kWorld);
+  const std::string e = on_ranks([&](int rank, comm::Communicator& comm) -> std::string {
+    RankReducer rr(comm, s);
+    rr.step(inputs(rank, 0));
+    rr.step(inputs(rank, 1));
+    std::vector<uint8_t> mine = rr.r->save_compression(StatePart::kShared), all = rr.r->save_compression();
+    std::lock_guard<std::mutex> lock(m);
+    shared[rank] = std::move(mine);
+    whole[rank] = std::move(all);
+    return "";
+  });
+  if (!e.empty()) return e;
+  if (shared[0] != shared[1]) return "the shared state differs between ranks";
+  // A world of three: rank 2 a newcomer (rank 1's shared state), rank 1 a survivor
+  // (its own whole state from the world of two), rank 0 neither.
+  return on_ranks(
+      [&](int rank, comm::Communicator& comm) -> std::string {
+        RankReducer rr(comm, s);
+        if (rank == 2) {
+          rr.r->load_compression(shared[1].data(), shared[1].size());
+          if (rr.r->save_compression(StatePart::kShared) != shared[0])
+            return "a loaded shared state does not save as it was";
+        }
+        if (rank == 1) {
+          rr.r->load_compression(whole[1].data(), whole[1].size(), StateOrigin::kEarlierWorld);
+          if (rr.r->save_compression(StatePart::kShared) != shared[1])
+            return "a state carried to another world lost its shared part";
+        }
+        return "";
+      },
+      3);
+}
+
 std::string allocates_nothing_in_a_step(const Subject& s) {
   return on_ranks([&](int rank, comm::Communicator& comm) -> std::string {
     RankReducer rr(comm, s);
@@ -336,6 +375,9 @@ TEST_P(StrategyContractOf, SkipsAnInfStepAndKeepsItsState) {
 }
 TEST_P(StrategyContractOf, RoundTripsItsStateAndRefusesAnotherKinds) {
   EXPECT_EQ(round_trips_its_state(subject(), others()), "");
+}
+TEST_P(StrategyContractOf, CarriesItsStateAcrossWorlds) {
+  EXPECT_EQ(carries_its_state_across_worlds(subject()), "");
 }
 TEST_P(StrategyContractOf, AllocatesNothingInAStep) {
   EXPECT_EQ(allocates_nothing_in_a_step(subject()), "");
@@ -402,15 +444,22 @@ class Fake final : public CompressionStrategy {
   gcommCompression_t kind() const noexcept override { return static_cast<gcommCompression_t>(990); }
   const char* name() const noexcept override { return "fake"; }
   std::vector<Counter> counters() const override { return {{"compressed_steps", steps_}}; }
-  std::vector<uint8_t> save() override {
-    std::vector<uint8_t> out(16);
-    std::memcpy(out.data(), "FAKESTAT", 8);
-    std::memcpy(out.data() + 8, &sum_, sizeof sum_);
+  // Whole: "FAKESTAT", the sum and the step counter; shared: "FAKESHAR" and the counter.
+  std::vector<uint8_t> save(StatePart part) override {
+    const bool shared = part == StatePart::kShared;
+    std::vector<uint8_t> out(shared ? 16 : 24);
+    std::memcpy(out.data(), shared ? "FAKESHAR" : "FAKESTAT", 8);
+    std::memcpy(out.data() + 8, &steps_, 8);
+    if (!shared) std::memcpy(out.data() + 16, &sum_, 8);
     return out;
   }
-  void load(const uint8_t* data, size_t bytes) override {
-    require(bytes == 16 && std::memcmp(data, "FAKESTAT", 8) == 0, "not a fake state");
-    if (defect_ != Defect::kLoadsNothing) std::memcpy(&sum_, data + 8, sizeof sum_);
+  void load(const uint8_t* data, size_t bytes, StateOrigin /*origin*/) override {
+    const bool shared = bytes == 16 && std::memcmp(data, "FAKESHAR", 8) == 0;
+    require(shared || (bytes == 24 && std::memcmp(data, "FAKESTAT", 8) == 0), "not a fake state");
+    if (defect_ == Defect::kLoadsNothing) return;
+    std::memcpy(&steps_, data + 8, 8);
+    sum_ = 0;
+    if (!shared) std::memcpy(&sum_, data + 16, 8);
   }
   void begin_step(const StrategyContext& ctx) override {
     if (defect_ == Defect::kExtraCallOnRank1 && rank_ == 1)
@@ -450,6 +499,7 @@ TEST(StrategyContract, ASoundFakeKeepsEveryRule) {
   EXPECT_EQ(skips_an_inf_step_and_keeps_its_state(fake(Defect::kNone)), "");
   EXPECT_EQ(round_trips_its_state(fake(Defect::kNone), table_subjects()), "");
   EXPECT_EQ(allocates_nothing_in_a_step(fake(Defect::kNone)), "");
+  EXPECT_EQ(carries_its_state_across_worlds(fake(Defect::kNone)), "");
 }
 
 TEST(StrategyContract, CatchesEachBrokenFake) {
@@ -458,6 +508,7 @@ TEST(StrategyContract, CatchesEachBrokenFake) {
   EXPECT_NE(skips_an_inf_step_and_keeps_its_state(fake(Defect::kStateMovesOnInf)), "");
   EXPECT_NE(round_trips_its_state(fake(Defect::kLoadsNothing), {}), "");
   EXPECT_NE(allocates_nothing_in_a_step(fake(Defect::kAllocatesInStep)), "");
+  EXPECT_NE(carries_its_state_across_worlds(fake(Defect::kLoadsNothing)), "");
 }
 
 }  // namespace

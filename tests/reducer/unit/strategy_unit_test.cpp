@@ -107,13 +107,13 @@ TEST(StrategyUnit, ATableMadeStrategyWrapsTheAllReduceAndKeepsItsOwnCountersAndS
       const float want = (value(0, 0, i) + value(1, 0, i)) / 2;
       if (std::fabs(rank.data()[0][i] - want) > 0.02f * 5.0f) e = "the int8 bucket is far from the average";
     }
-    const std::vector<uint8_t> state = s->save();
+    const std::vector<uint8_t> state = s->save(StatePart::kAll);
     OptionText again("int8", "block_size=128");
     std::unique_ptr<CompressionStrategy> twin =
         compression_entry(gcommCompressionInt8).from_text(again, rank.setup());
     twin->set_layout(rank.plan());
-    twin->load(state.data(), state.size());
-    if (e.empty() && twin->save() != state) e = "a loaded state does not save as it was";
+    twin->load(state.data(), state.size(), StateOrigin::kThisRank);
+    if (e.empty() && twin->save(StatePart::kAll) != state) e = "a loaded state does not save as it was";
     std::lock_guard<std::mutex> lock(m);
     errors.push_back(e);
   });
