@@ -418,6 +418,14 @@ if want python; then
       test_torch_bad_input.py test_lowlevel.py test_bindings.py test_import_order.py test_lightning.py \
       -k 'not test_lightning or gpu') >>"$out/tests.log" 2>&1
     note "python: pytest exit $? (tests.log)"
+    # The DDP wrapper with a membership on GPU 0 (issue 46): 3 members over cuda-ipc,
+    # the one that is rank 1 killed in its backward and restarted; all end identical.
+    { echo "### run_fault_tolerant.sh 3 ... ft_train_torch.py --device cuda:0 --die 10:1 (cuda-ipc)"
+      FT_TIMEOUT=200 timeout 300 examples/run_fault_tolerant.sh 3 "$build/tools/gradcomm-store" python3 \
+        examples/ft_train_torch.py --device cuda:0 --min-ranks 3 --steps 60 --final-world 3 --die 10:1 \
+        --compression powersgd
+    } >>"$out/tests.log" 2>&1
+    note "python: fault-tolerant DDP wrapper on GPU 0: exit $?"
   fi
 fi
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """The lab's chaos run (docs/fault-tolerance.md, issue 46): members of
-examples/ft_train.c train on shaped links (tools/netlab) while this supervisor
+examples/ft_train.c (or, with --member torch, bench/netlab/chaos_member.py: the
+lab's MLP under gradcomm.torch's DDP wrapper with a membership, Adam) train on
+shaped links (tools/netlab) while this supervisor
 SIGKILLs a random member every MEAN seconds on average (exponential gaps, at
 least --min-gap apart, none in the last --calm seconds) and, every --stop-every
 events, SIGSTOPs one for --freeze seconds instead. bench/netlab/chaos_slot.sh
@@ -29,12 +31,13 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 def members():
     """(pid, name) of every running member, however deep in namespaces."""
-    out = subprocess.run(["pgrep", "-a", "-f", "gradcomm_example_ft --name"], capture_output=True, text=True).stdout
+    out = subprocess.run(["pgrep", "-a", "-f", "--", "--name slot"], capture_output=True, text=True).stdout
     found = []
     for line in out.splitlines():
         pid, _, cmd = line.partition(" ")
         parts = cmd.split()
-        if "--name" in parts and parts[0].endswith("gradcomm_example_ft"):
+        if "--name" in parts and (parts[0].endswith("gradcomm_example_ft") or
+                                  (len(parts) > 1 and parts[1].endswith("chaos_member.py"))):
             found.append((int(pid), parts[parts.index("--name") + 1]))
     return found
 
@@ -58,6 +61,10 @@ def main():
     p.add_argument("--quorum-timeout", type=float, default=1)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-chaos", action="store_true")
+    p.add_argument("--member", choices=["c", "torch"], default="c",
+                   help="examples/ft_train.c, or the lab's MLP in PyTorch (bench/netlab/chaos_member.py)")
+    p.add_argument("--python", default=os.environ.get("GRADCOMM_TORCH_PYTHON", "python3"),
+                   help="a Python with PyTorch and gradcomm installed (--member torch)")
     p.add_argument("--expected-seconds", type=float, default=0,
                    help="how long the undisturbed run took (failures stop --calm s before that)")
     a = p.parse_args()
@@ -72,11 +79,17 @@ def main():
         shutil.copy2(os.path.join(a.build, sub_dir, name), os.path.join(bin_dir, sub_dir, name))
     deadline = int(time.time() + a.minutes * 60)
     member_args = ["--min-ranks", str(a.ranks), "--steps", str(a.steps), "--timeout", str(a.timeout),
-                   "--quorum-timeout", str(a.quorum_timeout), "--payload", str(a.payload), "--state-mib",
-                   str(a.state_mib), "--check", "10", "--log-steps", "--transport", "socket"]
+                   "--quorum-timeout", str(a.quorum_timeout), "--check", "10", "--log-steps", "--transport", "socket"]
+    env = []
+    if a.member == "c":
+        member_args += ["--payload", str(a.payload), "--state-mib", str(a.state_mib)]
+    else:  # the member and the lab's model, copied as the programs are
+        for name in ("chaos_member.py", "wire_train.py"):
+            shutil.copy2(os.path.join(HERE, name), os.path.join(bin_dir, name))
+        env = ["--env", f"CHAOS_MEMBER={a.python} {os.path.abspath(os.path.join(bin_dir, 'chaos_member.py'))}"]
     cmd = [sys.executable, os.path.join(ROOT, "tools", "netlab"), "run", "--ranks", str(a.ranks), "--rate", a.rate,
            "--timeout", str(a.minutes * 60 + 120), "--logdir", lab, "--env", f"CHAOS_DIR={a.out}",
-           "--env", f"LD_LIBRARY_PATH={os.path.abspath(bin_dir)}", "--",
+           "--env", f"LD_LIBRARY_PATH={os.path.abspath(bin_dir)}", *env, "--",
            "bash", os.path.join(HERE, "chaos_slot.sh"), os.path.abspath(bin_dir), str(deadline)] + member_args
     started = time.time()
     lab_run = subprocess.Popen(cmd)

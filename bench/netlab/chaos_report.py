@@ -70,6 +70,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dir")
     p.add_argument("--baseline")
+    p.add_argument("--batch", type=int, default=32, help="samples a rank trains on a step (chaos_member.py: 64)")
     a = p.parse_args()
     run, events = read_run(a.dir), read_events(a.dir)
     failures = [e for e in events if e[1] in ("sigkill", "sigstop")]
@@ -125,13 +126,13 @@ def main():
         loss = statistics.median(l for _, _, l in finished)
         out.append(f"- final evaluation loss: {loss:.8f}")
         samples = sum(w for _, _, w in {(s, 0, w) for _, s, w in run["commits"]})
-        out.append(f"- samples trained on (32 a rank a committed step): {32 * samples}")
+        out.append(f"- samples trained on ({a.batch} a rank a committed step): {a.batch * samples}")
     if a.baseline:
         base = read_run(a.baseline)
         if base["finals"]:
             bl = statistics.median(l for _, _, l in base["finals"])
             bsamples = sum(w for _, _, w in {(s, 0, w) for _, s, w in base["commits"]})
-            out.append(f"- undisturbed run, same committed steps: evaluation loss {bl:.8f}, samples {32 * bsamples}; "
+            out.append(f"- undisturbed run, same committed steps: evaluation loss {bl:.8f}, samples {a.batch * bsamples}; "
                        f"the chaos run's loss is {loss / bl:.5f}x" if finished else "")
             if base["commits"]:
                 span = base["commits"][-1][0] - base["commits"][0][0]

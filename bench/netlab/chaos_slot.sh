@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One slot of the lab's chaos run (bench/netlab/chaos.py), run by `tools/netlab
 # run` in each rank's namespace: slot 0 first starts gradcomm-store (its own
-# process: the supervisor never kills it), then every slot runs a member of
-# examples/ft_train.c under a restart loop until one run finishes the job
+# process: the supervisor never kills it), then every slot runs a member
+# (examples/ft_train.c, or the command in CHAOS_MEMBER: chaos.py --member torch
+# sets bench/netlab/chaos_member.py) under a restart loop until one run finishes the job
 # (exit 0) or the slot's deadline passes. Any other end is restarted: a kill, a
 # frozen member refused when it woke (exit 4), a join that failed.
 #   chaos_slot.sh BUILD_DIR DEADLINE_UNIX MEMBER_ARGS...
@@ -18,7 +19,7 @@ while (( $(date +%s) < deadline )); do
   runs=$((runs + 1))
   echo "slot $RANK: run $runs starts at $(date +%s.%N)"
   status=0
-  "$build/examples/gradcomm_example_ft" --name "slot$RANK-run$runs" "$@" || status=$?
+  ${CHAOS_MEMBER:-"$build/examples/gradcomm_example_ft"} --name "slot$RANK-run$runs" "$@" || status=$?
   echo "slot $RANK: run $runs ended with status $status at $(date +%s.%N)"
   [[ $status == 0 ]] && break
   sleep 0.2

@@ -231,7 +231,8 @@ void MembershipState::form(const std::vector<MemberId>& asking) {
   std::vector<MemberId> order;
   for (bool holding : {true, false})
     for (MemberId id : roster_)
-      if (members_.at(id).holds_state == holding && std::find(asking.begin(), asking.end(), id) != asking.end())
+      if (members_.at(id).holds_state == holding &&
+          std::find(asking.begin(), asking.end(), id) != asking.end())
         order.push_back(id);
   std::vector<std::string> newcomers;
   for (MemberId id : asking)
@@ -264,9 +265,10 @@ void MembershipState::form(const std::vector<MemberId>& asking) {
   const int holders = survivors == 0 ? static_cast<int>(order.size()) : static_cast<int>(survivors);
   std::string change = generation_ == 0 ? std::string("the first generation") : joined(left_since_, "; ");
   if (generation_ > 0 && survivors == 0)
-    change += cat(change.empty() ? "" : "; ", "no member holding the job's state is left (generation ",
-                  generation_, "'s are gone, or never finished catching up): the state starts again from the "
-                  "members' own");
+    change +=
+        cat(change.empty() ? "" : "; ", "no member holding the job's state is left (generation ", generation_,
+            "'s are gone, or never finished catching up): the state starts again from the "
+            "members' own");
   if (survivors == 0)
     for (MemberId id : order) members_.at(id).holds_state = true;
   if (!newcomers.empty()) change += cat(change.empty() ? "" : "; ", joined(newcomers, ", "), " joined");

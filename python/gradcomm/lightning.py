@@ -14,26 +14,19 @@ import atexit
 import inspect
 import os
 
-try:
-    import lightning.pytorch as pl
-    from lightning.pytorch.strategies import DDPStrategy, StrategyRegistry
-except ImportError:  # the package Lightning was published as before 2.0
-    try:
-        import pytorch_lightning as pl
-        from pytorch_lightning.strategies import DDPStrategy, StrategyRegistry
-    except ImportError as e:
-        raise ImportError("gradcomm.lightning needs PyTorch Lightning: pip install lightning "
-                          "(or pip install ./python[lightning])") from e
 import torch
+
+from ._lightning_import import DDPStrategy, StrategyRegistry, pl  # noqa: F401 - pl for users of this module
 
 from . import comm as _comm
 from .errors import InvalidArgumentError
 from .torch import DistributedDataParallel, GradScaler
 from .torch._ddp import check_options
 
-# The wrapper's options, as the strategy takes them (module and comm are the strategy's).
+# The wrapper's options, as the strategy takes them (module and comm are the strategy's;
+# a membership is FaultTolerantStrategy's).
 _WRAPPER_OPTIONS = [name for name in inspect.signature(DistributedDataParallel.__init__).parameters
-                    if name not in ("self", "module", "comm")]
+                    if name not in ("self", "module", "comm", "membership")]
 
 
 class GradcommStrategy(DDPStrategy):
@@ -51,6 +44,11 @@ class GradcommStrategy(DDPStrategy):
                                        "processes per GPU need the cuda-ipc transport, which is built but has not "
                                        "run on a GPU (docs/gpu.md); gradcomm.torch.DistributedDataParallel under "
                                        "torchrun can put them there meanwhile (docs/pytorch.md)")
+        if "membership" in options:
+            raise InvalidArgumentError("gcommInvalidArgument", "GradcommStrategy runs on torch.distributed's fixed "
+                                       "world, which a lost rank ends: train through failures with "
+                                       "gradcomm.lightning.FaultTolerantStrategy (strategy=\"gradcomm_fault_tolerant\"), "
+                                       "one Trainer per member process (docs/fault-tolerance.md)")
         unknown = sorted(set(options) - set(_WRAPPER_OPTIONS))
         if unknown:
             raise InvalidArgumentError("gcommInvalidArgument", f"GradcommStrategy got {', '.join(unknown)}: its "
@@ -196,3 +194,7 @@ def _close_torch_distributed():
 
 
 GradcommStrategy.register_strategies(StrategyRegistry)
+
+from ._lightning_fault_tolerant import FaultTolerantStrategy  # noqa: E402 - after GradcommStrategy, which it names
+
+FaultTolerantStrategy.register_strategies(StrategyRegistry)

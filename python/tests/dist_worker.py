@@ -380,12 +380,12 @@ def orthogonalized(q):
 
 
 def parse_powersgd_state(blob, r):
-    """gradcomm's PowerSGD state (docs/powersgd.md): header, then per matrix
-    (grad, rows, cols, Q cols x r, E rows x cols)."""
+    """gradcomm's PowerSGD state (docs/powersgd.md): header (version 2: with the
+    part, 0 for a whole state), then per matrix (grad, rows, cols, Q cols x r, E rows x cols)."""
     import struct
-    head = 8 + 4 + 4 + 8 + 8 + 1
-    magic, version, rank, step, count, ef = struct.unpack_from("<8sIIQQB", blob, 0)
-    assert magic.startswith(b"GCPSGD") and rank == r and ef == 1
+    head = 8 + 4 + 1 + 4 + 8 + 8 + 1
+    magic, version, part, rank, step, count, ef = struct.unpack_from("<8sIBIQQB", blob, 0)
+    assert magic.startswith(b"GCPSGD") and version == 2 and part == 0 and rank == r and ef == 1
     off, slots = head, []
     for _ in range(count):
         grad, rows, cols = struct.unpack_from("<QQQ", blob, off)

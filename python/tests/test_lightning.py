@@ -139,3 +139,45 @@ def test_under_torchrun_as_ddp_does(tmp_path):
     probes = sorted(tmp_path.glob("open_at_exit.*"))
     assert len(probes) == 2 and all(p.read_text() == "False" for p in probes), [p.read_text() for p in probes]
     assert worst(gc["params"], ddp["params"]) <= 1e-6
+
+
+# ---- training through failures: FaultTolerantStrategy, a Trainer per member ----
+
+def test_fault_tolerant_members_survive_a_kill_and_take_a_restarted_member_back():
+    """Three members (lightning_ft_worker.py, each from its own seed); the one that
+    is rank 1 is killed in its training step 10 and a fourth process joins later:
+    the job goes on, the newcomer receives the model, SGD's momentum and the LR
+    schedule, and every member ends with one state at the same global_step."""
+    import gradcomm
+    from test_membership import members
+    with gradcomm.StoreServer(host="127.0.0.1") as server:
+        out = members(server, 3, "--steps", "60", "--final-world", "3", "--die", "10:1", late=1, late_after=1.0,
+                      timeout=300, worker="lightning_ft_worker.py", own=lambda i: ["--seed", str(i)])
+    log = "\n".join(text[-3000:] for _, text, _ in out)
+    assert [o[0] for o in out].count(-9) == 1, log
+    done = [o[2] for o in out if o[0] == 0]
+    assert len(done) == 3, log
+    for key in ("state", "lr", "global_step", "committed"):
+        assert len({d[key] for d in done}) == 1, f"{key} differs\n{log}"
+    assert done[0]["global_step"] == done[0]["committed"] >= 60, log
+    newcomer = out[3][2]
+    assert newcomer["stats"]["state_bytes_received"] > 0 and newcomer["world"] == 3, out[3][1]
+    survivors = [d for d in done if d["stats"]["failures_survived"] == 1]
+    assert len(survivors) == 2 and all(d["stats"]["steps_discarded"] == 1 for d in survivors), log
+
+
+def test_fault_tolerant_options_are_checked_when_the_trainer_is_built():
+    import gradcomm
+    from gradcomm.lightning import FaultTolerantStrategy, GradcommStrategy
+    with pytest.raises(gradcomm.InvalidArgumentError, match="GradcommStrategy runs on torch.distributed's fixed"):
+        GradcommStrategy(membership=object())
+    with pytest.raises(gradcomm.InvalidArgumentError, match="bucket_size.*its options are"):
+        FaultTolerantStrategy(bucket_size=25)
+    with pytest.raises(gradcomm.InvalidArgumentError, match="gradient_as_bucket_view cannot be used"):
+        FaultTolerantStrategy(gradient_as_bucket_view=True)
+    with pytest.raises(gradcomm.InvalidArgumentError, match="bogus"):
+        FaultTolerantStrategy(compression="bogus")
+    with pytest.raises(gradcomm.InvalidArgumentError, match="min_ranks"):
+        FaultTolerantStrategy(min_ranks=0)
+    import lightning.pytorch as pl
+    assert "gradcomm_fault_tolerant" in pl.strategies.StrategyRegistry

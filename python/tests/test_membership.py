@@ -16,17 +16,20 @@ import gradcomm
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def members(server, n, *args, late=0, late_after=0.3, timeout=120):
+def members(server, n, *args, late=0, late_after=0.3, timeout=120, worker="ft_worker.py", own=lambda i: []):
+    """n member processes of `worker` (then `late` more, late_after seconds later),
+    the i-th with the extra arguments own(i); [(exit code, output, last JSON line)]."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "GRADCOMM_STORE"):
         env.pop(var, None)
-    cmd = [sys.executable, os.path.join(HERE, "ft_worker.py"), "--store", f"127.0.0.1:{server.port}", *args]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-             for _ in range(n)]
+    cmd = [sys.executable, os.path.join(HERE, worker), "--store", f"127.0.0.1:{server.port}", *args]
+
+    def start(i):
+        return subprocess.Popen(cmd + own(i), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    procs = [start(i) for i in range(n)]
     if late:
         time.sleep(late_after)
-        procs += [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-                  for _ in range(late)]
+        procs += [start(n + i) for i in range(late)]
     out = []
     for p in procs:
         text, _ = p.communicate(timeout=timeout)

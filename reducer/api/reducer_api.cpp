@@ -287,8 +287,9 @@ GCOMM_API gcommStatus_t gcommReducerSaveCompressionStatePart(gcommReducer_t redu
     require(part == gcommCompressionStateAll || part == gcommCompressionStateShared, "part ",
             static_cast<int>(part), " is neither gcommCompressionStateAll nor gcommCompressionStateShared");
     require(buffer != nullptr || size == 0, "buffer is NULL but size is ", size);
-    copy_state_out(r.save_compression(part == gcommCompressionStateShared ? StatePart::kShared : StatePart::kAll),
-                   buffer, size, required);
+    copy_state_out(
+        r.save_compression(part == gcommCompressionStateShared ? StatePart::kShared : StatePart::kAll),
+        buffer, size, required);
   });
 }
 

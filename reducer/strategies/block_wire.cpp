@@ -255,8 +255,8 @@ void BlockWire::load(const uint8_t* data, size_t bytes, StateOrigin origin) {
   // buckets quantized in both worlds; the owner's residual of its shard is reset, the
   // shards being redrawn for the new world.
   const bool other_world = world != static_cast<uint32_t>(world_) || rank != static_cast<uint32_t>(rank_);
-  require(shared || !other_world || origin == StateOrigin::kEarlierWorld, "the state was saved by rank ", rank,
-          " of ", world, ", this is rank ", rank_, " of ", world_,
+  require(shared || !other_world || origin == StateOrigin::kEarlierWorld, "the state was saved by rank ",
+          rank, " of ", world, ", this is rank ", rank_, " of ", world_,
           " (each rank loads its own state; a fault-tolerant job's survivor carries its state across "
           "generations with gcommReducerCarryCompressionState)");
   const auto step = take<uint64_t>(p, end, kStateName, "the step");
@@ -264,8 +264,8 @@ void BlockWire::load(const uint8_t* data, size_t bytes, StateOrigin origin) {
   require((ef == 1) == options_.error_feedback, "the state was saved with error_feedback ", int{ef},
           ", this reducer uses ", options_.error_feedback ? 1 : 0);
   const auto buckets = take<uint64_t>(p, end, kStateName, "the bucket count");
-  require(buckets == (shared ? 0 : layouts_.size()), "the state has ", buckets, " buckets, this reducer's plan ",
-          layouts_.size());
+  require(buckets == (shared ? 0 : layouts_.size()), "the state has ", buckets,
+          " buckets, this reducer's plan ", layouts_.size());
   // Where each saved bucket's residuals are in the state (SIZE_MAX: it has none).
   std::vector<size_t> saved_e(buckets, SIZE_MAX), saved_e2(buckets, SIZE_MAX);
   size_t saved_floats = 0, saved_e_total = 0;
@@ -273,8 +273,8 @@ void BlockWire::load(const uint8_t* data, size_t bytes, StateOrigin origin) {
   for (size_t b = 0; b < buckets; ++b) {
     saved_n[b] = take<uint64_t>(p, end, kStateName, "a bucket size");
     const size_t want = quantized_[b] ? layouts_[b].n : 0;
-    require(other_world || saved_n[b] == want, "bucket ", b, " has ", saved_n[b], " quantized values in the state, ",
-            want, " in this reducer's plan");
+    require(other_world || saved_n[b] == want, "bucket ", b, " has ", saved_n[b],
+            " quantized values in the state, ", want, " in this reducer's plan");
     if (saved_n[b] > 0 && ef) {
       saved_e[b] = saved_e_total;
       saved_e_total += saved_n[b];
@@ -297,10 +297,12 @@ void BlockWire::load(const uint8_t* data, size_t bytes, StateOrigin origin) {
     if (!quantized_[b] || saved_e[b] == SIZE_MAX || saved_n[b] != layouts_[b].n) continue;
     std::copy_n(saved.data() + saved_e[b], layouts_[b].n, e.data() + e_offset_[b]);
     if (!other_world)
-      std::copy_n(saved.data() + saved_e2[b], layouts_[b].chunk_elements(), e.data() + e_total_ + e2_offset_[b]);
+      std::copy_n(saved.data() + saved_e2[b], layouts_[b].chunk_elements(),
+                  e.data() + e_total_ + e2_offset_[b]);
   }
   if (e_total_ > 0)
-    memory::copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+    memory::copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(),
+                       cudaMemcpyHostToDevice);
   if (e2_total_ > 0)
     memory::copy_bytes(e2_, e.data() + e_total_, e2_total_ * sizeof(float), device_, side_.stream(),
                        cudaMemcpyHostToDevice);

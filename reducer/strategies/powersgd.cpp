@@ -307,7 +307,8 @@ std::vector<uint8_t> PowerSgd::save(StatePart part) {
   std::vector<float> q(q_total_), e(residual ? e_total_ : 0);
   memory::copy_bytes(q.data(), q_, q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
   if (residual)
-    memory::copy_bytes(e.data(), e_, e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyDeviceToHost);
+    memory::copy_bytes(e.data(), e_, e_total_ * sizeof(float), device_, side_.stream(),
+                       cudaMemcpyDeviceToHost);
   side_.synchronize();
   std::vector<uint8_t> out(kStateMagic, kStateMagic + sizeof kStateMagic);
   put(out, kStateVersion);
@@ -364,7 +365,8 @@ void PowerSgd::load(const uint8_t* data, size_t bytes, StateOrigin /*origin*/) {
     require(grad == s.grad && rows == s.rows && cols == s.cols, "PowerSGD state: matrix for gradient ", grad,
             " (", rows, " x ", cols, ") does not match this reducer's gradient ", s.grad, " (", s.rows, " x ",
             s.cols, ")");
-    size_t qb = s.cols * options_.rank * sizeof(float), eb = ef && !shared ? s.rows * s.cols * sizeof(float) : 0;
+    size_t qb = s.cols * options_.rank * sizeof(float),
+           eb = ef && !shared ? s.rows * s.cols * sizeof(float) : 0;
     require(static_cast<size_t>(end - p) >= qb + eb, "PowerSGD state: truncated in gradient ", grad);
     std::memcpy(q.data() + s.q_off, p, qb);
     p += qb;

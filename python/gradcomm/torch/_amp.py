@@ -42,6 +42,7 @@ class GradScaler:
         self._unscaled = set()   # optimizers unscale_()d since the last update()
         if not self._enabled:
             return
+        model._check_scaler_can_attach()
         device = model.comm.device
         self._native = _NativeScaler(device, **self._config)
         scale_addr, _, _, skipped_addr = self._native.device_state()

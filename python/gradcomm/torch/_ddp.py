@@ -19,6 +19,7 @@ DDP, the optimizer sees averaged gradients without any extra call.
 """
 import contextlib
 import math
+import pickle
 import threading
 import warnings
 import weakref
@@ -27,7 +28,8 @@ import torch
 
 from .. import _gradcomm as _C
 from ..comm import Communicator, init_from_env
-from ..errors import DivergenceError, InvalidArgumentError, InvalidStateError
+from ..errors import DivergenceError, Error, InvalidArgumentError, InvalidStateError
+from . import _fault_tolerance as _ft
 from ..reducer import Reducer, wire_dtype_code
 
 # What runs around the module's forward (checks, the buffers' broadcast) touches
@@ -212,6 +214,12 @@ class DistributedDataParallel(torch.nn.Module):
         (check_divergence()); ranks whose parameters differ from the majority's
         raise gradcomm.DivergenceError on every rank, naming them and the first
         parameter. 0: never.
+      membership (None | gradcomm.Membership): train through failures
+        (docs/fault-tolerance.md): the communicator is the membership's live
+        world, each training step opens with start_step() and ends with commit(),
+        which says whether to apply it (every member, or none); newcomers receive
+        the parameters, buffers, optimizer and compression state. Not with comm,
+        gradient_as_bucket_view, a GradScaler or join().
     Bad values are refused before anything is made (check_options).
 
     Wrapping a module again (as a DDP user does after adding a parameter)
@@ -222,7 +230,8 @@ class DistributedDataParallel(torch.nn.Module):
 
     def __init__(self, module, comm=None, *, bucket_cap_mb=25.0, first_bucket_mb=1.0, gradient_as_bucket_view=False,
                  unused_parameters=None, find_unused_parameters=False, wire_dtype=None, powersgd=None,
-                 broadcast_buffers=True, timeout=None, quantize=None, compression=None, divergence_check_every=0):
+                 broadcast_buffers=True, timeout=None, quantize=None, compression=None, divergence_check_every=0,
+                 membership=None):
         super().__init__()
         # Every option is checked before anything is made: a bad one is the error the
         # user sees, never a later one from cleaning up (issue 44 #9).
@@ -249,17 +258,20 @@ class DistributedDataParallel(torch.nn.Module):
         if comm is not None and not isinstance(comm, Communicator):
             raise InvalidArgumentError("gcommInvalidArgument", f"comm must be a gradcomm.Communicator, not "
                                        f"{type(comm).__name__}")
-        self._owns_comm = comm is None
+        self._check_membership(membership, comm, gradient_as_bucket_view)
+        self._membership = membership
+        self._owns_comm = comm is None and membership is None
         self._options = options
         self._reducer = None
         self._hooks = []
         self._released = False  # closed, or replaced by a newer wrapper (_replaced)
         self._replaced = False
-        if comm is None:
+        if comm is None and membership is None:
             comm = init_from_env(device=_comm_device_for(self.device), timeout=timeout)
-        self.comm = comm
+        self.comm = comm  # with a membership: its live world's, from start_step()
         try:
-            self._check_device(comm)
+            if comm is not None:
+                self._check_device(comm)
             self._names = [n for n, _ in named]
             self._params = [p for _, p in named]
             self._signature = self._param_signature()
@@ -273,9 +285,15 @@ class DistributedDataParallel(torch.nn.Module):
             self._step_open = False
             self._marked = []
             self._steps = 0
-            self._sync_module_states()
             self._slots = []
-            self._build_reducer()
+            self._step = None       # with a membership: the Step from start_step(), until commit()
+            self._step_error = None  # with a membership: the gradcomm error that ended this step
+            self._carried = None    # the compression state kept across a generation change
+            self.last_step_error = None
+            self._needs_quorum = True
+            if membership is None:
+                self._sync_module_states()
+                self._build_reducer()
         except BaseException:
             # What was made here (the reducer, a communicator of its own; no
             # gradient views the buckets yet), then the error itself.
@@ -337,6 +355,164 @@ class DistributedDataParallel(torch.nn.Module):
         if self._owns_comm:
             self.comm.close()
 
+    # ---- training through failures (membership=) -------------------------------------
+
+    @staticmethod
+    def _check_membership(membership, comm, gradient_as_bucket_view):
+        if membership is None:
+            return
+        from ..membership import Membership
+        if not isinstance(membership, Membership):
+            raise InvalidArgumentError("gcommInvalidArgument", f"membership must be a gradcomm.Membership, not "
+                                       f"{type(membership).__name__}")
+        if comm is not None:
+            raise InvalidArgumentError("gcommInvalidArgument", "give comm or membership, not both: with a "
+                                       "membership the communicator is its live world's, new at each change")
+        if gradient_as_bucket_view:
+            raise InvalidArgumentError("gcommInvalidArgument", "gradient_as_bucket_view cannot be used with a "
+                                       "membership: a gradient viewing a bucket would keep a departed generation's "
+                                       "reducer and communicator alive")
+
+    def _require_membership(self, call):
+        if self._membership is None:
+            raise InvalidStateError("gcommInvalidState", f"{call} is for a wrapper made with membership= "
+                                    "(docs/fault-tolerance.md)")
+
+    @property
+    def committed_steps(self):
+        """The steps this model has applied: with a membership, the job's committed steps."""
+        return self._steps
+
+    def start_step(self, optimizer=None, scheduler=None):
+        """Opens a training step of a fault-tolerant job (membership=): after a step
+        that did not commit, or when someone waits to join, agrees the next
+        generation and brings its newcomers up to date (parameters, buffers,
+        ``optimizer``'s and ``scheduler``'s state, the compression's shared state).
+        Returns a Step: draw the step's batch from (step.index, step.rank,
+        step.world_size) (docs/fault-tolerance.md, "The divisor"). A failure while
+        newcomers catch up is not raised: the step will not commit."""
+        self._require_membership("start_step()")
+        if self._released:
+            raise InvalidStateError("gcommInvalidState", "this wrapper was closed")
+        if self._step is not None:
+            raise InvalidStateError("gcommInvalidState", "start_step() again before commit(): every step started "
+                                    "is voted on")
+        m = self._membership
+        changed = False
+        if self._needs_quorum or m.change_pending:
+            self._leave_generation()
+            view = m.quorum()  # raises if this member can take no further part (excluded, timed out)
+            changed = True
+            self._enter_generation(view, optimizer, scheduler)
+        view = m.quorum()  # the same generation: no server round
+        self._step = _ft.Step(index=view.committed_steps, rank=view.rank, world_size=view.world_size,
+                              generation=view.generation, changed=changed, holders=view.holders)
+        return self._step
+
+    def commit(self):
+        """Ends the step with the membership's vote: True when every member
+        finished it (apply it: optimizer.step()), False when it is discarded on
+        every member (do not step; the next start_step() forms a new generation).
+        Gradients are averaged over the step's live world (Step.world_size)."""
+        self._require_membership("commit()")
+        if self._step is None:
+            raise InvalidStateError("gcommInvalidState", "commit() without start_step()")
+        if self._step_open:
+            raise InvalidStateError("gcommInvalidState", "commit() before the backward pass finished its step")
+        error, self._step_error, self._step = self._step_error, None, None
+        self.last_step_error = error  # what ended this member's part of the step (None: it voted ok)
+        committed = self._membership.commit(error is None, None if error is None else str(error))
+        if committed:
+            self._steps += 1
+        else:
+            self._needs_quorum = True
+        return committed
+
+    def _fail_step(self, error):
+        """A gradcomm error ended this step (a member failed): recorded for the
+        vote; the rest of the step does nothing, leaving the local gradients."""
+        if self._step_error is None:
+            self._step_error = error
+            self._membership.last_error = error
+        self._step_open = False
+
+    def _leave_generation(self):
+        """The reducer goes before the communicator changes (gcommMembershipQuorum
+        refuses while one uses it); a survivor keeps its compression state."""
+        if self._reducer is not None:
+            if self._compression is not None:
+                try:
+                    self._carried = self._reducer.compression_state()
+                except Error:
+                    self._carried = None  # a failed reducer: the next one starts fresh
+            self._reducer.close()
+            self._reducer = None
+
+    def _enter_generation(self, view, optimizer, scheduler):
+        self._needs_quorum = False
+        self.comm = view.communicator
+        self._check_device(self.comm)
+        self._build_reducer()
+        holder = view.rank < view.holders
+        carried, self._carried = self._carried, None
+        if carried is not None and holder:
+            self._reducer.load_compression_state(carried, carry=True)
+        self._steps = view.committed_steps
+        try:
+            if view.committed_steps == 0:
+                self._start_alike(optimizer, scheduler)
+            elif view.holders < view.world_size:
+                self._bring_newcomers_up_to_date(view, optimizer, scheduler)
+        except Error as e:
+            self._step_error = e
+            self._membership.last_error = e
+
+    def _start_alike(self, optimizer, scheduler):
+        """No step committed yet: rank 0's parameters and buffers everywhere (as
+        DDP's construction), and its optimizer's and scheduler's state."""
+        self._sync_module_states()
+        self._receive_skeleton_state(optimizer, scheduler, lambda tensors: [
+            self._broadcast_tensor(t) for t in tensors])
+
+    def _bring_newcomers_up_to_date(self, view, optimizer, scheduler):
+        newcomer = view.rank >= view.holders
+        shared = self._reducer.compression_state(shared=True) if self._compression is not None else b""
+        shared_raw = _ft.padded_bytes(shared, self.device)
+        movable, by_value = [], []
+        for t in list(self.module.parameters()) + list(self.module.buffers()):
+            (movable if _ft._movable(t, self.device) else by_value).append(t)
+
+        def sync(tensors):
+            with torch.no_grad():
+                spans = [t.data for t in movable] + list(tensors) + ([shared_raw] if shared_raw.numel() else [])
+                self._membership.sync_state(spans, stream=self._stream())
+                for t in by_value:  # odd sizes, or not on this device: rank 0's, one by one
+                    self._broadcast_tensor(t)
+        self._receive_skeleton_state(optimizer, scheduler, sync, newcomers_only=True, newcomer=newcomer)
+        if newcomer and shared:
+            self._reducer.load_compression_state(shared_raw[:len(shared)].cpu().numpy().tobytes())
+
+    def _receive_skeleton_state(self, optimizer, scheduler, move, newcomers_only=False, newcomer=True):
+        """Rank 0's skeleton of the optimizer's and scheduler's state to every rank;
+        `move(tensors)` moves its large tensors (each rank passes its own, in the
+        skeleton's order); the receivers load what arrived."""
+        mine = []
+        skeleton = _ft.skeleton_of(optimizer, scheduler, self.device, mine) if self.comm.rank == 0 else b""
+        skeleton = pickle.loads(_ft.broadcast_bytes(self.comm, skeleton, self.device, self._stream()))
+        receiving = newcomer if newcomers_only else self.comm.rank != 0
+        if receiving:
+            mine = []
+            state = _ft.fill(skeleton, self.device, mine)
+        elif self.comm.rank != 0:
+            mine = []
+            _ft.skeleton_of(optimizer, scheduler, self.device, mine)  # its own tensors, in the same order
+        move(mine)
+        if receiving:
+            if optimizer is not None and state["optimizer"] is not None:
+                optimizer.load_state_dict(state["optimizer"])
+            if scheduler is not None and state["scheduler"] is not None:
+                scheduler.load_state_dict(state["scheduler"])
+
     # ---- construction -----------------------------------------------------------
 
     def _param_signature(self):
@@ -375,13 +551,20 @@ class DistributedDataParallel(torch.nn.Module):
         return view.view(p.shape)
 
     def _attach_scaler(self, scaler):
+        self._check_scaler_can_attach()
+        self._grad_scaler = scaler
+        self._build_reducer()
+
+    def _check_scaler_can_attach(self):
+        """Refuses a GradScaler before it is made (GradScaler's __init__ asks)."""
+        if self._membership is not None:
+            raise InvalidStateError("gcommInvalidState", "gradcomm's GradScaler with a membership is not built yet: "
+                                    "its scale would have to reach newcomers too (docs/fault-tolerance.md)")
         if self._grad_scaler is not None:
             raise InvalidStateError("gcommInvalidState", "this model already has a GradScaler")
         if self._steps > 0 or self._step_open:
             raise InvalidStateError("gcommInvalidState", "create the GradScaler before the first backward pass: "
                                     "the scaler is fused into the reducer, which is built before any step")
-        self._grad_scaler = scaler
-        self._build_reducer()
 
     def _sync_module_states(self):
         """Rank 0's parameters and buffers everywhere (DDP does this at construction)."""
@@ -425,6 +608,26 @@ class DistributedDataParallel(torch.nn.Module):
         if self._step_open:
             raise InvalidStateError("gcommInvalidState", "forward while the previous backward pass has not finished "
                                     "its step")
+        if self._membership is not None and torch.is_grad_enabled():
+            if self._step is None:
+                raise InvalidStateError("gcommInvalidState", "with a membership every training step opens with "
+                                        "start_step() (and ends with commit())")
+            if self._step_error is not None:
+                return  # the step will not commit: no collective on a failed generation
+            try:
+                if self.divergence_check_every > 0:
+                    self._training_forwards += 1
+                    if self._training_forwards % self.divergence_check_every == 0:
+                        report = self.check_divergence()
+                        if not report.agreed:
+                            raise DivergenceError(report, self._steps)
+                if self.broadcast_buffers and self.comm.world_size > 1:
+                    self._broadcast_buffers(0)
+            except DivergenceError:
+                raise
+            except Error as e:
+                self._fail_step(e)
+            return
         if torch.is_grad_enabled() and self._join is None and self.divergence_check_every > 0:
             self._training_forwards += 1
             if self._training_forwards % self.divergence_check_every == 0:
@@ -469,6 +672,16 @@ class DistributedDataParallel(torch.nn.Module):
         return hook
 
     def _on_grad_ready(self, i, p):
+        if self._membership is not None:
+            if self._step_error is not None or self._step is None:
+                return  # a failed step (its vote says so), or a backward outside a step
+            try:
+                if not self._step_open:
+                    self._begin_step()
+                self._take_grad(i, p)
+            except Error as e:
+                self._fail_step(e)
+            return
         if not self._step_open:
             self._begin_step()
         try:
@@ -519,14 +732,18 @@ class DistributedDataParallel(torch.nn.Module):
         sync = self.require_backward_grad_sync
         try:
             self._reducer.finalize(self._stream())
-        except InvalidStateError as e:
+        except Error as e:
             missing = [n for n, m in zip(self._names, self._marked) if not m]
-            if sync and missing:
+            if isinstance(e, InvalidStateError) and sync and missing:
                 raise UnusedParametersError(missing, e.message) from None
+            if self._membership is not None:  # a member failed: the vote discards the step
+                self._fail_step(e)
+                return
             raise
         finally:
             if sync:
-                self._steps += 1
+                if self._membership is None:  # with one, commit() counts the steps that committed
+                    self._steps += 1
                 for p, slot, marked in zip(self._params, self._slots, self._marked):
                     if not marked:  # it received the others' average
                         p.grad = slot
@@ -549,6 +766,10 @@ class DistributedDataParallel(torch.nn.Module):
         those that still had inputs (False). throw_on_early_termination=True makes
         every rank raise once one runs out instead. Each rank votes once per forward
         with grad enabled, so one forward per backward (as DDP requires here)."""
+        if self._membership is not None:
+            raise InvalidStateError("gcommInvalidState", "join() cannot be used with a membership: the live world "
+                                    "changes between steps; draw each step's batches for its live world instead "
+                                    "(docs/fault-tolerance.md, \"The divisor\")")
         if not enable or self.comm.world_size == 1:
             yield self
             return
@@ -618,6 +839,9 @@ class DistributedDataParallel(torch.nn.Module):
     @contextlib.contextmanager
     def no_sync(self):
         """Backward passes inside accumulate locally; the next synced step reduces the sum."""
+        if self._membership is not None:
+            raise InvalidStateError("gcommInvalidState", "no_sync() with a membership is not built yet: each step "
+                                    "between start_step() and commit() is one synced backward pass")
         old = self.require_backward_grad_sync
         self.require_backward_grad_sync = False
         try:

@@ -250,12 +250,14 @@ TEST(MembershipProcesses, AHolderDyingAsItSendsTheStateLeavesTheNewcomerWithTheO
   // half-way; it must receive the state again from the holder that lives, not be
   // counted a holder of the half it has (the divergence check every 10 steps, over
   // that state too, would end it with exit 5).
-  auto out = run_members(store, 2, 2, 400,
-                         {"--step-ms", "4", "--die-syncing", "1", "--state-mib", "8", "--check", "10"}, 1, 300);
+  auto out =
+      run_members(store, 2, 2, 400,
+                  {"--step-ms", "4", "--die-syncing", "1", "--state-mib", "8", "--check", "10"}, 1, 300);
   EXPECT_EQ(killed(out), 1);
   EXPECT_EQ(out[2].exit_code, 0) << "the newcomer gets the state from the holder that lives\n"
                                  << out[2].output;
-  EXPECT_TRUE(contains(out[2].output, "from 1 holder")) << "it is brought up to date again\n" << out[2].output;
+  EXPECT_TRUE(contains(out[2].output, "from 1 holder")) << "it is brought up to date again\n"
+                                                        << out[2].output;
   expect_survivors_agree(out, 2, 400);
 }
 

@@ -261,9 +261,11 @@ TEST_P(Int8Wire, ASurvivorCarriesItsResidualToASmallerWorld) {
     RankReducer rr(comm, sizes, gpu(), one_grad_per_bucket(), &e);
     if (!e.empty() || !(e = enable(rr.r, 128, 1)).empty()) return e;
     for (unsigned t = 0; t < 2; ++t)
-      if (!(e = rr.step({randoms(4096, 10 * t + rank), randoms(3000, 50 + 10 * t + rank)}, stream, &got)).empty())
+      if (!(e = rr.step({randoms(4096, 10 * t + rank), randoms(3000, 50 + 10 * t + rank)}, stream, &got))
+               .empty())
         return e;
-    for (auto [part, out] : {std::pair{gcommCompressionStateAll, &saved}, std::pair{gcommCompressionStateShared, &shared}}) {
+    for (auto [part, out] :
+         {std::pair{gcommCompressionStateAll, &saved}, std::pair{gcommCompressionStateShared, &shared}}) {
       size_t need = 0;
       RIG_CHECK(gcommReducerSaveCompressionStatePart(rr.r, part, nullptr, 0, &need));
       (*out)[rank].resize(need);
@@ -290,7 +292,8 @@ TEST_P(Int8Wire, ASurvivorCarriesItsResidualToASmallerWorld) {
       } else {
         RIG_CHECK(gcommReducerLoadCompressionState(rr.r, shared[0].data(), shared[0].size()));
       }
-      if (!(e = rr.step({randoms(4096, 90 + rank), randoms(3000, 95 + rank)}, stream, &got)).empty()) return e;
+      if (!(e = rr.step({randoms(4096, 90 + rank), randoms(3000, 95 + rank)}, stream, &got)).empty())
+        return e;
       if (rank == 0) (carry ? carried : fresh) = got;
     }
     return "";

@@ -316,6 +316,17 @@ TEST_P(ReducerPowerSgd, ColdStartNoErrorFeedbackAndUnusedGradients) {
     for (const Shape& s : kShapes)
       if (worth(s)) q_bytes += 3 * 8 + s.cols * kRank * 4;
     if (n != 8 + 4 + 1 + 4 + 8 + 8 + 1 + q_bytes) return "unexpected state size " + std::to_string(n);
+    // A version 1 state (a checkpoint from before the part byte) still loads.
+    std::vector<uint8_t> v2(n);
+    RIG_CHECK(gcommReducerSaveCompressionState(r, v2.data(), n, nullptr));
+    std::vector<uint8_t> v1(v2.begin(), v2.end());
+    v1.erase(v1.begin() + 12);  // the part, after the magic and the version
+    const uint32_t one = 1;
+    std::memcpy(v1.data() + 8, &one, 4);
+    RIG_CHECK(gcommReducerLoadCompressionState(r, v1.data(), v1.size()));
+    std::vector<uint8_t> again(n);
+    RIG_CHECK(gcommReducerSaveCompressionState(r, again.data(), n, nullptr));
+    if (again != v2) return "a version 1 state did not load as the version 2 one it was";
     RIG_CHECK(gcommReducerDestroy(r));
     return "";
   });
