@@ -271,4 +271,7 @@ Communicator& acquire_communicator(gcommComm_t handle) {
 void release_communicator(gcommComm_t handle) noexcept {
   comms().release(handle);
 }
+void refuse_if_communicator_used(gcommComm_t handle) {
+  comms().refuse_if_used(handle, "the communicator");
+}
 }  // namespace gradcomm::comm

@@ -88,12 +88,16 @@ std::string default_name() {
 // compression state saved for the next generation's reducer).
 void drop_communicator(gcommMembership& m, bool abort) {
   if (m.comm == nullptr) return;
-  if (abort) (void)gcommCommAbort(m.comm);
-  if (gcommCommDestroy(m.comm) == gcommInvalidState)
+  try {  // asked first: a refusal changes nothing (before, the communicator was aborted)
+    refuse_if_communicator_used(m.comm);
+  } catch (const Error& e) {
     fail(gcommInvalidState, "generation ", m.generation.generation, "'s communicator is still used (",
-         gcommGetLastError(),
+         e.message(),
          "): destroy its reducers first (gcommReducerSaveCompressionState keeps their state for the next "
          "generation's), then call this again; gcommMembershipChangePending says when a change comes");
+  }
+  if (abort) (void)gcommCommAbort(m.comm);
+  (void)gcommCommDestroy(m.comm);
   m.comm = nullptr;
 }
 
@@ -344,7 +348,12 @@ GCOMM_API gcommStatus_t gcommMembershipCommit(gcommMembership_t membership, int 
     std::string reason = why != nullptr ? std::string(why).substr(0, 2000) : std::string("(no reason given)");
     CommitOutcome c = m.client->vote(m.generation.generation, ok != 0, reason);
     if (c.status != gcommSuccess) {
-      drop_communicator(m, true);
+      // Refused (excluded, or a vote for a generation that is over): the vote's own
+      // reason. The communicator is aborted, not destroyed: a reducer may still use
+      // it (before, its destroy refused and that became the error); the next
+      // quorum or Leave destroys it.
+      (void)gcommCommAbort(m.comm);
+      m.after_failure = true;
       m.need_quorum = true;
       throw Error(c.status, c.reason);
     }
@@ -392,10 +401,12 @@ GCOMM_API gcommStatus_t gcommMembershipGetStats(gcommMembership_t membership, gc
 
 GCOMM_API gcommStatus_t gcommMembershipLeave(gcommMembership_t membership) {
   return GCOMM_API_CALL({
-    std::unique_ptr<gcommMembership> m(memberships().remove(membership));
     // A healthy generation closes in order (the others leave at the same step, or
-    // fail their next collective and abort, which ends this one's barrier).
-    drop_communicator(*m, m->after_failure || m->need_quorum);
+    // fail their next collective and abort, which ends this one's barrier). Dropped
+    // before the handle goes: a communicator still used refuses, changing nothing.
+    gcommMembership& live = *memberships().get(membership);
+    drop_communicator(live, live.after_failure || live.need_quorum);
+    std::unique_ptr<gcommMembership> m(memberships().remove(membership));
     m->client->bye();
   });
 }

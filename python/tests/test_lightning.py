@@ -162,8 +162,9 @@ def test_fault_tolerant_members_survive_a_kill_and_take_a_restarted_member_back(
     assert done[0]["global_step"] == done[0]["committed"] >= 60, log
     newcomer = out[3][2]
     assert newcomer["stats"]["state_bytes_received"] > 0 and newcomer["world"] == 3, out[3][1]
+    # The two original survivors (and the newcomer too, had it joined before the kill).
     survivors = [d for d in done if d["stats"]["failures_survived"] == 1]
-    assert len(survivors) == 2 and all(d["stats"]["steps_discarded"] == 1 for d in survivors), log
+    assert len(survivors) >= 2 and all(d["stats"]["steps_discarded"] == 1 for d in survivors), log
 
 
 def test_fault_tolerant_options_are_checked_when_the_trainer_is_built():

@@ -218,6 +218,53 @@ TEST_F(MembershipApi, BadArgumentsAreRefusedNamingTheField) {
   EXPECT_EQ(gcommMembershipLeave(m2), gcommSuccess);
 }
 
+// A vote the server refuses (this member was excluded: it did not ask for the
+// quorum in time), while a reducer still uses the generation's communicator (what
+// the DDP wrapper holds during a step): the member gets the vote's own error, not
+// "the communicator is still used" (seen in the lab's chaos run with PyTorch
+// members: a frozen member woke, was refused, and was told only that). Leaving with
+// the reducer alive is refused and changes nothing; once it is gone, it leaves.
+TEST_F(MembershipApi, ARefusedVoteWithAReducerOnTheCommunicatorSaysWhy) {
+  gcommMembershipConfig_t c = config(2, "refused");
+  c.quorum_timeout_s = 0.2;
+  gcommMembership_t a = nullptr;
+  ASSERT_EQ(gcommMembershipJoin(&c, &a), gcommSuccess) << gcommGetLastError();
+  std::string b_error;
+  std::atomic<bool> b_in_generation_2{false};
+  std::thread b([&] {
+    gcommMembership_t m = nullptr;
+    gcommComm_t comm = nullptr;
+    gcommMembershipView_t view{};
+    int committed = 1;
+    if (gcommMembershipJoin(&c, &m) != gcommSuccess ||
+        gcommMembershipQuorum(m, &comm, &view) != gcommSuccess ||
+        gcommMembershipCommit(m, 0, "b's step failed", &committed) != gcommSuccess ||
+        gcommMembershipQuorum(m, &comm, &view) != gcommSuccess)  // a is excluded after 0.2 s
+      b_error = gcommGetLastError();
+    b_in_generation_2 = true;
+    if (m != nullptr) gcommMembershipLeave(m);
+  });
+  gcommComm_t comm = nullptr;
+  gcommMembershipView_t view{};
+  ASSERT_EQ(gcommMembershipQuorum(a, &comm, &view), gcommSuccess) << gcommGetLastError();
+  float grad[4] = {1, 2, 3, 4};
+  gcommTensor_t t{grad, 4, gcommFloat32};
+  gcommReducer_t r = nullptr;
+  ASSERT_EQ(gcommReducerCreate(comm, &t, 1, nullptr, &r), gcommSuccess) << gcommGetLastError();
+  b.join();  // a slept through the quorum: excluded
+  ASSERT_EQ(b_error, "");
+  int committed = 1;
+  EXPECT_EQ(gcommMembershipCommit(a, 1, nullptr, &committed), gcommInvalidState);
+  const std::string why = gcommGetLastError();
+  EXPECT_TRUE(has(why, "was excluded from the job")) << why;
+  EXPECT_FALSE(has(why, "still used")) << why;
+  EXPECT_EQ(gcommMembershipLeave(a), gcommInvalidState);
+  EXPECT_TRUE(has(gcommGetLastError(), "used by 1 reducer")) << gcommGetLastError();
+  EXPECT_EQ(gcommReducerDestroy(r), gcommSuccess) << gcommGetLastError();
+  EXPECT_EQ(gcommMembershipLeave(a), gcommSuccess)
+      << "the refused Leave changed nothing: " << gcommGetLastError();
+}
+
 // The port asked for is the port served (a server on port 0 was all that ran before).
 TEST(MembershipServer, ListensOnThePortAskedFor) {
   const int port = gradcomm::test::free_tcp_port();
