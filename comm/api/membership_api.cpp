@@ -97,7 +97,8 @@ void drop_communicator(gcommMembership& m, bool abort) {
          "generation's), then call this again; gcommMembershipChangePending says when a change comes");
   }
   if (abort) (void)gcommCommAbort(m.comm);
-  (void)gcommCommDestroy(m.comm);
+  if (gcommCommDestroy(m.comm) != gcommSuccess)  // a group left open on it
+    fail(gcommInvalidState, "generation ", m.generation.generation, "'s communicator: ", gcommGetLastError());
   m.comm = nullptr;
 }
 
