@@ -34,6 +34,7 @@ p.add_argument("--seed", type=int, default=0, help="this member's own initial we
 p.add_argument("--final-world", type=int, default=0, help="go on past --steps until the live world is this large")
 p.add_argument("--json", action="store_true", help="end with a JSON line too")
 p.add_argument("--device", default="cpu", help="cpu, or cuda:0 (several members on one GPU: cuda-ipc)")
+p.add_argument("--amp", action="store_true", help="autocast (bfloat16 on the CPU, float16 on a GPU) and gct.GradScaler")
 a = p.parse_args()
 die_step, die_rank = map(int, a.die.split(":")) if a.die else (-1, -1)
 
@@ -66,6 +67,8 @@ net.to(a.device)
 m = gradcomm.Membership(store=a.store, job_key="ft-train-torch", min_ranks=a.min_ranks, timeout=20, device=a.device)
 model = gct.DistributedDataParallel(net, membership=m, compression=a.compression, bucket_cap_mb=0.01,
                                     first_bucket_mb=0.005)
+scaler = gct.GradScaler(model, init_scale=2.0 ** 10, growth_interval=20, enabled=a.amp)  # newcomers receive its state
+amp_dtype = torch.float16 if a.device.startswith("cuda") else torch.bfloat16
 opt = torch.optim.Adam(model.parameters(), lr=3e-3)
 sched = torch.optim.lr_scheduler.StepLR(opt, step_size=50, gamma=0.8)
 first_rank = None
@@ -79,12 +82,14 @@ while step is None or model.committed_steps < a.steps or step.world_size < a.fin
         print(f"generation {step.generation}: rank {step.rank} of {step.world_size}, holders {step.holders}, "
               f"at step {step.index}: {m.change}", flush=True)
     x, y = batch(step.index, step.rank, step.world_size)
-    loss = torch.nn.functional.mse_loss(model(x), y)
+    with torch.autocast(a.device.split(":")[0], dtype=amp_dtype, enabled=a.amp):
+        loss = torch.nn.functional.mse_loss(model(x).float(), y)
     if step.generation == 1 and step.index == die_step and step.rank == die_rank:
         model.module[3].weight.register_hook(lambda g: os.kill(os.getpid(), signal.SIGKILL))
-    loss.backward()
-    if model.commit():
-        opt.step()
+    scaler.scale(loss).backward()
+    if model.commit():  # every member, or none: only then the optimizer, scheduler and scaler step
+        scaler.step(opt)
+        scaler.update()
         sched.step()
     opt.zero_grad()
 state = [v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
@@ -96,7 +101,7 @@ print(f"rank {step.rank} of {step.world_size}: committed {model.committed_steps}
       flush=True)
 if a.json:
     print(json.dumps({"rank": step.rank, "world": step.world_size, "steps": model.committed_steps, "params": params,
-                      "buffers": digest(net.buffers()), "optimizer": digest(state), "lr": sched.get_last_lr()[0],
+                      "buffers": digest(net.buffers()), "optimizer": digest(state), "lr": sched.get_last_lr()[0], "scale": scaler.get_scale(),
                       "shared": hashlib.sha256(shared).hexdigest()[:16], "loss": loss.item(),
                       "compression": model.reducer.compression(), "stats": m.stats}), flush=True)
 model.close()

@@ -28,27 +28,28 @@ def agree(done, key):
     return len({d[2][key] for d in done}) == 1
 
 
-@pytest.mark.parametrize("die,compression", [("10:0", "none"), ("10:1", "int8")])
-def test_a_member_killed_in_backward_costs_one_step_and_the_survivors_agree(die, compression):
-    out = run(3, "--steps", "40", "--die", die, "--compression", compression)
+@pytest.mark.parametrize("die,compression,amp", [("10:0", "none", False), ("10:1", "int8", False),
+                                                  ("10:2", "none", True)])
+def test_a_member_killed_in_backward_costs_one_step_and_the_survivors_agree(die, compression, amp):
+    out = run(3, "--steps", "40", "--die", die, "--compression", compression, *(["--amp"] if amp else []))
     log = "\n".join(text[-3000:] for _, text, _ in out)
     killed = [o for o in out if o[0] == -9]
     done = [o for o in out if o[0] == 0]
     assert len(killed) == 1 and len(done) == 2, log
-    for key in ("params", "optimizer", "lr"):
+    for key in ("params", "optimizer", "lr", "scale"):
         assert agree(done, key), f"{key} differ\n{log}"
     for _, text, final in done:
         assert final["steps"] == 40 and final["world"] == 2 and final["compression"] == compression, text
         assert final["stats"]["steps_discarded"] == 1 and final["stats"]["failures_survived"] == 1, text
 
 
-def test_a_restarted_member_receives_model_optimizer_scheduler_and_powersgd_state():
-    out = run(3, "--steps", "60", "--final-world", "3", "--die", "10:1", "--compression", "powersgd", late=1,
-              late_after=1.0)
+def test_a_restarted_member_receives_model_optimizer_scheduler_scaler_and_powersgd_state():
+    out = run(3, "--steps", "60", "--final-world", "3", "--die", "10:1", "--compression", "powersgd", "--amp",
+              late=1, late_after=1.0)
     log = "\n".join(text[-3000:] for _, text, _ in out)
     done = [o for o in out if o[0] == 0]
     assert len(done) == 3, log
-    for key in ("params", "optimizer", "lr", "shared", "steps"):
+    for key in ("params", "optimizer", "lr", "scale", "shared", "steps"):
         assert agree(done, key), f"{key} differ\n{log}"
     newcomer = out[3]
     assert newcomer[2]["stats"]["state_bytes_received"] > 0 and newcomer[2]["world"] == 3, newcomer[1]
@@ -71,12 +72,12 @@ def test_what_a_membership_refuses(monkeypatch):
                 model(torch.randn(3, 4))
             with pytest.raises(gradcomm.InvalidStateError, match="commit\\(\\) without start_step"):
                 model.commit()
-            with pytest.raises(gradcomm.InvalidStateError, match="GradScaler with a membership is not built"):
-                gct.GradScaler(model)
             step = model.start_step()
             assert (step.index, step.rank, step.world_size, step.changed) == (0, 0, 1, True)
             with pytest.raises(gradcomm.InvalidStateError, match="again before commit"):
                 model.start_step()
+            with pytest.raises(gradcomm.InvalidStateError, match="before the first start_step"):
+                gct.GradScaler(model)
             with pytest.raises(gradcomm.InvalidStateError, match="join\\(\\) cannot be used with a membership"):
                 with model.join():
                     pass
@@ -113,3 +114,27 @@ def test_the_launch_recipe_restarts_only_the_killed_member():
     import re
     assert "restart 1" in r.stdout and re.search(r"rank \d of 3: .* state received [1-9]\d* bytes", r.stdout), \
         r.stdout[-4000:]
+
+
+def test_a_discarded_step_puts_the_loss_scale_back():
+    """The scale rule runs at the end of backward; a step discarded after it (another
+    member failed) must not keep its scale change, or members would disagree."""
+    net = torch.nn.Linear(4, 2)
+    with gradcomm.StoreServer(host="127.0.0.1") as server:
+        with gradcomm.Membership(store=f"127.0.0.1:{server.port}", job_key="scale") as m:
+            model = gct.DistributedDataParallel(net, membership=m)
+            scaler = gct.GradScaler(model, init_scale=8.0, growth_interval=1)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            model.start_step(opt)
+            scaler.scale(model(torch.randn(3, 4)).sum()).backward()
+            assert scaler.get_scale() == 16.0, "the rule ran at the end of backward"
+            model._fail_step(gradcomm.InvalidStateError("gcommInvalidState", "injected: a member failed"))
+            assert not model.commit()
+            assert scaler.get_scale() == 8.0 and scaler._get_growth_tracker() == 0
+            step = model.start_step(opt)
+            assert step.changed and step.index == 0
+            scaler.scale(model(torch.randn(3, 4)).sum()).backward()
+            assert model.commit() and scaler.get_scale() == 16.0
+            scaler.step(opt)
+            scaler.update()
+            model.close()

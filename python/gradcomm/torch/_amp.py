@@ -43,7 +43,7 @@ class GradScaler:
         if not self._enabled:
             return
         model._check_scaler_can_attach()
-        device = model.comm.device
+        device = model._scaler_device()
         self._native = _NativeScaler(device, **self._config)
         scale_addr, _, _, skipped_addr = self._native.device_state()
         kind, ordinal = int(device.kind), max(device.ordinal, 0)

@@ -27,6 +27,7 @@ import weakref
 import torch
 
 from .. import _gradcomm as _C
+from .._buffers import parse_device
 from ..comm import Communicator, init_from_env
 from ..errors import DivergenceError, Error, InvalidArgumentError, InvalidStateError
 from . import _fault_tolerance as _ft
@@ -218,8 +219,8 @@ class DistributedDataParallel(torch.nn.Module):
         (docs/fault-tolerance.md): the communicator is the membership's live
         world, each training step opens with start_step() and ends with commit(),
         which says whether to apply it (every member, or none); newcomers receive
-        the parameters, buffers, optimizer and compression state. Not with comm,
-        gradient_as_bucket_view, a GradScaler or join().
+        the parameters, buffers, optimizer, scheduler, GradScaler and compression
+        state. Not with comm, gradient_as_bucket_view, join() or no_sync().
     Bad values are refused before anything is made (check_options).
 
     Wrapping a module again (as a DDP user does after adding a parameter)
@@ -387,7 +388,8 @@ class DistributedDataParallel(torch.nn.Module):
         """Opens a training step of a fault-tolerant job (membership=): after a step
         that did not commit, or when someone waits to join, agrees the next
         generation and brings its newcomers up to date (parameters, buffers,
-        ``optimizer``'s and ``scheduler``'s state, the compression's shared state).
+        ``optimizer``'s and ``scheduler``'s state, the GradScaler's, the compression's
+        shared state).
         Returns a Step: draw the step's batch from (step.index, step.rank,
         step.world_size) (docs/fault-tolerance.md, "The divisor"). A failure while
         newcomers catch up is not raised: the step will not commit."""
@@ -405,6 +407,10 @@ class DistributedDataParallel(torch.nn.Module):
             changed = True
             self._enter_generation(view, optimizer, scheduler)
         view = m.quorum()  # the same generation: no server round
+        if self._grad_scaler is not None and self._grad_scaler.is_enabled():
+            # Restored if the step is discarded: a member's scale rule may have run
+            # at the end of its backward while another's step failed before it.
+            self._scaler_before = self._grad_scaler._native.state(self._stream())
         self._step = _ft.Step(index=view.committed_steps, rank=view.rank, world_size=view.world_size,
                               generation=view.generation, changed=changed, holders=view.holders)
         return self._step
@@ -426,6 +432,8 @@ class DistributedDataParallel(torch.nn.Module):
             self._steps += 1
         else:
             self._needs_quorum = True
+            if self._grad_scaler is not None and self._grad_scaler.is_enabled():
+                self._grad_scaler._native.set_state(self._scaler_before, self._stream())
         return committed
 
     def _fail_step(self, error):
@@ -496,8 +504,9 @@ class DistributedDataParallel(torch.nn.Module):
         """Rank 0's skeleton of the optimizer's and scheduler's state to every rank;
         `move(tensors)` moves its large tensors (each rank passes its own, in the
         skeleton's order); the receivers load what arrived."""
+        scaler = self._grad_scaler if self._grad_scaler is not None and self._grad_scaler.is_enabled() else None
         mine = []
-        skeleton = _ft.skeleton_of(optimizer, scheduler, self.device, mine) if self.comm.rank == 0 else b""
+        skeleton = _ft.skeleton_of(optimizer, scheduler, scaler, self.device, mine) if self.comm.rank == 0 else b""
         skeleton = pickle.loads(_ft.broadcast_bytes(self.comm, skeleton, self.device, self._stream()))
         receiving = newcomer if newcomers_only else self.comm.rank != 0
         if receiving:
@@ -505,13 +514,15 @@ class DistributedDataParallel(torch.nn.Module):
             state = _ft.fill(skeleton, self.device, mine)
         elif self.comm.rank != 0:
             mine = []
-            _ft.skeleton_of(optimizer, scheduler, self.device, mine)  # its own tensors, in the same order
+            _ft.skeleton_of(optimizer, scheduler, scaler, self.device, mine)  # its own tensors, in the same order
         move(mine)
         if receiving:
             if optimizer is not None and state["optimizer"] is not None:
                 optimizer.load_state_dict(state["optimizer"])
             if scheduler is not None and state["scheduler"] is not None:
                 scheduler.load_state_dict(state["scheduler"])
+            if scaler is not None and state["scaler"] is not None:
+                scaler.load_state_dict(state["scaler"])
 
     # ---- construction -----------------------------------------------------------
 
@@ -553,13 +564,18 @@ class DistributedDataParallel(torch.nn.Module):
     def _attach_scaler(self, scaler):
         self._check_scaler_can_attach()
         self._grad_scaler = scaler
-        self._build_reducer()
+        if self._membership is None:  # with one, the reducer is built at each new generation
+            self._build_reducer()
+
+    def _scaler_device(self):
+        """The gradcomm device a GradScaler of this model lives on."""
+        return self.comm.device if self.comm is not None else parse_device(_comm_device_for(self.device))
 
     def _check_scaler_can_attach(self):
         """Refuses a GradScaler before it is made (GradScaler's __init__ asks)."""
-        if self._membership is not None:
-            raise InvalidStateError("gcommInvalidState", "gradcomm's GradScaler with a membership is not built yet: "
-                                    "its scale would have to reach newcomers too (docs/fault-tolerance.md)")
+        if self._membership is not None and (self._step is not None or self._reducer is not None):
+            raise InvalidStateError("gcommInvalidState", "create the GradScaler before the first start_step(): it "
+                                    "is fused into each generation's reducer")
         if self._grad_scaler is not None:
             raise InvalidStateError("gcommInvalidState", "this model already has a GradScaler")
         if self._steps > 0 or self._step_open:

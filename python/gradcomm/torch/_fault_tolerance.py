@@ -1,6 +1,7 @@
 """What DistributedDataParallel(membership=...) moves when a generation changes
 (docs/fault-tolerance.md, "PyTorch"): the model's parameters and buffers, the
-optimizer's state, an LR scheduler's, and the compression's shared state.
+optimizer's state, an LR scheduler's, a GradScaler's, and the compression's shared
+state.
 
 Newcomers cannot know the shapes of an optimizer's state (Adam creates it at its
 first step), so rank 0 (a holder) broadcasts a *skeleton*: the state dicts with
@@ -87,10 +88,12 @@ def broadcast_bytes(comm, data, device, stream):
     return raw[:n].cpu().numpy().tobytes()
 
 
-def skeleton_of(optimizer, scheduler, device, tensors):
-    """(pickled skeleton, its tensors) of this holder's optimizer and scheduler state."""
+def skeleton_of(optimizer, scheduler, scaler, device, tensors):
+    """The pickled skeleton of this holder's optimizer, scheduler and GradScaler state
+    (the optimizer's large tensors appended to `tensors`)."""
     state = {"optimizer": optimizer.state_dict() if optimizer is not None else None,
-             "scheduler": scheduler.state_dict() if scheduler is not None else None}
+             "scheduler": scheduler.state_dict() if scheduler is not None else None,
+             "scaler": scaler.state_dict() if scaler is not None else None}
     return pickle.dumps(split(state, device, tensors))
 
 
