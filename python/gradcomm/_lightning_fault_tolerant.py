@@ -17,6 +17,7 @@ member's own (nothing crosses processes); the live rank 0 is the global zero
 import inspect
 
 from ._lightning_import import SingleDeviceStrategy, rank_zero
+from ._lightning_scaler import fuse_grad_scaler
 from .errors import InvalidArgumentError, InvalidStateError
 from .membership import Membership
 from .torch import DistributedDataParallel
@@ -34,8 +35,8 @@ class FaultTolerantStrategy(SingleDeviceStrategy):
     gradcomm.Membership's; device is this member's ("cpu", "cuda:0"); the other
     keyword arguments are gradcomm.torch.DistributedDataParallel's (compression,
     wire_dtype, bucket_cap_mb, ...). Bad ones are refused here, when the Trainer is
-    built. One optimizer; gradient accumulation and gradcomm's GradScaler
-    (precision="16-mixed") are not supported with it yet."""
+    built. One optimizer; gradient accumulation is not supported with it yet.
+    precision="16-mixed" runs on gradcomm's GradScaler, as with GradcommStrategy."""
 
     strategy_name = "gradcomm_fault_tolerant"
 
@@ -79,13 +80,10 @@ class FaultTolerantStrategy(SingleDeviceStrategy):
             raise InvalidArgumentError("gcommInvalidArgument", "FaultTolerantStrategy does not accumulate "
                                        "gradients yet: every training step is a voted step; use "
                                        "accumulate_grad_batches=1")
-        if getattr(self.precision_plugin, "scaler", None) is not None:
-            raise InvalidArgumentError("gcommInvalidArgument", "precision=\"16-mixed\" with FaultTolerantStrategy is "
-                                       "not built yet (gradcomm's GradScaler would have to send its scale to "
-                                       "newcomers); use \"bf16-mixed\" or 32")
         device = "cpu" if self.root_device.type == "cpu" else f"cuda:{self.root_device.index or 0}"
         self._membership = Membership(device=device, **self._membership_options)
         self.model = DistributedDataParallel(self.model, membership=self._membership, **self._wrapper_options)
+        fuse_grad_scaler(self)  # precision="16-mixed": newcomers receive its state, a discarded step keeps none
 
     def _wrapped(self):
         return self.model if isinstance(self.model, DistributedDataParallel) else None

@@ -20,7 +20,8 @@ from ._lightning_import import DDPStrategy, StrategyRegistry, pl  # noqa: F401 -
 
 from . import comm as _comm
 from .errors import InvalidArgumentError
-from .torch import DistributedDataParallel, GradScaler
+from ._lightning_scaler import fuse_grad_scaler
+from .torch import DistributedDataParallel
 from .torch._ddp import check_options
 
 # The wrapper's options, as the strategy takes them (module and comm are the strategy's;
@@ -86,23 +87,10 @@ class GradcommStrategy(DDPStrategy):
 
     def configure_ddp(self):
         self.model = self._setup_model(self.model)
-        self._fuse_grad_scaler()
+        fuse_grad_scaler(self)
         if self._gradcomm_restore is not None:
             self.model.load_comm_state_dict(self._gradcomm_restore)
             self._gradcomm_restore = None
-
-    def _fuse_grad_scaler(self):
-        """precision="16-mixed": Lightning's GradScaler becomes gradcomm's, which
-        unscales and checks the gradients inside the reduction (same settings, same
-        calls: scale, unscale_, step, update, state_dict)."""
-        scaler = getattr(self.precision_plugin, "scaler", None)
-        if scaler is None or not scaler.is_enabled():
-            return
-        # (A gradcomm scaler of an earlier fit is bound to that fit's wrapper: made again,
-        # from its current scale.)
-        self.precision_plugin.scaler = GradScaler(
-            self.model, init_scale=scaler.get_scale(), growth_factor=scaler.get_growth_factor(),
-            backoff_factor=scaler.get_backoff_factor(), growth_interval=scaler.get_growth_interval())
 
     def _register_ddp_hooks(self):
         pass  # torch's comm hooks: gradcomm's compression is a wrapper option

@@ -25,6 +25,7 @@ p.add_argument("--steps", type=int, default=40)
 p.add_argument("--min-ranks", type=int, default=3)
 p.add_argument("--die", default="")
 p.add_argument("--seed", type=int, default=0)
+p.add_argument("--fp16", action="store_true", help='precision="16-mixed" with a GradScaler (on the CPU too)')
 p.add_argument("--final-world", type=int, default=0, help="go on past --steps until the live world is this large")
 a = p.parse_args()
 die_step, die_rank = map(int, a.die.split(":")) if a.die else (-1, -1)
@@ -72,11 +73,16 @@ class StopTogether(pl.Callback):
             trainer.should_stop = True
 
 
+plugins = []
+if a.fp16:  # Lightning gives the CPU no scaler for "16-mixed"; this is the GPU's setup
+    from lightning.pytorch.plugins import MixedPrecision
+    plugins.append(MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu", init_scale=2.0 ** 12,
+                                                                                 growth_interval=3)))
 module = Module()
 strategy = FaultTolerantStrategy(store=a.store, job_key="pytest-lightning-ft", min_ranks=a.min_ranks, timeout=20)
 trainer = pl.Trainer(max_steps=-1 if a.final_world else a.steps, accelerator="cpu", devices=1, strategy=strategy,
                      logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                     callbacks=[StopTogether()] if a.final_world else [])
+                     callbacks=[StopTogether()] if a.final_world else [], plugins=plugins)
 trainer.fit(module, DataLoader(Teacher(), batch_size=1))
 momentum = [s["momentum_buffer"] for s in trainer.optimizers[0].state.values()]
 h = hashlib.sha256()
@@ -84,5 +90,7 @@ for t in list(module.net.parameters()) + momentum:
     h.update(t.detach().contiguous().numpy().tobytes())
 print(json.dumps({"global_step": trainer.global_step, "committed": strategy.committed_steps,
                   "state": h.hexdigest()[:16], "lr": trainer.optimizers[0].param_groups[0]["lr"],
-                  "loss": module.last_loss, "world": strategy.step.world_size, "stats": strategy.stats}),
+                  "loss": module.last_loss, "scale": getattr(trainer.precision_plugin, "scaler", None) and
+                  trainer.precision_plugin.scaler.get_scale(),
+                  "scaler": type(getattr(trainer.precision_plugin, "scaler", None)).__module__, "world": strategy.step.world_size, "stats": strategy.stats}),
       flush=True)

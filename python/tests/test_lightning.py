@@ -143,22 +143,27 @@ def test_under_torchrun_as_ddp_does(tmp_path):
 
 # ---- training through failures: FaultTolerantStrategy, a Trainer per member ----
 
-def test_fault_tolerant_members_survive_a_kill_and_take_a_restarted_member_back():
+@pytest.mark.parametrize("fp16", [False, True], ids=["32", "16-mixed"])
+def test_fault_tolerant_members_survive_a_kill_and_take_a_restarted_member_back(fp16):
     """Three members (lightning_ft_worker.py, each from its own seed); the one that
     is rank 1 is killed in its training step 10 and a fourth process joins later:
-    the job goes on, the newcomer receives the model, SGD's momentum and the LR
-    schedule, and every member ends with one state at the same global_step."""
+    the job goes on, the newcomer receives the model, SGD's momentum, the LR schedule
+    (and with 16-mixed, gradcomm's fused GradScaler's state), and every member ends
+    with one state at the same global_step."""
     import gradcomm
     from test_membership import members
     with gradcomm.StoreServer(host="127.0.0.1") as server:
-        out = members(server, 3, "--steps", "60", "--final-world", "3", "--die", "10:1", late=1, late_after=1.0,
-                      timeout=300, worker="lightning_ft_worker.py", own=lambda i: ["--seed", str(i)])
+        out = members(server, 3, "--steps", "60", "--final-world", "3", "--die", "10:1", *(["--fp16"] if fp16 else []),
+                      late=1, late_after=1.0, timeout=300, worker="lightning_ft_worker.py",
+                      own=lambda i: ["--seed", str(i)])
     log = "\n".join(text[-3000:] for _, text, _ in out)
     assert [o[0] for o in out].count(-9) == 1, log
     done = [o[2] for o in out if o[0] == 0]
     assert len(done) == 3, log
-    for key in ("state", "lr", "global_step", "committed"):
+    for key in ("state", "lr", "global_step", "committed", "scale"):
         assert len({d[key] for d in done}) == 1, f"{key} differs\n{log}"
+    if fp16:
+        assert done[0]["scaler"] == "gradcomm.torch._amp" and done[0]["scale"] > 2.0 ** 12, log
     assert done[0]["global_step"] == done[0]["committed"] >= 60, log
     newcomer = out[3][2]
     assert newcomer["stats"]["state_bytes_received"] > 0 and newcomer["world"] == 3, out[3][1]
