@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "comm/api/handles.hpp"
 #include "comm/api/publish.hpp"
 #include "comm/communicator.hpp"
 #include "comm/divergence/divergence_check.hpp"
@@ -57,11 +58,7 @@ GCOMM_API gcommStatus_t gcommCommInitLocal(int nranks, gcommDevice_t device, con
 
 GCOMM_API gcommStatus_t gcommCommDestroy(gcommComm_t comm) {
   return GCOMM_API_CALL({
-    comms().refuse_if_used(comm, "the communicator");
-    int grouped = comms().get(comm)->comm.grouped_calls();
-    if (grouped > 0)
-      fail(gcommInvalidState, "the communicator has ", grouped,
-           " collective(s) in a group not yet ended; call gcommGroupEnd on the thread that began it first");
+    refuse_to_destroy_communicator(comm);
     comms().destroy(comm);
   });
 }
@@ -271,7 +268,11 @@ Communicator& acquire_communicator(gcommComm_t handle) {
 void release_communicator(gcommComm_t handle) noexcept {
   comms().release(handle);
 }
-void refuse_if_communicator_used(gcommComm_t handle) {
+void refuse_to_destroy_communicator(gcommComm_t handle) {
   comms().refuse_if_used(handle, "the communicator");
+  int grouped = comms().get(handle)->comm.grouped_calls();
+  if (grouped > 0)
+    fail(gcommInvalidState, "the communicator has ", grouped,
+         " collective(s) in a group not yet ended; call gcommGroupEnd on the thread that began it first");
 }
 }  // namespace gradcomm::comm

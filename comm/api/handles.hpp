@@ -8,7 +8,7 @@
 namespace gradcomm::comm {
 Communicator& acquire_communicator(gcommComm_t handle);
 void release_communicator(gcommComm_t handle) noexcept;
-// gcommInvalidState ("the communicator is used by N reducer(s); ...") while users
-// remain: what gcommCommDestroy would refuse, asked before anything changes.
-void refuse_if_communicator_used(gcommComm_t handle);
+// gcommInvalidState while gcommCommDestroy would refuse (reducers still use it, or
+// a group is open on it), asked before anything changes.
+void refuse_to_destroy_communicator(gcommComm_t handle);
 }  // namespace gradcomm::comm

@@ -305,7 +305,10 @@ GCOMM_API gcommStatus_t gcommReducerSaveCompressionStatePart(gcommReducer_t redu
  *  PowerSGD's Q and residual, the int8/fp8 wire's own residual of each bucket it
  *  quantizes in both worlds); what does is reset (the int8/fp8 owner's residual of
  *  the shard it owned: the shards are redrawn for the new world). A state of the
- *  same world loads as with gcommReducerLoadCompressionState. */
+ *  same world loads as with gcommReducerLoadCompressionState. A shared state
+ *  (gcommCompressionStateShared, any rank's) sets the shared part and keeps this
+ *  reducer's residuals: how every member adopts one rank's shared part, e.g. after a
+ *  discarded step that some members' reducers finished and others did not. */
 GCOMM_API gcommStatus_t gcommReducerCarryCompressionState(gcommReducer_t reducer, const void* data,
                                                           size_t bytes);
 

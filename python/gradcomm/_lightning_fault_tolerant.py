@@ -114,9 +114,12 @@ class FaultTolerantStrategy(SingleDeviceStrategy):
         if wrapped is None:
             return super().optimizer_step(optimizer, closure, model, **kwargs)
         result = closure()  # training_step (start_step, forward) and backward (the reduction)
-        if wrapped._step is None:
-            raise InvalidStateError("gcommInvalidState", "the training step returned no loss: every member of a "
-                                    "fault-tolerant job must take part in every step")
+        if result is None:  # no backward: this member reduced nothing, so the step cannot commit
+            error = InvalidStateError("gcommInvalidState", "the training step returned no loss: every member of a "
+                                      "fault-tolerant job must take part in every step's backward")
+            wrapped._fail_step(error)
+            wrapped.commit()
+            raise error
         if wrapped.commit():
             return super().optimizer_step(optimizer, lambda: result, model, **kwargs)
         # Discarded on every member: the optimizer does not step, and Lightning's loop,
@@ -134,15 +137,17 @@ class FaultTolerantStrategy(SingleDeviceStrategy):
 
     def teardown(self):
         model = self._wrapped()
-        if model is not None:
-            self._committed = model.committed_steps
-            model.close()
-            self.model = self.lightning_module
-        if self._membership is not None:
-            self.stats = self._membership.stats
-            self._membership.close()
-            self._membership = None
-        super().teardown()
+        try:
+            if model is not None:
+                self._committed = model.committed_steps
+                self.model = self.lightning_module
+                model.close()
+        finally:
+            if self._membership is not None:
+                self.stats = self._membership.stats
+                self._membership.close()
+                self._membership = None
+            super().teardown()
 
     @classmethod
     def register_strategies(cls, strategy_registry):

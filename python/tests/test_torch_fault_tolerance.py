@@ -138,3 +138,30 @@ def test_a_discarded_step_puts_the_loss_scale_back():
             scaler.step(opt)
             scaler.update()
             model.close()
+
+
+def test_the_divergence_check_follows_the_jobs_step_and_a_lost_state_is_refused(monkeypatch):
+    """The check runs at the job's steps K, 2K, ... (every member shares them; a
+    newcomer's own count of forwards would not), once a step. A member told it holds
+    the state after steps committed, that never held it (every holder gone while it
+    caught up), is refused instead of training on a state that is not the job's."""
+    from gradcomm.membership import View
+    net = torch.nn.Linear(4, 2)
+    with gradcomm.StoreServer(host="127.0.0.1") as server:
+        with gradcomm.Membership(store=f"127.0.0.1:{server.port}", job_key="check") as m:
+            model = gct.DistributedDataParallel(net, membership=m, divergence_check_every=2)
+            checked = []
+            real = model.check_divergence
+            monkeypatch.setattr(model, "check_divergence", lambda **kw: checked.append(model._step.index) or real(**kw))
+            for _ in range(5):
+                model.start_step()
+                model(torch.randn(3, 4))
+                model(torch.randn(3, 4)).sum().backward()  # a second forward in the step: no second check
+                assert model.commit()
+            assert checked == [2, 4]
+            view = m.quorum()
+            model._leave_generation()
+            model._holds_state = False
+            with pytest.raises(gradcomm.InvalidStateError, match="the job's state is lost"):
+                model._enter_generation(View(view.communicator, view.generation, 0, 1, True, 1, 7), None, None)
+            model.close()

@@ -291,6 +291,12 @@ void BlockWire::load(const uint8_t* data, size_t bytes, StateOrigin origin) {
           static_cast<size_t>(end - p), " bytes of error feedback, expected ", saved_floats * sizeof(float));
   std::vector<float> saved(saved_floats);
   if (saved_floats > 0) std::memcpy(saved.data(), p, saved_floats * sizeof(float));
+  // A shared state carried (kEarlierWorld): the job's step counter, this rank's
+  // residuals kept.
+  if (shared && origin == StateOrigin::kEarlierWorld) {
+    step_ = step;
+    return;
+  }
   // Parsed: now this reducer's residuals, zero where the state has none for them.
   std::vector<float> e(e_total_ + e2_total_, 0.0f);
   for (size_t b = 0; b < buckets && options_.error_feedback; ++b) {

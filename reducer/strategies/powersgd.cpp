@@ -332,8 +332,9 @@ std::vector<uint8_t> PowerSgd::save(StatePart part) {
 }
 
 // Nothing in PowerSGD's state depends on the world (Q is per matrix, the residual
-// per gradient), so a state of an earlier generation loads as this rank's own.
-void PowerSgd::load(const uint8_t* data, size_t bytes, StateOrigin /*origin*/) {
+// per gradient), so a state of an earlier generation loads as this rank's own. A
+// shared state carried (kEarlierWorld) sets Q and the step and keeps the residual.
+void PowerSgd::load(const uint8_t* data, size_t bytes, StateOrigin origin) {
   require(data != nullptr || bytes == 0, "PowerSGD state: data is NULL");
   const uint8_t* p = data;
   const uint8_t* end = data + bytes;
@@ -375,7 +376,9 @@ void PowerSgd::load(const uint8_t* data, size_t bytes, StateOrigin /*origin*/) {
   }
   require(p == end, "PowerSGD state: ", end - p, " trailing bytes");
   memory::copy_bytes(q_, q.data(), q_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
-  memory::copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(), cudaMemcpyHostToDevice);
+  if (!(shared && origin == StateOrigin::kEarlierWorld))
+    memory::copy_bytes(e_, e.data(), e_total_ * sizeof(float), device_, side_.stream(),
+                       cudaMemcpyHostToDevice);
   side_.synchronize();
   step_ = step;
 }

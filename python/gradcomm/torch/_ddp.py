@@ -291,6 +291,8 @@ class DistributedDataParallel(torch.nn.Module):
             self._step_error = None  # with a membership: the gradcomm error that ended this step
             self._carried = None    # the compression state kept across a generation change
             self.last_step_error = None
+            self._holds_state = False  # with a membership: this process holds the job's state (server's rule)
+            self._checked_at = None    # with a membership: the step whose divergence check ran
             self._needs_quorum = True
             if membership is None:
                 self._sync_module_states()
@@ -427,12 +429,16 @@ class DistributedDataParallel(torch.nn.Module):
             raise InvalidStateError("gcommInvalidState", "commit() before the backward pass finished its step")
         error, self._step_error, self._step = self._step_error, None, None
         self.last_step_error = error  # what ended this member's part of the step (None: it voted ok)
-        committed = self._membership.commit(error is None, None if error is None else str(error))
-        if committed:
-            self._steps += 1
-        else:
-            self._needs_quorum = True
-            if self._grad_scaler is not None and self._grad_scaler.is_enabled():
+        self._needs_quorum = True  # until the vote says committed (a refused vote raises)
+        committed = False
+        try:
+            committed = self._membership.commit(error is None, None if error is None else str(error))
+        finally:
+            if committed:
+                self._steps += 1
+                self._holds_state = True  # the server's rule too: a committed step makes a holder
+                self._needs_quorum = False
+            elif self._grad_scaler is not None and self._grad_scaler.is_enabled():
                 self._grad_scaler._native.set_state(self._scaler_before, self._stream())
         return committed
 
@@ -457,11 +463,18 @@ class DistributedDataParallel(torch.nn.Module):
             self._reducer = None
 
     def _enter_generation(self, view, optimizer, scheduler):
-        self._needs_quorum = False
+        """Builds this generation's reducer and brings every member to the job's
+        state. _needs_quorum stays set until all of it is done: an exception
+        midway (raised, not voted) makes the next start_step form another one."""
         self.comm = view.communicator
         self._check_device(self.comm)
-        self._build_reducer()
         holder = view.rank < view.holders
+        if holder and view.committed_steps > 0 and not self._holds_state:
+            raise InvalidStateError(
+                "gcommInvalidState", f"the job's state is lost: no member that held it is left, and this one never "
+                f"finished catching up (generation {view.generation}: {self._membership.change}). Start the job "
+                "again from a checkpoint")
+        self._build_reducer()
         carried, self._carried = self._carried, None
         if carried is not None and holder:
             self._reducer.load_compression_state(carried, carry=True)
@@ -469,11 +482,26 @@ class DistributedDataParallel(torch.nn.Module):
         try:
             if view.committed_steps == 0:
                 self._start_alike(optimizer, scheduler)
+                self._holds_state = True  # every member starts from rank 0's
             elif view.holders < view.world_size:
                 self._bring_newcomers_up_to_date(view, optimizer, scheduler)
+            self._adopt_shared_compression_state(holder)
         except Error as e:
             self._step_error = e
             self._membership.last_error = e
+        self._needs_quorum = False
+
+    def _adopt_shared_compression_state(self, holder):
+        """Rank 0's shared compression state (step counter, PowerSGD's Q) on every
+        member: a discarded step may have advanced it on the members whose reducer
+        finished the step and not on the others. Holders keep their residuals;
+        newcomers start with none."""
+        if self._compression is None or self.comm.world_size == 1:
+            return
+        mine = self._reducer.compression_state(shared=True) if self.comm.rank == 0 else b""
+        shared = _ft.broadcast_bytes(self.comm, mine, self.device, self._stream())
+        if self.comm.rank != 0:
+            self._reducer.load_compression_state(shared, carry=holder)
 
     def _start_alike(self, optimizer, scheduler):
         """No step committed yet: rank 0's parameters and buffers everywhere (as
@@ -484,21 +512,17 @@ class DistributedDataParallel(torch.nn.Module):
 
     def _bring_newcomers_up_to_date(self, view, optimizer, scheduler):
         newcomer = view.rank >= view.holders
-        shared = self._reducer.compression_state(shared=True) if self._compression is not None else b""
-        shared_raw = _ft.padded_bytes(shared, self.device)
         movable, by_value = [], []
         for t in list(self.module.parameters()) + list(self.module.buffers()):
             (movable if _ft._movable(t, self.device) else by_value).append(t)
 
         def sync(tensors):
             with torch.no_grad():
-                spans = [t.data for t in movable] + list(tensors) + ([shared_raw] if shared_raw.numel() else [])
+                spans = [t.data for t in movable] + list(tensors)
                 self._membership.sync_state(spans, stream=self._stream())
                 for t in by_value:  # odd sizes, or not on this device: rank 0's, one by one
                     self._broadcast_tensor(t)
         self._receive_skeleton_state(optimizer, scheduler, sync, newcomers_only=True, newcomer=newcomer)
-        if newcomer and shared:
-            self._reducer.load_compression_state(shared_raw[:len(shared)].cpu().numpy().tobytes())
 
     def _receive_skeleton_state(self, optimizer, scheduler, move, newcomers_only=False, newcomer=True):
         """Rank 0's skeleton of the optimizer's and scheduler's state to every rank;
@@ -631,12 +655,15 @@ class DistributedDataParallel(torch.nn.Module):
             if self._step_error is not None:
                 return  # the step will not commit: no collective on a failed generation
             try:
-                if self.divergence_check_every > 0:
-                    self._training_forwards += 1
-                    if self._training_forwards % self.divergence_check_every == 0:
-                        report = self.check_divergence()
-                        if not report.agreed:
-                            raise DivergenceError(report, self._steps)
+                # Keyed on the job's step, the same on every member (a newcomer's own
+                # count of forwards is not), once per step.
+                index = self._step.index
+                if self.divergence_check_every > 0 and index > 0 and index % self.divergence_check_every == 0 \
+                        and self._checked_at != index:
+                    self._checked_at = index
+                    report = self.check_divergence()
+                    if not report.agreed:
+                        raise DivergenceError(report, self._steps)
                 if self.broadcast_buffers and self.comm.world_size > 1:
                     self._broadcast_buffers(0)
             except DivergenceError:
@@ -695,6 +722,12 @@ class DistributedDataParallel(torch.nn.Module):
                 if not self._step_open:
                     self._begin_step()
                 self._take_grad(i, p)
+            except InvalidArgumentError:  # this rank's own mistake (a sparse gradient, ...), not a failure
+                try:
+                    self._abandon_step()
+                except Error as e:
+                    self._fail_step(e)
+                raise
             except Error as e:
                 self._fail_step(e)
             return

@@ -1,7 +1,7 @@
 """What DistributedDataParallel(membership=...) moves when a generation changes
 (docs/fault-tolerance.md, "PyTorch"): the model's parameters and buffers, the
-optimizer's state, an LR scheduler's, a GradScaler's, and the compression's shared
-state.
+optimizer's state, an LR scheduler's and a GradScaler's (rank 0's compression
+shared state is broadcast to every member by the wrapper itself).
 
 Newcomers cannot know the shapes of an optimizer's state (Adam creates it at its
 first step), so rank 0 (a holder) broadcasts a *skeleton*: the state dicts with
@@ -96,10 +96,3 @@ def skeleton_of(optimizer, scheduler, scaler, device, tensors):
              "scaler": scaler.state_dict() if scaler is not None else None}
     return pickle.dumps(split(state, device, tensors))
 
-
-def padded_bytes(data, device):
-    """`data` in a uint8 tensor of even length on `device` (sync_state moves 16-bit units)."""
-    raw = torch.zeros(len(data) + len(data) % 2, dtype=torch.uint8, device=device)
-    if data:
-        raw[:len(data)].copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
-    return raw

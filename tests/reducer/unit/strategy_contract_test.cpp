@@ -13,7 +13,8 @@
 //   7. across a membership change (docs/fault-tolerance.md): the shared state is
 //      the same bytes on every rank and loads on a reducer of another world, which
 //      saves it alike; a rank's whole state carries to its reducer of another world
-//      (StateOrigin::kEarlierWorld) with the shared part kept.
+//      (StateOrigin::kEarlierWorld) with the shared part kept, and carrying a shared
+//      state then keeps that rank's residual.
 // A new compression adds its table line and is held to all of it, with no test
 // written for it here. The suite is shown to fail (StrategyContract.CatchesEach...)
 // on fakes that each break one rule.
@@ -305,6 +306,10 @@ std::string carries_its_state_across_worlds(const Subject& s) {
           rr.r->load_compression(whole[1].data(), whole[1].size(), StateOrigin::kEarlierWorld);
           if (rr.r->save_compression(StatePart::kShared) != shared[1])
             return "a state carried to another world lost its shared part";
+          // Adopting the job's shared part (rank 0's) keeps this rank's residual.
+          const std::vector<uint8_t> carried = rr.r->save_compression();
+          rr.r->load_compression(shared[0].data(), shared[0].size(), StateOrigin::kEarlierWorld);
+          if (rr.r->save_compression() != carried) return "carrying a shared state lost this rank's residual";
         }
         return "";
       },
@@ -453,13 +458,15 @@ class Fake final : public CompressionStrategy {
     if (!shared) std::memcpy(out.data() + 16, &sum_, 8);
     return out;
   }
-  void load(const uint8_t* data, size_t bytes, StateOrigin /*origin*/) override {
+  void load(const uint8_t* data, size_t bytes, StateOrigin origin) override {
     const bool shared = bytes == 16 && std::memcmp(data, "FAKESHAR", 8) == 0;
     require(shared || (bytes == 24 && std::memcmp(data, "FAKESTAT", 8) == 0), "not a fake state");
     if (defect_ == Defect::kLoadsNothing) return;
     std::memcpy(&steps_, data + 8, 8);
-    sum_ = 0;
-    if (!shared) std::memcpy(&sum_, data + 16, 8);
+    if (!shared)
+      std::memcpy(&sum_, data + 16, 8);
+    else if (origin == StateOrigin::kThisRank)
+      sum_ = 0;  // a newcomer's: no residual; carried, this rank's own is kept
   }
   void begin_step(const StrategyContext& ctx) override {
     if (defect_ == Defect::kExtraCallOnRank1 && rank_ == 1)
