@@ -2,13 +2,15 @@
 """Reads the flight records of a job's ranks (GRADCOMM_FLIGHT_RECORDER_FILE, or
 gcommCommDumpFlightRecord) and says, in words, where the ranks parted: which rank
 never entered which collective, which ranks stopped where, and calls that differ
-between ranks at the same sequence number. Standard library only.
+between ranks at the same sequence number; and what the ranks noted: membership
+changes, and divergence checks that found a rank's bytes off the majority's.
+Standard library only.
 
   python3 tools/gradcomm_desync.py /tmp/records/          every *.json in the folder
   python3 tools/gradcomm_desync.py rank0.json rank1.json ...
 
 Exit status: 0 when the records agree and every rank completed its last call,
-1 when they show a desync, a mismatch or a failure, 2 on unreadable input.
+1 when they show a desync, a mismatch, a failure or a divergence, 2 on unreadable input.
 """
 import argparse
 import glob
@@ -148,6 +150,12 @@ def report(records):
                          + (f" (reducer bucket {e['bucket']})" if "bucket" in e else "")
                          + (p2p_partner(records, r, e) if is_p2p(e) else ""))
             wrong = wrong or faulty
+    # What the ranks noted besides their calls: membership changes (informational),
+    # and divergence checks that found ranks off the majority (a finding).
+    for r, rec in sorted(records.items()):
+        for note in rec.get("notes", []):
+            lines.append(f"rank {r} noted: {note['text']}")
+            wrong = wrong or note["text"].startswith("divergence check:")
     if not wrong:
         in_flight = sum(e["state"] == "enqueued" for rec in records.values() for e in rec["entries"])
         lines.append("the records agree and every call completed" if not in_flight else

@@ -132,7 +132,20 @@ DivergenceReport check_divergence(Communicator& comm, const void* const* data, c
   }
   DeviceGuard guard(device);
   std::vector<uint64_t> all = gather(comm, hash_spans(device, data, bytes, n, stream), stream);
-  return compare_hashes(std::move(all), comm.size(), n);
+  DivergenceReport report = compare_hashes(std::move(all), comm.size(), n);
+  // A mismatch goes into the flight record too, where tools/gradcomm_desync.py finds it
+  // (an agreeing check is not noted: the notes are few, kept for what went wrong).
+  if (report.mismatched_spans > 0) comm.note_in_flight_record(divergence_note(report));
+  return report;
+}
+
+std::string divergence_note(const DivergenceReport& report) {
+  std::string off;
+  for (size_t r = 0; r < report.first_mismatch.size(); ++r)
+    if (report.first_mismatch[r] >= 0)
+      off += cat(off.empty() ? "" : ", ", "rank ", r, " from span ", report.first_mismatch[r]);
+  return cat("divergence check: ", report.mismatched_spans, " of ", report.spans,
+             " span(s) differ between ranks; off the majority: ", off);
 }
 
 }  // namespace gradcomm::comm

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "gradcomm/types.h"
@@ -41,5 +42,9 @@ DivergenceReport compare_hashes(std::vector<uint64_t> hashes, int ranks, size_t 
 // cannot use, or past the end of its allocation where the driver knows it.
 DivergenceReport check_divergence(Communicator& comm, const void* const* data, const size_t* bytes, size_t n,
                                   gcommStream_t stream);
+
+// The flight-record note of a check that found a mismatch: "divergence check: 1 of 3
+// span(s) differ between ranks; off the majority: rank 2 from span 1".
+std::string divergence_note(const DivergenceReport& report);
 
 }  // namespace gradcomm::comm

@@ -69,3 +69,28 @@ def test_survivors_records_name_the_missing_rank(tmp_path, mode):
     assert "records from ranks 0, 1; none from rank 2" in text, text
     assert "all-reduce #4 (64 f32, sum): entered by ranks 0, 1; never entered by rank 2" in text, text
     assert "shm transport" in text, text  # processes of one host: gcommTransportAuto's choice
+
+
+def test_the_desync_tool_names_a_divergence_from_the_records(tmp_path):
+    """A divergence check that finds a rank off the majority is noted in every rank's
+    flight record; tools/gradcomm_desync.py reads it and exits 1."""
+    import threading
+
+    import numpy as np
+
+    import gradcomm
+    comms = gradcomm.init_local(3)
+    arrays = [np.arange(1000, dtype=np.float32) for _ in comms]
+    arrays[2][7] += 1  # rank 2 drifted
+    threads = [threading.Thread(target=c.check_divergence, args=([a],)) for c, a in zip(comms, arrays)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r, c in enumerate(comms):
+        c.dump_flight_record(tmp_path / f"rank{r}.json")
+        c.close()
+    out = subprocess.run([sys.executable, DESYNC, str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert ("rank 0 noted: divergence check: 1 of 1 span(s) differ between ranks; off the majority: rank 2 from "
+            "span 0") in out.stdout, out.stdout

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -40,7 +41,10 @@ TEST(DivergenceCompare, NamesTheRanksOffTheMajorityAndTheirFirstSpan) {
 
 // `ranks` local ranks on `device`, each checking three spans (one empty, one of
 // several 64 KiB chunks); `flip_rank` (if >= 0) flips one bit of span 1 first.
-std::vector<DivergenceReport> run_check(int ranks, gcommDevice_t device, int flip_rank) {
+// `records` (if given) receives each rank's flight record after the check.
+std::vector<DivergenceReport> run_check(int ranks, gcommDevice_t device, int flip_rank,
+                                        std::vector<std::string>* records = nullptr) {
+  if (records != nullptr) records->assign(ranks, "");
   std::mt19937 rng(3);
   std::vector<float> a(1000), b(40000);
   for (auto& x : a) x = std::uniform_real_distribution<float>(-1, 1)(rng);
@@ -71,6 +75,7 @@ std::vector<DivergenceReport> run_check(int ranks, gcommDevice_t device, int fli
       const void* data[3] = {da, db, nullptr};
       const size_t bytes[3] = {a.size() * 4, mine_b.size() * 4, 0};
       reports[r] = check_divergence(comm, data, bytes, 3, nullptr);
+      if (records != nullptr) (*records)[r] = comm.flight_record("test");
       if (gpu) {
         cudaFree(da);
         cudaFree(db);
@@ -89,6 +94,21 @@ void expect_named(const std::vector<DivergenceReport>& reports, int ranks, int f
     EXPECT_EQ(reports[r].mismatched_spans, flip_rank >= 0 ? 1u : 0u) << "on rank " << r;
     EXPECT_EQ(reports[r].hashes, reports[0].hashes) << "every rank saw the same hashes";
   }
+}
+
+// A mismatch is a note in every rank's flight record (tools/gradcomm_desync.py reads
+// it); a check that agrees leaves none.
+TEST(DivergenceCheck, AMismatchIsNotedInTheFlightRecord) {
+  std::vector<std::string> records;
+  run_check(3, gcommHostDevice(), 2, &records);
+  for (const std::string& rec : records)
+    EXPECT_NE(
+        rec.find(
+            "divergence check: 1 of 3 span(s) differ between ranks; off the majority: rank 2 from span 1"),
+        std::string::npos)
+        << rec.substr(0, 2000);
+  run_check(3, gcommHostDevice(), -1, &records);
+  for (const std::string& rec : records) EXPECT_EQ(rec.find("divergence check"), std::string::npos);
 }
 
 TEST(DivergenceCheck, AFlippedBitOnOneRankIsNamedOnEveryRank) {
