@@ -529,16 +529,14 @@ class DistributedDataParallel(torch.nn.Module):
         `move(tensors)` moves its large tensors (each rank passes its own, in the
         skeleton's order); the receivers load what arrived."""
         scaler = self._grad_scaler if self._grad_scaler is not None and self._grad_scaler.is_enabled() else None
-        mine = []
-        skeleton = _ft.skeleton_of(optimizer, scheduler, scaler, self.device, mine) if self.comm.rank == 0 else b""
-        skeleton = pickle.loads(_ft.broadcast_bytes(self.comm, skeleton, self.device, self._stream()))
+        mine = []  # every member walks its own state: a holder's tensors, in the skeleton's order
+        skeleton = _ft.split(_ft.state_of(optimizer, scheduler, scaler), self.device, mine)
+        data = pickle.dumps(skeleton) if self.comm.rank == 0 else b""
+        skeleton = pickle.loads(_ft.broadcast_bytes(self.comm, data, self.device, self._stream()))
         receiving = newcomer if newcomers_only else self.comm.rank != 0
         if receiving:
             mine = []
             state = _ft.fill(skeleton, self.device, mine)
-        elif self.comm.rank != 0:
-            mine = []
-            _ft.skeleton_of(optimizer, scheduler, scaler, self.device, mine)  # its own tensors, in the same order
         move(mine)
         if receiving:
             if optimizer is not None and state["optimizer"] is not None:
@@ -661,9 +659,7 @@ class DistributedDataParallel(torch.nn.Module):
                 if self.divergence_check_every > 0 and index > 0 and index % self.divergence_check_every == 0 \
                         and self._checked_at != index:
                     self._checked_at = index
-                    report = self.check_divergence()
-                    if not report.agreed:
-                        raise DivergenceError(report, self._steps)
+                    self._raise_if_diverged()
                 if self.broadcast_buffers and self.comm.world_size > 1:
                     self._broadcast_buffers(0)
             except DivergenceError:
@@ -674,15 +670,19 @@ class DistributedDataParallel(torch.nn.Module):
         if torch.is_grad_enabled() and self._join is None and self.divergence_check_every > 0:
             self._training_forwards += 1
             if self._training_forwards % self.divergence_check_every == 0:
-                report = self.check_divergence()
-                if not report.agreed:
-                    raise DivergenceError(report, self._steps)
+                self._raise_if_diverged()
         if torch.is_grad_enabled():
             # Inside join() every such forward votes; the buffers then come from the
             # highest rank that still has inputs, as DDP's.
             root = self._join_vote(active=True)[2] if self._join is not None else 0
             if self.broadcast_buffers and self.comm.world_size > 1:
                 self._broadcast_buffers(root)
+
+    def _raise_if_diverged(self):
+        """The periodic check: DivergenceError on every rank alike when ranks differ."""
+        report = self.check_divergence()
+        if not report.agreed:
+            raise DivergenceError(report, self._steps)
 
     def check_divergence(self, buffers=False):
         """The divergence check over the wrapped parameters (and the module's

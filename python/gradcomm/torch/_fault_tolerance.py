@@ -12,7 +12,6 @@ every holder at once. Holders hold identical state (every step commits
 everywhere or nowhere), so each one's own tensors, walked in the same order, are
 what the skeleton describes.
 """
-import pickle
 from dataclasses import dataclass
 
 import torch
@@ -45,32 +44,36 @@ def _movable(t, device):
         and size % 2 == 0
 
 
+def _map_leaves(obj, leaf):
+    """obj (dicts, lists and tuples of leaves) with leaf(x) for each leaf, walked in order."""
+    if isinstance(obj, dict):
+        return {k: _map_leaves(v, leaf) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_map_leaves(v, leaf) for v in obj)
+    return leaf(obj)
+
+
 def split(obj, device, tensors):
     """obj with each movable tensor replaced by a _Spec (the tensor appended to
     `tensors`, in walk order); other tensors are copied to the CPU, by value."""
-    if isinstance(obj, torch.Tensor):
-        if _movable(obj, device):
-            tensors.append(obj.detach())
-            return _Spec(tuple(obj.shape), obj.dtype)
-        return obj.detach().to("cpu", copy=True)
-    if isinstance(obj, dict):
-        return {k: split(v, device, tensors) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(split(v, device, tensors) for v in obj)
-    return obj
+    def leaf(x):
+        if not isinstance(x, torch.Tensor):
+            return x
+        if _movable(x, device):
+            tensors.append(x.detach())
+            return _Spec(tuple(x.shape), x.dtype)
+        return x.detach().to("cpu", copy=True)
+    return _map_leaves(obj, leaf)
 
 
 def fill(obj, device, tensors):
     """The skeleton with a fresh tensor for each _Spec (appended to `tensors`, in walk order)."""
-    if isinstance(obj, _Spec):
-        t = torch.empty(obj.shape, dtype=obj.dtype, device=device)
-        tensors.append(t)
-        return t
-    if isinstance(obj, dict):
-        return {k: fill(v, device, tensors) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(fill(v, device, tensors) for v in obj)
-    return obj
+    def leaf(x):
+        if not isinstance(x, _Spec):
+            return x
+        tensors.append(torch.empty(x.shape, dtype=x.dtype, device=device))
+        return tensors[-1]
+    return _map_leaves(obj, leaf)
 
 
 def broadcast_bytes(comm, data, device, stream):
@@ -88,11 +91,9 @@ def broadcast_bytes(comm, data, device, stream):
     return raw[:n].cpu().numpy().tobytes()
 
 
-def skeleton_of(optimizer, scheduler, scaler, device, tensors):
-    """The pickled skeleton of this holder's optimizer, scheduler and GradScaler state
-    (the optimizer's large tensors appended to `tensors`)."""
-    state = {"optimizer": optimizer.state_dict() if optimizer is not None else None,
-             "scheduler": scheduler.state_dict() if scheduler is not None else None,
-             "scaler": scaler.state_dict() if scaler is not None else None}
-    return pickle.dumps(split(state, device, tensors))
+def state_of(optimizer, scheduler, scaler):
+    """This member's optimizer, scheduler and GradScaler state (None for those it lacks)."""
+    return {"optimizer": optimizer.state_dict() if optimizer is not None else None,
+            "scheduler": scheduler.state_dict() if scheduler is not None else None,
+            "scaler": scaler.state_dict() if scaler is not None else None}
 

@@ -274,6 +274,26 @@ TEST_P(Int8Wire, ASurvivorCarriesItsResidualToASmallerWorld) {
     return "";
   });
   ASSERT_EQ(shared[0], shared[2]) << "the shared state differs between ranks";
+  // Bad arguments to the two calls are refused, naming what is wrong.
+  run(1, [&](int, gcommComm_t comm, cudaStream_t) -> std::string {
+    std::string e;
+    RankReducer rr(comm, sizes, gpu(), one_grad_per_bucket(), &e);
+    if (!e.empty() || !(e = enable(rr.r, 128, 1)).empty()) return e;
+    size_t need = 0;
+    if (gcommReducerSaveCompressionStatePart(rr.r, static_cast<gcommCompressionStatePart_t>(7), nullptr, 0,
+                                             &need) != gcommInvalidArgument ||
+        std::string(gcommGetLastError()).find("part 7") == std::string::npos)
+      return std::string("part 7: ") + gcommGetLastError();
+    if (gcommReducerSaveCompressionStatePart(rr.r, gcommCompressionStateShared, nullptr, 8, &need) !=
+        gcommInvalidArgument)
+      return "a NULL buffer of 8 bytes was taken";
+    if (gcommReducerCarryCompressionState(rr.r, nullptr, 4) != gcommInvalidArgument)
+      return "NULL data of 4 bytes was carried";
+    const uint8_t junk[16] = {9};
+    if (gcommReducerCarryCompressionState(rr.r, junk, sizeof junk) != gcommInvalidArgument)
+      return "garbage was carried";
+    return "";
+  });
   // World 2: rank 0 is the old rank 1 (the survivor), rank 1 starts fresh; the same
   // step run twice, with the survivor's residual carried and without.
   std::vector<std::vector<float>> carried, fresh;
