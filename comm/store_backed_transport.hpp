@@ -35,6 +35,7 @@ class StoreBackedTransport final : public Transport {
   std::optional<uint64_t> payload_bytes_sent() const noexcept override {
     return inner_->payload_bytes_sent();
   }
+  bool waited_on_ns(int q, uint64_t& ns) const noexcept override { return inner_->waited_on_ns(q, ns); }
   gcommStatus_t poll_async_error(std::string& message) noexcept override;
   void abort() noexcept override;
 

@@ -138,6 +138,12 @@ class Transport {
   // (the socket transport); nullopt for the others (shared memory, NCCL).
   virtual std::optional<uint64_t> payload_bytes_sent() const noexcept { return std::nullopt; }
 
+  // Nanoseconds this rank's collectives have waited on rank q since creation
+  // (for a late peer's data, or for a peer to take this rank's): the link part
+  // of straggler attribution. False for transports that cannot tell (local,
+  // NCCL, cuda-ipc, MPI).
+  virtual bool waited_on_ns(int /*q*/, uint64_t& /*ns*/) const noexcept { return false; }
+
   // Whether a thread other than the application's may run this transport's
   // calls (one at a time): only then does a host communicator get a lane
   // (comm/host_lane.hpp) that runs the reducers' collectives on its own thread.

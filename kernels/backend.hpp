@@ -14,6 +14,7 @@ struct Pair {
   void* a;
   void* b;
   size_t n;
+  unsigned int index = 0;  // the tensor's place in the caller's list (OpSpec::found_per_tensor)
 };
 
 enum class OpKind { kUnscale, kPack, kUnpack, kClip, kCheck };
@@ -25,7 +26,10 @@ struct OpSpec {
   float scale = 1.0f;                      // multiplied by *device_scale when that is set
   const float* device_scale = nullptr;
   bool accumulate = false;
-  float* found_inf = nullptr;   // set to 1 on a non-finite result (unscale, unpack)
+  float* found_inf = nullptr;  // set to 1 on a non-finite result (unscale, unpack)
+  // pack: found_per_tensor[pair.index] set to 1 when that tensor's packed value
+  // is non-finite (this rank's own gradient, before any reduction); never cleared.
+  float* found_per_tensor = nullptr;
   const float* norm = nullptr;  // clip: the global norm
   float max_norm = 0.0f;        // clip
 };

@@ -46,7 +46,7 @@ struct TensorArg {
   void* b;
   unsigned long long n;
   unsigned int first_chunk;  // within the batch
-  unsigned int chunks;
+  unsigned int index;        // Pair::index: its flag in found_per_tensor
 };
 
 template <int N>
@@ -92,13 +92,16 @@ struct ScaleSource {
 
 template <class Op, int N>
 __global__ void __launch_bounds__(kThreads)
-    apply_kernel(const __grid_constant__ Batch<N> batch, ScaleSource source, float* found_inf) {
+    apply_kernel(const __grid_constant__ Batch<N> batch, ScaleSource source, float* found_inf,
+                 float* found_per_tensor) {
   using TA = typename Op::TA;
   using TB = typename Op::TB;
   const Op op{source.value()};
   bool nonfinite = false;
   for (unsigned int c = blockIdx.x; c < batch.total_chunks; c += gridDim.x) {
     const TensorArg& t = batch.t[find_tensor(batch, c)];
+    const bool before = nonfinite;
+    nonfinite = false;
     size_t begin = static_cast<size_t>(c - t.first_chunk) * kChunkElements;
     size_t end = begin + kChunkElements < t.n ? begin + kChunkElements : t.n;
     bool aligned = reinterpret_cast<uintptr_t>(t.a) % 16 == 0 && reinterpret_cast<uintptr_t>(t.b) % 16 == 0;
@@ -115,6 +118,9 @@ __global__ void __launch_bounds__(kThreads)
     }
     for (size_t i = vec_end + threadIdx.x; i < end; i += kThreads)
       nonfinite |= apply_at(op, static_cast<TA*>(t.a), static_cast<TB*>(t.b), i);
+    // This chunk's tensor: the same value from every writer (a benign race).
+    if (nonfinite && found_per_tensor != nullptr) found_per_tensor[t.index] = 1.0f;
+    nonfinite = nonfinite || before;
   }
   // Every writer stores the same value: a benign race, as in PyTorch.
   if (nonfinite && found_inf != nullptr) *found_inf = 1.0f;
@@ -138,8 +144,7 @@ void for_each_batch(const Pair* pairs, size_t n, Launch&& launch) {
     if (pairs[k].n == 0) continue;
     size_t chunks = chunks_of(pairs[k].n);
     if (batch.count == N || batch.total_chunks + chunks > 0x7fffffffu) flush();
-    batch.t[batch.count] =
-        TensorArg{pairs[k].a, pairs[k].b, pairs[k].n, batch.total_chunks, static_cast<unsigned int>(chunks)};
+    batch.t[batch.count] = TensorArg{pairs[k].a, pairs[k].b, pairs[k].n, batch.total_chunks, pairs[k].index};
     batch.total_chunks += static_cast<unsigned int>(chunks);
     ++batch.count;
   }
@@ -152,10 +157,11 @@ unsigned grid_for(unsigned int chunks) {
 
 template <class Op>
 void launch_apply(const Pair* pairs, size_t n, const ScaleSource& source, float* found_inf,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, float* found_per_tensor = nullptr) {
   auto launch = [&](const auto& batch) {
     constexpr int kN = std::decay_t<decltype(batch)>::kCapacity;
-    apply_kernel<Op, kN><<<grid_for(batch.total_chunks), kThreads, 0, stream>>>(batch, source, found_inf);
+    apply_kernel<Op, kN>
+        <<<grid_for(batch.total_chunks), kThreads, 0, stream>>>(batch, source, found_inf, found_per_tensor);
     GCOMM_CUDA_CHECK(cudaGetLastError());
   };
   if (n <= kSmallBatch)
@@ -169,7 +175,7 @@ void dispatch_pair(const OpSpec& spec, const Pair* pairs, size_t n, const ScaleS
                    cudaStream_t stream) {
   switch (spec.kind) {
     case OpKind::kPack:
-      launch_apply<PackOp<A, B>>(pairs, n, source, nullptr, stream);
+      launch_apply<PackOp<A, B>>(pairs, n, source, spec.found_inf, stream, spec.found_per_tensor);
       break;
     case OpKind::kUnpack:
       if (spec.accumulate)

@@ -42,9 +42,12 @@ struct PackOp {
   using TB = TBucket;
   static constexpr bool kReadA = true, kWriteA = false, kReadB = false, kWriteB = true;
   float s;
+  // An Inf/NaN value, flagged as UnpackOp flags: before the cast (a finite value
+  // that overflows an f16 wire is not, alike on the host twin and the GPU).
   GCOMM_HD bool operator()(TA& a, TB& b) const {
-    b = from_float<TBucket>(to_float(a) * s);
-    return false;
+    const float v = to_float(a) * s;
+    b = from_float<TBucket>(v);
+    return !is_finite(v);
   }
 };
 

@@ -88,15 +88,18 @@ bool run_tensor_in_blocks(const Op& op, void* a, void* b, size_t n) {
 }
 
 template <class Op>
-bool run(const Op& op, const Pair* pairs, size_t n) {
+bool run(const Op& op, const Pair* pairs, size_t n, float* per_tensor = nullptr) {
   constexpr bool has_f16 =
       std::is_same_v<typename Op::TA, half_bits> || std::is_same_v<typename Op::TB, half_bits>;
   bool nonfinite = false;
   for (size_t k = 0; k < n; ++k) {
+    bool tensor = false;
     if constexpr (has_f16)
-      nonfinite |= run_tensor_in_blocks(op, pairs[k].a, pairs[k].b, pairs[k].n);
+      tensor = run_tensor_in_blocks(op, pairs[k].a, pairs[k].b, pairs[k].n);
     else
-      nonfinite |= run_tensor(op, pairs[k].a, pairs[k].b, pairs[k].n);
+      tensor = run_tensor(op, pairs[k].a, pairs[k].b, pairs[k].n);
+    if (tensor && per_tensor != nullptr) per_tensor[pairs[k].index] = 1.0f;
+    nonfinite |= tensor;
   }
   return nonfinite;
 }
@@ -105,7 +108,7 @@ template <class A, class B>
 bool dispatch_pair(const OpSpec& spec, float s, const Pair* pairs, size_t n) {
   switch (spec.kind) {
     case OpKind::kPack:
-      return run(PackOp<A, B>{s}, pairs, n);
+      return run(PackOp<A, B>{s}, pairs, n, spec.found_per_tensor);
     case OpKind::kUnpack:
       return spec.accumulate ? run(UnpackOp<A, B, true>{s}, pairs, n)
                              : run(UnpackOp<A, B, false>{s}, pairs, n);

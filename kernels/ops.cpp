@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -194,7 +195,8 @@ void check_finite(const gcommTensor_t* grads, size_t n, float* found_inf, const 
 }
 
 void pack(const gcommTensor_t* src, size_t n, const size_t* offsets, void* bucket,
-          gcommDataType_t bucket_dtype, float scale, const float* device_scale, const Target& target) {
+          gcommDataType_t bucket_dtype, float scale, const float* device_scale, const Target& target,
+          float* found_per_tensor, const size_t* slots) {
   checked_dtype(bucket_dtype, "bucket_dtype");
   check_tensors(src, n, target, "src");
   std::vector<size_t> off = bucket_offsets(src, n, offsets, bucket_dtype);
@@ -202,13 +204,19 @@ void pack(const gcommTensor_t* src, size_t n, const size_t* offsets, void* bucke
   require(bucket != nullptr || !any, "argument 'bucket' must not be NULL");
   if (any) check_bucket(bucket, src, n, off, bucket_dtype, target);
   check_scalar(device_scale, target, "device_scale", false);
+  check_scalar(found_per_tensor, target, "found_per_tensor", false);
+  auto slot = [&](size_t k) { return slots != nullptr ? slots[k] : k; };
+  for (size_t k = 0; k < n && found_per_tensor != nullptr; ++k)
+    require(slot(k) <= std::numeric_limits<unsigned int>::max(), "found_per_tensor: slot ", slot(k),
+            " of tensor ", k, " is past 2^32 - 1");
   for (int d = 0; d < gcommNumDataTypes; ++d) {
     std::vector<Pair> pairs;
     for (size_t k = 0; k < n; ++k)
       if (src[k].dtype == d)
-        pairs.push_back(
-            Pair{src[k].data, static_cast<char*>(bucket) + off[k] * dtype_size(bucket_dtype), src[k].count});
+        pairs.push_back(Pair{src[k].data, static_cast<char*>(bucket) + off[k] * dtype_size(bucket_dtype),
+                             src[k].count, static_cast<unsigned int>(slot(k))});
     OpSpec spec;
+    spec.found_per_tensor = found_per_tensor;
     spec.kind = OpKind::kPack;
     spec.a_dtype = static_cast<gcommDataType_t>(d);
     spec.b_dtype = bucket_dtype;

@@ -41,8 +41,12 @@ void unscale_and_check(const gcommTensor_t* grads, size_t n, const float* inv_sc
 void check_finite(const gcommTensor_t* grads, size_t n, float* found_inf, const Target& target);
 
 // bucket <- cast(src * scale * (*device_scale)); device_scale may be NULL.
+// found_per_tensor (may be NULL; where the kernels run): entry slots[k] (k when
+// slots is NULL) set to 1.0f when tensor k's value times the scale is Inf/NaN
+// (this rank's own gradient), before the cast, as unpack flags; never cleared.
 void pack(const gcommTensor_t* src, size_t n, const size_t* offsets, void* bucket,
-          gcommDataType_t bucket_dtype, float scale, const float* device_scale, const Target& target);
+          gcommDataType_t bucket_dtype, float scale, const float* device_scale, const Target& target,
+          float* found_per_tensor = nullptr, const size_t* slots = nullptr);
 
 // dst <- cast(bucket * scale * (*device_scale) [+ dst]); found_inf as above.
 void unpack(const void* bucket, gcommDataType_t bucket_dtype, const size_t* offsets, const gcommTensor_t* dst,

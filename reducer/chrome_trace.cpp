@@ -115,7 +115,8 @@ void ChromeTrace::write() const {
                                 {"first_step", first_},
                                 {"steps_requested", steps_},
                                 {"steps", added_},
-                                {"clock", "host steady clock, microseconds"}};
+                                {"clock", "host steady clock, microseconds"},
+                                {"clock_offset_us", clock_offset_us_}};
   // One event per line: a file people can also read and grep.
   std::string text =
       "{\"displayTimeUnit\": \"ms\", \"otherData\": " + other.dump() + ",\n\"traceEvents\": [\n";

@@ -3,8 +3,10 @@
 // rank, two tracks: the caller (bucket-ready marks, backward's end, the scaler's
 // update) and the reducer's side stream (pack, collectives, epilogues, PowerSGD's
 // phases). Times are the host's steady clock in microseconds, so the files of the
-// ranks of one machine line up; a GPU's spans are placed from the step's begin
-// stamp (docs/observability.md). The events are kept in memory, a bounded number
+// ranks of one machine line up; those of several machines line up once shifted by
+// their "clock_offset_us" (straggler attribution's estimate of this clock minus
+// rank 0's; tools/gradcomm_trace_plot.py does it). A GPU's spans are placed from
+// the step's begin stamp (docs/observability.md). The events are kept in memory, a bounded number
 // of steps, and written at once as one valid JSON document.
 #pragma once
 
@@ -29,12 +31,14 @@ class ChromeTrace final : public StepSink {
   // Writes the whole trace (throws naming the path when it cannot).
   void write() const override;
   std::string describe() const override;
+  void set_clock_offset(double us) noexcept override { clock_offset_us_ = us; }
 
  private:
   std::string path_;
   int rank_;
   uint64_t first_, steps_;
   uint64_t added_ = 0;
+  double clock_offset_us_ = 0;       // written with the events; tools/gradcomm_trace_plot.py applies it
   std::vector<std::string> events_;  // each one JSON object (the library stays out of this header)
 };
 

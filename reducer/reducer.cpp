@@ -86,6 +86,9 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
       side_(comm.device(), host_lane_for(comm, options.settings.host_thread)),
       timeline_(comm.device(), options.settings.timing.value_or(comm.device().kind == gcommDeviceHost),
                 TimingBudget{options.settings.timing_budget_percent / 100}),
+      stragglers_(comm.rank(), comm.size(),
+                  options.settings.straggler_window.value_or(comm.device().kind == gcommDeviceHost ? 10 : 0),
+                  AttributionRules{options.settings.straggler_min_ms * 1e3}),
       epilogue_at_finalize_(options.settings.epilogue_at_finalize),
       // Views and shards keep their first plan: the caller holds addresses into it,
       // or an optimizer's shard layout.
@@ -121,7 +124,7 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
                    : memory::make_caching_allocator(device_, gcommMemoryDefault, memory::AllocatorOptions{});
   if (options_.sharded) sharding_ = std::make_unique<Sharding>(comm_, *allocator_, side_);
   scalars_ = std::make_unique<StepScalars>(*allocator_, side_, device_,
-                                           sharding_ != nullptr ? sharding_->shards() : 0);
+                                           sharding_ != nullptr ? sharding_->shards() : 0, n);
   strategy_ = std::make_unique<AllReduceStrategy>();
   lay_out_buckets(plan_buckets(specs_, plan_options()), *strategy_);
   side_.synchronize();  // the scalars and the zeroed buffers are in place before the first step
@@ -192,6 +195,7 @@ StrategyContext Reducer::context() {
                          epilogue_at_finalize_,
                          inv_scale(),
                          scalars_->step_found_inf(),
+                         stragglers_.enabled() ? scalars_->own_nonfinite() : nullptr,
                          scalars_->one(),
                          *strategy_,
                          timeline_};
@@ -282,12 +286,14 @@ void Reducer::or_fail(F&& work) {
     failed_message_ = e.message();
     phase_ = Phase::kIdle;
     timeline_.abandon();
+    stragglers_.abandon();
     throw;
   } catch (...) {
     side_.drain_host();
     failed_status_ = gcommInternalError;  // failed first: naming why may itself run out of memory
     phase_ = Phase::kIdle;
     timeline_.abandon();
+    stragglers_.abandon();
     try {
       const Error e = as_error(std::current_exception());  // std::bad_alloc: gcommOutOfMemory
       failed_status_ = e.status();
@@ -328,7 +334,10 @@ void Reducer::begin_step(bool sync) {
       // updated the scale that this step's epilogues read.
       side_.wait_for_marked();
       timeline_.begin_step(stats_.synced_steps + 1, side_.stream());
+      stragglers_.begin_step();
       memory::zero_bytes(scalars_->step_found_inf(), sizeof(float), device_, side_.stream());
+      if (stragglers_.enabled() && !grads_.empty())
+        memory::zero_bytes(scalars_->own_nonfinite(), grads_.size() * sizeof(float), device_, side_.stream());
       strategy_->begin_step(context());
     });
   phase_ = sync ? Phase::kSynced : Phase::kAccumulating;
@@ -367,6 +376,7 @@ void Reducer::mark_ready(size_t index, gcommStream_t stream, std::optional<const
   // Backward ends here, before this mark's launches, where this stream holds every
   // gradient; marks on several streams leave it to finalize's stream.
   if (marked_count_ == grads_.size() && marks_on_one_stream_) timeline_.backward_done(stream);
+  if (marked_count_ == grads_.size()) stragglers_.backward_done();
   or_fail([&] { launch_ready_buckets(); });
 }
 
@@ -414,6 +424,7 @@ void Reducer::finalize(gcommStream_t stream) {
   bool refuse = !missing.empty() && !options_.unused_as_zero;
   or_fail([&] {
     timeline_.backward_done(stream);
+    stragglers_.backward_done();
     // Missing gradients send zeros: the collectives complete on every rank, and so
     // does the step (the same gradients and loss scale as on the other ranks).
     while (next_bucket_ < plan_.buckets.size()) launch_bucket(next_bucket_++);
@@ -433,6 +444,8 @@ void Reducer::finalize(gcommStream_t stream) {
     timeline_.end_step(stream);
     side_.mark(stream);
     ++stats_.synced_steps;
+    if (stragglers_.enabled() && stragglers_.end_step(comm_.transport(), first_own_nonfinite(stream)))
+      attribute_stragglers();
     GCOMM_TRACE(REDUCER, "step ", stats_.synced_steps, " finalized: ", plan_.buckets.size(), " buckets, ",
                 missing.size(), " gradients never marked");
     synced_result_ = true;
@@ -497,6 +510,59 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
   if (same_plan(rebuilt, plan_)) return;
   lay_out_buckets(rebuilt, *strategy_);
   GCOMM_INFO(REDUCER, "reducer: plan rebuilt in rank 0's ready order\n", describe_plan(plan_));
+}
+
+// Every rank's accounts travel as float pairs (an all-gather copies bits), staged
+// where the communicator reads, as the rebuild's order is.
+void Reducer::attribute_stragglers() {
+  const std::vector<RankStep>& mine = stragglers_.accounts();
+  const size_t bytes = mine.size() * sizeof(RankStep);
+  std::vector<RankStep> all(mine.size() * static_cast<size_t>(comm_.size()));
+  std::unique_ptr<void, std::function<void(void*)>> hold(
+      allocator_->allocate(bytes * (1 + static_cast<size_t>(comm_.size())), side_.stream()), [this](void* p) {
+        try {
+          allocator_->deallocate(p, side_.stream());
+        } catch (const std::exception& e) {
+          GCOMM_WARN("reducer: freeing the straggler accounts' staging: ", e.what());
+        }
+      });
+  char* send = static_cast<char*>(hold.get());
+  char* recv = send + bytes;
+  memory::copy_bytes(send, mine.data(), bytes, device_, side_.stream(), cudaMemcpyHostToDevice);
+  comm_.collective(comm::owned_buffers_call(comm::Collective::kAllGather, send, recv, bytes / sizeof(float),
+                                            gcommFloat32, side_.stream()));
+  memory::copy_bytes(all.data(), recv, all.size() * sizeof(RankStep), device_, side_.stream(),
+                     cudaMemcpyDeviceToHost);
+  side_.synchronize();
+  hold.reset();
+  stragglers_.attribute(all, stats_.synced_steps);
+  timeline_.set_clock_offset(stragglers_.report().clock_offset_us);
+}
+
+// The first gradient, in plan order (about the order backward made them), whose
+// own packed value was non-finite on this rank this step; -1: none. On a GPU the
+// flags are read back here (a wait for the step's work: the straggler window is
+// off there by default).
+int Reducer::first_own_nonfinite(gcommStream_t stream) {
+  std::vector<float> flags(grads_.size());
+  if (flags.empty()) return -1;
+  memory::copy_bytes(flags.data(), scalars_->own_nonfinite(), flags.size() * sizeof(float), device_, stream,
+                     cudaMemcpyDeviceToHost);
+  side_.synchronize(stream);
+  for (const Bucket& b : plan_.buckets)
+    for (const BucketEntry& e : b.entries)
+      if (flags[e.grad] > 0.0f) return static_cast<int>(e.grad);
+  return -1;
+}
+
+void Reducer::note_step_mark(StepMark mark) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stragglers_.note(mark);
+}
+
+StragglerReport Reducer::straggler_report() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stragglers_.report();
 }
 
 bool Reducer::read_found_inf(gcommStream_t stream) {

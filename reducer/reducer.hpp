@@ -28,6 +28,7 @@
 #include "reducer/side_stream.hpp"
 #include "reducer/step_scalars.hpp"
 #include "reducer/step_timeline.hpp"
+#include "reducer/straggler_monitor.hpp"
 #include "reducer/strategy.hpp"
 
 namespace gradcomm::reducer {
@@ -86,6 +87,11 @@ class Reducer {
   void start_trace(const std::string& path, uint64_t steps);
   void stop_trace();
 
+  // Straggler attribution (straggler_monitor.hpp): the framework's marks, and
+  // the last window's verdict.
+  void note_step_mark(StepMark mark);
+  StragglerReport straggler_report() const;  // and the window's non-finite source
+
   // Compression (compressions.hpp): between steps, once. `config`: the kind's C
   // config struct (NULL: defaults); `spec`: the text form ("int8:block_size=128").
   // `grad_rows` (may be NULL): each gradient's first dimension. The strategy wraps
@@ -116,6 +122,9 @@ class Reducer {
   void finish_step(gcommStream_t stream);
   const float* inv_scale() const { return scaler_ != nullptr ? &scaler_->state()->inv_scale : nullptr; }
   void maybe_rebuild(const std::vector<size_t>& missing);
+  // Every rank's accounts of the window just ended, and the verdict (finalize).
+  void attribute_stragglers();
+  int first_own_nonfinite(gcommStream_t stream);
   void check_grad_location(const void* data, size_t index) const;
   // The sharded mode's component; gcommInvalidState naming `what` in all-reduce mode.
   Sharding& sharding(const char* what) const;
@@ -142,6 +151,7 @@ class Reducer {
 
   SideStream side_;  // declared before the allocator: it must outlive it
   StepTimeline timeline_;
+  StragglerMonitor stragglers_;
   const bool epilogue_at_finalize_;  // GRADCOMM_REDUCER_EPILOGUE=finalize
   std::unique_ptr<memory::CachingAllocator> allocator_;
   BucketPlan plan_;

@@ -9,9 +9,9 @@
 namespace gradcomm::reducer {
 
 StepScalars::StepScalars(memory::CachingAllocator& allocator, SideStream& side, gcommDevice_t device,
-                         size_t ranks)
-    : allocator_(allocator), side_(side) {
-  const size_t bytes = sizeof(Block) + ranks * sizeof(double);
+                         size_t ranks, size_t grads)
+    : allocator_(allocator), side_(side), ranks_(ranks), grads_(grads) {
+  const size_t bytes = sizeof(Block) + ranks * sizeof(double) + grads * sizeof(float);
   std::vector<unsigned char> init(bytes, 0);  // zero bits are 0.0 in float and double
   Block host{0.0f, 1.0f, 0.0f, 0.0f};
   std::memcpy(init.data(), &host, sizeof host);

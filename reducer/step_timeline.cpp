@@ -304,9 +304,15 @@ void StepTimeline::take(const MeasuredStep& m) {
   }
 }
 
+void StepTimeline::set_clock_offset(double us) noexcept {
+  clock_offset_us_ = us;
+  if (trace_ != nullptr) trace_->set_clock_offset(us);
+}
+
 void StepTimeline::start_trace(std::unique_ptr<StepSink> trace) {
   if (trace_ != nullptr) stop_trace();
   trace_ = std::move(trace);
+  trace_->set_clock_offset(clock_offset_us_);
 }
 
 void StepTimeline::stop_trace() {

@@ -83,6 +83,9 @@ class StepSink {
   // Writes what was added (throws naming where, when it cannot).
   virtual void write() const = 0;
   virtual std::string describe() const = 0;  // "step trace of 3 steps written to /tmp/t.json"
+  // This rank's steady clock minus rank 0's (straggler attribution's estimate):
+  // a sink that puts ranks on one clock keeps it.
+  virtual void set_clock_offset(double /*us*/) noexcept {}
 };
 
 // Overlap of a step: each communication span's part before `backward_us`.
@@ -137,6 +140,8 @@ class StepTimeline {
   // Writes the trace with what is measured so far and ends it; throws when the
   // file cannot be written.
   void stop_trace();
+  // Passed to the trace running now and to later ones (StepSink::set_clock_offset).
+  void set_clock_offset(double us) noexcept;
 
  private:
   struct Stamp {
@@ -186,6 +191,7 @@ class StepTimeline {
   uint64_t measured_ = 0;
   uint64_t dropped_ = 0;
   std::unique_ptr<StepSink> trace_;
+  double clock_offset_us_ = 0;
 };
 
 // RAII: a span around work enqueued on `stream` (nothing when not recording).

@@ -52,7 +52,10 @@ struct StrategyContext {
                               // end_step, fused (else each right after its bucket's collective)
   const float* inv_scale;     // device 1/loss scale, or NULL (no scaler)
   float* step_flag;           // device: this step's found-inf (> 0: Inf/NaN seen)
-  const float* one;           // device 1.0f
+  // device, per registered gradient (or NULL): set when this rank's own packed
+  // gradient is Inf/NaN, before any reduction (the first non-finite gradient named)
+  float* own_nonfinite;
+  const float* one;                      // device 1.0f
   const CompressionStrategy& outermost;  // asked takes(): the gradients another strategy carries
   StepTimeline& timeline;                // spans of this step's work (TimedSpan), when it is measured
 

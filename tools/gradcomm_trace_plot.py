@@ -47,8 +47,12 @@ def load(paths):
             sys.exit(f"gradcomm_trace_plot: cannot read {path}: {e}")
         if "traceEvents" not in doc:
             sys.exit(f"gradcomm_trace_plot: {path} is not a trace (no traceEvents)")
+        # On rank 0's clock: each file's clock minus rank 0's, as straggler
+        # attribution estimated it (0 before its first window, and on one host).
+        offset = float(doc.get("otherData", {}).get("clock_offset_us", 0.0))
         for e in doc["traceEvents"]:
             if e.get("ph") in ("X", "i"):
+                e["ts"] = e["ts"] - offset
                 ranks.setdefault(e["pid"], []).append(e)
     if not ranks:
         sys.exit("gradcomm_trace_plot: the traces hold no steps")

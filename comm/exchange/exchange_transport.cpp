@@ -74,6 +74,7 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
     return links_->payload_bytes_sent();
   }
   bool other_threads_may_call() const noexcept override { return links_->other_threads_may_call(); }
+  bool waited_on_ns(int q, uint64_t& ns) const noexcept override { return links_->waited_on_ns(q, ns); }
 
   void run(const CollectiveArgs& a) override {
     if (is_p2p(a.op)) {

@@ -24,6 +24,13 @@ bool MessageFlow::start_next_in() {
   return true;
 }
 
+void MessageFlows::charge_wait(std::chrono::nanoseconds idle) noexcept {
+  if (idle.count() <= 0) return;
+  for (size_t q = 0; q < flows_.size(); ++q)
+    if (flows_[q].receiving() || flows_[q].sending())
+      waited_ns_[q].fetch_add(static_cast<uint64_t>(idle.count()), std::memory_order_relaxed);
+}
+
 void MessageFlows::start_phase(const std::vector<PeerTransfer>& transfers, const PhaseTag& tag, int me) {
   for (size_t q = 0; q < flows_.size(); ++q) {
     flows_[q] = MessageFlow{};

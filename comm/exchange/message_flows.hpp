@@ -5,8 +5,11 @@
 // or run_messages' queues). The wires move the bytes; this says which bytes.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,7 +54,10 @@ struct MessageFlow {
 // One flow per rank (this rank's stays empty), set up for a phase or a run of messages.
 class MessageFlows {
  public:
-  explicit MessageFlows(size_t ranks) : flows_(ranks), phase_out_(ranks), phase_in_(ranks) {}
+  explicit MessageFlows(size_t ranks)
+      : flows_(ranks), phase_out_(ranks), phase_in_(ranks), waited_ns_(new std::atomic<uint64_t>[ranks]) {
+    for (size_t q = 0; q < ranks; ++q) waited_ns_[q].store(0, std::memory_order_relaxed);
+  }
   // run_phase's transfers (indexed by peer rank): one message each way per peer, tagged `tag`.
   void start_phase(const std::vector<PeerTransfer>& transfers, const PhaseTag& tag, int me);
   // run_messages' queues (indexed by peer rank); with a gate, run_gated_messages'.
@@ -73,6 +79,14 @@ class MessageFlows {
   // open: a schedule that cannot complete (a bug in gradcomm), gcommInternalError.
   [[noreturn]] void fail_held(const std::string& what, int me) const;
 
+  // The wire waited `idle` for its peers (no byte could move): charged to every
+  // peer with a message in flight either way, whose bytes it waited to read or
+  // to hand over. A peer that is late, or whose link is slow, collects the most
+  // (straggler attribution, reducer/straggler_monitor.hpp).
+  void charge_wait(std::chrono::nanoseconds idle) noexcept;
+  // Nanoseconds charged to peer q since the links were made; any thread.
+  uint64_t waited_on_ns(size_t q) const noexcept { return waited_ns_[q].load(std::memory_order_relaxed); }
+
   MessageFlow& operator[](size_t q) { return flows_[q]; }
   const MessageFlow& operator[](size_t q) const { return flows_[q]; }
   size_t size() const { return flows_.size(); }
@@ -81,6 +95,7 @@ class MessageFlows {
   std::vector<MessageFlow> flows_;
   std::vector<OutMessage> phase_out_;  // start_phase's one message each way per peer
   std::vector<InMessage> phase_in_;
+  std::unique_ptr<std::atomic<uint64_t>[]> waited_ns_;  // per peer; read from other threads
 };
 
 }  // namespace gradcomm::comm

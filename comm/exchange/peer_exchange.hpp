@@ -112,6 +112,9 @@ class PeerExchange {
   virtual void fail_all(const std::string& reason, double grace_s) noexcept = 0;
   // Payload bytes of the phases completed so far (headers excluded); any thread.
   virtual uint64_t payload_bytes_sent() const noexcept = 0;
+  // Nanoseconds this rank's runs have waited on rank q since the links were made
+  // (MessageFlows::charge_wait); any thread. False: this wire cannot tell.
+  virtual bool waited_on_ns(int /*q*/, uint64_t& /*ns*/) const noexcept { return false; }
   // Transport::other_threads_may_call.
   virtual bool other_threads_may_call() const noexcept { return true; }
 };

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <optional>
 
 #include "common/cpu_relax.hpp"
 #include "common/error.hpp"
@@ -303,8 +304,15 @@ void ShmLinks::move_flows(Deadline deadline, const std::string& what, const std:
   RankWords& me = segment_.rank_words(rank_);
   auto spin_end = Clock::now() + spin_;
   auto next_liveness_check = Clock::now() + kNap;
+  // Since when nothing could move (the spins and sleeps below): charged to the
+  // peers in flight when the next look at the rings begins.
+  std::optional<Clock::time_point> idle_since;
   for (;;) {
     if (aborted_.load()) fail(gcommAborted, what, ": rank ", rank_, "'s communicator was aborted");
+    if (idle_since) {
+      flows_.charge_wait(Clock::now() - *idle_since);
+      idle_since.reset();
+    }
     // Read before looking at the rings: news that lands after this changes it,
     // so the sleep below cannot miss it.
     const uint32_t bell = me.doorbell.load(std::memory_order_seq_cst);
@@ -353,6 +361,7 @@ void ShmLinks::move_flows(Deadline deadline, const std::string& what, const std:
     }
     if (moved) continue;
     if (now >= deadline) flows_.fail_timeout(what, rank_);
+    idle_since = now;
     if (now < spin_end) {
       cpu_relax();
       continue;

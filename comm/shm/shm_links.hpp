@@ -51,6 +51,10 @@ class ShmLinks final : public PeerExchange {
   void abort() noexcept override;
   void fail_all(const std::string& reason, double grace_s) noexcept override;
   uint64_t payload_bytes_sent() const noexcept override { return sent_.load(std::memory_order_relaxed); }
+  bool waited_on_ns(int q, uint64_t& ns) const noexcept override {
+    ns = flows_.waited_on_ns(static_cast<size_t>(q));
+    return true;
+  }
 
  private:
   // As SocketLinks': move_flows is the loop; a run it ends with an exception leaves

@@ -180,8 +180,10 @@ void SocketLinks::move_flows(Deadline deadline, const std::string& what,
     if (progress) progress();
     if (flows.resume()) continue;  // the gate opened: poll for the messages it let through
     if (fds.empty()) flows.fail_held(what, rank_);
-    const bool spin = Clock::now() < spin_end;
+    const auto before_poll = Clock::now();
+    const bool spin = before_poll < spin_end;
     int rc = ::poll(fds.data(), fds.size(), spin ? 0 : poll_ms_until(deadline));
+    flows.charge_wait(Clock::now() - before_poll);  // until poll returned, no byte could move
     if (rc < 0) {
       if (errno == EINTR) continue;
       fail(gcommInternalError, what, ": poll() failed: ", errno_text(errno));

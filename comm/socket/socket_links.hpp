@@ -74,6 +74,10 @@ class SocketLinks final : public PeerExchange {
   bool aborted() const { return aborted_.load(); }
   // Payload bytes of the phases completed so far (headers excluded).
   uint64_t payload_bytes_sent() const noexcept override { return sent_.load(std::memory_order_relaxed); }
+  bool waited_on_ns(int q, uint64_t& ns) const noexcept override {
+    ns = flows_.waited_on_ns(static_cast<size_t>(q));
+    return true;
+  }
 
   static constexpr size_t kHeaderBytes = kPhaseHeaderBytes;
 

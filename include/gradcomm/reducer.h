@@ -228,6 +228,90 @@ GCOMM_API gcommStatus_t gcommReducerStartTrace(gcommReducer_t reducer, const cha
  *  (one that took all its steps was written already). */
 GCOMM_API gcommStatus_t gcommReducerStopTrace(gcommReducer_t reducer);
 
+/* ---- Stragglers: which rank the others wait for, and why (docs/observability.md) ---- */
+
+/** What a framework may tell the reducer about a step, when it happens (any time;
+ *  the first of each kind after the last synced step's end counts). Without them,
+ *  everything before the gradients were ready counts as compute. */
+typedef enum gcommStepMark {
+  gcommStepMarkOptimizerDone = 1, /**< the optimizer step of the last step's result ended */
+  gcommStepMarkForwardStart = 2,  /**< the forward of this step begins (its batch is loaded) */
+} gcommStepMark_t;
+
+GCOMM_API gcommStatus_t gcommReducerNoteStepMark(gcommReducer_t reducer, gcommStepMark_t mark);
+
+/** Where a late rank lost its time. The values are part of the ABI. */
+typedef enum gcommLatePhase {
+  gcommLateNone = 0,
+  gcommLateOptimizer = 1, /**< from the last step's end to its optimizer's end */
+  gcommLateData = 2,      /**< from there to its forward's start: loading the batch */
+  gcommLateCompute = 3,   /**< from there to its last gradient: forward and backward */
+  gcommLateLink = 4,      /**< its gradients were ready on time; the others waited for its bytes */
+} gcommLatePhase_t;
+
+/** Straggler attribution. Each rank keeps its own account of every synced step
+ *  (its ready time, its marks, how long it waited on each peer); once every
+ *  GRADCOMM_STRAGGLER_WINDOW synced steps (default 10; 0: off) the accounts are
+ *  all-gathered inside gcommReducerFinalize and every rank judges them alike: a
+ *  rank is late in a step by at least GRADCOMM_STRAGGLER_MIN_MS (default 10) or
+ *  a tenth of the step, and the window names the rank late on more than half of
+ *  its steps. Rank 0 logs a WARN line when the verdict changes. Waits on peers
+ *  (the link phase) are known on the socket and shm transports. */
+typedef struct gcommStragglerReport {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  uint64_t windows;        /**< windows judged so far (0: none yet; the fields below are empty) */
+  uint64_t named_windows;  /**< ... that named a late rank */
+  uint64_t first_step;     /**< the last window's synced steps, first ... */
+  uint64_t last_step;      /**< ... and last */
+  int late_rank;           /**< late on most of the window's steps; -1: none was */
+  int late_steps;          /**< the steps it was late on */
+  int window_steps;        /**< the steps in the window */
+  gcommLatePhase_t phase;  /**< where it lost the time, most often */
+  double late_ms;          /**< the median of its lateness over those steps */
+  int last_step_late_rank; /**< the window's last step alone: who was late (-1: none) */
+  gcommLatePhase_t last_step_phase;
+  double last_step_late_ms;
+  double clock_offset_us; /**< this rank's steady clock minus rank 0's, from the step ends */
+} gcommStragglerReport_t;
+
+#define GCOMM_STRAGGLER_REPORT_INITIALIZER                                                     \
+  {                                                                                            \
+    GCOMM_CONFIG_HEADER(gcommStragglerReport_t), 0, 0, 0, 0, -1, 0, 0, gcommLateNone, 0.0, -1, \
+        gcommLateNone, 0.0, 0.0                                                                \
+  }
+
+/** The last window's verdict (report->windows == 0 before the first window ends). */
+GCOMM_API gcommStatus_t gcommReducerGetStragglerReport(gcommReducer_t reducer,
+                                                       gcommStragglerReport_t* report);
+
+/** Where the last window's non-finite gradients came from. Each rank flags its
+ *  own gradients as the reducer packs them, before any reduction (not with
+ *  grad_as_bucket_view, nor the gradients PowerSGD carries), and the flags travel
+ *  with the straggler window's accounts (GRADCOMM_STRAGGLER_WINDOW: off turns this
+ *  off too). Rank 0 logs a WARN line when one rank's gradient is the source on two
+ *  or more steps of a window. */
+typedef struct gcommNonFiniteReport {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  uint64_t windows;    /**< windows judged so far (0: none yet) */
+  uint64_t first_step; /**< the last window's synced steps, first ... */
+  uint64_t last_step;  /**< ... and last */
+  int nonfinite_steps; /**< steps of the window on which some rank's own gradient was Inf/NaN */
+  int source_rank;     /**< the source on most of them (-1: none): this rank ... */
+  int source_grad;     /**< ... and its first non-finite gradient (registration index) */
+  int source_steps;    /**< steps on which that rank's gradient was a source */
+  int alone_steps;     /**< ... of which the only rank with a non-finite gradient */
+} gcommNonFiniteReport_t;
+
+#define GCOMM_NONFINITE_REPORT_INITIALIZER \
+  { GCOMM_CONFIG_HEADER(gcommNonFiniteReport_t), 0, 0, 0, 0, -1, -1, 0, 0 }
+
+GCOMM_API gcommStatus_t gcommReducerGetNonFiniteReport(gcommReducer_t reducer,
+                                                       gcommNonFiniteReport_t* report);
+
 /* ---- Compression: how the buckets cross the wire (docs/compression.md) ---- */
 
 /** A reducer sends its buckets with one compression strategy. Every reducer starts

@@ -18,6 +18,7 @@ import inspect
 
 from ._lightning_import import SingleDeviceStrategy, rank_zero
 from ._lightning_scaler import fuse_grad_scaler
+from ._lightning_stragglers import StragglerLog
 from .errors import InvalidArgumentError, InvalidStateError
 from .membership import Membership
 from .torch import DistributedDataParallel
@@ -65,6 +66,7 @@ class FaultTolerantStrategy(SingleDeviceStrategy):
         self.step = None  # the last training step's gradcomm.torch Step (rank, world_size, ...)
         self.stats = None  # the membership's counters when fit ended
         self._committed = 0
+        self._stragglers = StragglerLog()
 
     # ---- the member and its wrapper -------------------------------------------------------
 
@@ -121,7 +123,9 @@ class FaultTolerantStrategy(SingleDeviceStrategy):
             wrapped.commit()
             raise error
         if wrapped.commit():
-            return super().optimizer_step(optimizer, lambda: result, model, **kwargs)
+            stepped = super().optimizer_step(optimizer, lambda: result, model, **kwargs)
+            self._stragglers.after_step(wrapped, self.is_global_zero)
+            return stepped
         # Discarded on every member: the optimizer does not step, and Lightning's loop,
         # which counts the step after this returns, does not count it.
         self._count_global_steps(wrapped.committed_steps - 1)

@@ -23,6 +23,7 @@ from .errors import InvalidArgumentError
 from ._lightning_scaler import fuse_grad_scaler
 from .torch import DistributedDataParallel
 from .torch._ddp import check_options
+from ._lightning_stragglers import StragglerLog
 
 # The wrapper's options, as the strategy takes them (module and comm are the strategy's;
 # a membership is FaultTolerantStrategy's).
@@ -66,6 +67,7 @@ class GradcommStrategy(DDPStrategy):
         self._gradcomm_comm = None
         self._gradcomm_restore = None  # a checkpoint's communication state, applied once wrapped
         self._gradcomm_last_state = None  # the wrapper's when it was closed (teardown)
+        self._gradcomm_stragglers = StragglerLog()
 
     # ---- the communicator ---------------------------------------------------------------
 
@@ -91,6 +93,12 @@ class GradcommStrategy(DDPStrategy):
         if self._gradcomm_restore is not None:
             self.model.load_comm_state_dict(self._gradcomm_restore)
             self._gradcomm_restore = None
+
+    def optimizer_step(self, optimizer, closure, model=None, **kwargs):
+        result = super().optimizer_step(optimizer, closure, model, **kwargs)
+        if isinstance(self.model, DistributedDataParallel):
+            self._gradcomm_stragglers.after_step(self.model, self.is_global_zero)
+        return result
 
     def _register_ddp_hooks(self):
         pass  # torch's comm hooks: gradcomm's compression is a wrapper option

@@ -100,6 +100,33 @@ class Reducer(Handle):
         step == 0: none measured yet."""
         return _C.reducer_step_timing(self.handle)
 
+    def note_step_mark(self, mark):
+        """Tells straggler attribution that the optimizer step ended ("optimizer_done")
+        or that this step's forward begins ("forward_start"): with them a late rank's
+        time is split into optimizer, data loading and compute (docs/observability.md)."""
+        marks = {"optimizer_done": 1, "forward_start": 2}
+        if mark not in marks:
+            raise InvalidArgumentError("gcommInvalidArgument",
+                                       f"mark {mark!r} is not one of {', '.join(map(repr, marks))}")
+        _C.reducer_note_step_mark(self.handle, marks[mark])
+
+    def straggler_report(self):
+        """The last window's straggler verdict: windows (judged so far; 0: none yet),
+        first_step/last_step, late_rank (-1: nobody was late on most of the window's
+        steps), late_steps of window_steps, phase ('optimizer', 'data', 'compute',
+        'link' or None), late_ms (median), the window's last step alone
+        (last_step_late_rank, last_step_phase, last_step_late_ms), and
+        clock_offset_us (this rank's steady clock minus rank 0's).
+        GRADCOMM_STRAGGLER_WINDOW sets the window (default 10 synced steps)."""
+        return _C.reducer_straggler_report(self.handle)
+
+    def nonfinite_report(self):
+        """Where the last window's non-finite gradients came from: nonfinite_steps (steps
+        on which some rank's own gradient was Inf/NaN before the reduction), source_rank
+        and source_grad (its first such gradient, by registration index; -1: none),
+        source_steps, alone_steps (of those, the steps on which it was the only rank)."""
+        return _C.reducer_nonfinite_report(self.handle)
+
     def start_trace(self, path, steps=20):
         """A Chrome trace of the next `steps` synced steps into `path` (%r: rank, %h:
         host, %p: pid); open it in https://ui.perfetto.dev or chrome://tracing, or draw
@@ -170,3 +197,14 @@ def compression_spec(kind, options):
             raise InvalidArgumentError("gcommInvalidArgument", f"compression option {key}={value!r} holds ',' or '='")
         items.append(f"{key}={value}")
     return kind + (":" + ",".join(items) if items else "")
+
+
+def straggler_line(report):
+    """One line saying what a straggler report found (the Lightning strategy's log line)."""
+    steps = f"synced steps {report.first_step}-{report.last_step}"
+    if report.late_rank < 0:
+        return f"gradcomm: no rank was late on most of {steps}"
+    where = {"optimizer": "the optimizer step", "data": "data loading (before forward)",
+             "compute": "forward and backward", "link": "its link (its gradients were ready on time)"}
+    return (f"gradcomm: rank {report.late_rank} was late on {report.late_steps} of {steps} by "
+            f"{report.late_ms:.0f} ms (median), in {where.get(report.phase, report.phase)}; every rank waited for it")

@@ -100,6 +100,23 @@ nb::bytes read_bytes(Fn&& fn) {
 
 // ---- structs -----------------------------------------------------------------
 
+// gcommLatePhase_t as Python names it: None, or the phase's short name.
+nb::object late_phase_name(gcommLatePhase_t p) {
+  switch (p) {
+    case gcommLateOptimizer:
+      return nb::str("optimizer");
+    case gcommLateData:
+      return nb::str("data");
+    case gcommLateCompute:
+      return nb::str("compute");
+    case gcommLateLink:
+      return nb::str("link");
+    case gcommLateNone:
+      break;
+  }
+  return nb::none();
+}
+
 // Binds a struct's fields and records their names in __fields__.
 template <class T>
 class StructBinding {
@@ -286,6 +303,34 @@ void bind_structs(nb::module_& m) {
       .field("overlapped_comm_us", &gcommReducerStepTiming_t::overlapped_comm_us)
       .field("overlap", &gcommReducerStepTiming_t::overlap)
       .field("stride", &gcommReducerStepTiming_t::stride);
+
+  gcommStragglerReport_t sr = GCOMM_STRAGGLER_REPORT_INITIALIZER;
+  StructBinding<gcommStragglerReport_t>(m, "StragglerReport", sr)
+      .field("windows", &gcommStragglerReport_t::windows)
+      .field("named_windows", &gcommStragglerReport_t::named_windows)
+      .field("first_step", &gcommStragglerReport_t::first_step)
+      .field("last_step", &gcommStragglerReport_t::last_step)
+      .field("late_rank", &gcommStragglerReport_t::late_rank)
+      .field("late_steps", &gcommStragglerReport_t::late_steps)
+      .field("window_steps", &gcommStragglerReport_t::window_steps)
+      .readonly("phase", [](const gcommStragglerReport_t& r) { return late_phase_name(r.phase); })
+      .field("late_ms", &gcommStragglerReport_t::late_ms)
+      .field("last_step_late_rank", &gcommStragglerReport_t::last_step_late_rank)
+      .readonly("last_step_phase",
+                [](const gcommStragglerReport_t& r) { return late_phase_name(r.last_step_phase); })
+      .field("last_step_late_ms", &gcommStragglerReport_t::last_step_late_ms)
+      .field("clock_offset_us", &gcommStragglerReport_t::clock_offset_us);
+
+  gcommNonFiniteReport_t nf = GCOMM_NONFINITE_REPORT_INITIALIZER;
+  StructBinding<gcommNonFiniteReport_t>(m, "NonFiniteReport", nf)
+      .field("windows", &gcommNonFiniteReport_t::windows)
+      .field("first_step", &gcommNonFiniteReport_t::first_step)
+      .field("last_step", &gcommNonFiniteReport_t::last_step)
+      .field("nonfinite_steps", &gcommNonFiniteReport_t::nonfinite_steps)
+      .field("source_rank", &gcommNonFiniteReport_t::source_rank)
+      .field("source_grad", &gcommNonFiniteReport_t::source_grad)
+      .field("source_steps", &gcommNonFiniteReport_t::source_steps)
+      .field("alone_steps", &gcommNonFiniteReport_t::alone_steps);
 
   gcommMembershipStats_t ms = GCOMM_MEMBERSHIP_STATS_INITIALIZER;
   StructBinding<gcommMembershipStats_t>(m, "MembershipStats", ms)
@@ -687,6 +732,18 @@ void bind_reducer(nb::module_& m) {
         return t;
       },
       Release());
+  m.def("reducer_note_step_mark",
+        [](Ptr h, int mark) { check(gcommReducerNoteStepMark(R(h), static_cast<gcommStepMark_t>(mark))); });
+  m.def("reducer_straggler_report", [](Ptr h) {
+    gcommStragglerReport_t r = GCOMM_STRAGGLER_REPORT_INITIALIZER;
+    check(gcommReducerGetStragglerReport(R(h), &r));
+    return r;
+  });
+  m.def("reducer_nonfinite_report", [](Ptr h) {
+    gcommNonFiniteReport_t r = GCOMM_NONFINITE_REPORT_INITIALIZER;
+    check(gcommReducerGetNonFiniteReport(R(h), &r));
+    return r;
+  });
   m.def(
       "reducer_start_trace",
       [](Ptr h, const std::string& path, uint64_t steps) {

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -505,6 +506,60 @@ def run_divergence(args, rank, world, result):
     comm.close()
 
 
+def run_stragglers(args, rank, world, result):
+    """Straggler attribution across processes: three wrappers in turn, each 8
+    synced steps, with one rank 60 ms late in its backward (a gradient hook), in
+    loading its batch (before forward), or in its optimizer step (a pre-step
+    hook), then none late. Each wrapper's last report goes into the result."""
+    comm = gradcomm.init(rank, world, master_port=args.gc_port, timeout=60)
+    result["transport"] = str(comm.transport).split(".")[-1]
+    nap = lambda: time.sleep(0.06)  # noqa: E731
+    reports = {}
+    for late_rank, phase in ((2, "compute"), (1, "data"), (0, "optimizer"), (-1, None)):
+        torch.manual_seed(0)
+        net = Net()
+        model = gct.DistributedDataParallel(net, comm)
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+        hooks = []
+        if rank == late_rank and phase == "compute":
+            hooks.append(net.fc1.weight.register_hook(lambda g: (nap(), g)[1]))
+        if rank == late_rank and phase == "optimizer":
+            hooks.append(opt.register_step_pre_hook(lambda *a: nap()))
+        for step in range(8):
+            opt.zero_grad()
+            x, y = batch(step, rank, world)
+            if rank == late_rank and phase == "data":
+                nap()
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+        for h in hooks:
+            h.remove()
+        r = model.straggler_report()
+        reports[phase or "none"] = {"windows": r.windows, "late_rank": r.late_rank, "phase": r.phase,
+                                    "late_steps": r.late_steps, "late_ms": r.late_ms,
+                                    "line": gradcomm.reducer.straggler_line(r)}
+        model.close()
+    result["reports"] = reports
+    # Rank 1's fc1.weight gradient turns NaN from step 5 on: every rank's reduced
+    # gradients are NaN, and every rank names rank 1 and that parameter.
+    torch.manual_seed(0)
+    net = Net()
+    model = gct.DistributedDataParallel(net, comm)
+    opt = torch.optim.SGD(net.parameters(), lr=0.0)
+    if rank == 1:
+        state = {"step": 0}
+        net.fc1.weight.register_hook(lambda g: g.fill_(float("nan")) if state["step"] >= 5 else g)
+    for step in range(1, 9):
+        if rank == 1:
+            state["step"] = step
+        opt.zero_grad()
+        x, y = batch(step, rank, world)
+        ((model(x) - y) ** 2).mean().backward()
+    result["nonfinite_source"] = model.nonfinite_source()
+    model.close()
+    comm.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rank", type=int, required=True)
@@ -514,7 +569,7 @@ def main():
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--scenario", default="parity",
                     choices=["parity", "unused_error", "powersgd_parity", "shared_default", "compile", "join",
-                             "threads_share_default", "divergence"])
+                             "threads_share_default", "divergence", "stragglers"])
     ap.add_argument("--opt", default="sgd", choices=["sgd", "sgd_momentum", "adam"])
     ap.add_argument("--zero-grad", default="none", choices=["none", "zero", "assign", "mixed"])
     ap.add_argument("--steps", type=int, default=30)
@@ -553,6 +608,8 @@ def main():
         run_threads_share_default(args, rank, world, result)
     elif args.scenario == "divergence":
         run_divergence(args, rank, world, result)
+    elif args.scenario == "stragglers":
+        run_stragglers(args, rank, world, result)
     else:
         if not args.skip_ddp:
             dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.gloo_port}", rank=rank,

@@ -84,3 +84,27 @@ def test_perf_plot_compares_runs(tmp_path):
     bad.write_text("{}")
     r = tool("gradcomm_perf_plot.py", bad, "-o", tmp_path / "x.png")
     assert r.returncode != 0 and "has no results" in r.stderr
+
+
+def test_trace_plot_puts_every_rank_on_rank_0s_clock(tmp_path, monkeypatch):
+    """Each trace carries its clock's offset to rank 0's (straggler attribution's
+    estimate; ranks of one process share one clock, so near 0); a rank whose clock
+    runs a second ahead is drawn on rank 0's."""
+    import importlib.util
+    import json
+    monkeypatch.setenv("GRADCOMM_STRAGGLER_WINDOW", "2")  # read when the reducer is made
+    files = traced_steps(tmp_path, steps=3)
+    docs = [json.loads(f.read_text()) for f in files]
+    assert all(abs(d["otherData"]["clock_offset_us"]) < 20000 for d in docs), [d["otherData"] for d in docs]
+    skewed = docs[1]
+    skewed["otherData"]["clock_offset_us"] += 1e6
+    for e in skewed["traceEvents"]:
+        if e.get("ph") in ("X", "i"):
+            e["ts"] += 1e6
+    files[1].write_text(json.dumps(skewed))
+    spec = importlib.util.spec_from_file_location("trace_plot", os.path.join(SOURCE, "tools", "gradcomm_trace_plot.py"))
+    plot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot)
+    ranks = plot.load([str(f) for f in files])
+    first = {r: min(e["ts"] for e in evs) for r, evs in ranks.items()}
+    assert abs(first[1] - first[0]) < 20000, first

@@ -200,6 +200,59 @@ GCOMM_API gcommStatus_t gcommReducerGetStepTiming(gcommReducer_t reducer, gcommR
   });
 }
 
+GCOMM_API gcommStatus_t gcommReducerNoteStepMark(gcommReducer_t reducer, gcommStepMark_t mark) {
+  return GCOMM_API_CALL({
+    Reducer& r = reducer_of(reducer);
+    require(mark == gcommStepMarkOptimizerDone || mark == gcommStepMarkForwardStart, "mark ",
+            static_cast<int>(mark),
+            " is not a gcommStepMark_t (gcommStepMarkOptimizerDone, gcommStepMarkForwardStart)");
+    r.note_step_mark(static_cast<StepMark>(mark));
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerGetStragglerReport(gcommReducer_t reducer,
+                                                       gcommStragglerReport_t* report) {
+  return GCOMM_API_CALL({
+    Reducer& r = reducer_of(reducer);
+    check_versioned_out(report, "gcommStragglerReport_t", "GCOMM_STRAGGLER_REPORT_INITIALIZER");
+    gcommStragglerReport_t out = GCOMM_STRAGGLER_REPORT_INITIALIZER;
+    const StragglerReport s = r.straggler_report();
+    out.windows = s.windows;
+    out.named_windows = s.named_windows;
+    out.first_step = s.first_step;
+    out.last_step = s.last_step;
+    out.late_rank = s.window.rank;
+    out.late_steps = s.window.late_steps;
+    out.window_steps = s.window.steps;
+    out.phase = static_cast<gcommLatePhase_t>(s.window.phase);
+    out.late_ms = s.window.late_us / 1e3;
+    out.last_step_late_rank = s.last_step_verdict.rank;
+    out.last_step_phase = static_cast<gcommLatePhase_t>(s.last_step_verdict.phase);
+    out.last_step_late_ms = s.last_step_verdict.late_us / 1e3;
+    out.clock_offset_us = s.clock_offset_us;
+    write_versioned_out(out, report, "gcommStragglerReport_t", "GCOMM_STRAGGLER_REPORT_INITIALIZER");
+  });
+}
+
+GCOMM_API gcommStatus_t gcommReducerGetNonFiniteReport(gcommReducer_t reducer,
+                                                       gcommNonFiniteReport_t* report) {
+  return GCOMM_API_CALL({
+    Reducer& r = reducer_of(reducer);
+    check_versioned_out(report, "gcommNonFiniteReport_t", "GCOMM_NONFINITE_REPORT_INITIALIZER");
+    gcommNonFiniteReport_t out = GCOMM_NONFINITE_REPORT_INITIALIZER;
+    const StragglerReport s = r.straggler_report();
+    out.windows = s.windows;
+    out.first_step = s.first_step;
+    out.last_step = s.last_step;
+    out.nonfinite_steps = s.nonfinite.steps;
+    out.source_rank = s.nonfinite.rank;
+    out.source_grad = s.nonfinite.grad;
+    out.source_steps = s.nonfinite.source_steps;
+    out.alone_steps = s.nonfinite.alone_steps;
+    write_versioned_out(out, report, "gcommNonFiniteReport_t", "GCOMM_NONFINITE_REPORT_INITIALIZER");
+  });
+}
+
 GCOMM_API gcommStatus_t gcommReducerStartTrace(gcommReducer_t reducer, const char* path, uint64_t steps) {
   return GCOMM_API_CALL({
     Reducer& r = reducer_of(reducer);

@@ -12,13 +12,15 @@ namespace {
 // The bucket's gradients this strategy carries (not those another one takes), and
 // their element offsets in the bucket; with marked_only, only those marked this step.
 void bucket_grads(const Bucket& bucket, const StrategyContext& ctx, bool marked_only,
-                  std::vector<gcommTensor_t>& grads, std::vector<size_t>& offsets) {
+                  std::vector<gcommTensor_t>& grads, std::vector<size_t>& offsets,
+                  std::vector<size_t>* indices = nullptr) {
   grads.reserve(bucket.entries.size());
   offsets.reserve(bucket.entries.size());
   for (const BucketEntry& e : bucket.entries) {
     if (ctx.outermost.takes(e.grad) || (marked_only && !ctx.marked[e.grad])) continue;
     grads.push_back(ctx.grads[e.grad]);
     offsets.push_back(e.offset);
+    if (indices != nullptr) indices->push_back(e.grad);
   }
 }
 
@@ -131,13 +133,15 @@ void AllReduceStrategy::epilogue(size_t b, const StrategyContext& ctx) {
 void pack_bucket(size_t b, bool complete, void* wire, const StrategyContext& ctx, bool unscale) {
   const Bucket& bucket = ctx.plan.buckets[b];
   std::vector<gcommTensor_t> src;
-  std::vector<size_t> offsets;
-  bucket_grads(bucket, ctx, /*marked_only=*/true, src, offsets);
+  std::vector<size_t> offsets, indices;
+  bucket_grads(bucket, ctx, /*marked_only=*/true, src, offsets, &indices);
   auto span = ctx.span("pack", SpanKind::kCompute, b);
   if (!complete) memory::zero_bytes(wire, bucket.wire_bytes(), ctx.device, ctx.side.stream());
   const float world = static_cast<float>(ctx.comm.size());
+  // The pack reads this rank's own gradients: it flags the non-finite ones by index.
   kernels::pack(src.data(), src.size(), offsets.data(), wire, bucket.wire_dtype,
-                ctx.average ? 1.0f / world : 1.0f, unscale ? ctx.inv_scale : nullptr, ctx.target());
+                ctx.average ? 1.0f / world : 1.0f, unscale ? ctx.inv_scale : nullptr, ctx.target(),
+                ctx.own_nonfinite, indices.data());
 }
 
 void unpack_bucket(size_t b, const void* src, gcommDataType_t dtype, const StrategyContext& ctx,

@@ -184,6 +184,43 @@ TEST_F(KernelsGpu, PackAndUnpackMatchHostTwinOnManyTensors) {
     }
 }
 
+// The pack's per-tensor non-finite flags (found_per_tensor, through slots) equal
+// the host twin's, on more tensors than one launch's parameter block holds.
+TEST_F(KernelsGpu, PackFlagsTheSameNonFiniteTensorsAsTheHostTwin) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int tensors : {5, 65, 2000}) {
+    std::vector<TypedBuffer> hs;
+    for (int k = 0; k < tensors; ++k) {
+      hs.push_back(random_buffer(rng, kDtypes[k % 3], 1 + (k * 37) % 5000, false));
+      if (k % 7 == 3) hs.back().set(hs.back().count / 2, k % 2 ? inf : std::nanf(""));
+    }
+    std::vector<std::unique_ptr<DeviceCopy>> gs;
+    std::vector<gcommTensor_t> ht, gt;
+    std::vector<size_t> slots;
+    size_t total = 0;
+    for (size_t k = 0; k < hs.size(); ++k) {
+      gs.push_back(std::make_unique<DeviceCopy>(hs[k]));
+      ht.push_back(hs[k].tensor());
+      gt.push_back(gs.back()->tensor());
+      slots.push_back(hs.size() - 1 - k);
+      total += hs[k].count;
+    }
+    TypedBuffer hb = random_buffer(rng, gcommFloat16, total);
+    DeviceCopy gb(hb);
+    std::vector<float> hflags(hs.size(), 0.0f);
+    TypedBuffer zeros{gcommFloat32, hs.size(), 0, std::vector<unsigned char>(hs.size() * 4 + 32, 0)};
+    DeviceCopy gflags(zeros);
+    pack(ht.data(), ht.size(), nullptr, hb.data(), gcommFloat16, 0.25f, nullptr, host, hflags.data(),
+         slots.data());
+    pack(gt.data(), gt.size(), nullptr, gb.data(), gcommFloat16, 0.25f, nullptr, gpu,
+         static_cast<float*>(gflags.tensor().data), slots.data());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    TypedBuffer got = gflags.fetch();
+    for (size_t k = 0; k < hs.size(); ++k)
+      EXPECT_EQ(got.get(k), hflags[k]) << tensors << " tensors, slot " << k;
+  }
+}
+
 TEST_F(KernelsGpu, NormsMatchHostTwinAndAreDeterministic) {
   std::vector<TypedBuffer> hs;
   for (int k = 0; k < 300; ++k)

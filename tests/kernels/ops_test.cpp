@@ -153,6 +153,37 @@ TEST(Pack, BackToBackWhenNoOffsets) {
   EXPECT_EQ(bucket.get(15), through(gcommFloat16, src[1].get(8) * 0.5f));
 }
 
+// The pack names this rank's own non-finite gradients (the first non-finite
+// gradient named, issue 47): Inf and NaN anywhere in a tensor (the middle, the
+// tail past the host twin's 1024-element blocks); each flag at its tensor's
+// slot, the finite ones left alone, a set flag never cleared. As the unpack, it
+// flags the value before the cast: a finite one that overflows f16 is not.
+TEST(Pack, FlagsEachTensorWhosePackedValueIsNonFinite) {
+  std::mt19937 rng(15);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (auto bucket_dtype : kDtypes) {
+    std::vector<TypedBuffer> src;
+    for (size_t k = 0; k < 5; ++k) src.push_back(random_buffer(rng, gcommFloat32, 1500 + 37 * k));
+    src[1].set(700, inf);
+    src[3].set(1500 + 37 * 3 - 1, std::nanf(""));  // the last element
+    auto t = tensors_of(src);
+    TypedBuffer bucket = random_buffer(rng, bucket_dtype, 8000);
+    const size_t slots[] = {9, 7, 5, 3, 1};
+    std::vector<float> flags(10, 0.0f);
+    flags[9] = 1.0f;  // set before: stays set
+    pack(t.data(), t.size(), nullptr, bucket.data(), bucket_dtype, 0.5f, nullptr, kHost, flags.data(), slots);
+    EXPECT_EQ(flags, (std::vector<float>{0, 0, 0, 1, 0, 0, 0, 1, 0, 1})) << "bucket dtype " << bucket_dtype;
+  }
+  TypedBuffer big = random_buffer(rng, gcommFloat32, 3);
+  big.set(1, 1e6f);
+  gcommTensor_t bt = big.tensor();
+  TypedBuffer wire16 = random_buffer(rng, gcommFloat16, 3);
+  float flag16 = 0;
+  pack(&bt, 1, nullptr, wire16.data(), gcommFloat16, 1.0f, nullptr, kHost, &flag16);
+  EXPECT_EQ(flag16, 0.0f);
+  EXPECT_TRUE(std::isinf(wire16.get(1)));
+}
+
 TEST(Unpack, FusedEpilogueCastsScalesAccumulatesAndFlags) {
   std::mt19937 rng(15);
   for (auto bucket_dtype : kDtypes)

@@ -28,6 +28,8 @@ TEST(ReducerSettings, AnEmptyEnvironmentGivesTheDefaults) {
   EXPECT_TRUE(s.host_thread);
   EXPECT_EQ(s.trace_file, "");
   EXPECT_DOUBLE_EQ(s.timing_budget_percent, 0.5);
+  EXPECT_FALSE(s.straggler_window.has_value()) << "unset: 10 on the host, off on GPUs";
+  EXPECT_DOUBLE_EQ(s.straggler_min_ms, 10);
 }
 
 TEST(ReducerSettings, EachVariableIsRead) {
@@ -37,7 +39,9 @@ TEST(ReducerSettings, EachVariableIsRead) {
                                       {"GRADCOMM_TRACE_FILE", "/tmp/t_%r.json"},
                                       {"GRADCOMM_TRACE_START", "2"},
                                       {"GRADCOMM_TRACE_STEPS", "1"},
-                                      {"GRADCOMM_REDUCER_TIMING_BUDGET", "2.5"}});
+                                      {"GRADCOMM_REDUCER_TIMING_BUDGET", "2.5"},
+                                      {"GRADCOMM_STRAGGLER_WINDOW", "0"},
+                                      {"GRADCOMM_STRAGGLER_MIN_MS", "2.5"}});
   EXPECT_EQ(s.timing, std::optional<bool>(false));
   EXPECT_TRUE(s.epilogue_at_finalize);
   EXPECT_FALSE(s.host_thread);
@@ -45,6 +49,8 @@ TEST(ReducerSettings, EachVariableIsRead) {
   EXPECT_EQ(s.trace_first_step, 2u);
   EXPECT_EQ(s.trace_steps, 1u);
   EXPECT_DOUBLE_EQ(s.timing_budget_percent, 2.5);
+  EXPECT_EQ(s.straggler_window, std::optional<int>(0));
+  EXPECT_DOUBLE_EQ(s.straggler_min_ms, 2.5);
   EXPECT_TRUE(std::isinf(settings({{"GRADCOMM_REDUCER_TIMING_BUDGET", "inf"}}).timing_budget_percent));
   EXPECT_EQ(settings({{"GRADCOMM_REDUCER_TIMING", "1"}}).timing, std::optional<bool>(true));
   EXPECT_FALSE(settings({{"GRADCOMM_REDUCER_EPILOGUE", "bucket"}}).epilogue_at_finalize);
@@ -53,6 +59,8 @@ TEST(ReducerSettings, EachVariableIsRead) {
 TEST(ReducerSettings, MalformedValuesKeepTheDefaultExceptTheEpilogueModeWhichIsRefused) {
   EXPECT_FALSE(settings({{"GRADCOMM_REDUCER_TIMING", "yes"}}).timing.has_value());
   EXPECT_TRUE(settings({{"GRADCOMM_REDUCER_HOST_THREAD", "yes"}}).host_thread);
+  EXPECT_FALSE(settings({{"GRADCOMM_STRAGGLER_WINDOW", "-3"}}).straggler_window.has_value());
+  EXPECT_DOUBLE_EQ(settings({{"GRADCOMM_STRAGGLER_MIN_MS", "soon"}}).straggler_min_ms, 10);
   for (const char* bad : {"0", "-1", "nan", "half"})
     EXPECT_DOUBLE_EQ(settings({{"GRADCOMM_REDUCER_TIMING_BUDGET", bad}}).timing_budget_percent, 0.5) << bad;
   const ReducerSettings t = settings({{"GRADCOMM_TRACE_FILE", "t.json"}, {"GRADCOMM_TRACE_STEPS", "0"}});

@@ -25,6 +25,7 @@ import warnings
 import weakref
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook as _register_optimizer_step_post_hook
 
 from .. import _gradcomm as _C
 from .._buffers import parse_device
@@ -305,6 +306,9 @@ class DistributedDataParallel(torch.nn.Module):
         # The hooks hold the wrapper weakly, and go when it is collected: a wrapper
         # dropped without close() is freed, as a dropped DDP is (issue 44 #2).
         self._hooks = [p.register_post_accumulate_grad_hook(self._make_hook(i)) for i, p in enumerate(self._params)]
+        # Straggler attribution's optimizer mark: PyTorch's global post-step hook
+        # (any optimizer of the process; the first after a step's end counts).
+        self._hooks.append(_register_optimizer_step_post_hook(self._make_optimizer_hook()))
         self._hooks_finalizer = weakref.finalize(self, _remove_hooks, self._hooks)
         self._take_over_parameters()
 
@@ -630,7 +634,43 @@ class DistributedDataParallel(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         self._before_forward()
+        if torch.is_grad_enabled():
+            self._note_step_mark("forward_start")
         return self.module(*args, **kwargs)
+
+    @_eager
+    def _note_step_mark(self, mark):
+        if self._reducer is not None and not self._released:
+            self._reducer.note_step_mark(mark)
+
+    def straggler_report(self):
+        """Which rank the others waited for in the last window of synced steps, by
+        how much and in which phase (gradcomm.Reducer.straggler_report; the
+        wrapper marks each forward's start and each optimizer step's end, so a
+        late rank's time is split into optimizer, data loading, compute and link;
+        docs/observability.md). Rank 0 also logs a WARN line when it changes."""
+        if self._reducer is None:
+            raise InvalidStateError("gcommInvalidState", "no reducer yet: with a membership it is built at "
+                                    "start_step()" if self._membership is not None else "this wrapper was closed")
+        return self._reducer.straggler_report()
+
+    def nonfinite_source(self):
+        """Where the last window's Inf/NaN gradients came from, or None when no rank's
+        own gradient was non-finite in it: {'rank', 'parameter' (its name), 'steps'
+        (steps it was a source on), 'alone' (of which it was the only rank),
+        'nonfinite_steps', 'first_step', 'last_step'}. Each rank checks its gradients
+        as the reducer packs them, before the all-reduce, so a NaN from one rank's
+        batch is told from an overflow on every rank (not with
+        gradient_as_bucket_view; docs/observability.md)."""
+        if self._reducer is None:
+            raise InvalidStateError("gcommInvalidState", "no reducer: the wrapper was closed or, with a "
+                                    "membership, no step has started")
+        r = self._reducer.nonfinite_report()
+        if r.source_rank < 0:
+            return None
+        return {"rank": r.source_rank, "parameter": self._names[r.source_grad], "steps": r.source_steps,
+                "alone": r.alone_steps, "nonfinite_steps": r.nonfinite_steps, "first_step": r.first_step,
+                "last_step": r.last_step}
 
     @_eager
     def _before_forward(self):
@@ -704,6 +744,15 @@ class DistributedDataParallel(torch.nn.Module):
         with torch.no_grad():
             for b in self.module.buffers():
                 self._broadcast_tensor(b, root=root)
+
+    def _make_optimizer_hook(self):
+        wrapper = weakref.ref(self)
+
+        def hook(optimizer, args, kwargs):
+            w = wrapper()
+            if w is not None:
+                w._note_step_mark("optimizer_done")
+        return hook
 
     def _make_hook(self, i):
         wrapper = weakref.ref(self)  # the parameters must not keep the wrapper alive

@@ -125,6 +125,29 @@ TEST(SocketLinks, TwoRanksExchangeAPhaseBothWays) {
   EXPECT_EQ(in1, out0);
 }
 
+// Straggler attribution's link part: the time a phase waited for a peer is
+// charged to that peer. Rank 1 writes its message 60 ms late; rank 0 waited
+// about that long on it (and the charge is there for any thread to read).
+TEST(SocketLinks, TheTimeAPhaseWaitsForAPeerIsChargedToIt) {
+  Rank0 r;
+  uint64_t before = 1;
+  ASSERT_TRUE(r.links->waited_on_ns(1, before));
+  EXPECT_EQ(before, 0u);
+  const PhaseTag tag = all_reduce_tag(2);
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    r.write(header(tag, 8));
+    r.write(std::vector<uint8_t>(8, 7));
+  });
+  auto [status, _] = receive(r, tag, 8);
+  late.join();
+  ASSERT_EQ(status, gcommSuccess);
+  uint64_t waited = 0;
+  ASSERT_TRUE(r.links->waited_on_ns(1, waited));
+  EXPECT_GE(waited, 50'000'000u);
+  EXPECT_LT(waited, 5'000'000'000u);
+}
+
 // The progress hook sees the payload arrive: called while rank 1 trickles its
 // message, with received_bytes growing to the whole payload and every byte it
 // reports already in place (what the socket transport reduces as it arrives).

@@ -69,6 +69,7 @@ class FakeRank {
                            false /*epilogue_at_finalize*/,
                            inv_scale_,
                            &flags_[2],
+                           nullptr /*own_nonfinite*/,
                            &flags_[1],
                            outermost,
                            timeline_};
