@@ -35,7 +35,7 @@ ReducerSettings reducer_settings_from(const comm::bootstrap::EnvLookup& env) {
     if (const int64_t w = env_int_value("GRADCOMM_STRAGGLER_WINDOW", window, -1, 0, 100000); w >= 0)
       s.straggler_window = static_cast<int>(w);
   s.straggler_min_ms =
-      env_double_value("GRADCOMM_STRAGGLER_MIN_MS", value("GRADCOMM_STRAGGLER_MIN_MS"), 10.0, 0.0, 1e9);
+      env_double_value("GRADCOMM_STRAGGLER_MIN_MS", value("GRADCOMM_STRAGGLER_MIN_MS"), 20.0, 0.0, 1e9);
   s.trace_file = value("GRADCOMM_TRACE_FILE").value_or("");
   if (!s.trace_file.empty()) {
     s.trace_first_step = static_cast<uint64_t>(env_int_value(

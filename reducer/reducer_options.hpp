@@ -39,10 +39,10 @@ struct ReducerSettings {
   // GRADCOMM_STRAGGLER_WINDOW: synced steps per straggler attribution (0: off;
   // unset: 10 on the host, off on a GPU, where its all-gather waits for the
   // step's work and its cost is not measured yet); GRADCOMM_STRAGGLER_MIN_MS: the
-  // least lateness that counts (default 10). Malformed values warn and are unset
+  // least lateness that counts (default 20). Malformed values warn and are unset
   // (straggler_monitor.hpp).
   std::optional<int> straggler_window;
-  double straggler_min_ms = 10;
+  double straggler_min_ms = 20;
 };
 
 ReducerSettings reducer_settings_from(const comm::bootstrap::EnvLookup& env);

@@ -41,7 +41,7 @@ const char* late_phase_name(LatePhase p) noexcept;  // "optimizer", "data loadin
 struct AttributionRules {
   // A rank is late in a step by at least max(min_late_us, step_fraction x the
   // step's median length): below that, scheduling noise on a busy host.
-  double min_late_us = 10000;
+  double min_late_us = 20000;
   double step_fraction = 0.1;
   // A window names the rank late on more than this share of its steps.
   double window_share = 0.5;

@@ -253,7 +253,7 @@ typedef enum gcommLatePhase {
  *  (its ready time, its marks, how long it waited on each peer); once every
  *  GRADCOMM_STRAGGLER_WINDOW synced steps (default 10; 0: off) the accounts are
  *  all-gathered inside gcommReducerFinalize and every rank judges them alike: a
- *  rank is late in a step by at least GRADCOMM_STRAGGLER_MIN_MS (default 10) or
+ *  rank is late in a step by at least GRADCOMM_STRAGGLER_MIN_MS (default 20) or
  *  a tenth of the step, and the window names the rank late on more than half of
  *  its steps. Rank 0 logs a WARN line when the verdict changes. Waits on peers
  *  (the link phase) are known on the socket and shm transports. */

@@ -29,7 +29,7 @@ TEST(ReducerSettings, AnEmptyEnvironmentGivesTheDefaults) {
   EXPECT_EQ(s.trace_file, "");
   EXPECT_DOUBLE_EQ(s.timing_budget_percent, 0.5);
   EXPECT_FALSE(s.straggler_window.has_value()) << "unset: 10 on the host, off on GPUs";
-  EXPECT_DOUBLE_EQ(s.straggler_min_ms, 10);
+  EXPECT_DOUBLE_EQ(s.straggler_min_ms, 20);
 }
 
 TEST(ReducerSettings, EachVariableIsRead) {
@@ -60,7 +60,7 @@ TEST(ReducerSettings, MalformedValuesKeepTheDefaultExceptTheEpilogueModeWhichIsR
   EXPECT_FALSE(settings({{"GRADCOMM_REDUCER_TIMING", "yes"}}).timing.has_value());
   EXPECT_TRUE(settings({{"GRADCOMM_REDUCER_HOST_THREAD", "yes"}}).host_thread);
   EXPECT_FALSE(settings({{"GRADCOMM_STRAGGLER_WINDOW", "-3"}}).straggler_window.has_value());
-  EXPECT_DOUBLE_EQ(settings({{"GRADCOMM_STRAGGLER_MIN_MS", "soon"}}).straggler_min_ms, 10);
+  EXPECT_DOUBLE_EQ(settings({{"GRADCOMM_STRAGGLER_MIN_MS", "soon"}}).straggler_min_ms, 20);
   for (const char* bad : {"0", "-1", "nan", "half"})
     EXPECT_DOUBLE_EQ(settings({{"GRADCOMM_REDUCER_TIMING_BUDGET", bad}}).timing_budget_percent, 0.5) << bad;
   const ReducerSettings t = settings({{"GRADCOMM_TRACE_FILE", "t.json"}, {"GRADCOMM_TRACE_STEPS", "0"}});
