@@ -60,7 +60,7 @@ struct WindowVerdict {
   int rank = -1;       // late on more than rules.window_share of the steps; -1: none was
   int late_steps = 0;  // the steps it was late on
   int steps = 0;
-  double late_us = 0;  // the median of its lateness over those steps
+  double late_us = 0;                  // the median of its lateness over those steps
   LatePhase phase = LatePhase::kNone;  // where it lost the time most often
 };
 

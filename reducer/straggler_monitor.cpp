@@ -98,8 +98,8 @@ void StragglerMonitor::attribute(const std::vector<RankStep>& all, uint64_t last
   const NonFiniteVerdict& nf = report_.nonfinite;
   if (rank_ == 0 && nf.source_steps >= 2)  // once may be an overflow; again is a source
     GCOMM_WARN("non-finite gradients: rank ", nf.rank, "'s gradient ", nf.grad,
-               " was Inf/NaN before the reduction on ", nf.source_steps, " of synced steps ", report_.first_step,
-               "-", report_.last_step, " (the only rank on ", nf.alone_steps,
+               " was Inf/NaN before the reduction on ", nf.source_steps, " of synced steps ",
+               report_.first_step, "-", report_.last_step, " (the only rank on ", nf.alone_steps,
                " of them); the reduced gradients of those steps were non-finite on every rank "
                "(gcommReducerGetNonFiniteReport, docs/observability.md)");
 

@@ -25,13 +25,13 @@ namespace gradcomm::reducer {
 enum class StepMark { kOptimizerDone = 1, kForwardStart = 2 };  // gcommStepMark_t's values
 
 struct StragglerReport {
-  uint64_t windows = 0;        // windows attributed so far
-  uint64_t named_windows = 0;  // ... that named a late rank
+  uint64_t windows = 0;                    // windows attributed so far
+  uint64_t named_windows = 0;              // ... that named a late rank
   uint64_t first_step = 0, last_step = 0;  // the last window's synced steps (0: none yet)
-  WindowVerdict window;        // the last window's verdict
-  StepVerdict last_step_verdict;  // its last step's alone
-  double clock_offset_us = 0;  // this rank's steady clock minus rank 0's
-  NonFiniteVerdict nonfinite;  // the window's non-finite gradients, by source
+  WindowVerdict window;                    // the last window's verdict
+  StepVerdict last_step_verdict;           // its last step's alone
+  double clock_offset_us = 0;              // this rank's steady clock minus rank 0's
+  NonFiniteVerdict nonfinite;              // the window's non-finite gradients, by source
 };
 
 class StragglerMonitor {

@@ -6,7 +6,9 @@ this script again."""
 import argparse
 import atexit
 import json
+import logging
 import os
+import time
 
 import torch
 from torch import nn
@@ -28,7 +30,11 @@ class Module(pl.LightningModule):
         x, y = batch
         return ((self.net(x) - y) ** 2).mean()
 
+    late_rank = -1  # --late-rank: this rank's training steps take 60 ms longer (straggler attribution)
+
     def training_step(self, batch, batch_idx):
+        if self.global_rank == self.late_rank:
+            time.sleep(0.06)
         loss = self.loss(batch)
         self.log("train_loss", loss, sync_dist=True)
         return loss
@@ -69,13 +75,21 @@ def main():
     ap.add_argument("--name", required=True)
     ap.add_argument("--gpu", action="store_true")  # one process on cuda:0 (the GPU pass) instead of 2 CPU processes
     ap.add_argument("--fp16", action="store_true")  # precision="16-mixed" with a GradScaler (on the CPU too)
+    ap.add_argument("--late-rank", type=int, default=-1)
     ap.add_argument("--exit-probe", default="")  # a file: whether torch.distributed was still open last at exit
     args = ap.parse_args()
     if args.exit_probe:  # registered first, so it runs after every later atexit function
         atexit.register(lambda: open(f"{args.exit_probe}.{os.getpid()}", "w").write(
             str(torch.distributed.is_initialized())))
     torch.set_num_threads(1)
+    lines = []  # what the strategy logs about stragglers
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+    logging.getLogger("gradcomm.lightning").addHandler(Keep())
     model = Module()
+    model.late_rank = args.late_rank
     plugins = []
     if args.fp16:  # Lightning gives the CPU no scaler for "16-mixed"; this is the GPU's setup
         from lightning.pytorch.plugins import MixedPrecision
@@ -95,7 +109,7 @@ def main():
                   "val": val, "test": test, "strategy": type(trainer.strategy).__name__,
                   "scaler": type(getattr(trainer.precision_plugin, "scaler", None)).__module__,
                   "scale": getattr(getattr(trainer.precision_plugin, "scaler", None), "get_scale", lambda: None)(),
-                  "steps": trainer.global_step}
+                  "steps": trainer.global_step, "straggler_lines": lines}
         with open(os.path.join(args.outdir, f"{args.name}.json"), "w") as f:
             json.dump(result, f)
     # Lightning's DDP leaves torch.distributed's group open (a Trainer may fit again);

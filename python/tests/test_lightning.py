@@ -81,6 +81,15 @@ def test_int8_wire_through_the_strategy(tmp_path):
     assert 0 < worst(gc["params"], ddp["params"]) < 0.05
 
 
+def test_the_strategy_logs_the_late_rank(tmp_path, monkeypatch):
+    """Rank 1's training steps take 60 ms longer: the global zero's log names it, once."""
+    monkeypatch.setenv("GRADCOMM_STRAGGLER_WINDOW", "4")
+    out = run(tmp_path, "late", "gradcomm", "--late-rank", "1", "--steps", "12")
+    lines = out["straggler_lines"]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("gradcomm: rank 1 was late on ") and "in forward and backward" in lines[0], lines
+
+
 def test_unknown_options_are_refused_when_the_trainer_is_built():
     import gradcomm
     from gradcomm.lightning import GradcommStrategy

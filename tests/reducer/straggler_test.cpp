@@ -52,8 +52,9 @@ TEST(StragglerAttribution, ALateRankIsNamedWithThePhaseItLostTheTimeIn) {
     LatePhase phase;
     double RankStep::*mark;  // the marks from this one on move 200 ms later
   };
-  for (const Case c : {Case{LatePhase::kOptimizer, &RankStep::optimizer_done_us},
-                       Case{LatePhase::kData, &RankStep::forward_us}, Case{LatePhase::kCompute, &RankStep::ready_us}}) {
+  for (const Case c :
+       {Case{LatePhase::kOptimizer, &RankStep::optimizer_done_us},
+        Case{LatePhase::kData, &RankStep::forward_us}, Case{LatePhase::kCompute, &RankStep::ready_us}}) {
     std::vector<RankStep> s = even_step();
     bool later = false;
     for (double RankStep::*m : {&RankStep::optimizer_done_us, &RankStep::forward_us, &RankStep::ready_us}) {
@@ -211,7 +212,8 @@ TEST_P(Stragglers, TheLateRankAndItsPhaseAreNamedAlikeOnEveryRank) {
     int who;
     Late late;
     gcommLatePhase_t phase;
-  } cases[] = {{2, Late::kCompute, gcommLateCompute}, {1, Late::kData, gcommLateData},
+  } cases[] = {{2, Late::kCompute, gcommLateCompute},
+               {1, Late::kData, gcommLateData},
                {3, Late::kOptimizer, gcommLateOptimizer}};
   for (const auto& c : cases) {
     const std::vector<gcommStragglerReport_t> reports = train(c.who, c.late);
@@ -311,9 +313,11 @@ TEST_P(Stragglers, BadArgumentsAreRefused) {
     if (gcommReducerGetStragglerReport(r, nullptr) != gcommInvalidArgument) e += "; a NULL report was taken";
     if (gcommReducerGetNonFiniteReport(r, nullptr) != gcommInvalidArgument) e += "; a NULL report was taken";
     gcommNonFiniteReport_t bare{};
-    if (gcommReducerGetNonFiniteReport(r, &bare) != gcommInvalidArgument) e += "; a headerless report was taken";
+    if (gcommReducerGetNonFiniteReport(r, &bare) != gcommInvalidArgument)
+      e += "; a headerless report was taken";
     gcommStragglerReport_t old{};  // no header: refused, not written past
-    if (gcommReducerGetStragglerReport(r, &old) != gcommInvalidArgument) e += "; a headerless report was taken";
+    if (gcommReducerGetStragglerReport(r, &old) != gcommInvalidArgument)
+      e += "; a headerless report was taken";
     gcommStragglerReport_t s = GCOMM_STRAGGLER_REPORT_INITIALIZER;
     RIG_CHECK(gcommReducerGetStragglerReport(r, &s));
     if (s.windows != 0 || s.late_rank != -1) e += "; a report before any window";
