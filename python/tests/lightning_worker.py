@@ -36,7 +36,9 @@ class Module(pl.LightningModule):
         if self.global_rank == self.late_rank:
             time.sleep(0.06)
         loss = self.loss(batch)
-        self.log("train_loss", loss, sync_dist=True)
+        # sync_dist's all-reduce, before backward, would make every rank wait there
+        # for the late one and hide it from straggler attribution (docs/observability.md).
+        self.log("train_loss", loss, sync_dist=self.late_rank < 0)
         return loss
 
     def validation_step(self, batch, batch_idx):
