@@ -175,7 +175,10 @@ void dispatch_pair(const OpSpec& spec, const Pair* pairs, size_t n, const ScaleS
                    cudaStream_t stream) {
   switch (spec.kind) {
     case OpKind::kPack:
-      launch_apply<PackOp<A, B>>(pairs, n, source, spec.found_inf, stream, spec.found_per_tensor);
+      if (spec.found_per_tensor != nullptr)
+        launch_apply<PackOp<A, B, B, true>>(pairs, n, source, spec.found_inf, stream, spec.found_per_tensor);
+      else
+        launch_apply<PackOp<A, B>>(pairs, n, source, nullptr, stream);
       break;
     case OpKind::kUnpack:
       if (spec.accumulate)

@@ -35,19 +35,40 @@ struct CheckOp {
   GCOMM_HD bool operator()(TA& a, TB&) const { return !is_finite(to_float(a)); }
 };
 
+// Whether v, cast to a wire of type T (round to nearest even), stays finite:
+// f16 overflows from 65520, bf16 from 0x7f7f8000 (3.3961775e38). NaN fails.
+template <class T>
+GCOMM_HD bool fits_wire(float v) {
+  return is_finite(v);
+}
+template <>
+GCOMM_HD bool fits_wire<half_bits>(float v) {
+  return v < 65520.0f && v > -65520.0f;
+}
+template <>
+GCOMM_HD bool fits_wire<bf16_bits>(float v) {
+  return v < 3.3961775e38f && v > -3.3961775e38f;
+}
+
 // bucket = cast(src * s) (a = the source tensor, b = its place in the bucket).
-template <class TSrc, class TBucket>
+// With CHECK it reports a value that is not finite on the wire TWire (the bucket's
+// own type; the host twin runs an f16 bucket as float, so the wire is named
+// apart): an Inf/NaN gradient, or one the cast overflows. Without, it reports
+// nothing and costs no compare (the pack's own flags are wanted only for
+// straggler attribution's non-finite source).
+template <class TSrc, class TBucket, class TWire = TBucket, bool CHECK = false>
 struct PackOp {
   using TA = TSrc;
   using TB = TBucket;
   static constexpr bool kReadA = true, kWriteA = false, kReadB = false, kWriteB = true;
   float s;
-  // An Inf/NaN value, flagged as UnpackOp flags: before the cast (a finite value
-  // that overflows an f16 wire is not, alike on the host twin and the GPU).
   GCOMM_HD bool operator()(TA& a, TB& b) const {
     const float v = to_float(a) * s;
     b = from_float<TBucket>(v);
-    return !is_finite(v);
+    if constexpr (CHECK)
+      return !fits_wire<TWire>(v);
+    else
+      return false;
   }
 };
 

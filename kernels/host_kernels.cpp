@@ -40,9 +40,9 @@ template <class T>
 struct AsFloat<CheckOp<T>> {
   using type = CheckOp<FloatSide<T>>;
 };
-template <class A, class B>
-struct AsFloat<PackOp<A, B>> {
-  using type = PackOp<FloatSide<A>, FloatSide<B>>;
+template <class A, class B, class W, bool CHECK>
+struct AsFloat<PackOp<A, B, W, CHECK>> {
+  using type = PackOp<FloatSide<A>, FloatSide<B>, W, CHECK>;  // the wire's own type still checked
 };
 template <class A, class B, bool ACC>
 struct AsFloat<UnpackOp<A, B, ACC>> {
@@ -108,7 +108,8 @@ template <class A, class B>
 bool dispatch_pair(const OpSpec& spec, float s, const Pair* pairs, size_t n) {
   switch (spec.kind) {
     case OpKind::kPack:
-      return run(PackOp<A, B>{s}, pairs, n, spec.found_per_tensor);
+      if (spec.found_per_tensor != nullptr) return run(PackOp<A, B, B, true>{s}, pairs, n, spec.found_per_tensor);
+      return run(PackOp<A, B>{s}, pairs, n);
     case OpKind::kUnpack:
       return spec.accumulate ? run(UnpackOp<A, B, true>{s}, pairs, n)
                              : run(UnpackOp<A, B, false>{s}, pairs, n);

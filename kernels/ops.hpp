@@ -42,8 +42,9 @@ void check_finite(const gcommTensor_t* grads, size_t n, float* found_inf, const 
 
 // bucket <- cast(src * scale * (*device_scale)); device_scale may be NULL.
 // found_per_tensor (may be NULL; where the kernels run): entry slots[k] (k when
-// slots is NULL) set to 1.0f when tensor k's value times the scale is Inf/NaN
-// (this rank's own gradient), before the cast, as unpack flags; never cleared.
+// slots is NULL) set to 1.0f when tensor k's packed value is not finite on the
+// wire (this rank's own Inf/NaN gradient, or one the cast to f16/bf16
+// overflows); never cleared.
 void pack(const gcommTensor_t* src, size_t n, const size_t* offsets, void* bucket,
           gcommDataType_t bucket_dtype, float scale, const float* device_scale, const Target& target,
           float* found_per_tensor = nullptr, const size_t* slots = nullptr);

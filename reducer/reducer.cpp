@@ -376,7 +376,7 @@ void Reducer::mark_ready(size_t index, gcommStream_t stream, std::optional<const
   // Backward ends here, before this mark's launches, where this stream holds every
   // gradient; marks on several streams leave it to finalize's stream.
   if (marked_count_ == grads_.size() && marks_on_one_stream_) timeline_.backward_done(stream);
-  if (marked_count_ == grads_.size()) stragglers_.backward_done();
+  if (marked_count_ == grads_.size()) stragglers_.backward_done(comm_.transport());
   or_fail([&] { launch_ready_buckets(); });
 }
 
@@ -424,7 +424,7 @@ void Reducer::finalize(gcommStream_t stream) {
   bool refuse = !missing.empty() && !options_.unused_as_zero;
   or_fail([&] {
     timeline_.backward_done(stream);
-    stragglers_.backward_done();
+    stragglers_.backward_done(comm_.transport());
     // Missing gradients send zeros: the collectives complete on every rank, and so
     // does the step (the same gradients and loss scale as on the other ranks).
     while (next_bucket_ < plan_.buckets.size()) launch_bucket(next_bucket_++);
@@ -444,6 +444,7 @@ void Reducer::finalize(gcommStream_t stream) {
     timeline_.end_step(stream);
     side_.mark(stream);
     ++stats_.synced_steps;
+    if (!straggler_settings_agreed_) agree_straggler_settings();
     if (stragglers_.enabled() && stragglers_.end_step(comm_.transport(), first_own_nonfinite(stream)))
       attribute_stragglers();
     GCOMM_TRACE(REDUCER, "step ", stats_.synced_steps, " finalized: ", plan_.buckets.size(), " buckets, ",
@@ -510,6 +511,34 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
   if (same_plan(rebuilt, plan_)) return;
   lay_out_buckets(rebuilt, *strategy_);
   GCOMM_INFO(REDUCER, "reducer: plan rebuilt in rank 0's ready order\n", describe_plan(plan_));
+}
+
+// Once, at the first synced step: every rank takes rank 0's window and threshold.
+// Each reads its own environment, and a window is an all-gather inside finalize:
+// ranks with different windows would issue different collectives.
+void Reducer::agree_straggler_settings() {
+  straggler_settings_agreed_ = true;
+  if (comm_.size() < 2) return;
+  float settings[2] = {static_cast<float>(stragglers_.window()), static_cast<float>(stragglers_.min_late_ms())};
+  std::unique_ptr<void, std::function<void(void*)>> hold(
+      allocator_->allocate(sizeof settings, side_.stream()), [this](void* p) {
+        try {
+          allocator_->deallocate(p, side_.stream());
+        } catch (const std::exception& e) {
+          GCOMM_WARN("reducer: freeing the straggler settings' staging: ", e.what());
+        }
+      });
+  memory::copy_bytes(hold.get(), settings, sizeof settings, device_, side_.stream(), cudaMemcpyHostToDevice);
+  comm_.collective(comm::owned_buffers_call(comm::Collective::kBroadcast, hold.get(), hold.get(), 2, gcommFloat32,
+                                            side_.stream(), gcommSum, /*root=*/0));
+  memory::copy_bytes(settings, hold.get(), sizeof settings, device_, side_.stream(), cudaMemcpyDeviceToHost);
+  side_.synchronize();
+  const int window = static_cast<int>(settings[0]);
+  if (window != stragglers_.window() || settings[1] != static_cast<float>(stragglers_.min_late_ms()))
+    GCOMM_INFO(REDUCER, "reducer: straggler window ", window, " and threshold ", settings[1],
+               " ms taken from rank 0 (this rank's were ", stragglers_.window(), " and ", stragglers_.min_late_ms(),
+               ")");
+  stragglers_.adopt(window, settings[1]);
 }
 
 // Every rank's accounts travel as float pairs (an all-gather copies bits), staged

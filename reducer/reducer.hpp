@@ -125,6 +125,8 @@ class Reducer {
   // Every rank's accounts of the window just ended, and the verdict (finalize).
   void attribute_stragglers();
   int first_own_nonfinite(gcommStream_t stream);
+  void agree_straggler_settings();
+  bool straggler_settings_agreed_ = false;
   void check_grad_location(const void* data, size_t index) const;
   // The sharded mode's component; gcommInvalidState naming `what` in all-reduce mode.
   Sharding& sharding(const char* what) const;

@@ -29,14 +29,14 @@ std::array<double, 3> phase_durations(const RankStep& r) {
   return {opt ? opt_end : nan, fwd ? fwd_start - opt_end : nan, std::max(r.ready_us - fwd_start, 0.0)};
 }
 
-// Where rank s lost the time: the phase whose duration exceeds the other ranks'
-// median the most.
-LatePhase late_phase(const RankStep* ranks, int n, int s) {
+// Where rank s lost the time: among the phases up to `last` (0 optimizer, 1 data,
+// 2 compute), the one whose duration exceeds the other ranks' median the most.
+LatePhase late_phase(const RankStep* ranks, int n, int s, int last) {
   constexpr LatePhase kPhases[3] = {LatePhase::kOptimizer, LatePhase::kData, LatePhase::kCompute};
   const std::array<double, 3> mine = phase_durations(ranks[s]);
-  LatePhase best = LatePhase::kCompute;
+  LatePhase best = kPhases[last];
   double best_excess = -HUGE_VAL;
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k <= last; ++k) {
     if (std::isnan(mine[k])) continue;
     std::vector<double> others;
     for (int r = 0; r < n; ++r) {
@@ -50,6 +50,26 @@ LatePhase late_phase(const RankStep* ranks, int n, int s) {
     }
   }
   return best;
+}
+
+// The rank that reached checkpoint `c` (0 optimizer's end, 1 forward's start, 2
+// gradients ready) last, against the others' median; ranks without the mark sit
+// out. A rank is measured at each: where the ranks meet before backward (the
+// wrapper's buffer broadcast before forward, a framework's own collective), the
+// others wait for the late one there, and only the checkpoints before that
+// meeting still show who was late.
+StepVerdict latest_at(const RankStep* ranks, int n, int c) {
+  auto at = [&](const RankStep& r) {
+    return c == 0 ? r.optimizer_done_us : c == 1 ? r.forward_us : r.ready_us;
+  };
+  int s = -1;
+  for (int r = 0; r < n; ++r)
+    if (at(ranks[r]) >= 0 && (s < 0 || at(ranks[r]) > at(ranks[s]))) s = r;
+  std::vector<double> others;
+  for (int r = 0; r < n; ++r)
+    if (r != s && at(ranks[r]) >= 0) others.push_back(at(ranks[r]));
+  if (s < 0 || others.empty()) return {};
+  return {s, at(ranks[s]) - median(others), LatePhase::kNone};
 }
 
 }  // namespace
@@ -76,15 +96,21 @@ StepVerdict attribute_step(const RankStep* ranks, int n, const AttributionRules&
   for (int r = 0; r < n; ++r) ends[static_cast<size_t>(r)] = ranks[r].end_us;
   const double threshold = std::max(rules.min_late_us, rules.step_fraction * median(ends));
 
-  // Late gradients: the rank that was ready last, against the others' median.
-  int s = 0;
-  for (int r = 1; r < n; ++r)
-    if (ranks[r].ready_us > ranks[s].ready_us) s = r;
-  std::vector<double> others;
-  for (int r = 0; r < n; ++r)
-    if (r != s) others.push_back(ranks[r].ready_us);
-  const double late = ranks[s].ready_us - median(others);
-  if (late >= threshold) return {s, late, late_phase(ranks, n, s)};
+  // Late before backward ended: the latest rank at the checkpoint where it was
+  // latest, the phase among those up to that checkpoint.
+  StepVerdict late;
+  int checkpoint = -1;
+  for (int c = 0; c < 3; ++c) {
+    const StepVerdict v = latest_at(ranks, n, c);
+    if (v.rank >= 0 && v.late_us > late.late_us) {
+      late = v;
+      checkpoint = c;
+    }
+  }
+  if (late.rank >= 0 && late.late_us >= threshold) {
+    late.phase = late_phase(ranks, n, late.rank, checkpoint);
+    return late;
+  }
 
   // A late link: the peer that most other ranks waited on longest, by how much
   // longer than on their other peers.

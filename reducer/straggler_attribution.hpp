@@ -9,9 +9,10 @@
 // clocks. A rank whose gradients were ready late made everyone wait: the phase
 // in which it lost the time is the one whose duration exceeds the other ranks'
 // most (optimizer: origin to the optimizer's end; data: to the forward's start;
-// compute: to its last gradient). A rank whose gradients were ready on time but
-// whose bytes everyone waited for (the transport's waits on each peer) has a slow
-// link.
+// compute: to its last gradient), measured at each of those checkpoints (where
+// the ranks meet before backward, only the checkpoints before the meeting show
+// who was late). A rank on time everywhere whose bytes everyone waited for after
+// backward (the transport's waits on each peer) has a slow link.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,7 @@ struct RankStep {
   double forward_us = -1;         // gcommStepMarkForwardStart, the first after the origin
   double ready_us = 0;            // its last gradient was marked ready (backward ended)
   double end_us = 0;              // its finalize returned: the step's collectives completed
-  double top_peer = -1;           // the peer it waited on longest in the step (-1: cannot tell)
+  double top_peer = -1;           // the peer it waited on longest after backward ended (-1: cannot tell)
   double top_wait_us = 0;         // how long
   double typical_wait_us = 0;     // the median of its waits on its other peers
   double first_nonfinite = -1;    // its first gradient whose own packed value was Inf/NaN (-1: none)

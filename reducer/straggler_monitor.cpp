@@ -29,8 +29,25 @@ void StragglerMonitor::begin_step() noexcept {
   in_step_ = true;
 }
 
-void StragglerMonitor::backward_done() noexcept {
-  if (in_step_ && ready_us_ < 0) ready_us_ = now_us();
+void StragglerMonitor::backward_done(const comm::Transport& transport) noexcept {
+  if (!in_step_ || ready_us_ >= 0) return;
+  ready_us_ = now_us();
+  waits_known_ = read_waits(transport, waited_ns_);
+}
+
+bool StragglerMonitor::read_waits(const comm::Transport& transport, std::vector<uint64_t>& ns) const noexcept {
+  for (int q = 0; q < world_; ++q)
+    if (q != rank_ && !transport.waited_on_ns(q, ns[static_cast<size_t>(q)])) return false;
+  return true;
+}
+
+void StragglerMonitor::adopt(int window, double min_late_ms) noexcept {
+  window_ = window;
+  rules_.min_late_us = min_late_ms * 1e3;
+  accounts_.clear();
+  in_step_ = false;
+  origin_us_ = now_us();  // the step's collectives have completed
+  optimizer_done_us_ = forward_us_ = -1;
 }
 
 bool StragglerMonitor::end_step(const comm::Transport& transport, int first_nonfinite) {
@@ -45,32 +62,27 @@ bool StragglerMonitor::end_step(const comm::Transport& transport, int first_nonf
   a.ready_us = since_origin(ready_us_ >= 0 ? ready_us_ : end);
   a.end_us = end - origin_us_;
   a.first_nonfinite = first_nonfinite;
-  // The step's waits on each peer: the transport's totals since the last step's end.
-  std::vector<double> waits;
-  int top = -1;
-  double top_wait = 0;
-  bool known = true;
-  for (int q = 0; q < world_ && known; ++q) {
-    if (q == rank_) continue;
-    uint64_t total = 0;
-    known = transport.waited_on_ns(q, total);
-    const double w = waits_known_ ? static_cast<double>(total - waited_ns_[static_cast<size_t>(q)]) / 1e3 : 0;
-    waited_ns_[static_cast<size_t>(q)] = total;
-    if (top < 0 || w > top_wait) {
-      if (top >= 0) waits.push_back(top_wait);
-      top = q;
-      top_wait = w;
-    } else {
-      waits.push_back(w);
+  // The step's waits on each peer since its backward ended.
+  std::vector<uint64_t> now_ns(static_cast<size_t>(world_), 0);
+  if (waits_known_ && read_waits(transport, now_ns)) {
+    std::vector<double> waits;
+    int top = -1;
+    for (int q = 0; q < world_; ++q) {
+      if (q == rank_) continue;
+      const double w = static_cast<double>(now_ns[static_cast<size_t>(q)] - waited_ns_[static_cast<size_t>(q)]) / 1e3;
+      if (top < 0 || w > a.top_wait_us) {
+        if (top >= 0) waits.push_back(a.top_wait_us);
+        top = q;
+        a.top_wait_us = w;
+      } else {
+        waits.push_back(w);
+      }
     }
-  }
-  if (known && waits_known_) {
     a.top_peer = top;
-    a.top_wait_us = top_wait;
     std::sort(waits.begin(), waits.end());
     a.typical_wait_us = waits.empty() ? 0 : waits[waits.size() / 2];
   }
-  waits_known_ = known;
+  waits_known_ = false;
   accounts_.push_back(a);
   origin_us_ = end;
   optimizer_done_us_ = forward_us_ = -1;

@@ -41,13 +41,19 @@ class StragglerMonitor {
 
   bool enabled() const noexcept { return window_ > 0 && world_ > 1; }
   int window() const noexcept { return window_; }
+  double min_late_ms() const noexcept { return rules_.min_late_us / 1e3; }
 
   // Any time: the first of each kind after the last step's end counts.
   void note(StepMark mark) noexcept;
   // A synced step begins (the first one's origin, when no step ended before).
   void begin_step() noexcept;
-  // The step's last gradient was marked ready; the first call of a step stamps.
-  void backward_done() noexcept;
+  // The step's last gradient was marked ready; the first call of a step stamps,
+  // and the transport's waits from then on are the step's link waits (waits
+  // during backward follow uneven compute, not the link).
+  void backward_done(const comm::Transport& transport) noexcept;
+  // Every rank's settings become rank 0's (the reducer broadcasts them once, at
+  // the first synced step: a window is an all-gather every rank must issue).
+  void adopt(int window, double min_late_ms) noexcept;
   // The step's collectives completed (finalize, on the host after its lane).
   // Whether the window is complete: gather window() from every rank and attribute().
   // `first_nonfinite`: the first gradient whose own packed value was Inf/NaN on
@@ -68,13 +74,17 @@ class StragglerMonitor {
   using Clock = std::chrono::steady_clock;
   static double now_us() noexcept;
 
-  const int rank_, world_, window_;
-  const AttributionRules rules_;
+  // Every wait counter of the transport, per peer, into `ns`; false where it cannot tell.
+  bool read_waits(const comm::Transport& transport, std::vector<uint64_t>& ns) const noexcept;
+
+  const int rank_, world_;
+  int window_;
+  AttributionRules rules_;
   double origin_us_ = -1;  // the last step's end (-1: none yet)
   double optimizer_done_us_ = -1, forward_us_ = -1, ready_us_ = -1;
   bool in_step_ = false;
-  std::vector<uint64_t> waited_ns_;  // per peer, at the last step's end
-  bool waits_known_ = false;
+  std::vector<uint64_t> waited_ns_;  // per peer, when this step's backward ended
+  bool waits_known_ = false;        // ... read this step
   std::vector<RankStep> accounts_;
   StragglerReport report_;
   int logged_rank_ = -1;

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """One rank of the straggler lab (issue 47): gradcomm.torch.DistributedDataParallel
-on the lab's MLP or a small transformer, with one rank made late on purpose,
+on the lab's MLP, a small transformer or an MLP with BatchNorm (whose buffers the
+wrapper broadcasts before each forward: a meeting of the ranks before backward), with one rank made late on purpose,
 and what the straggler report said, window by window.
 
 Run under tools/netlab (bench/netlab/stragglers.sh runs every scenario):
@@ -51,6 +52,14 @@ class SmallTransformer(torch.nn.Module):
         return self.head(self.encoder(self.embed(tokens)).mean(dim=1))
 
 
+def bn_mlp():
+    """An MLP with BatchNorm (1.6 M parameters, on the MLP's data): the wrapper
+    broadcasts its buffers before every forward, where the ranks meet."""
+    nn = torch.nn
+    return nn.Sequential(nn.Linear(1024, 1024), nn.BatchNorm1d(1024), nn.ReLU(), nn.Linear(1024, 512),
+                         nn.BatchNorm1d(512), nn.ReLU(), nn.Linear(512, 10))
+
+
 def transformer_batches(rank, n, batch=16):
     out = []
     for s in range(n):
@@ -63,7 +72,7 @@ def transformer_batches(rank, n, batch=16):
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", choices=("mlp", "transformer"), default="mlp")
+    p.add_argument("--model", choices=("mlp", "transformer", "bn_mlp"), default="mlp")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--late-rank", type=int, default=-1)
     p.add_argument("--late-phase", choices=("none", "backward", "data", "optimizer"), default="none")
@@ -79,6 +88,8 @@ def build(model_name):
     torch.manual_seed(0)
     if model_name == "transformer":
         return SmallTransformer()
+    if model_name == "bn_mlp":
+        return bn_mlp()
     return build_model("mlp")
 
 
@@ -100,7 +111,7 @@ def main():
                          master_port=int(os.environ["MASTER_PORT"]) + 1, device="cpu", timeout=300)
     n_batches = 64
     batches = (transformer_batches(rank, n_batches) if a.model == "transformer"
-               else make_batches("mlp", rank, n_batches, SHAPES["mlp"]["batch"]))
+               else make_batches("mlp", rank, n_batches, SHAPES["mlp"]["batch"]))  # bn_mlp too
     result = {"rank": rank, "world": world, "model": a.model, "transport": str(comm.transport).split(".")[-1],
               "late_rank": a.late_rank, "late_phase": a.late_phase, "late_ms": a.late_ms,
               "late_from": a.late_from, "compression": a.compression}

@@ -42,7 +42,7 @@ def scenario(name, ranks):
         row["steps"] = windows[-1]["last_step"] if windows else 0
         return row
     want_rank = 2 if kind == "link" else r0["late_rank"]
-    start = 1 if kind == "link" else r0["late_from"]
+    start = 2 if kind == "link" else r0["late_from"]  # the first window begins at synced step 2
     named = [w for w in windows if w["late_rank"] == want_rank and w["phase"] == EXPECTED[kind]]
     wrong = [w for w in windows if w["late_rank"] >= 0 and (w["late_rank"], w["phase"]) != (want_rank, EXPECTED[kind])]
     row.update(late_rank=want_rank, phase=EXPECTED[kind],

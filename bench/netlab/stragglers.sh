@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The straggler lab (issue 47): 4 ranks on 1 Gbit links; for each model, one rank
 # 200 ms late in its backward, its data loading and its optimizer step, one rank
-# on a slower link, and nobody late for STRAGGLER_CLEAN_STEPS steps (false
+# on a slower link (and an MLP with BatchNorm, whose buffer broadcast before forward
+# is a meeting of the ranks, late in data and optimizer), and nobody late for
+# STRAGGLER_CLEAN_STEPS steps (false
 # alarms); then attribution's cost, on and off in rotating blocks. Each run's
 # rankR.json goes to OUT/<model>-<scenario>/; bench/netlab/straggler_report.py
 # summarizes them. A benchmark run by hand (tens of minutes), not a CI stage.
@@ -13,7 +15,7 @@ shift
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 py=${PYTHON:-python3}
-steps=${STRAGGLER_STEPS:-40}
+steps=${STRAGGLER_STEPS:-41}
 clean=${STRAGGLER_CLEAN_STEPS:-1000}
 slow_rate=${STRAGGLER_SLOW_RATE:-250mbit}
 lab() {  # lab NAME [netlab options] -- program options
@@ -32,6 +34,9 @@ for m in "${models[@]}"; do
   lab "$m-optimizer" -- --model "$m" --steps "$steps" --late-rank 3 --late-phase optimizer
   lab "$m-link" --slow "2=$slow_rate" -- --model "$m" --steps "$steps" --late-rank 2 --late-phase none
 done
+# BatchNorm: the buffers' broadcast before forward makes every rank wait for a late batch there.
+lab "bn_mlp-data" -- --model bn_mlp --steps "$steps" --late-rank 1 --late-phase data
+lab "bn_mlp-optimizer" -- --model bn_mlp --steps "$steps" --late-rank 3 --late-phase optimizer
 lab "transformer-clean" -- --model transformer --steps "$clean"
 lab "transformer-overhead" -- --model transformer --overhead 10 --steps "${STRAGGLER_OVERHEAD_BLOCKS:-20}"
 "$py" "$here/straggler_report.py" "$out"

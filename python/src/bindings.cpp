@@ -732,18 +732,27 @@ void bind_reducer(nb::module_& m) {
         return t;
       },
       Release());
-  m.def("reducer_note_step_mark",
-        [](Ptr h, int mark) { check(gcommReducerNoteStepMark(R(h), static_cast<gcommStepMark_t>(mark))); });
-  m.def("reducer_straggler_report", [](Ptr h) {
-    gcommStragglerReport_t r = GCOMM_STRAGGLER_REPORT_INITIALIZER;
-    check(gcommReducerGetStragglerReport(R(h), &r));
-    return r;
-  });
-  m.def("reducer_nonfinite_report", [](Ptr h) {
-    gcommNonFiniteReport_t r = GCOMM_NONFINITE_REPORT_INITIALIZER;
-    check(gcommReducerGetNonFiniteReport(R(h), &r));
-    return r;
-  });
+  // These take the reducer's lock, which a finalize holds through its collectives.
+  m.def(
+      "reducer_note_step_mark",
+      [](Ptr h, int mark) { check(gcommReducerNoteStepMark(R(h), static_cast<gcommStepMark_t>(mark))); },
+      Release());
+  m.def(
+      "reducer_straggler_report",
+      [](Ptr h) {
+        gcommStragglerReport_t r = GCOMM_STRAGGLER_REPORT_INITIALIZER;
+        check(gcommReducerGetStragglerReport(R(h), &r));
+        return r;
+      },
+      Release());
+  m.def(
+      "reducer_nonfinite_report",
+      [](Ptr h) {
+        gcommNonFiniteReport_t r = GCOMM_NONFINITE_REPORT_INITIALIZER;
+        check(gcommReducerGetNonFiniteReport(R(h), &r));
+        return r;
+      },
+      Release());
   m.def(
       "reducer_start_trace",
       [](Ptr h, const std::string& path, uint64_t steps) {

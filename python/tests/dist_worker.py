@@ -507,7 +507,7 @@ def run_divergence(args, rank, world, result):
 
 
 def run_stragglers(args, rank, world, result):
-    """Straggler attribution across processes: three wrappers in turn, each 8
+    """Straggler attribution across processes: three wrappers in turn, each 9
     synced steps, with one rank 60 ms late in its backward (a gradient hook), in
     loading its batch (before forward), or in its optimizer step (a pre-step
     hook), then none late. Each wrapper's last report goes into the result."""
@@ -525,7 +525,7 @@ def run_stragglers(args, rank, world, result):
             hooks.append(net.fc1.weight.register_hook(lambda g: (nap(), g)[1]))
         if rank == late_rank and phase == "optimizer":
             hooks.append(opt.register_step_pre_hook(lambda *a: nap()))
-        for step in range(8):
+        for step in range(9):
             opt.zero_grad()
             x, y = batch(step, rank, world)
             if rank == late_rank and phase == "data":
@@ -540,7 +540,7 @@ def run_stragglers(args, rank, world, result):
                                     "line": gradcomm.reducer.straggler_line(r)}
         model.close()
     result["reports"] = reports
-    # Rank 1's fc1.weight gradient turns NaN from step 5 on: every rank's reduced
+    # Rank 1's fc1.weight gradient turns NaN from step 6 on: every rank's reduced
     # gradients are NaN, and every rank names rank 1 and that parameter.
     torch.manual_seed(0)
     net = Net()
@@ -548,8 +548,8 @@ def run_stragglers(args, rank, world, result):
     opt = torch.optim.SGD(net.parameters(), lr=0.0)
     if rank == 1:
         state = {"step": 0}
-        net.fc1.weight.register_hook(lambda g: g.fill_(float("nan")) if state["step"] >= 5 else g)
-    for step in range(1, 9):
+        net.fc1.weight.register_hook(lambda g: g.fill_(float("nan")) if state["step"] >= 6 else g)
+    for step in range(1, 10):
         if rank == 1:
             state["step"] = step
         opt.zero_grad()

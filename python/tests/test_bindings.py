@@ -18,6 +18,8 @@ BOUND = {
     "gcommDevice": "Device", "gcommTensor": "Tensor", "gcommCommConfig": "CommConfig",
     "gcommReducerConfig": "ReducerConfig", "gcommReducerStats": "ReducerStats",
     "gcommReducerStepTiming": "ReducerStepTiming",
+    "gcommStragglerReport": "StragglerReport",
+    "gcommNonFiniteReport": "NonFiniteReport",
     "gcommMembershipStats": "MembershipStats", "gcommMembershipView": "MembershipView",
     "gcommShardPiece": "ShardPiece", "gcommGradScalerConfig": "GradScalerConfig",
     "gcommGradScalerState": "GradScalerState", "gcommAllocatorConfig": "AllocatorConfig",

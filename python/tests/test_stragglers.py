@@ -28,9 +28,9 @@ def test_three_processes_name_the_late_rank_and_its_phase(tmp_path, monkeypatch)
             assert got["late_steps"] >= 3 and 40 < got["late_ms"] < 1000, got
             assert got["line"].startswith(f"gradcomm: rank {rank} was late on "), got["line"]
         assert rep["none"]["late_rank"] == -1, rep["none"]
-        assert rep["none"]["line"] == "gradcomm: no rank was late on most of synced steps 5-8", rep["none"]
+        assert rep["none"]["line"] == "gradcomm: no rank was late on most of synced steps 6-9", rep["none"]
         assert r["nonfinite_source"] == {"rank": 1, "parameter": "fc1.weight", "steps": 4, "alone": 4,
-                                         "nonfinite_steps": 4, "first_step": 5, "last_step": 8}, r
+                                         "nonfinite_steps": 4, "first_step": 6, "last_step": 9}, r
 
 
 class _Report:

@@ -156,8 +156,9 @@ TEST(Pack, BackToBackWhenNoOffsets) {
 // The pack names this rank's own non-finite gradients (the first non-finite
 // gradient named, issue 47): Inf and NaN anywhere in a tensor (the middle, the
 // tail past the host twin's 1024-element blocks); each flag at its tensor's
-// slot, the finite ones left alone, a set flag never cleared. As the unpack, it
-// flags the value before the cast: a finite one that overflows f16 is not.
+// slot, the finite ones left alone, a set flag never cleared; and a finite value
+// that the f16 cast overflows (the wire carries Inf from this rank), not one that
+// f32 holds.
 TEST(Pack, FlagsEachTensorWhosePackedValueIsNonFinite) {
   std::mt19937 rng(15);
   const float inf = std::numeric_limits<float>::infinity();
@@ -177,11 +178,25 @@ TEST(Pack, FlagsEachTensorWhosePackedValueIsNonFinite) {
   TypedBuffer big = random_buffer(rng, gcommFloat32, 3);
   big.set(1, 1e6f);
   gcommTensor_t bt = big.tensor();
-  TypedBuffer wire16 = random_buffer(rng, gcommFloat16, 3);
-  float flag16 = 0;
+  TypedBuffer wire16 = random_buffer(rng, gcommFloat16, 3), wire32 = random_buffer(rng, gcommFloat32, 3);
+  float flag16 = 0, flag32 = 0;
+  pack(&bt, 1, nullptr, wire16.data(), gcommFloat16, 1.0f, nullptr, kHost, &flag16);
+  pack(&bt, 1, nullptr, wire32.data(), gcommFloat32, 1.0f, nullptr, kHost, &flag32);
+  EXPECT_EQ(flag16, 1.0f);
+  EXPECT_TRUE(std::isinf(wire16.get(1)));
+  EXPECT_EQ(flag32, 0.0f);
+  // Just below f16's overflow stays finite and unflagged; bf16 overflows past f32's
+  // largest finite values only.
+  big.set(1, 65504.0f);
+  flag16 = 0;
   pack(&bt, 1, nullptr, wire16.data(), gcommFloat16, 1.0f, nullptr, kHost, &flag16);
   EXPECT_EQ(flag16, 0.0f);
-  EXPECT_TRUE(std::isinf(wire16.get(1)));
+  big.set(1, 3.4e38f);
+  TypedBuffer wirebf = random_buffer(rng, gcommBfloat16, 3);
+  float flagbf = 0;
+  pack(&bt, 1, nullptr, wirebf.data(), gcommBfloat16, 1.0f, nullptr, kHost, &flagbf);
+  EXPECT_EQ(flagbf, 1.0f);
+  EXPECT_TRUE(std::isinf(wirebf.get(1)));
 }
 
 TEST(Unpack, FusedEpilogueCastsScalesAccumulatesAndFlags) {

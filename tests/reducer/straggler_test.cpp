@@ -8,11 +8,14 @@
 // whole (docs/benchmarks.md).
 #include <cstdlib>
 #include <limits>
+#include <mutex>
 #include <random>
 #include <thread>
 
 #include "reducer/reducer_rig.hpp"
+#include "comm/transport.hpp"
 #include "reducer/straggler_attribution.hpp"
+#include "reducer/straggler_monitor.hpp"
 
 namespace gradcomm::test {
 namespace {
@@ -98,6 +101,22 @@ TEST(StragglerAttribution, ARankEveryoneWaitedOnWithGradientsOnTimeHasASlowLink)
   EXPECT_NE(attribute_step(s.data(), 4, {}).rank, 3);
 }
 
+// The ranks met before backward (the wrapper's buffer broadcast before forward):
+// the others waited there for rank 1, whose batch was late, so every rank's
+// gradients were ready together. Its forward's start still shows it, in data.
+TEST(StragglerAttribution, ALateRankWaitedForBeforeBackwardIsNamedWhereItWasLate) {
+  std::vector<RankStep> s = even_step();
+  s[1].forward_us += 200000;
+  for (RankStep& r : s) {
+    r.ready_us += 200000;  // everyone waited in the meeting
+    r.end_us += 200000;
+  }
+  const StepVerdict v = attribute_step(s.data(), 4, {});
+  EXPECT_EQ(v.rank, 1);
+  EXPECT_EQ(v.phase, LatePhase::kData);
+  EXPECT_NEAR(v.late_us, 200000, 1);
+}
+
 // Below max(min_late_us, a tenth of the step) is noise.
 TEST(StragglerAttribution, LatenessBelowTheThresholdIsNoise) {
   std::vector<RankStep> s = even_step();
@@ -157,10 +176,45 @@ TEST(NonFiniteAttribution, TheRankWhoseOwnGradientWasNonFiniteIsTheSource) {
   EXPECT_EQ(reducer::attribute_nonfinite(std::vector<RankStep>(12), 3, 4).rank, -1);
 }
 
+// A transport whose waits the test sets.
+class WaitsTransport final : public comm::Transport {
+ public:
+  std::vector<uint64_t> ns = std::vector<uint64_t>(3, 0);
+  int rank() const noexcept override { return 0; }
+  int size() const noexcept override { return 3; }
+  gcommDevice_t device() const noexcept override { return gcommHostDevice(); }
+  gcommTransport_t kind() const noexcept override { return gcommTransportSocket; }
+  void run(const comm::CollectiveArgs&) override {}
+  gcommStatus_t poll_async_error(std::string&) noexcept override { return gcommSuccess; }
+  void abort() noexcept override {}
+  bool waited_on_ns(int q, uint64_t& out) const noexcept override {
+    out = ns[static_cast<size_t>(q)];
+    return true;
+  }
+};
+
+// Waits during backward follow uneven compute (each bucket's collective waits
+// for a slightly slower rank): only those after backward ended are the link's.
+TEST(StragglerMonitor, OnlyWaitsAfterBackwardEndedCountForTheLink) {
+  WaitsTransport t;
+  reducer::StragglerMonitor m(0, 3, 1, {});
+  m.begin_step();
+  t.ns[1] += 50'000'000;  // 50 ms waiting on rank 1 while backward ran
+  m.backward_done(t);
+  t.ns[2] += 3'000'000;  // 3 ms on rank 2 after it
+  t.ns[1] += 1'000'000;
+  ASSERT_TRUE(m.end_step(t));
+  const RankStep& a = m.accounts().back();
+  EXPECT_EQ(a.top_peer, 2);
+  EXPECT_NEAR(a.top_wait_us, 3000, 1e-6);
+  EXPECT_NEAR(a.typical_wait_us, 1000, 1e-6);
+}
+
 // ---- real reducers --------------------------------------------------------------
 
-// Four host ranks as threads on the local transport; a window of 4 steps; late
-// is 20 ms or more, and the late rank sleeps 60 ms a step.
+// Four host ranks as threads on the local transport; a window of 4 steps (the
+// first synced step agrees the settings, so the windows are steps 2-5 and 6-9);
+// late is 20 ms or more, and the late rank sleeps 60 ms a step.
 class Stragglers : public ReducerRig {
  protected:
   void SetUp() override {
@@ -175,7 +229,7 @@ class Stragglers : public ReducerRig {
 
   enum class Late { kNobody, kOptimizer, kData, kCompute };
 
-  // 8 synced steps with marks; rank `who` sleeps in `late`. Every rank's last report.
+  // 9 synced steps with marks; rank `who` sleeps in `late`. Every rank's last report.
   std::vector<gcommStragglerReport_t> train(int who, Late late) {
     std::vector<gcommStragglerReport_t> reports(4);
     auto comms = make_comms(4);
@@ -188,7 +242,7 @@ class Stragglers : public ReducerRig {
       auto nap = [&](Late where) {
         if (rank == who && late == where) std::this_thread::sleep_for(std::chrono::milliseconds(60));
       };
-      for (int step = 0; step < 8; ++step) {
+      for (int step = 1; step <= 9; ++step) {
         nap(Late::kOptimizer);
         RIG_CHECK(gcommReducerNoteStepMark(r, gcommStepMarkOptimizerDone));
         nap(Late::kData);
@@ -220,8 +274,8 @@ TEST_P(Stragglers, TheLateRankAndItsPhaseAreNamedAlikeOnEveryRank) {
     for (int r = 0; r < 4; ++r) {
       const gcommStragglerReport_t& s = reports[r];
       EXPECT_EQ(s.windows, 2u) << "rank " << r;
-      EXPECT_EQ(s.first_step, 5u);
-      EXPECT_EQ(s.last_step, 8u);
+      EXPECT_EQ(s.first_step, 6u);
+      EXPECT_EQ(s.last_step, 9u);
       EXPECT_EQ(s.late_rank, c.who) << "rank " << r << ", phase " << c.phase;
       EXPECT_EQ(s.phase, c.phase) << "rank " << r;
       EXPECT_GE(s.late_steps, 3);
@@ -242,9 +296,9 @@ TEST_P(Stragglers, NobodyIsNamedWhenNobodyIsLate) {
   }
 }
 
-// Rank 1's gradient 1 holds a NaN from step 5 on, and on step 8 every rank's
-// gradient 0 is Inf: the second window names rank 1 and gradient 1 (alone on
-// three steps), on every rank; the first names nobody.
+// Rank 1's gradient 1 holds a NaN from step 6 on, and on step 9 every rank's
+// gradient 0 is Inf: the second window (6-9) names rank 1 and gradient 1 (alone
+// on three steps), on every rank; the first (2-5) names nobody.
 TEST_P(Stragglers, TheRankAndGradientThatFirstWentNonFiniteAreNamed) {
   std::vector<gcommNonFiniteReport_t> reports(4), first(4);
   auto comms = make_comms(4);
@@ -261,17 +315,17 @@ TEST_P(Stragglers, TheRankAndGradientThatFirstWentNonFiniteAreNamed) {
     c.first_bucket_bytes = 12000;
     gcommReducer_t r = nullptr;
     RIG_CHECK(gcommReducerCreate(comm, t.data(), t.size(), &c, &r));
-    for (int step = 1; step <= 8; ++step) {
+    for (int step = 1; step <= 9; ++step) {
       RIG_CHECK(gcommReducerBeginStep(r, 1));
       for (size_t i : {1, 0}) {  // backward order: the last one first
         TypedBuffer b = random_buffer(rng, gcommFloat32, 3000);
-        if (rank == 1 && i == 1 && step >= 5) b.set(1234, std::nanf(""));
-        if (i == 0 && step == 8) b.set(0, std::numeric_limits<float>::infinity());
+        if (rank == 1 && i == 1 && step >= 6) b.set(1234, std::nanf(""));
+        if (i == 0 && step == 9) b.set(0, std::numeric_limits<float>::infinity());
         g[i].upload(b, stream);
         RIG_CHECK(gcommReducerMarkReady(r, i, stream));
       }
       RIG_CHECK(gcommReducerFinalize(r, stream, nullptr));
-      if (step == 4) {
+      if (step == 5) {
         first[rank] = GCOMM_NONFINITE_REPORT_INITIALIZER;
         RIG_CHECK(gcommReducerGetNonFiniteReport(r, &first[rank]));
       }
@@ -287,12 +341,48 @@ TEST_P(Stragglers, TheRankAndGradientThatFirstWentNonFiniteAreNamed) {
     EXPECT_EQ(first[r].source_rank, -1);
     const gcommNonFiniteReport_t& s = reports[r];
     EXPECT_EQ(s.windows, 2u) << "rank " << r;
-    EXPECT_EQ(s.first_step, 5u);
+    EXPECT_EQ(s.first_step, 6u);
     EXPECT_EQ(s.nonfinite_steps, 4) << "rank " << r;
     EXPECT_EQ(s.source_rank, 1) << "rank " << r;
     EXPECT_EQ(s.source_grad, 1) << "rank " << r;
     EXPECT_EQ(s.source_steps, 4) << "rank " << r;
     EXPECT_EQ(s.alone_steps, 3) << "rank " << r;
+  }
+}
+
+// Each rank reads its own environment; a window is an all-gather inside
+// finalize, so the ranks take rank 0's (4) at the first synced step whatever
+// theirs says (0: off; 3). Before, rank 2 would have all-gathered at step 3
+// while the others reduced step 4's bucket.
+TEST_P(Stragglers, EveryRankTakesRankZerosWindow) {
+  std::vector<gcommStragglerReport_t> reports(4);
+  std::mutex env;
+  auto comms = make_comms(4);
+  run(comms, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    GradMem g(gcommFloat32, 256, gpu());
+    std::vector<gcommTensor_t> t = {g.tensor()};
+    gcommReducerConfig_t c = GCOMM_REDUCER_CONFIG_INITIALIZER;
+    gcommReducer_t r = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(env);  // the settings are read at creation
+      setenv("GRADCOMM_STRAGGLER_WINDOW", rank == 0 ? "4" : rank == 1 ? "0" : "3", 1);
+      RIG_CHECK(gcommReducerCreate(comm, t.data(), t.size(), &c, &r));
+      setenv("GRADCOMM_STRAGGLER_WINDOW", "4", 1);
+    }
+    for (int step = 1; step <= 9; ++step) {
+      RIG_CHECK(gcommReducerBeginStep(r, 1));
+      RIG_CHECK(gcommReducerMarkReady(r, 0, stream));
+      RIG_CHECK(gcommReducerFinalize(r, stream, nullptr));
+    }
+    reports[rank] = GCOMM_STRAGGLER_REPORT_INITIALIZER;
+    RIG_CHECK(gcommReducerGetStragglerReport(r, &reports[rank]));
+    RIG_CHECK(gcommReducerDestroy(r));
+    return "";
+  });
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(reports[r].windows, 2u) << "rank " << r;
+    EXPECT_EQ(reports[r].window_steps, 4) << "rank " << r;
+    EXPECT_EQ(reports[r].last_step, 9u) << "rank " << r;
   }
 }
 

@@ -634,11 +634,8 @@ class DistributedDataParallel(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         self._before_forward()
-        if torch.is_grad_enabled():
-            self._note_step_mark("forward_start")
         return self.module(*args, **kwargs)
 
-    @_eager
     def _note_step_mark(self, mark):
         if self._reducer is not None and not self._released:
             self._reducer.note_step_mark(mark)
@@ -674,6 +671,10 @@ class DistributedDataParallel(torch.nn.Module):
 
     @_eager
     def _before_forward(self):
+        # Straggler attribution's forward mark: before the buffers' broadcast, where
+        # the ranks meet and a late one would be waited for (docs/observability.md).
+        if self.training and torch.is_grad_enabled():
+            self._note_step_mark("forward_start")
         if self._replaced:
             raise InvalidStateError("gcommInvalidState", "this wrapper was replaced by a newer wrapper over the same "
                                     "parameters (the module was wrapped again): it no longer reduces their "
@@ -749,6 +750,9 @@ class DistributedDataParallel(torch.nn.Module):
         wrapper = weakref.ref(self)
 
         def hook(optimizer, args, kwargs):
+            # A compiled optimizer step goes unmarked: no graph break in any optimizer.
+            if torch.compiler.is_compiling():
+                return
             w = wrapper()
             if w is not None:
                 w._note_step_mark("optimizer_done")
