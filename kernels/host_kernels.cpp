@@ -108,7 +108,8 @@ template <class A, class B>
 bool dispatch_pair(const OpSpec& spec, float s, const Pair* pairs, size_t n) {
   switch (spec.kind) {
     case OpKind::kPack:
-      if (spec.found_per_tensor != nullptr) return run(PackOp<A, B, B, true>{s}, pairs, n, spec.found_per_tensor);
+      if (spec.found_per_tensor != nullptr)
+        return run(PackOp<A, B, B, true>{s}, pairs, n, spec.found_per_tensor);
       return run(PackOp<A, B>{s}, pairs, n);
     case OpKind::kUnpack:
       return spec.accumulate ? run(UnpackOp<A, B, true>{s}, pairs, n)

@@ -519,7 +519,8 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
 void Reducer::agree_straggler_settings() {
   straggler_settings_agreed_ = true;
   if (comm_.size() < 2) return;
-  float settings[2] = {static_cast<float>(stragglers_.window()), static_cast<float>(stragglers_.min_late_ms())};
+  float settings[2] = {static_cast<float>(stragglers_.window()),
+                       static_cast<float>(stragglers_.min_late_ms())};
   std::unique_ptr<void, std::function<void(void*)>> hold(
       allocator_->allocate(sizeof settings, side_.stream()), [this](void* p) {
         try {
@@ -529,15 +530,15 @@ void Reducer::agree_straggler_settings() {
         }
       });
   memory::copy_bytes(hold.get(), settings, sizeof settings, device_, side_.stream(), cudaMemcpyHostToDevice);
-  comm_.collective(comm::owned_buffers_call(comm::Collective::kBroadcast, hold.get(), hold.get(), 2, gcommFloat32,
-                                            side_.stream(), gcommSum, /*root=*/0));
+  comm_.collective(comm::owned_buffers_call(comm::Collective::kBroadcast, hold.get(), hold.get(), 2,
+                                            gcommFloat32, side_.stream(), gcommSum, /*root=*/0));
   memory::copy_bytes(settings, hold.get(), sizeof settings, device_, side_.stream(), cudaMemcpyDeviceToHost);
   side_.synchronize();
   const int window = static_cast<int>(settings[0]);
   if (window != stragglers_.window() || settings[1] != static_cast<float>(stragglers_.min_late_ms()))
     GCOMM_INFO(REDUCER, "reducer: straggler window ", window, " and threshold ", settings[1],
-               " ms taken from rank 0 (this rank's were ", stragglers_.window(), " and ", stragglers_.min_late_ms(),
-               ")");
+               " ms taken from rank 0 (this rank's were ", stragglers_.window(), " and ",
+               stragglers_.min_late_ms(), ")");
   stragglers_.adopt(window, settings[1]);
 }
 

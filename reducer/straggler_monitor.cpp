@@ -35,7 +35,8 @@ void StragglerMonitor::backward_done(const comm::Transport& transport) noexcept 
   waits_known_ = read_waits(transport, waited_ns_);
 }
 
-bool StragglerMonitor::read_waits(const comm::Transport& transport, std::vector<uint64_t>& ns) const noexcept {
+bool StragglerMonitor::read_waits(const comm::Transport& transport,
+                                  std::vector<uint64_t>& ns) const noexcept {
   for (int q = 0; q < world_; ++q)
     if (q != rank_ && !transport.waited_on_ns(q, ns[static_cast<size_t>(q)])) return false;
   return true;
@@ -69,7 +70,8 @@ bool StragglerMonitor::end_step(const comm::Transport& transport, int first_nonf
     int top = -1;
     for (int q = 0; q < world_; ++q) {
       if (q == rank_) continue;
-      const double w = static_cast<double>(now_ns[static_cast<size_t>(q)] - waited_ns_[static_cast<size_t>(q)]) / 1e3;
+      const double w =
+          static_cast<double>(now_ns[static_cast<size_t>(q)] - waited_ns_[static_cast<size_t>(q)]) / 1e3;
       if (top < 0 || w > a.top_wait_us) {
         if (top >= 0) waits.push_back(a.top_wait_us);
         top = q;

@@ -84,7 +84,7 @@ class StragglerMonitor {
   double optimizer_done_us_ = -1, forward_us_ = -1, ready_us_ = -1;
   bool in_step_ = false;
   std::vector<uint64_t> waited_ns_;  // per peer, when this step's backward ended
-  bool waits_known_ = false;        // ... read this step
+  bool waits_known_ = false;         // ... read this step
   std::vector<RankStep> accounts_;
   StragglerReport report_;
   int logged_rank_ = -1;

@@ -12,8 +12,8 @@
 #include <random>
 #include <thread>
 
-#include "reducer/reducer_rig.hpp"
 #include "comm/transport.hpp"
+#include "reducer/reducer_rig.hpp"
 #include "reducer/straggler_attribution.hpp"
 #include "reducer/straggler_monitor.hpp"
 
