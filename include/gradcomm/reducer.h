@@ -255,8 +255,10 @@ typedef enum gcommLatePhase {
  *  all-gathered inside gcommReducerFinalize and every rank judges them alike: a
  *  rank is late in a step by at least GRADCOMM_STRAGGLER_MIN_MS (default 20) or
  *  a tenth of the step, and the window names the rank late on more than half of
- *  its steps. Rank 0 logs a WARN line when the verdict changes. Waits on peers
- *  (the link phase) are known on the socket and shm transports. */
+ *  its steps. Every rank takes rank 0's window and threshold at the first synced
+ *  step (the windows are synced steps 2-11, 12-21, ...). Rank 0 logs a WARN line
+ *  when the verdict changes. Waits on peers (the link phase) are known on the
+ *  socket and shm transports. */
 typedef struct gcommStragglerReport {
   size_t size;
   uint32_t magic;
