@@ -474,6 +474,36 @@ void Reducer::finish_step(gcommStream_t stream) {
   }
 }
 
+// The reducer's own control traffic (the rebuild's order, the straggler settings
+// and accounts): a small collective over host values, staged where the
+// communicator reads (device memory on a GPU) on the side stream and waited for.
+// The staging is freed on every path: a failed collective must not leak it.
+// kAllGather: `out` takes size() times `bytes`; kBroadcast: in place, `out` == `in`.
+void Reducer::control_collective(comm::Collective op, const void* in, size_t bytes, void* out,
+                                 const char* what) {
+  const size_t out_bytes = op == comm::Collective::kAllGather ? bytes * static_cast<size_t>(comm_.size()) : 0;
+  std::unique_ptr<void, std::function<void(void*)>> hold(
+      allocator_->allocate(bytes + out_bytes, side_.stream()), [this, what](void* p) {
+        try {
+          allocator_->deallocate(p, side_.stream());
+        } catch (const std::exception& e) {
+          GCOMM_WARN("reducer: freeing the staging of ", what, ": ", e.what());
+        }
+      });
+  char* send = static_cast<char*>(hold.get());
+  char* recv = out_bytes > 0 ? send + bytes : send;
+  memory::copy_bytes(send, in, bytes, device_, side_.stream(), cudaMemcpyHostToDevice);
+  comm_.collective(comm::owned_buffers_call(op, send, recv, bytes / sizeof(float), gcommFloat32,
+                                            side_.stream(), gcommSum, /*root=*/0));
+  memory::copy_bytes(out, recv, out_bytes > 0 ? out_bytes : bytes, device_, side_.stream(),
+                     cudaMemcpyDeviceToHost);
+  side_.synchronize();
+}
+
+void Reducer::broadcast_from_rank0(void* values, size_t bytes, const char* what) {
+  control_collective(comm::Collective::kBroadcast, values, bytes, values, what);
+}
+
 // After the first synced step: every rank adopts rank 0's ready order (the
 // gradients it never saw come last), and the plan is rebuilt if it changes.
 void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
@@ -485,24 +515,7 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
   for (size_t i : ready_order_) order[k++] = static_cast<float>(i);
   for (size_t j = missing.size(); j-- > 0;) order[k++] = static_cast<float>(missing[j]);
   ready_order_.clear();
-  // Freed on every path: a failed broadcast must not leak it.
-  std::unique_ptr<void, std::function<void(void*)>> hold(
-      allocator_->allocate(n * sizeof(float), side_.stream()), [this](void* p) {
-        try {
-          allocator_->deallocate(p, side_.stream());
-        } catch (const std::exception& e) {
-          GCOMM_WARN("reducer: freeing the rebuild's staging: ", e.what());
-        }
-      });
-  float* staging = static_cast<float*>(hold.get());
-  memory::copy_bytes(staging, order.data(), n * sizeof(float), device_, side_.stream(),
-                     cudaMemcpyHostToDevice);
-  comm_.collective(comm::owned_buffers_call(comm::Collective::kBroadcast, staging, staging, n, gcommFloat32,
-                                            side_.stream(), gcommSum, /*root=*/0));
-  memory::copy_bytes(order.data(), staging, n * sizeof(float), device_, side_.stream(),
-                     cudaMemcpyDeviceToHost);
-  side_.synchronize();
-  hold.reset();
+  broadcast_from_rank0(order.data(), n * sizeof(float), "the rebuild's order");
   PlanOptions po = plan_options();
   po.order.resize(n);
   for (size_t i = 0; i < n; ++i) po.order[i] = static_cast<size_t>(order[i]);
@@ -521,19 +534,7 @@ void Reducer::agree_straggler_settings() {
   if (comm_.size() < 2) return;
   float settings[2] = {static_cast<float>(stragglers_.window()),
                        static_cast<float>(stragglers_.min_late_ms())};
-  std::unique_ptr<void, std::function<void(void*)>> hold(
-      allocator_->allocate(sizeof settings, side_.stream()), [this](void* p) {
-        try {
-          allocator_->deallocate(p, side_.stream());
-        } catch (const std::exception& e) {
-          GCOMM_WARN("reducer: freeing the straggler settings' staging: ", e.what());
-        }
-      });
-  memory::copy_bytes(hold.get(), settings, sizeof settings, device_, side_.stream(), cudaMemcpyHostToDevice);
-  comm_.collective(comm::owned_buffers_call(comm::Collective::kBroadcast, hold.get(), hold.get(), 2,
-                                            gcommFloat32, side_.stream(), gcommSum, /*root=*/0));
-  memory::copy_bytes(settings, hold.get(), sizeof settings, device_, side_.stream(), cudaMemcpyDeviceToHost);
-  side_.synchronize();
+  broadcast_from_rank0(settings, sizeof settings, "the straggler settings");
   const int window = static_cast<int>(settings[0]);
   if (window != stragglers_.window() || settings[1] != static_cast<float>(stragglers_.min_late_ms()))
     GCOMM_INFO(REDUCER, "reducer: straggler window ", window, " and threshold ", settings[1],
@@ -542,29 +543,12 @@ void Reducer::agree_straggler_settings() {
   stragglers_.adopt(window, settings[1]);
 }
 
-// Every rank's accounts travel as float pairs (an all-gather copies bits), staged
-// where the communicator reads, as the rebuild's order is.
+// Every rank's accounts travel as float pairs (an all-gather copies bits).
 void Reducer::attribute_stragglers() {
   const std::vector<RankStep>& mine = stragglers_.accounts();
-  const size_t bytes = mine.size() * sizeof(RankStep);
   std::vector<RankStep> all(mine.size() * static_cast<size_t>(comm_.size()));
-  std::unique_ptr<void, std::function<void(void*)>> hold(
-      allocator_->allocate(bytes * (1 + static_cast<size_t>(comm_.size())), side_.stream()), [this](void* p) {
-        try {
-          allocator_->deallocate(p, side_.stream());
-        } catch (const std::exception& e) {
-          GCOMM_WARN("reducer: freeing the straggler accounts' staging: ", e.what());
-        }
-      });
-  char* send = static_cast<char*>(hold.get());
-  char* recv = send + bytes;
-  memory::copy_bytes(send, mine.data(), bytes, device_, side_.stream(), cudaMemcpyHostToDevice);
-  comm_.collective(comm::owned_buffers_call(comm::Collective::kAllGather, send, recv, bytes / sizeof(float),
-                                            gcommFloat32, side_.stream()));
-  memory::copy_bytes(all.data(), recv, all.size() * sizeof(RankStep), device_, side_.stream(),
-                     cudaMemcpyDeviceToHost);
-  side_.synchronize();
-  hold.reset();
+  control_collective(comm::Collective::kAllGather, mine.data(), mine.size() * sizeof(RankStep), all.data(),
+                     "the straggler accounts");
   stragglers_.attribute(all, stats_.synced_steps);
   timeline_.set_clock_offset(stragglers_.report().clock_offset_us);
 }

@@ -126,6 +126,10 @@ class Reducer {
   void attribute_stragglers();
   int first_own_nonfinite(gcommStream_t stream);
   void agree_straggler_settings();
+  // A control collective over host floats (kAllGather or kBroadcast from rank 0);
+  // `what` names it in a warning.
+  void control_collective(comm::Collective op, const void* in, size_t bytes, void* out, const char* what);
+  void broadcast_from_rank0(void* values, size_t bytes, const char* what);
   bool straggler_settings_agreed_ = false;
   void check_grad_location(const void* data, size_t index) const;
   // The sharded mode's component; gcommInvalidState naming `what` in all-reduce mode.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "common/log.hpp"
 
@@ -65,24 +66,21 @@ bool StragglerMonitor::end_step(const comm::Transport& transport, int first_nonf
   a.first_nonfinite = first_nonfinite;
   // The step's waits on each peer since its backward ended.
   std::vector<uint64_t> now_ns(static_cast<size_t>(world_), 0);
-  if (waits_known_ && read_waits(transport, now_ns)) {
-    std::vector<double> waits;
-    int top = -1;
-    for (int q = 0; q < world_; ++q) {
-      if (q == rank_) continue;
-      const double w =
-          static_cast<double>(now_ns[static_cast<size_t>(q)] - waited_ns_[static_cast<size_t>(q)]) / 1e3;
-      if (top < 0 || w > a.top_wait_us) {
-        if (top >= 0) waits.push_back(a.top_wait_us);
-        top = q;
-        a.top_wait_us = w;
-      } else {
-        waits.push_back(w);
-      }
-    }
-    a.top_peer = top;
-    std::sort(waits.begin(), waits.end());
-    a.typical_wait_us = waits.empty() ? 0 : waits[waits.size() / 2];
+  if (waits_known_ && world_ > 1 && read_waits(transport, now_ns)) {
+    std::vector<std::pair<double, int>> waits;  // (us, peer)
+    for (int q = 0; q < world_; ++q)
+      if (q != rank_)
+        waits.emplace_back(
+            static_cast<double>(now_ns[static_cast<size_t>(q)] - waited_ns_[static_cast<size_t>(q)]) / 1e3,
+            q);
+    // Longest last; of equal waits, the lowest peer last (the one named).
+    std::sort(waits.begin(), waits.end(), [](const auto& x, const auto& y) {
+      return x.first < y.first || (x.first == y.first && x.second > y.second);
+    });
+    a.top_peer = waits.back().second;
+    a.top_wait_us = waits.back().first;
+    waits.pop_back();
+    a.typical_wait_us = waits.empty() ? 0 : waits[waits.size() / 2].first;
   }
   waits_known_ = false;
   accounts_.push_back(a);
