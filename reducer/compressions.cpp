@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "common/error.hpp"
+#include "reducer/strategies/fp4_wire.hpp"
 #include "reducer/strategies/fp8_wire.hpp"
 #include "reducer/strategies/int8_wire.hpp"
 #include "reducer/strategies/powersgd.hpp"
@@ -21,6 +22,8 @@ const CompressionEntry kCompressions[] = {
      make_int8_wire, make_int8_wire_from_text, "block_size=128,start_iter=0"},
     {gcommCompressionFp8, "fp8", "gcommCompressionFp8", "gcommFp8Stats_t", "GCOMM_FP8_STATS_INITIALIZER",
      make_fp8_wire, make_fp8_wire_from_text, "block_size=128,start_iter=0"},
+    {gcommCompressionFp4, "fp4", "gcommCompressionFp4", "gcommFp4Stats_t", "GCOMM_FP4_STATS_INITIALIZER",
+     make_fp4_wire, make_fp4_wire_from_text, "block_size=32,start_iter=0"},
 };
 
 std::string known_names() {

@@ -393,8 +393,8 @@ int main(int argc, char** argv) {
           c.sharded = true;  // the same step reduce-scattered, plus the parameter all-gather
           configs.push_back(c);
         }
-    for (const char* set : sets)  // the wires side by side: f32, f16 (above), int8, fp8
-      for (const char* compression : {"int8", "fp8"}) {
+    for (const char* set : sets)  // the wires side by side: f32, f16 (above), int8, fp8, fp4
+      for (const char* compression : {"int8", "fp8", "fp4"}) {
         Config c = base;
         c.set = set, c.compression = compression;
         configs.push_back(c);
@@ -411,18 +411,19 @@ int main(int argc, char** argv) {
             c.set = set, c.transport = transport, c.ranks = ranks, c.gpu = true, c.wire = wire, c.view = view;
             configs.push_back(c);
           }
-    for (const char* set : {"resnet50", "gpt2_medium"})  // int8 and fp8 where there is a reduction
-      for (const char* compression : {"int8", "fp8"}) {
+    for (const char* set : {"resnet50", "gpt2_medium"})  // the quantized wires where there is a reduction
+      for (const char* compression : {"int8", "fp8", "fp4"}) {
         Config c = base;
         c.set = set, c.transport = "local", c.ranks = 4, c.gpu = true, c.compression = compression;
         configs.push_back(c);
       }
   } else {
-    for (int wire : {GCOMM_WIRE_SAME_AS_GRAD, static_cast<int>(gcommFloat16), -2, -3}) {  // -2: int8, -3: fp8
+    // -2: int8, -3: fp8, -4: fp4
+    for (int wire : {GCOMM_WIRE_SAME_AS_GRAD, static_cast<int>(gcommFloat16), -2, -3, -4}) {
       Config c = base;
       c.set = "resnet50", c.transport = "local", c.ranks = 2,
       c.wire = wire < 0 ? GCOMM_WIRE_SAME_AS_GRAD : wire;
-      c.compression = wire == -2 ? "int8" : wire == -3 ? "fp8" : "";
+      c.compression = wire == -2 ? "int8" : wire == -3 ? "fp8" : wire == -4 ? "fp4" : "";
       c.iters = std::min(c.iters, 5);
       configs.push_back(c);
     }

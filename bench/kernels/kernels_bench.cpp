@@ -2,7 +2,7 @@
 // unscale+check, pack (f32 -> f16 bucket with 1/world), the fused unpack
 // epilogue (f16 bucket -> f32 += , x 1/(world*scale), found-inf), the global
 // norm, the block-quantized wires' quantize (with error feedback and residual) and
-// dequantize (int8, fp8 e4m3), the divergence check's tensor hash (XXH64 chunks of
+// dequantize (int8, fp8 e4m3, fp4 e2m1), the divergence check's tensor hash (XXH64 chunks of
 // each tensor; the host's is the library's), the unpack epilogue cut in 25 MiB slices of the
 // gradients in registration order (one call each, as the reducer makes one per
 // bucket; its plan differs in detail: reverse order, a smaller first bucket,
@@ -22,6 +22,7 @@
 #include "common/grad_sets.hpp"
 #include "kernels/hash/tensor_hash.hpp"
 #include "kernels/ops.hpp"
+#include "kernels/quant/fp4.hpp"
 #include "kernels/quant/fp8.hpp"
 #include "kernels/quant/int8.hpp"
 #include "kernels/quant/quant.hpp"
@@ -48,6 +49,8 @@ enum class Op {
   kInt8Dequantize,
   kFp8Quantize,
   kFp8Dequantize,
+  kFp4Quantize,
+  kFp4Dequantize,
   kTensorHash,
   kCopy
 };
@@ -122,7 +125,7 @@ struct Workload {
   // timed loop of a quantized op (the other cases do not need them).
   bool prepare_quant(Op op) {
     if (codes != nullptr) return true;
-    quant_layout = kernels::quant::layout_for(elements, 1, kQuantBlock);
+    quant_layout = kernels::quant::layout_for(elements, 1, kQuantBlock, codec(op).code_bits);
     std::vector<float> e(elements);
     std::mt19937 rng(2);
     std::uniform_real_distribution<float> u(-1e-3f, 1e-3f);
@@ -138,7 +141,7 @@ struct Workload {
   }
   static bool quantized(Op op) {
     return op == Op::kInt8Quantize || op == Op::kInt8Dequantize || op == Op::kFp8Quantize ||
-           op == Op::kFp8Dequantize;
+           op == Op::kFp8Dequantize || op == Op::kFp4Quantize || op == Op::kFp4Dequantize;
   }
   void* alloc(size_t bytes) {
     void* p = nullptr;
@@ -179,6 +182,7 @@ struct Workload {
         break;
       case Op::kInt8Quantize:
       case Op::kFp8Quantize:
+      case Op::kFp4Quantize:
         // The contiguous gradient memory as one f32 vector (the quantized wires pack first).
         kernels::quant::quantize(codec(op), static_cast<const float*>(grad_mem),
                                  static_cast<const float*>(error), quant_layout, codes,
@@ -186,6 +190,7 @@ struct Workload {
         break;
       case Op::kInt8Dequantize:
       case Op::kFp8Dequantize:
+      case Op::kFp4Dequantize:
         kernels::quant::dequantize(codec(op), codes, quant_layout, static_cast<float*>(residual), target());
         break;
       case Op::kNorm:
@@ -205,8 +210,9 @@ struct Workload {
     }
   }
   static const kernels::quant::Codec& codec(Op op) {
-    return op == Op::kInt8Quantize || op == Op::kInt8Dequantize ? kernels::quant::int8_codec()
-                                                                : kernels::quant::fp8_e4m3_codec();
+    if (op == Op::kInt8Quantize || op == Op::kInt8Dequantize) return kernels::quant::int8_codec();
+    if (op == Op::kFp4Quantize || op == Op::kFp4Dequantize) return kernels::quant::fp4_e2m1_codec();
+    return kernels::quant::fp8_e4m3_codec();
   }
   // Bytes each op must move at least (read + write).
   size_t bytes(Op op) const {
@@ -219,6 +225,10 @@ struct Workload {
       case Op::kInt8Dequantize:
       case Op::kFp8Dequantize:  // codes and scales read, f32 written
         return elements * 5 + elements / kQuantBlock * 4;
+      case Op::kFp4Quantize:  // as above with half a byte a code
+        return elements * 12 + elements / 2 + elements / kQuantBlock * 4;
+      case Op::kFp4Dequantize:
+        return elements * 4 + elements / 2 + elements / kQuantBlock * 4;
       case Op::kUnscale:
         return elements * 8;
       case Op::kPack:
@@ -313,6 +323,8 @@ const struct {
             {Op::kInt8Dequantize, "int8_dequantize"},
             {Op::kFp8Quantize, "fp8_quantize"},
             {Op::kFp8Dequantize, "fp8_dequantize"},
+            {Op::kFp4Quantize, "fp4_quantize"},
+            {Op::kFp4Dequantize, "fp4_dequantize"},
             {Op::kTensorHash, "tensor_hash"},
             {Op::kCopy, "copy_baseline"}};
 

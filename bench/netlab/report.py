@@ -29,8 +29,8 @@ import os
 import statistics
 import sys
 
-PEER = {"gc_f32": "ddp_f32", "gc_f16": "ddp_f16hook", "gc_int8": "ddp_f32", "gc_psgd4": "ddp_psgd4",
-        "gc_psgd1": "ddp_psgd1"}
+PEER = {"gc_f32": "ddp_f32", "gc_f16": "ddp_f16hook", "gc_int8": "ddp_f32", "gc_fp8": "ddp_f32",
+        "gc_fp4": "ddp_f32", "gc_psgd4": "ddp_psgd4", "gc_psgd1": "ddp_psgd1"}
 TARGET_AT = 0.75
 
 

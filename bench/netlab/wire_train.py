@@ -14,6 +14,7 @@ Variants (each keeps its own model and optimizer for the whole run):
   gc_f32        gradcomm.torch.DistributedDataParallel, float32 wire
   gc_f16        the same, wire_dtype=torch.float16
   gc_int8       the same, compression="int8" (blockwise int8 with error feedback)
+  gc_fp8, gc_fp4  (only if named) compression="fp8" (e4m3) / "fp4" (e2m1, blocks of 64)
   gc_psgd4/1    the same, compression=dict(kind="powersgd", rank=4 / 1)
   gc_*_inline   (only if named) a gradcomm variant with GRADCOMM_REDUCER_HOST_THREAD=0:
                 its buckets run inside the backward hook that completes them,
@@ -47,6 +48,7 @@ import gradcomm.torch as gct
 
 VARIANTS = ("ddp_f32", "gc_f32", "ddp_f16hook", "gc_f16", "gc_int8", "ddp_psgd4", "gc_psgd4", "ddp_psgd1",
             "gc_psgd1")
+NAMED_ONLY = ("gc_fp8", "gc_fp4")  # run when named in --variants, not by default
 PSGD_START = 2
 
 # PowerSGD's hook on gloo: its per-bucket chain issues the P and Q all-reduces from
@@ -79,11 +81,12 @@ def parse_args():
         v, at, mb = v.partition("@")
         if at and not (re.fullmatch(r"\d+(\.\d+)?", mb) and float(mb) > 0):
             return False
-        return v in VARIANTS or (v.endswith("_inline") and v[:-7] in VARIANTS and v.startswith("gc_"))
+        known_names = VARIANTS + NAMED_ONLY
+        return v in known_names or (v.endswith("_inline") and v[:-7] in known_names and v.startswith("gc_"))
     bad = {v for v in a.variants if not known(v)}
     if bad or not a.variants:
-        p.error(f"unknown variant(s) {sorted(bad)}; choose from {', '.join(VARIANTS)} (a gradcomm one may end "
-                "in _inline; any may end in @MB, its own bucket size in MB)")
+        p.error(f"unknown variant(s) {sorted(bad)}; choose from {', '.join(VARIANTS + NAMED_ONLY)} "
+                "(a gradcomm one may end in _inline; any may end in @MB, its own bucket size in MB)")
     return a
 
 
@@ -160,6 +163,8 @@ def wrap(variant, module, comm, bucket_mb):
         kw["wire_dtype"] = torch.float16
     elif variant == "gc_int8":
         kw["compression"] = dict(kind="int8", block_size=256, error_feedback=True, start_iter=0)
+    elif variant in ("gc_fp8", "gc_fp4"):
+        kw["compression"] = dict(kind=variant[3:], error_feedback=True, start_iter=0)
     elif variant.startswith("gc_psgd"):
         kw["compression"] = dict(kind="powersgd", rank=int(variant[-1]), start_iter=PSGD_START,
                                  min_compression_rate=2, error_feedback=True, warm_start=True)

@@ -325,8 +325,10 @@ typedef enum gcommCompression {
   gcommCompressionPowerSgd = 1, /**< "powersgd": low rank (gcommPowerSgdConfig_t, gcommPowerSgdStats_t) */
   gcommCompressionInt8 = 2,     /**< "int8": blockwise int8 with error feedback (gcommInt8Config_t,
                                      gcommInt8Stats_t) */
-  gcommCompressionFp8 = 3       /**< "fp8": blockwise fp8 (e4m3 or e5m2) with error feedback
+  gcommCompressionFp8 = 3,      /**< "fp8": blockwise fp8 (e4m3 or e5m2) with error feedback
                                      (gcommFp8Config_t, gcommFp8Stats_t) */
+  gcommCompressionFp4 = 4       /**< "fp4": blockwise 4-bit e2m1 with error feedback
+                                     (gcommFp4Config_t, gcommFp4Stats_t) */
 } gcommCompression_t;
 
 /** Turns compression @p kind on, between steps; every rank must make the same call.
@@ -512,6 +514,31 @@ typedef struct gcommFp8Config {
 /** fp8 wire statistics: the int8 wire's struct and fields (the same round, other codes). */
 typedef gcommInt8Stats_t gcommFp8Stats_t;
 #define GCOMM_FP8_STATS_INITIALIZER GCOMM_INT8_STATS_INITIALIZER
+
+/* The fp4 wire (docs/compression.md, "fp4"): the int8 wire's round with 4-bit codes,
+ * two a byte: e2m1, the OCP MX / NVFP4 element format (0, 0.5, 1, 1.5, 2, 3, 4, 6
+ * and their negatives), one f32 scale per block (max |v| / 6), the nearest code with
+ * ties to even. About half the int8 wire's bytes (0.14x an f32 all-reduce with
+ * blocks of 64) for about 15-20x its error per step: a wire for slow links, with
+ * error feedback on. Refused with grad_as_bucket_view and in sharded mode; the int8
+ * wire's memory and Inf/NaN rules. */
+
+/** fp4 wire configuration (versioned config struct, version 1). */
+typedef struct gcommFp4Config {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  int block_size;      /**< 64: values per scale, a power of two in 32..4096 */
+  int error_feedback;  /**< 1: add what the last step's codes lost (E) before quantizing */
+  uint64_t start_iter; /**< 0: synced steps after enabling all-reduced in f32 before quantization starts */
+} gcommFp4Config_t;
+
+#define GCOMM_FP4_CONFIG_INITIALIZER \
+  { GCOMM_CONFIG_HEADER(gcommFp4Config_t), 64, 1, 0 }
+
+/** fp4 wire statistics: the int8 wire's struct and fields (the same round, other codes). */
+typedef gcommInt8Stats_t gcommFp4Stats_t;
+#define GCOMM_FP4_STATS_INITIALIZER GCOMM_INT8_STATS_INITIALIZER
 
 /* ------------------------------------------------------------------------- */
 /* Sharded gradients (mode gcommReducerSharded)                               */

@@ -14,14 +14,22 @@ namespace gradcomm::kernels::quant {
 #endif
 
 const Codec& fp8_e4m3_codec() {
-  static const Codec codec{"fp8 e4m3", host::quantize<Fp8E4M3>, host::sum_requantize<Fp8E4M3>,
-                           host::dequantize<Fp8E4M3>, GCOMM_FP8_CUDA(e4m3)};
+  static const Codec codec{"fp8 e4m3",
+                           Fp8E4M3::kBits,
+                           host::quantize<Fp8E4M3>,
+                           host::sum_requantize<Fp8E4M3>,
+                           host::dequantize<Fp8E4M3>,
+                           GCOMM_FP8_CUDA(e4m3)};
   return codec;
 }
 
 const Codec& fp8_e5m2_codec() {
-  static const Codec codec{"fp8 e5m2", host::quantize<Fp8E5M2>, host::sum_requantize<Fp8E5M2>,
-                           host::dequantize<Fp8E5M2>, GCOMM_FP8_CUDA(e5m2)};
+  static const Codec codec{"fp8 e5m2",
+                           Fp8E5M2::kBits,
+                           host::quantize<Fp8E5M2>,
+                           host::sum_requantize<Fp8E5M2>,
+                           host::dequantize<Fp8E5M2>,
+                           GCOMM_FP8_CUDA(e5m2)};
   return codec;
 }
 

@@ -6,6 +6,7 @@
 // codes (reducer/strategies/fp8_wire.*).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/quant/quant.hpp"
@@ -15,6 +16,8 @@ namespace gradcomm::kernels::quant {
 
 template <int kExpBits, int kManBits, int kBias, uint32_t kLargest>
 struct MiniFloat {
+  static constexpr size_t kBits = 1 + kExpBits + kManBits;  // 8, or 4 (fp4.hpp)
+  static constexpr uint32_t kSign = 1u << (kBits - 1);
   static constexpr int kMinExp = 1 - kBias;  // the smallest normal's exponent; subnormals share its step
 
   // x's nearest code: its significand in steps of 2^(k - M), k its binade's
@@ -32,7 +35,7 @@ struct MiniFloat {
     const float steps = round_even(mul_rn(bits_to_float(magnitude), pow2(kManBits - k)));
     uint32_t code = (static_cast<uint32_t>(k + kBias - 1) << kManBits) + static_cast<uint32_t>(steps);
     code = code > kLargest ? kLargest : code;
-    return static_cast<uint8_t>((((bits >> 24) & 0x80u) & finite) | code);
+    return static_cast<uint8_t>((((bits >> 31) * kSign) & finite) | code);
   }
 
   GCOMM_HD static float value(uint8_t code) {
@@ -41,7 +44,7 @@ struct MiniFloat {
     const float magnitude =
         field == 0 ? mul_rn(static_cast<float>(mantissa), pow2(kMinExp - kManBits))
                    : mul_rn(static_cast<float>(mantissa + (1 << kManBits)), pow2(field - kBias - kManBits));
-    return (code & 0x80u) != 0 ? -magnitude : magnitude;
+    return (code & kSign) != 0 ? -magnitude : magnitude;
   }
 };
 

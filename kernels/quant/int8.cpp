@@ -8,6 +8,7 @@ namespace gradcomm::kernels::quant {
 
 const Codec& int8_codec() {
   static const Codec codec{"int8",
+                           Int8::kBits,
                            host::quantize<Int8>,
                            host::sum_requantize<Int8>,
                            host::dequantize<Int8>,

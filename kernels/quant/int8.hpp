@@ -2,6 +2,7 @@
 // (two's complement bytes), round to nearest even, the int8 wire's codes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/quant/quant.hpp"
@@ -10,6 +11,7 @@
 namespace gradcomm::kernels::quant {
 
 struct Int8 {
+  static constexpr size_t kBits = 8;
   static constexpr float kMax = 127.0f;
   // Anything that is not a number becomes 0, so the conversion is always defined.
   GCOMM_HD static uint8_t encode(float x) {

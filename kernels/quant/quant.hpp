@@ -1,13 +1,14 @@
 // Blockwise symmetric quantization for the block-quantized gradient wires
-// (reducer/strategies/block_wire.*: int8, fp8). Each operation has a host twin and
-// a CUDA path that give the same bits (quant_math.hpp holds the shared element
+// (reducer/strategies/block_wire.*: int8, fp8, fp4). Each operation has a host twin
+// and a CUDA path that give the same bits (quant_math.hpp holds the shared element
 // math); the number format of the codes is a Codec, one file set each (int8.*,
-// fp8.*), which instantiates the kernels of quant_host.hpp and quant_cuda.cuh.
+// fp8.*, fp4.*), which instantiates the kernels of quant_host.hpp and quant_cuda.cuh.
 //
 // A bucket of n f32 values is cut into `chunks` equal chunks (one per rank) of
 // chunk_elements = blocks_per_chunk * block values each; the last chunks are
-// padded with zeros past n. A block of `block` values is stored as `block` one-byte
-// codes and one f32 scale: value = value_of(code) * scale, scale = max|v| / M over
+// padded with zeros past n. A block of `block` values is stored as `block` codes of
+// code_bits bits (8, or 4: two codes a byte, the even element's in the low nibble)
+// and one f32 scale: value = value_of(code) * scale, scale = max|v| / M over
 // the block (M: the format's largest code, 127 for int8), code = the format's
 // nearest code (ties to even) of v * (M / max|v|) (two roundings; blocks whose max
 // is below 2^-64 are scaled by 2^64 first). A block of zeros has scale 0 (codes 0,
@@ -17,7 +18,7 @@
 // as zeros (its error is its own size).
 //
 // A chunk in memory (chunk_bytes(...)): its codes, then its scales (4-byte aligned,
-// as chunk_elements is a multiple of 4). Chunks follow one another.
+// as a block's codes take a multiple of 16 bytes). Chunks follow one another.
 #pragma once
 
 #include <cstddef>
@@ -37,20 +38,25 @@ struct Layout {
   size_t chunks = 1;
   size_t block = 256;
   size_t blocks_per_chunk = 0;
+  size_t code_bits = 8;  // 8 or 4
 
   GCOMM_HD size_t chunk_elements() const { return blocks_per_chunk * block; }
-  GCOMM_HD size_t chunk_bytes() const { return chunk_elements() + blocks_per_chunk * sizeof(float); }
+  GCOMM_HD size_t block_code_bytes() const { return block * code_bits / 8; }
+  GCOMM_HD size_t chunk_code_bytes() const { return blocks_per_chunk * block_code_bytes(); }
+  GCOMM_HD size_t chunk_bytes() const { return chunk_code_bytes() + blocks_per_chunk * sizeof(float); }
   GCOMM_HD size_t total_bytes() const { return chunks * chunk_bytes(); }
   GCOMM_HD size_t padded() const { return chunks * chunk_elements(); }
 };
 // Throws gcommInvalidArgument unless block is a power of two in [kMinBlock,
-// kMaxBlock] and chunks >= 1; n may be 0 (blocks_per_chunk is then 0).
-Layout layout_for(size_t n, size_t chunks, size_t block);
+// kMaxBlock], chunks >= 1 and code_bits is 8 or 4; n may be 0 (blocks_per_chunk is
+// then 0). A codec's layout takes its code_bits (the operations check it).
+Layout layout_for(size_t n, size_t chunks, size_t block, size_t code_bits = 8);
 
 // A number format's instantiations of the three operations (quant_host.hpp,
 // quant_cuda.cuh); the CUDA ones are NULL in a build without CUDA.
 struct Codec {
   const char* name;  // "int8", "fp8 e4m3": in messages
+  size_t code_bits;  // F::kBits: 8, or 4
   void (*host_quantize)(const float* x, const float* e, const Layout& l, void* out, float* residual);
   void (*host_sum_requantize)(const void* in, size_t ranks, const Layout& l, const float* e, void* out,
                               float* residual);

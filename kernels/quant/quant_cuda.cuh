@@ -57,11 +57,18 @@ __global__ void quantize_kernel(const float* x, const float* e, Layout l, void* 
   const Encoder enc = encoder_for<F>(amax);
   uint8_t* codes = const_cast<uint8_t*>(codes_of(out, l, chunk, b));
   if (threadIdx.x == 0) const_cast<float*>(scales_of(out, l, chunk))[b] = scale;
-  for (size_t j = threadIdx.x; j < l.block; j += blockDim.x) {
-    const float v = value_at(x, e, l.n, first + j);
-    const uint8_t code = encode<F>(v, enc);
-    codes[j] = code;
-    if (residual != nullptr && first + j < l.n) residual[first + j] = add_rn(v, -decode<F>(code, scale));
+  // A thread per byte of codes: a 4-bit code's byte holds two elements' codes.
+  constexpr size_t per = kCodesPerByte<F>;
+  for (size_t jb = threadIdx.x; jb < l.block / per; jb += blockDim.x) {
+    float v[per];
+    for (size_t p = 0; p < per; ++p) v[p] = value_at(x, e, l.n, first + jb * per + p);
+    const uint8_t byte = encode_byte<F>(v, enc);
+    codes[jb] = byte;
+    for (size_t p = 0; p < per; ++p) {
+      const size_t j = jb * per + p;
+      if (residual != nullptr && first + j < l.n)
+        residual[first + j] = add_rn(v[p], -decode<F>(code_at<F>(&byte, p), scale));
+    }
   }
 }
 
@@ -77,7 +84,7 @@ __global__ void sum_requantize_kernel(const void* in, size_t ranks, Layout l, co
   for (size_t j = threadIdx.x; j < l.block; j += blockDim.x) {
     float s = 0.0f;
     for (size_t r = 0; r < ranks; ++r)
-      s = add_rn(s, decode<F>(codes_of(in, l, r, b)[j], scales_of(in, l, r)[b]));
+      s = add_rn(s, decode<F>(code_at<F>(codes_of(in, l, r, b), j), scales_of(in, l, r)[b]));
     if (e != nullptr) s = add_rn(s, e[b * l.block + j]);
     sums[j] = s;
     amax = amax_add(amax, s);
@@ -87,10 +94,15 @@ __global__ void sum_requantize_kernel(const void* in, size_t ranks, Layout l, co
   const Encoder enc = encoder_for<F>(amax);
   uint8_t* codes = const_cast<uint8_t*>(codes_of(out, l, 0, b));
   if (threadIdx.x == 0) const_cast<float*>(scales_of(out, l, 0))[b] = scale;
-  for (size_t j = threadIdx.x; j < l.block; j += blockDim.x) {
-    const uint8_t code = encode<F>(sums[j], enc);
-    codes[j] = code;
-    if (residual != nullptr) residual[b * l.block + j] = add_rn(sums[j], -decode<F>(code, scale));
+  constexpr size_t per = kCodesPerByte<F>;
+  for (size_t jb = threadIdx.x; jb < l.block / per; jb += blockDim.x) {
+    const uint8_t byte = encode_byte<F>(sums + jb * per, enc);
+    codes[jb] = byte;
+    for (size_t p = 0; p < per; ++p) {
+      const size_t j = jb * per + p;
+      if (residual != nullptr)
+        residual[b * l.block + j] = add_rn(sums[j], -decode<F>(code_at<F>(&byte, p), scale));
+    }
   }
 }
 
@@ -101,7 +113,7 @@ __global__ void dequantize_kernel(const void* in, Layout l, float* out) {
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const size_t chunk = i / per_chunk, within = i % per_chunk;
     const size_t b = within / l.block;
-    out[i] = decode<F>(codes_of(in, l, chunk, b)[within % l.block], scales_of(in, l, chunk)[b]);
+    out[i] = decode<F>(code_at<F>(codes_of(in, l, chunk, b), within % l.block), scales_of(in, l, chunk)[b]);
   }
 }
 

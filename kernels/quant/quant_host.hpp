@@ -39,9 +39,11 @@ void quantize(const float* x, const float* e, const Layout& l, void* out, float*
     uint8_t* codes = const_cast<uint8_t*>(codes_of(out, l, chunk, b));
     const_cast<float*>(scales_of(out, l, chunk))[b] = scale;
     const float* vv = v.data();
-    for (size_t j = 0; j < block; ++j) codes[j] = encode<F>(vv[j], enc);
+    constexpr size_t per = kCodesPerByte<F>;
+    for (size_t j = 0; j < block / per; ++j) codes[j] = encode_byte<F>(vv + j * per, enc);
     if (residual != nullptr)
-      for (size_t j = 0; j < live; ++j) residual[first + j] = add_rn(vv[j], -decode<F>(codes[j], scale));
+      for (size_t j = 0; j < live; ++j)
+        residual[first + j] = add_rn(vv[j], -decode<F>(code_at<F>(codes, j), scale));
   }
 }
 
@@ -57,7 +59,7 @@ void sum_requantize(const void* in, size_t ranks, const Layout& l, const float* 
     for (size_t r = 0; r < ranks; ++r) {
       const uint8_t* codes = codes_of(in, l, r, b);
       const float scale = scales_of(in, l, r)[b];
-      for (size_t j = 0; j < block; ++j) s[j] = add_rn(s[j], decode<F>(codes[j], scale));
+      for (size_t j = 0; j < block; ++j) s[j] = add_rn(s[j], decode<F>(code_at<F>(codes, j), scale));
     }
     if (e != nullptr) {
       const float* eb = e + b * block;
@@ -68,10 +70,11 @@ void sum_requantize(const void* in, size_t ranks, const Layout& l, const float* 
     const Encoder enc = encoder_for<F>(amax);
     uint8_t* codes = const_cast<uint8_t*>(codes_of(out, l, 0, b));
     const_cast<float*>(scales_of(out, l, 0))[b] = scale;
-    for (size_t j = 0; j < block; ++j) codes[j] = encode<F>(s[j], enc);
+    constexpr size_t per = kCodesPerByte<F>;
+    for (size_t j = 0; j < block / per; ++j) codes[j] = encode_byte<F>(s + j * per, enc);
     if (residual != nullptr) {
       float* rb = residual + b * block;
-      for (size_t j = 0; j < block; ++j) rb[j] = add_rn(s[j], -decode<F>(codes[j], scale));
+      for (size_t j = 0; j < block; ++j) rb[j] = add_rn(s[j], -decode<F>(code_at<F>(codes, j), scale));
     }
   }
 }
@@ -85,7 +88,7 @@ void dequantize(const void* in, const Layout& l, float* out) {
       const size_t live = std::min(l.block, l.n - first);
       const uint8_t* codes = codes_of(in, l, chunk, b);
       const float scale = scales_of(in, l, chunk)[b];
-      for (size_t j = 0; j < live; ++j) out[first + j] = decode<F>(codes[j], scale);
+      for (size_t j = 0; j < live; ++j) out[first + j] = decode<F>(code_at<F>(codes, j), scale);
     }
 }
 

@@ -1,9 +1,10 @@
 // The element math of the quantized blocks (quant.hpp), shared by the host twins and
 // the CUDA kernels so both give the same bits: products and sums rounded one at a
 // time (no fused multiply-add on the device), round-to-nearest-even codes. A number
-// format F (int8.hpp, fp8.hpp) gives kMax (its largest code's magnitude), encode(x)
-// (the nearest code of x, |x| <= kMax up to one rounding; 0 for anything that is
-// not a number) and value(code).
+// format F (int8.hpp, fp8.hpp, fp4.hpp) gives kBits (8, or 4), kMax (its largest
+// code's magnitude), encode(x) (the nearest code of x, |x| <= kMax up to one
+// rounding; 0 for anything that is not a number; a 4-bit code in the low nibble)
+// and value(code).
 #pragma once
 
 #include <math.h>
@@ -85,13 +86,38 @@ GCOMM_HD float decode(uint8_t code, float scale) {
   return mul_rn(F::value(code), scale);
 }
 
+// How many codes of F one byte holds: 1, or 2 for 4-bit codes (the even element's
+// in the low nibble).
+template <class F>
+constexpr size_t kCodesPerByte = 8 / F::kBits;
+
+// Code j of a block's codes.
+template <class F>
+GCOMM_HD uint8_t code_at(const uint8_t* codes, size_t j) {
+  if constexpr (F::kBits == 8) {
+    return codes[j];
+  } else {
+    return static_cast<uint8_t>((codes[j / 2] >> (4 * (j & 1))) & 0xfu);
+  }
+}
+
+// The byte that holds the codes of v[0..kCodesPerByte).
+template <class F>
+GCOMM_HD uint8_t encode_byte(const float* v, Encoder enc) {
+  if constexpr (F::kBits == 8) {
+    return encode<F>(v[0], enc);
+  } else {
+    return static_cast<uint8_t>(encode<F>(v[0], enc) | (encode<F>(v[1], enc) << 4));
+  }
+}
+
 // Where block k of the bucket lives: its chunk's bytes, its codes, its scale.
 GCOMM_HD const uint8_t* codes_of(const void* base, const Layout& l, size_t chunk, size_t block_in_chunk) {
-  return static_cast<const uint8_t*>(base) + chunk * l.chunk_bytes() + block_in_chunk * l.block;
+  return static_cast<const uint8_t*>(base) + chunk * l.chunk_bytes() + block_in_chunk * l.block_code_bytes();
 }
 GCOMM_HD const float* scales_of(const void* base, const Layout& l, size_t chunk) {
   return reinterpret_cast<const float*>(static_cast<const char*>(base) + chunk * l.chunk_bytes() +
-                                        l.chunk_elements());
+                                        l.chunk_code_bytes());
 }
 
 }  // namespace gradcomm::kernels::quant

@@ -142,7 +142,7 @@ class Reducer(Handle):
         return _C.reducer_describe(self.handle)
 
     def enable_compression(self, kind, rows=None, **options):
-        """Sends the buckets with compression `kind` ("powersgd", "int8", "fp8"; docs/compression.md)
+        """Sends the buckets with compression `kind` ("powersgd", "int8", "fp8", "fp4"; docs/compression.md)
         from now on, its options named as the fields of its config struct
         (enable_compression("int8", block_size=128)). rows: each gradient's first
         dimension (0: not a matrix), which PowerSGD needs. Every rank makes the same call,
@@ -156,7 +156,7 @@ class Reducer(Handle):
         _C.reducer_enable_compression(self.handle, spec, rows)
 
     def compression(self):
-        """The compression in use: "none", "powersgd", "int8", "fp8"."""
+        """The compression in use: "none", "powersgd", "int8", "fp8", "fp4"."""
         return json.loads(_C.reducer_describe_compression(self.handle))["kind"]
 
     def compression_stats(self):

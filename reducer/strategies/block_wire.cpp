@@ -99,7 +99,8 @@ void BlockWire::set_layout(const BucketPlan& plan) {
   for (size_t b = 0; b < buckets; ++b) {
     const Bucket& bucket = plan.buckets[b];
     if (bucket.wire_dtype != gcommFloat32 || bucket.elements == 0) continue;
-    const kq::Layout l = kq::layout_for(bucket.elements, static_cast<size_t>(world_), options_.block);
+    const kq::Layout l =
+        kq::layout_for(bucket.elements, static_cast<size_t>(world_), options_.block, kind_.codec.code_bits);
     // Quantized only where it sends fewer bytes than f32: W chunks of at least a
     // block each against 4 bytes a value (a bucket smaller than W blocks may not).
     if (w * l.chunk_bytes() >= 4 * static_cast<uint64_t>(bucket.elements)) continue;
@@ -284,7 +285,8 @@ void BlockWire::load(const uint8_t* data, size_t bytes, StateOrigin origin) {
   for (size_t b = 0; b < buckets; ++b)
     if (saved_e[b] != SIZE_MAX) {
       saved_e2[b] = saved_e_total + saved_e2_total;
-      saved_e2_total += kq::layout_for(saved_n[b], world, options_.block).chunk_elements();
+      saved_e2_total +=
+          kq::layout_for(saved_n[b], world, options_.block, kind_.codec.code_bits).chunk_elements();
     }
   saved_floats = saved_e_total + saved_e2_total;
   require(static_cast<size_t>(end - p) == saved_floats * sizeof(float), kStateName, ": ",

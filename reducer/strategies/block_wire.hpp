@@ -1,6 +1,7 @@
-// The block-quantized wire: blockwise one-byte codes (a kernels/quant/ format:
-// int8, fp8) with error feedback (docs/reducer.md, "The int8 wire"); the int8 and
-// fp8 wires are this strategy with their format (int8_wire.*, fp8_wire.*). Per
+// The block-quantized wire: blockwise codes (a kernels/quant/ format: int8, fp8,
+// fp4) with error feedback (docs/reducer.md, "The int8 wire"); the int8, fp8 and
+// fp4 wires are this strategy with their format (int8_wire.*, fp8_wire.*,
+// fp4_wire.*). Per
 // bucket (f32 wire), after the usual pack (divided by the world size):
 //   1. quantize this rank's values plus its error feedback E into W chunks of
 //      blocks of codes with one f32 scale each (kernels/quant/); the residual
@@ -16,7 +17,7 @@
 // step saw Inf/NaN (then both are left as they were). With both, what the wire
 // loses telescopes: over T steps, the sum of the results differs from the sum of
 // the true averages by the last E and E2 only (docs/reducer.md). Each rank sends 2 (W-1) chunks: about
-// 2 (W-1)/W (1 + 4/block) bytes per value against an f32 ring all-reduce's
+// 2 (W-1)/W (bits/8 + 4/block) bytes per value against an f32 ring all-reduce's
 // 2 (W-1)/W 4 bytes.
 //
 // The values are unscaled (times 1/loss scale) in the pack, so E and E2 hold
@@ -79,7 +80,7 @@ class BlockWire final : public CompressionStrategy {
   void run_bucket(size_t b, bool complete, const StrategyContext& ctx) override;
   void end_step(const StrategyContext& ctx) override;
 
-  // The fields of the wire's stats struct (gcommInt8Stats_t, gcommFp8Stats_t).
+  // The fields of the wire's stats struct (gcommInt8Stats_t; fp8's and fp4's are it).
   std::vector<Counter> counters() const override;
   // State (step counter, E per quantized bucket) to and from host bytes.
   std::vector<uint8_t> save(StatePart part) override;

@@ -198,13 +198,14 @@ class DistributedDataParallel(torch.nn.Module):
         names "float16", "bfloat16", "float32", "f16", "bf16", "f32"): what goes
         on the wire (DDP's fp16_compress_hook / bf16_compress_hook).
       compression (None | str | dict): how the buckets cross the wire
-        (docs/compression.md): a name ("powersgd", "int8", "fp8"; "none" is
+        (docs/compression.md): a name ("powersgd", "int8", "fp8", "fp4"; "none" is
         None) or a dict with
         "kind" and the kind's options, e.g. {"kind": "powersgd", "rank": 2}
         (PowerSGD: rank, start_iter, warm_start, error_feedback,
         min_compression_rate, orthogonalization_eps, seed; int8: block_size
         (256), error_feedback (True), start_iter (0), not with
-        gradient_as_bucket_view; fp8: format ("e4m3", "e5m2") and int8's).
+        gradient_as_bucket_view; fp8: format ("e4m3", "e5m2") and int8's;
+        fp4: int8's, block_size 64).
       powersgd, quantize (None | dict): older spellings of
         compression={"kind": "powersgd" | "int8", **options}; they warn
         (FutureWarning) and will go.

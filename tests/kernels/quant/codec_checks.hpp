@@ -52,7 +52,7 @@ inline std::vector<float> decoded(const Codec& codec, const std::vector<uint8_t>
 inline float scale_at(const std::vector<uint8_t>& q, const Layout& l, size_t block_index) {
   float s;
   const size_t chunk = block_index / l.blocks_per_chunk, b = block_index % l.blocks_per_chunk;
-  std::memcpy(&s, q.data() + chunk * l.chunk_bytes() + l.chunk_elements() + b * sizeof(float), sizeof s);
+  std::memcpy(&s, q.data() + chunk * l.chunk_bytes() + l.chunk_code_bytes() + b * sizeof(float), sizeof s);
   return s;
 }
 
@@ -110,7 +110,7 @@ inline void QuantGpu::expect_gpu_matches_host(const Codec& codec) {
   for (size_t block : {32u, 128u, 256u, 1024u, 4096u})
     for (size_t n : {0u, 1u, 1000u, 65537u}) {
       const size_t ranks = 3;
-      const Layout l = layout_for(n, ranks, block);
+      const Layout l = layout_for(n, ranks, block, codec.code_bits);
       std::vector<float> x = random_values(n, 40 + static_cast<unsigned>(n + block), block);
       std::vector<float> e = random_values(n, 41 + static_cast<unsigned>(n), block);
       if (n >= 3 * block) {

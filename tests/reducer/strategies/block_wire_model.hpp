@@ -1,4 +1,4 @@
-// What the block-quantized wires' tests share (block_wire.*: int8, fp8): the
+// What the block-quantized wires' tests share (block_wire.*: int8, fp8, fp4): the
 // algorithm in one process for a codec (the result every rank must get, E and E2
 // kept as the strategy keeps them), a rank's reducer over f32 gradients with one
 // gradient per bucket, and random gradients.
@@ -30,14 +30,14 @@ struct Model {
   Model(size_t w, size_t count, size_t b, bool ef,
         const kernels::quant::Codec& c = kernels::quant::int8_codec())
       : codec(c), world(w), n(count), block(b), error_feedback(ef) {
-    const kq::Layout l = kq::layout_for(n, w, b);
+    const kq::Layout l = kq::layout_for(n, w, b, c.code_bits);
     e.assign(w, std::vector<float>(n, 0.0f));
     e2.assign(w, std::vector<float>(l.chunk_elements(), 0.0f));
   }
 
   // Returns the averaged result; *skipped when it holds Inf/NaN (E, E2 kept then).
   std::vector<float> step(const std::vector<std::vector<float>>& g, bool* skipped) {
-    const kq::Layout l = kq::layout_for(n, world, block);
+    const kq::Layout l = kq::layout_for(n, world, block, codec.code_bits);
     const float inv_world = 1.0f / static_cast<float>(world);
     std::vector<std::vector<uint8_t>> q(world, std::vector<uint8_t>(l.total_bytes()));
     std::vector<std::vector<float>> residual(world, std::vector<float>(n));
@@ -70,8 +70,8 @@ struct Model {
 };
 
 // The strategy's rule: a bucket is quantized when its W chunks take fewer bytes than f32.
-inline bool is_quantized(size_t n, size_t world, size_t block) {
-  return world * kq::layout_for(n, world, block).chunk_bytes() < 4 * n;
+inline bool is_quantized(size_t n, size_t world, size_t block, size_t code_bits = 8) {
+  return world * kq::layout_for(n, world, block, code_bits).chunk_bytes() < 4 * n;
 }
 
 // One gradient per bucket (the model's unit), f32, no rebuild.
