@@ -23,10 +23,42 @@ inline float block_amax(const float* v, size_t n) {
   return bits_to_float(top);
 }
 
+// The loops below work on codes one a byte, so that they vectorize alike for every
+// format: an 8-bit format's are the wire's bytes; a 4-bit format's are unpacked
+// from (and packed into) the wire's nibbles in a pass of their own.
+template <class F>
+const uint8_t* codes_one_a_byte(const uint8_t* wire, size_t block, uint8_t* scratch) {
+  if constexpr (F::kBits == 8) {
+    return wire;
+  } else {
+    for (size_t j = 0; j < block / 2; ++j) {
+      scratch[2 * j] = wire[j] & 0xfu;
+      scratch[2 * j + 1] = wire[j] >> 4;
+    }
+    return scratch;
+  }
+}
+// Where to encode a block's codes one a byte: the wire itself for an 8-bit format.
+template <class F>
+uint8_t* encode_target(uint8_t* wire, uint8_t* scratch) {
+  if constexpr (F::kBits == 8) {
+    return wire;
+  } else {
+    return scratch;
+  }
+}
+template <class F>
+void store_codes(const uint8_t* one_a_byte, size_t block, uint8_t* wire) {
+  if constexpr (F::kBits != 8)
+    for (size_t j = 0; j < block / 2; ++j)
+      wire[j] = static_cast<uint8_t>(one_a_byte[2 * j] | (one_a_byte[2 * j + 1] << 4));
+}
+
 template <class F>
 void quantize(const float* x, const float* e, const Layout& l, void* out, float* residual) {
   const size_t blocks = l.chunks * l.blocks_per_chunk, block = l.block;
   std::vector<float> v(block);
+  std::vector<uint8_t> scratch(block);
   for (size_t k = 0; k < blocks; ++k) {
     const size_t chunk = k / l.blocks_per_chunk, b = k % l.blocks_per_chunk;
     const size_t first = k * l.block;
@@ -36,14 +68,14 @@ void quantize(const float* x, const float* e, const Layout& l, void* out, float*
     const float amax = block_amax(v.data(), block);
     const float scale = scale_of<F>(amax);
     const Encoder enc = encoder_for<F>(amax);
-    uint8_t* codes = const_cast<uint8_t*>(codes_of(out, l, chunk, b));
+    uint8_t* wire = const_cast<uint8_t*>(codes_of(out, l, chunk, b));
     const_cast<float*>(scales_of(out, l, chunk))[b] = scale;
     const float* vv = v.data();
-    constexpr size_t per = kCodesPerByte<F>;
-    for (size_t j = 0; j < block / per; ++j) codes[j] = encode_byte<F>(vv + j * per, enc);
+    uint8_t* codes = encode_target<F>(wire, scratch.data());
+    for (size_t j = 0; j < block; ++j) codes[j] = encode<F>(vv[j], enc);
+    store_codes<F>(codes, block, wire);
     if (residual != nullptr)
-      for (size_t j = 0; j < live; ++j)
-        residual[first + j] = add_rn(vv[j], -decode<F>(code_at<F>(codes, j), scale));
+      for (size_t j = 0; j < live; ++j) residual[first + j] = add_rn(vv[j], -decode<F>(codes[j], scale));
   }
 }
 
@@ -52,14 +84,15 @@ void sum_requantize(const void* in, size_t ranks, const Layout& l, const float* 
                     float* residual) {
   const size_t block = l.block;
   std::vector<float> sums(block);
+  std::vector<uint8_t> scratch(block);
   float* s = sums.data();
   for (size_t b = 0; b < l.blocks_per_chunk; ++b) {
     // Rank by rank over the block: the same rank-order sum per element.
     for (size_t j = 0; j < block; ++j) s[j] = 0.0f;
     for (size_t r = 0; r < ranks; ++r) {
-      const uint8_t* codes = codes_of(in, l, r, b);
+      const uint8_t* codes = codes_one_a_byte<F>(codes_of(in, l, r, b), block, scratch.data());
       const float scale = scales_of(in, l, r)[b];
-      for (size_t j = 0; j < block; ++j) s[j] = add_rn(s[j], decode<F>(code_at<F>(codes, j), scale));
+      for (size_t j = 0; j < block; ++j) s[j] = add_rn(s[j], decode<F>(codes[j], scale));
     }
     if (e != nullptr) {
       const float* eb = e + b * block;
@@ -68,27 +101,29 @@ void sum_requantize(const void* in, size_t ranks, const Layout& l, const float* 
     const float amax = block_amax(s, block);
     const float scale = scale_of<F>(amax);
     const Encoder enc = encoder_for<F>(amax);
-    uint8_t* codes = const_cast<uint8_t*>(codes_of(out, l, 0, b));
+    uint8_t* wire = const_cast<uint8_t*>(codes_of(out, l, 0, b));
     const_cast<float*>(scales_of(out, l, 0))[b] = scale;
-    constexpr size_t per = kCodesPerByte<F>;
-    for (size_t j = 0; j < block / per; ++j) codes[j] = encode_byte<F>(s + j * per, enc);
+    uint8_t* codes = encode_target<F>(wire, scratch.data());
+    for (size_t j = 0; j < block; ++j) codes[j] = encode<F>(s[j], enc);
+    store_codes<F>(codes, block, wire);
     if (residual != nullptr) {
       float* rb = residual + b * block;
-      for (size_t j = 0; j < block; ++j) rb[j] = add_rn(s[j], -decode<F>(code_at<F>(codes, j), scale));
+      for (size_t j = 0; j < block; ++j) rb[j] = add_rn(s[j], -decode<F>(codes[j], scale));
     }
   }
 }
 
 template <class F>
 void dequantize(const void* in, const Layout& l, float* out) {
+  std::vector<uint8_t> scratch(l.block);
   for (size_t chunk = 0; chunk < l.chunks; ++chunk)
     for (size_t b = 0; b < l.blocks_per_chunk; ++b) {
       const size_t first = (chunk * l.blocks_per_chunk + b) * l.block;
       if (first >= l.n) return;  // the rest is padding
       const size_t live = std::min(l.block, l.n - first);
-      const uint8_t* codes = codes_of(in, l, chunk, b);
+      const uint8_t* codes = codes_one_a_byte<F>(codes_of(in, l, chunk, b), l.block, scratch.data());
       const float scale = scales_of(in, l, chunk)[b];
-      for (size_t j = 0; j < live; ++j) out[first + j] = decode<F>(code_at<F>(codes, j), scale);
+      for (size_t j = 0; j < live; ++j) out[first + j] = decode<F>(codes[j], scale);
     }
 }
 
