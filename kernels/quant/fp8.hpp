@@ -38,13 +38,18 @@ struct MiniFloat {
     return static_cast<uint8_t>((((bits >> 31) * kSign) & finite) | code);
   }
 
+  // The value's bits built directly (a normal code's exponent and mantissa fields
+  // moved into a float's; a subnormal's count times its step, exact), selected and
+  // signed without branches: the codes of a block are as unpredictable as its
+  // values, and the host loops that decode them vectorize only without branches.
   GCOMM_HD static float value(uint8_t code) {
-    const int field = (code >> kManBits) & ((1 << kExpBits) - 1);
-    const int mantissa = code & ((1 << kManBits) - 1);
-    const float magnitude =
-        field == 0 ? mul_rn(static_cast<float>(mantissa), pow2(kMinExp - kManBits))
-                   : mul_rn(static_cast<float>(mantissa + (1 << kManBits)), pow2(field - kBias - kManBits));
-    return (code & kSign) != 0 ? -magnitude : magnitude;
+    const uint32_t c = code;
+    const uint32_t field = (c >> kManBits) & ((1u << kExpBits) - 1);
+    const uint32_t mantissa = c & ((1u << kManBits) - 1);
+    const uint32_t normal = ((field + 127 - kBias) << 23) | (mantissa << (23 - kManBits));
+    const uint32_t subnormal = float_to_bits(mul_rn(static_cast<float>(mantissa), pow2(kMinExp - kManBits)));
+    const uint32_t magnitude = field == 0 ? subnormal : normal;
+    return bits_to_float(magnitude | ((c & kSign) << (32 - kBits)));
   }
 };
 
