@@ -113,7 +113,9 @@ StepVerdict attribute_step(const RankStep* ranks, int n, const AttributionRules&
   }
 
   // A late link: the peer that most other ranks waited on longest, by how much
-  // longer than on their other peers.
+  // longer than on their other peers. Two ranks share their only link, and neither
+  // has another peer to compare it with: no rank's link can be named.
+  if (n < 3) return {};
   std::vector<int> votes(static_cast<size_t>(n), 0);
   for (int r = 0; r < n; ++r) {
     const int p = static_cast<int>(ranks[r].top_peer);

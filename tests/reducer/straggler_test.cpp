@@ -101,6 +101,23 @@ TEST(StragglerAttribution, ARankEveryoneWaitedOnWithGradientsOnTimeHasASlowLink)
   EXPECT_NE(attribute_step(s.data(), 4, {}).rank, 3);
 }
 
+// Two ranks share their one link: each waited on the other for the whole transfer
+// (a slow link, or a large bucket), and neither has another peer to compare with,
+// so no rank's link can be named (the lab at 2 ranks and 100 Mbit named rank 1).
+TEST(StragglerAttribution, TwoRanksOnOneSlowLinkNameNobody) {
+  std::vector<RankStep> s = even_step();
+  s.resize(2);
+  for (int r = 0; r < 2; ++r) {
+    s[r].end_us = 4000000;
+    s[r].top_peer = 1 - r;
+    s[r].top_wait_us = 3800000 + 1000 * r;
+    s[r].typical_wait_us = 0;  // no other peer
+  }
+  EXPECT_EQ(attribute_step(s.data(), 2, {}).rank, -1);
+  s[1].ready_us = 1000000;  // a late rank is still named at two ranks
+  EXPECT_EQ(attribute_step(s.data(), 2, {}).rank, 1);
+}
+
 // The ranks met before backward (the wrapper's buffer broadcast before forward):
 // the others waited there for rank 1, whose batch was late, so every rank's
 // gradients were ready together. Its forward's start still shows it, in data.
