@@ -4,7 +4,8 @@
 # (model, rate, rank count), then report.py's tables and plots.
 #   bench/netlab/compare.sh OUT_DIR [PYTHON]
 # Knobs (environment): RATES (default "1gbit 10gbit"), RANKS ("2 4"), MODELS
-# ("mlp conv"), ROUNDS (6), STEPS (10), VARIANTS (all). Needs root (tools/netlab),
+# ("mlp conv"), ROUNDS (6), STEPS (10), VARIANTS (all), SYNC_EVERY (the gc_diloco
+# variants' H, 10). Needs root (tools/netlab),
 # and a Python with torch and gradcomm (pip install ./python). Run on an idle machine:
 # the ranks share its cores.
 set -euo pipefail
@@ -14,6 +15,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out"
 extra=()
 [ -n "${VARIANTS:-}" ] && extra+=(--variants "$VARIANTS")
+[ -n "${SYNC_EVERY:-}" ] && extra+=(--sync-every "$SYNC_EVERY")
 for model in ${MODELS:-mlp conv}; do
   for rate in ${RATES:-1gbit 10gbit}; do
     for ranks in ${RANKS:-2 4}; do

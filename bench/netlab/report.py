@@ -10,13 +10,15 @@ per model and rank count.
 
 Per variant:
   step ms       the median over the timed steps of the slowest rank's step time
+  mean ms       their mean: what a step costs with the syncs of outer synchronization
+                (gc_diloco*: most steps send nothing, one in --sync-every sends a lot)
   MB/step       bytes this rank's interface sent per step (mean over ranks, headers included)
   final loss    the mean over ranks of the last --window steps' losses
   to target     training time (sum of the slowest rank's step times, warm-up steps
                 included) until the loss, averaged over ranks and over the last --window
                 steps, first reaches the target: what ddp_f32 reaches at 75% of its steps
   vs peer       the ratio of step time (and of time to target) to PyTorch's answer for
-                the same job: gc_f32 and gc_int8 against ddp_f32, gc_f16 against
+                the same job: gc_f32, gc_int8/fp8/fp4 and gc_diloco* against ddp_f32, gc_f16 against
                 ddp_f16hook, gc_psgdR against ddp_psgdR; a variant with its own bucket
                 size (gc_f32@4) against the peer of that size if the run has one
                 (ddp_f32@4), else against the peer at --bucket-mb (or the wrappers'
@@ -30,7 +32,8 @@ import statistics
 import sys
 
 PEER = {"gc_f32": "ddp_f32", "gc_f16": "ddp_f16hook", "gc_int8": "ddp_f32", "gc_fp8": "ddp_f32",
-        "gc_fp4": "ddp_f32", "gc_psgd4": "ddp_psgd4", "gc_psgd1": "ddp_psgd1"}
+        "gc_fp4": "ddp_f32", "gc_psgd4": "ddp_psgd4", "gc_psgd1": "ddp_psgd1", "gc_diloco": "ddp_f32",
+        "gc_diloco_int8": "ddp_f32", "gc_diloco_fp4": "ddp_f32"}
 TARGET_AT = 0.75
 
 
@@ -83,7 +86,8 @@ def summarize(run, window):
             t += s / 1e3
             cum.append(t)
         timing = [t for p in per for t in p.get("timing", [])[1:]]
-        rows[v] = dict(step_ms=statistics.median(slowest[warm:]), tx_mb=tx / 1e6, curve=smooth(loss, window),
+        rows[v] = dict(step_ms=statistics.median(slowest[warm:]), mean_ms=statistics.fmean(slowest[warm:]),
+                       tx_mb=tx / 1e6, curve=smooth(loss, window),
                        cum_s=cum, final=statistics.fmean(loss[-window:]),
                        overlap=statistics.fmean(t["overlap"] for t in timing) if timing else None)
     if "ddp_f32" in rows:
@@ -111,15 +115,16 @@ def table(run, rows, target):
              f"{r0['rounds']} rounds of {r0['steps']} steps after {r0['warmup']} warm-up steps; torch {r0['torch']}, "
              f"gradcomm {r0['gradcomm']}.",
              "",
-             "| variant | step ms | vs peer | MB/step sent | to target s | vs peer | final loss | overlap |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| variant | step ms | vs peer | mean ms | MB/step sent | to target s | vs peer | final loss | overlap |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for v, row in rows.items():
         peer = rows.get(peer_of(v, rows) or "", None)
         ratio = f"{row['step_ms'] / peer['step_ms']:.2f}x {peer_of(v, rows)}" if peer else ""
         tt = ""
         if peer and row["to_target_s"] and peer["to_target_s"]:
             tt = f"{row['to_target_s'] / peer['to_target_s']:.2f}x"
-        lines.append(f"| {v} | {row['step_ms']:.0f} | {ratio} | {row['tx_mb']:.1f} | {fmt(row['to_target_s'], '.1f', 'not reached')} "
+        lines.append(f"| {v} | {row['step_ms']:.0f} | {ratio} | {row['mean_ms']:.0f} | {row['tx_mb']:.1f} "
+                     f"| {fmt(row['to_target_s'], '.1f', 'not reached')} "
                      f"| {tt} | {row['final']:.4f} | {fmt(row['overlap'], '.0%', '')} |")
     return "\n".join(lines)
 

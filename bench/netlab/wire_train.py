@@ -15,6 +15,10 @@ Variants (each keeps its own model and optimizer for the whole run):
   gc_f16        the same, wire_dtype=torch.float16
   gc_int8       the same, compression="int8" (blockwise int8 with error feedback)
   gc_fp8, gc_fp4  (only if named) compression="fp8" (e4m3) / "fp4" (e2m1, blocks of 64)
+  gc_diloco, gc_diloco_int8, gc_diloco_fp4  (only if named) no per-step communication:
+                the same inner optimizer on each rank's own batches, and gradcomm.torch.OuterSync
+                every --sync-every steps (DiLoCo; Nesterov 0.7/0.9), its pseudo-gradients on the
+                f32, int8 or fp4 wire
   gc_psgd4/1    the same, compression=dict(kind="powersgd", rank=4 / 1)
   gc_*_inline   (only if named) a gradcomm variant with GRADCOMM_REDUCER_HOST_THREAD=0:
                 its buckets run inside the backward hook that completes them,
@@ -48,7 +52,7 @@ import gradcomm.torch as gct
 
 VARIANTS = ("ddp_f32", "gc_f32", "ddp_f16hook", "gc_f16", "gc_int8", "ddp_psgd4", "gc_psgd4", "ddp_psgd1",
             "gc_psgd1")
-NAMED_ONLY = ("gc_fp8", "gc_fp4")  # run when named in --variants, not by default
+NAMED_ONLY = ("gc_fp8", "gc_fp4", "gc_diloco", "gc_diloco_int8", "gc_diloco_fp4")  # run when named, not by default
 PSGD_START = 2
 
 # PowerSGD's hook on gloo: its per-bucket chain issues the P and Q all-reduces from
@@ -64,6 +68,7 @@ HOOK_ORDER = os.environ.get("NETLAB_PSGD_HOOK_ORDER", "wait")
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=("mlp", "conv"), default="mlp")
+    p.add_argument("--sync-every", type=int, default=10, help="the gc_diloco variants' H (inner steps a sync)")
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--steps", type=int, default=10, help="steps per variant per round (block)")
     p.add_argument("--rounds", type=int, default=6)
@@ -205,9 +210,16 @@ def main():
         torch.manual_seed(0)  # every variant starts from the same weights
         module = build_model(a.model)
         base, _, mb = v.partition("@")
-        model = wrap(base, module, comm, float(mb) if mb else a.bucket_mb)
-        runs[v] = dict(model=model, opt=torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9), step=0,
-                       times_ms=[], losses=[], blocks=[], timing=[])
+        outer = None
+        if base.startswith("gc_diloco"):  # local inner steps, an outer sync every a.sync_every
+            model = module
+            wire = base.removeprefix("gc_diloco").lstrip("_") or None
+            outer = gct.OuterSync(module, comm, sync_every=a.sync_every, compression=wire,
+                                  bucket_cap_mb=float(mb) if mb else (a.bucket_mb or 25.0))
+        else:
+            model = wrap(base, module, comm, float(mb) if mb else a.bucket_mb)
+        runs[v] = dict(model=model, outer=outer, opt=torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9),
+                       step=0, times_ms=[], losses=[], blocks=[], timing=[])
     n_params = sum(p.numel() for p in module.parameters())
 
     def step(r):
@@ -217,6 +229,8 @@ def main():
         loss = torch.nn.functional.cross_entropy(r["model"](x), y)
         loss.backward()
         r["opt"].step()
+        if r["outer"] is not None:
+            r["outer"].step()
         r["times_ms"].append((time.perf_counter() - t0) * 1e3)
         r["losses"].append(loss.item())
         r["step"] += 1
@@ -229,7 +243,7 @@ def main():
             step(r)
         tx1, rx1 = link_bytes()
         r["blocks"].append(dict(steps=n, tx_bytes=tx1 - tx0, rx_bytes=rx1 - rx0))
-        if v.startswith("gc"):
+        if v.startswith("gc") and r["outer"] is None:
             t = r["model"].reducer.step_timing()
             r["timing"].append({k: getattr(t, k) for k in ("step_us", "backward_us", "comm_us",
                                                            "overlapped_comm_us", "overlap")})
@@ -245,7 +259,9 @@ def main():
             print(f"round {k + 1}/{a.rounds} block medians (ms): {med}", flush=True)
 
     for v in a.variants:
-        if v.startswith("gc"):
+        if runs[v]["outer"] is not None:
+            runs[v]["outer"].close()
+        elif v.startswith("gc"):
             runs[v]["model"].close()
     comm.close()
     dist.destroy_process_group()
@@ -253,6 +269,7 @@ def main():
     keep = ("times_ms", "losses", "blocks", "timing")
     doc = dict(rank=rank, world=world, model=a.model, params=n_params, batch=SHAPES[a.model]["batch"],
                lr=a.lr, warmup=a.warmup, steps=a.steps, rounds=a.rounds, bucket_mb=a.bucket_mb,
+               sync_every=a.sync_every,
                psgd_hook_order=HOOK_ORDER, rate_bits=int(os.environ.get("NETLAB_RATE_BITS", 0)),
                torch=torch.__version__, gradcomm=gradcomm.__version__, threads=torch.get_num_threads(),
                variants={v: {k: runs[v][k] for k in keep} for v in a.variants})

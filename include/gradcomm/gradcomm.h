@@ -22,6 +22,7 @@
 #include "gradcomm/kernels.h"
 #include "gradcomm/membership.h"
 #include "gradcomm/memory.h"
+#include "gradcomm/outer_sync.h"
 #include "gradcomm/reducer.h"
 #include "gradcomm/types.h"
 

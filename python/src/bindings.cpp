@@ -885,6 +885,72 @@ void bind_allocator(nb::module_& m) {
   m.def("allocator_reset_peak_stats", [](Ptr h) { check(gcommAllocatorResetPeakStats(A(h))); });
 }
 
+// ---- outer synchronization ----------------------------------------------------
+
+gcommOuterSync_t O(Ptr h) {
+  return reinterpret_cast<gcommOuterSync_t>(h);
+}
+
+void bind_outer_sync(nb::module_& m) {
+  m.def(
+      "outer_sync_create",
+      [](Ptr comm, const std::vector<TensorTuple>& params, uint32_t sync_every, uint32_t fragments,
+         float outer_lr, float outer_momentum, int nesterov, int wire_dtype,
+         const std::optional<std::string>& compression, size_t bucket_cap_bytes) {
+        std::vector<gcommTensor_t> t = to_tensors(params);
+        gcommOuterSyncConfig_t c = GCOMM_OUTER_SYNC_CONFIG_INITIALIZER;
+        c.sync_every = sync_every;
+        c.fragments = fragments;
+        c.outer_lr = outer_lr;
+        c.outer_momentum = outer_momentum;
+        c.nesterov = nesterov;
+        c.wire_dtype = wire_dtype;
+        c.compression = compression ? compression->c_str() : nullptr;
+        c.bucket_cap_bytes = bucket_cap_bytes;
+        gcommOuterSync_t h = nullptr;
+        check(gcommOuterSyncCreate(reinterpret_cast<gcommComm_t>(comm), t.data(), t.size(), &c, &h));
+        return from_ptr(h);
+      },
+      // One argument per field of gcommOuterSyncConfig_t (test_bindings.py checks the names).
+      nb::arg("comm"), nb::arg("params"), nb::arg("sync_every"), nb::arg("fragments"), nb::arg("outer_lr"),
+      nb::arg("outer_momentum"), nb::arg("nesterov"), nb::arg("wire_dtype"), nb::arg("compression").none(),
+      nb::arg("bucket_cap_bytes"), Release());
+  m.def(
+      "outer_sync_destroy", [](Ptr h) { check(gcommOuterSyncDestroy(O(h))); }, Release());
+  m.def(
+      "outer_sync_step",
+      [](Ptr h, Ptr stream) {
+        int synced = 0;
+        check(gcommOuterSyncStep(O(h), to_stream(stream), &synced));
+        return synced;
+      },
+      Release());
+  // The stats struct's counters as a dict named as its fields.
+  m.def("outer_sync_stats", [](Ptr h) {
+    gcommOuterSyncStats_t s = GCOMM_OUTER_SYNC_STATS_INITIALIZER;
+    check(gcommOuterSyncGetStats(O(h), &s));
+    nb::dict d;
+    d["inner_steps"] = s.inner_steps;
+    d["syncs"] = s.syncs;
+    d["skipped_syncs"] = s.skipped_syncs;
+    d["values"] = s.values;
+    d["bytes_sent"] = s.bytes_sent;
+    return d;
+  });
+  m.def("outer_sync_save_state", [](Ptr h) {
+    size_t need = 0;
+    check(gcommOuterSyncSaveState(O(h), nullptr, 0, &need));
+    std::string out(need, '\0');
+    if (need > 0) check(gcommOuterSyncSaveState(O(h), out.data(), out.size(), &need));
+    return nb::bytes(out.data(), out.size());
+  });
+  m.def("outer_sync_load_state", [](Ptr h, nb::bytes data) {
+    const std::string copy(data.c_str(), data.size());
+    nb::gil_scoped_release release;
+    check(gcommOuterSyncLoadState(O(h), copy.data(), copy.size()));
+  });
+}
+
 }  // namespace
 
 // Fault-tolerant jobs (include/gradcomm/membership.h; gradcomm/membership.py).
@@ -1006,4 +1072,5 @@ NB_MODULE(_gradcomm, m) {
   bind_scaler(m);
   bind_allocator(m);
   bind_membership(m);
+  bind_outer_sync(m);
 }

@@ -4,6 +4,7 @@ renamed or retyped fails the build), every status has its exception class."""
 import os
 import re
 
+import numpy as np
 import pytest
 
 import gradcomm
@@ -26,7 +27,9 @@ BOUND = {
     "gcommAllocatorStat": "AllocatorStat", "gcommAllocatorStats": "AllocatorStats",
 }
 NOT_BOUND = {"gcommLogConfig": "a callback pointer: gradcomm.set_log_level covers the level",
-             "gcommMembershipConfig": "three strings: membership_join takes one argument per field (checked below)"}
+             "gcommMembershipConfig": "three strings: membership_join takes one argument per field (checked below)",
+             "gcommOuterSyncConfig": "a string: outer_sync_create takes one argument per field (checked below)",
+             "gcommOuterSyncStats": "outer_sync_stats returns its counters as a dict named as its fields (checked below)"}
 CONFIG_HEADER = ["size", "magic", "version"]
 
 
@@ -66,6 +69,23 @@ def test_every_header_struct_is_bound_or_listed_as_not_bound():
     assert {"gcommPowerSgdConfig", "gcommInt8Stats"} <= compression_structs()
     unknown = set(header_structs()) - set(BOUND) - set(NOT_BOUND) - compression_structs()
     assert not unknown, f"structs in the header without a binding: {sorted(unknown)} (bind them in src/bindings.cpp)"
+
+
+def test_outer_sync_takes_every_config_field_and_names_every_stat():
+    fields = header_structs()["gcommOuterSyncConfig"][3:]
+    signature = _C.outer_sync_create.__doc__ or ""
+    missing = [f for f in fields if f"{f}:" not in signature and f"{f}=" not in signature]
+    assert not missing, f"outer_sync_create lacks {missing}: {signature}"
+    stats = header_structs()["gcommOuterSyncStats"][3:]
+    comm = gradcomm.init_local(1, timeout=10)[0]
+    x = np.ones(8, dtype=np.float32)
+    h = _C.outer_sync_create(comm.handle, [(x.__array_interface__["data"][0], 8, _C.DataType.Float32)], 2, 1, 0.7,
+                             0.9, 1, -1, None, 1 << 20)
+    try:
+        assert sorted(_C.outer_sync_stats(h)) == sorted(stats)
+    finally:
+        _C.outer_sync_destroy(h)
+        comm.close()
 
 
 def test_membership_join_takes_every_config_field():

@@ -1,0 +1,93 @@
+"""Outer synchronization for PyTorch (DiLoCo): train on each rank's own data for
+sync_every steps without communication, then average the pseudo-gradients and take
+an outer Nesterov step, every rank alike (include/gradcomm/outer_sync.h,
+docs/outer-sync.md)."""
+import torch
+
+from .. import _gradcomm as _C
+from .._handle import Handle
+from ..comm import Communicator
+from ..errors import InvalidArgumentError
+from ..reducer import compression_spec, wire_dtype_code
+
+
+class OuterSync(Handle):
+    """Outer synchronization of a model's (or a parameter list's) f32 parameters.
+
+        model = MyModel().to(device)
+        inner = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        outer = gct.OuterSync(model, comm, sync_every=100, compression="int8")
+        for x, y in my_shard:                 # each rank its own data
+            inner.zero_grad(); loss_fn(model(x), y).backward(); inner.step()
+            outer.step()                      # communicates every sync_every / fragments steps
+
+    Arguments (the C config's fields): sync_every (H, inner steps between two syncs
+    of a fragment), fragments (the parameters cut into that many fragments of whole
+    tensors, synced in turn: streaming DiLoCo without its overlap), outer_lr (0.7),
+    outer_momentum (0.9), nesterov (True), wire_dtype (None, "f16", "bf16": the
+    pseudo-gradients' wire without compression), compression (None, a name such as
+    "int8", "fp8", "fp4", or a dict {"kind": ..., **options}; not "powersgd"),
+    bucket_cap_mb (25). Rank 0's parameters are copied to every rank at creation.
+    Do not wrap the model in DistributedDataParallel: the inner steps are local.
+    """
+
+    _kind = "outer sync"
+
+    def __init__(self, params, comm, *, sync_every=100, fragments=1, outer_lr=0.7, outer_momentum=0.9,
+                 nesterov=True, wire_dtype=None, compression=None, bucket_cap_mb=25.0):
+        if isinstance(params, torch.nn.Module):
+            params = list(params.parameters())
+        params = list(params)
+        if not isinstance(comm, Communicator):
+            raise InvalidArgumentError("gcommInvalidArgument", f"comm must be a gradcomm.Communicator, not "
+                                       f"{type(comm).__name__}")
+        if not params:
+            raise InvalidArgumentError("gcommInvalidArgument", "OuterSync needs at least one parameter")
+        for i, p in enumerate(params):
+            if p.dtype != torch.float32 or not p.is_contiguous():
+                raise InvalidArgumentError("gcommInvalidArgument", f"parameter {i} is {p.dtype}"
+                                           f"{'' if p.is_contiguous() else ', not contiguous'}: outer "
+                                           "synchronization keeps contiguous float32 parameters")
+        if isinstance(compression, dict):
+            options = dict(compression)
+            kind = options.pop("kind", None)
+            spec = compression_spec(kind, options)
+        elif compression is None or compression == "none":
+            spec = None
+        else:
+            spec = compression_spec(compression, {})
+        if spec is not None and spec.split(":")[0] == "powersgd":
+            raise InvalidArgumentError("gcommInvalidArgument", "compression='powersgd' needs each tensor's rows, "
+                                       "which outer synchronization does not take; use int8, fp8 or fp4")
+        self.params = params
+        self.comm = comm
+        self.device = params[0].device
+        handle = _C.outer_sync_create(comm.handle, [(p.data_ptr(), p.numel(), _C.DataType.Float32) for p in params],
+                                      int(sync_every), int(fragments), float(outer_lr), float(outer_momentum),
+                                      int(bool(nesterov)), wire_dtype_code(wire_dtype), spec,
+                                      int(bucket_cap_mb * (1 << 20)))
+        self._own(handle, _C.outer_sync_destroy, keep=(comm,))
+
+    def _stream(self):
+        return torch.cuda.current_stream(self.device).cuda_stream if self.device.type == "cuda" else 0
+
+    def step(self):
+        """After each inner optimizer step, on every rank. Returns True when a
+        fragment was synced (its parameters now the new outer ones)."""
+        with torch.no_grad():
+            return _C.outer_sync_step(self.handle, self._stream()) == 1
+
+    def stats(self):
+        """{"inner_steps", "syncs", "skipped_syncs", "values", "bytes_sent"}."""
+        return _C.outer_sync_stats(self.handle)
+
+    def state_dict(self):
+        """The outer state (outer parameters, momentum, step count, the wire's error
+        feedback) as {"outer_sync": bytes}. Save the model and the inner optimizer
+        beside it."""
+        return {"outer_sync": _C.outer_sync_save_state(self.handle)}
+
+    def load_state_dict(self, state):
+        """Loads a state of an OuterSync with the same shapes, fragments and wire
+        (refused otherwise, changing nothing). Load the model's parameters as saved."""
+        _C.outer_sync_load_state(self.handle, state["outer_sync"])

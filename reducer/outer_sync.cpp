@@ -1,0 +1,284 @@
+#include "reducer/outer_sync.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "common/device.hpp"
+#include "common/dtype.hpp"
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "memory/device_bytes.hpp"
+
+namespace gradcomm::reducer {
+
+namespace {
+
+constexpr char kStateMagic[8] = {'G', 'C', 'O', 'U', 'T', 'E', 'R', '1'};
+
+// A C API call made from inside the library: its failure as an Error, prefixed.
+void check(gcommStatus_t status, const char* what) {
+  if (status != gcommSuccess) fail(status, "outer synchronization: ", what, ": ", gcommGetLastError());
+}
+
+template <class T>
+void put(std::vector<uint8_t>& out, const T& v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&v);
+  out.insert(out.end(), p, p + sizeof v);
+}
+
+template <class T>
+T take(const uint8_t*& p, const uint8_t* end, const char* what) {
+  require(static_cast<size_t>(end - p) >= sizeof(T), "the outer synchronization state ends inside its ",
+          what);
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  p += sizeof v;
+  return v;
+}
+
+}  // namespace
+
+int OuterSchedule::due(uint64_t t) const {
+  for (uint32_t p = 0; p < fragments; ++p)
+    if (t >= phase(p) && (t - phase(p)) % sync_every == 0) return static_cast<int>(p);
+  return -1;
+}
+
+std::vector<std::pair<size_t, size_t>> cut_fragments(const std::vector<size_t>& counts, uint32_t fragments) {
+  require(fragments >= 1, "fragments must be at least 1");
+  require(counts.size() >= fragments, "fragments ", fragments, " is more than the ", counts.size(),
+          " parameters (a fragment holds whole tensors)");
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  std::vector<std::pair<size_t, size_t>> out;
+  size_t first = 0, running = 0;
+  for (uint32_t p = 0; p < fragments; ++p) {
+    const size_t left_fragments = fragments - p - 1;
+    size_t end = first;
+    // Take at least one tensor, leave one for each later fragment, and stop once
+    // the running count reaches this fragment's share.
+    do {
+      running += counts[end++];
+    } while (end < counts.size() - left_fragments &&
+             static_cast<double>(running) < static_cast<double>(total) * (p + 1) / fragments);
+    if (p + 1 == fragments) end = counts.size();
+    out.emplace_back(first, end - first);
+    first = end;
+  }
+  return out;
+}
+
+void OuterSync::ReducerDeleter::operator()(gcommReducer* r) const noexcept {
+  if (gcommReducerDestroy(r) != gcommSuccess)
+    GCOMM_WARN("outer synchronization: destroying a fragment's reducer: ", gcommGetLastError());
+}
+
+OuterSync::Buffer::Buffer(memory::CachingAllocator& a, size_t values) : allocator(&a) {
+  data = static_cast<float*>(a.allocate(values * sizeof(float), nullptr));
+}
+
+OuterSync::Buffer::~Buffer() {
+  if (allocator != nullptr) allocator->deallocate(data, nullptr);
+}
+
+OuterSync::OuterSync(gcommComm_t comm, const gcommTensor_t* params, size_t n, const gcommOuterSyncConfig_t& c)
+    : comm_(comm) {
+  require(params != nullptr || n == 0, "params is NULL");
+  require(n >= 1, "outer synchronization needs at least one parameter");
+  require(c.sync_every >= 1, "sync_every must be at least 1");
+  require(c.fragments >= 1 && c.fragments <= c.sync_every, "fragments ", c.fragments,
+          " must be in 1..sync_every (", c.sync_every, "): each fragment syncs once every sync_every steps");
+  require(c.nesterov == 0 || c.nesterov == 1, "nesterov must be 0 or 1, not ", c.nesterov);
+  schedule_.sync_every = c.sync_every;
+  schedule_.fragments = c.fragments;
+  rule_.lr = c.outer_lr;
+  rule_.momentum = c.outer_momentum;
+  rule_.nesterov = c.nesterov == 1;
+  kernels::outer::check_rule(rule_);
+  if (c.compression != nullptr) compression_ = c.compression;
+  check(gcommCommDevice(comm, &device_), "the communicator");
+  params_.assign(params, params + n);
+  std::vector<size_t> counts;
+  for (size_t k = 0; k < n; ++k) {
+    const gcommTensor_t& p = params_[k];
+    require(p.dtype == gcommFloat32, "params[", k, "] is ", dtype_name(p.dtype),
+            ": outer synchronization keeps f32 parameters (a model in f16/bf16 keeps f32 master weights)");
+    checked_span(p.data, p.count, p.dtype, "params");
+    if (p.count > 0)
+      require_usable(pointer_info(p.data), device_, "params", static_cast<long long>(k),
+                     "the communicator is on");
+    offsets_.push_back(values_);
+    values_ += p.count;
+    counts.push_back(p.count);
+  }
+  const auto cuts = cut_fragments(counts, c.fragments);
+
+  allocator_ = memory::make_caching_allocator(device_, gcommMemoryDefault, memory::AllocatorOptions{});
+  const size_t bytes = values_ * sizeof(float);
+  outer_ = std::make_unique<Buffer>(*allocator_, values_);
+  momentum_ = std::make_unique<Buffer>(*allocator_, values_);
+  delta_ = std::make_unique<Buffer>(*allocator_, values_);
+  memory::zero_bytes(momentum_->data, bytes, device_, nullptr);
+
+  // Every rank starts from rank 0's parameters, which become the outer ones.
+  for (size_t k = 0; k < n; ++k) {
+    if (params_[k].count == 0) continue;
+    check(gcommBroadcast(comm, params_[k].data, params_[k].data, params_[k].count, gcommFloat32, 0, nullptr),
+          "the parameters' broadcast from rank 0");
+    memory::copy_bytes(outer_->data + offsets_[k], params_[k].data, params_[k].count * sizeof(float), device_,
+                       nullptr, cudaMemcpyDeviceToDevice);
+  }
+
+  for (const auto& [first, count] : cuts) {
+    Fragment f;
+    f.first = first;
+    f.count = count;
+    f.offset = offsets_[first];
+    std::vector<gcommTensor_t> deltas;
+    for (size_t k = first; k < first + count; ++k) {
+      deltas.push_back(gcommTensor_t{delta_->data + offsets_[k], params_[k].count, gcommFloat32});
+      f.values += params_[k].count;
+    }
+    gcommReducerConfig_t rc = GCOMM_REDUCER_CONFIG_INITIALIZER;
+    rc.bucket_cap_bytes = c.bucket_cap_bytes;
+    rc.wire_dtype = c.wire_dtype;
+    rc.rebuild_buckets = 0;  // every pseudo-gradient is marked at once, in plan order
+    gcommReducer_t made = nullptr;
+    check(gcommReducerCreate(comm, deltas.data(), deltas.size(), &rc, &made),
+          "the pseudo-gradients' reducer");
+    f.reducer.reset(made);
+    if (!compression_.empty())
+      check(gcommReducerEnableCompressionText(made, compression_.c_str(), nullptr),
+            "the pseudo-gradients' compression");
+    fragments_.push_back(std::move(f));
+  }
+}
+
+kernels::Target OuterSync::target(gcommStream_t stream) const {
+  kernels::Target t{device_, stream};
+  t.locations_known = true;  // the outer buffers are ours, the parameters checked at creation
+  return t;
+}
+
+int OuterSync::step(gcommStream_t stream) {
+  ++inner_steps_;
+  const int due = schedule_.due(inner_steps_);
+  if (due < 0) return 0;
+  sync(fragments_[static_cast<size_t>(due)], stream);
+  return 1;
+}
+
+void OuterSync::sync(Fragment& f, gcommStream_t stream) {
+  const kernels::Target t = target(stream);
+  for (size_t k = f.first; k < f.first + f.count; ++k)
+    kernels::outer::pseudo_gradient(outer_->data + offsets_[k], static_cast<const float*>(params_[k].data),
+                                    delta_->data + offsets_[k], params_[k].count, t);
+  uint64_t sent_before = 0, sent_after = 0;
+  const bool counted = gcommCommBytesSent(comm_, &sent_before) == gcommSuccess;  // socket and shm count
+  check(gcommReducerBeginStep(f.reducer.get(), 1), "begin the pseudo-gradients' step");
+  for (size_t i = f.count; i-- > 0;) check(gcommReducerMarkReady(f.reducer.get(), i, stream), "mark ready");
+  int skip = 0;
+  check(gcommReducerFinalize(f.reducer.get(), stream, &skip), "the pseudo-gradients' average");
+  if (counted && gcommCommBytesSent(comm_, &sent_after) == gcommSuccess)
+    bytes_sent_ += sent_after - sent_before;
+  if (skip != 0) {  // an Inf/NaN average: the outer state and the parameters stay as they are
+    ++skipped_;
+    GCOMM_WARN(
+        "outer synchronization: the averaged pseudo-gradient of a fragment held Inf/NaN after inner step ",
+        inner_steps_, "; its outer step was skipped");
+    return;
+  }
+  for (size_t k = f.first; k < f.first + f.count; ++k)
+    kernels::outer::outer_update(outer_->data + offsets_[k], momentum_->data + offsets_[k],
+                                 delta_->data + offsets_[k], static_cast<float*>(params_[k].data),
+                                 params_[k].count, rule_, t);
+  ++syncs_;
+}
+
+gcommOuterSyncStats_t OuterSync::stats() const {
+  gcommOuterSyncStats_t s = GCOMM_OUTER_SYNC_STATS_INITIALIZER;
+  s.inner_steps = inner_steps_;
+  s.syncs = syncs_;
+  s.skipped_syncs = skipped_;
+  s.values = values_;
+  s.bytes_sent = bytes_sent_;
+  return s;
+}
+
+// The state: magic, the shapes (count per tensor), fragments, sync_every, the
+// inner step count, the outer parameters and momentum (f32), then per fragment its
+// compression state (u64 bytes, then the bytes).
+std::vector<uint8_t> OuterSync::save() const {
+  std::vector<uint8_t> out(kStateMagic, kStateMagic + sizeof kStateMagic);
+  put(out, static_cast<uint64_t>(params_.size()));
+  for (const gcommTensor_t& p : params_) put(out, static_cast<uint64_t>(p.count));
+  put(out, schedule_.fragments);
+  put(out, schedule_.sync_every);
+  put(out, inner_steps_);
+  for (const float* buffer : {outer_->data, momentum_->data}) {
+    const size_t at = out.size();
+    out.resize(at + values_ * sizeof(float));
+    memory::copy_bytes(out.data() + at, buffer, values_ * sizeof(float), device_, nullptr,
+                       cudaMemcpyDeviceToHost);
+  }
+  for (const Fragment& f : fragments_) {
+    size_t need = 0;
+    if (!compression_.empty()) {
+      check(gcommReducerSaveCompressionState(f.reducer.get(), nullptr, 0, &need), "the compression state");
+    }
+    put(out, static_cast<uint64_t>(need));
+    const size_t at = out.size();
+    out.resize(at + need);
+    if (need > 0)
+      check(gcommReducerSaveCompressionState(f.reducer.get(), out.data() + at, need, &need),
+            "the compression state");
+  }
+  return out;
+}
+
+void OuterSync::load(const uint8_t* data, size_t size) {
+  require(data != nullptr || size == 0, "data is NULL");
+  const uint8_t* p = data;
+  const uint8_t* end = data + size;
+  require(size >= sizeof kStateMagic && std::memcmp(p, kStateMagic, sizeof kStateMagic) == 0,
+          "not an outer synchronization state (wrong magic)");
+  p += sizeof kStateMagic;
+  const auto tensors = take<uint64_t>(p, end, "shapes");
+  require(tensors == params_.size(), "the state has ", tensors, " parameters, this object ", params_.size());
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const auto count = take<uint64_t>(p, end, "shapes");
+    require(count == params_[k].count, "the state's parameter ", k, " has ", count, " values, this object's ",
+            params_[k].count);
+  }
+  const auto fragments = take<uint32_t>(p, end, "fragments");
+  const auto sync_every = take<uint32_t>(p, end, "sync_every");
+  require(fragments == schedule_.fragments && sync_every == schedule_.sync_every, "the state has fragments ",
+          fragments, " and sync_every ", sync_every, ", this object ", schedule_.fragments, " and ",
+          schedule_.sync_every);
+  const auto steps = take<uint64_t>(p, end, "step count");
+  const size_t bytes = values_ * sizeof(float);
+  require(static_cast<size_t>(end - p) >= 2 * bytes, "the state ends inside its outer parameters");
+  const uint8_t* floats = p;
+  p += 2 * bytes;
+  std::vector<std::pair<const uint8_t*, uint64_t>> states;
+  for (size_t i = 0; i < fragments_.size(); ++i) {
+    const auto need = take<uint64_t>(p, end, "compression state");
+    require(static_cast<uint64_t>(end - p) >= need, "the state ends inside a compression state");
+    require(need == 0 || !compression_.empty(),
+            "the state carries a compression state, this object has none");
+    states.emplace_back(p, need);
+    p += need;
+  }
+  require(p == end, "the state has ", end - p, " bytes past its end");
+  // Everything is checked: the compressions' states first (each refuses one of
+  // another wire, changing nothing), then the outer state.
+  for (size_t i = 0; i < fragments_.size(); ++i)
+    if (states[i].second > 0)
+      check(gcommReducerLoadCompressionState(fragments_[i].reducer.get(), states[i].first, states[i].second),
+            "the compression state");
+  memory::copy_bytes(outer_->data, floats, bytes, device_, nullptr, cudaMemcpyHostToDevice);
+  memory::copy_bytes(momentum_->data, floats + bytes, bytes, device_, nullptr, cudaMemcpyHostToDevice);
+  inner_steps_ = steps;
+}
+
+}  // namespace gradcomm::reducer
