@@ -21,7 +21,7 @@ from ._lightning_import import DDPStrategy, StrategyRegistry, pl  # noqa: F401 -
 from . import comm as _comm
 from .errors import InvalidArgumentError
 from ._lightning_scaler import fuse_grad_scaler
-from .torch import DistributedDataParallel
+from .torch import DistributedDataParallel, OuterSync
 from .torch._ddp import check_options
 from ._lightning_stragglers import StragglerLog
 
@@ -31,16 +31,40 @@ _WRAPPER_OPTIONS = [name for name in inspect.signature(DistributedDataParallel._
                     if name not in ("self", "module", "comm", "membership")]
 
 
+def _check_outer_sync(outer_sync, options):
+    """outer_sync: None or a dict of gradcomm.torch.OuterSync's arguments, alone."""
+    if outer_sync is None:
+        return
+    if not isinstance(outer_sync, dict):
+        raise InvalidArgumentError("gcommInvalidArgument", f"outer_sync must be a dict of gradcomm.torch.OuterSync's "
+                                   f"arguments (sync_every=..., ...), not {type(outer_sync).__name__}")
+    known = [n for n in inspect.signature(OuterSync.__init__).parameters if n not in ("self", "params", "comm")]
+    unknown = sorted(set(outer_sync) - set(known))
+    if unknown:
+        raise InvalidArgumentError("gcommInvalidArgument", f"outer_sync got {', '.join(unknown)}: its keys are "
+                                   f"gradcomm.torch.OuterSync's: {', '.join(known)}")
+    wrapper = sorted(set(options) - {"timeout"})
+    if wrapper:
+        raise InvalidArgumentError("gcommInvalidArgument", f"outer_sync replaces the per-step gradient reduction: "
+                                   f"{', '.join(wrapper)} (DistributedDataParallel's) do not apply; give the "
+                                   f"pseudo-gradients' wire as outer_sync's compression")
+
+
 class GradcommStrategy(DDPStrategy):
     """Lightning's DDP strategy with gradcomm's gradient reduction. Keyword
     arguments are gradcomm.torch.DistributedDataParallel's (wire_dtype, powersgd,
     quantize, gradient_as_bucket_view, bucket_cap_mb, unused_parameters, ...); an
-    unknown one, or a bad value, is refused here, when the Trainer is built."""
+    unknown one, or a bad value, is refused here, when the Trainer is built.
+
+    outer_sync=dict(sync_every=..., ...) trains with outer synchronization instead
+    (DiLoCo, docs/outer-sync.md): no per-step gradient reduction, each rank steps on
+    its own shard, and gradcomm.torch.OuterSync (the dict holds its arguments) syncs
+    the parameters every sync_every optimizer steps. It takes no wrapper option."""
 
     strategy_name = "gradcomm"
 
     def __init__(self, accelerator=None, parallel_devices=None, cluster_environment=None, checkpoint_io=None,
-                 precision_plugin=None, start_method="popen", **options):
+                 precision_plugin=None, start_method="popen", outer_sync=None, **options):
         if "ranks_per_device" in options:
             raise InvalidArgumentError("gcommInvalidArgument", "ranks_per_device is not available yet: several "
                                        "processes per GPU need the cuda-ipc transport, which is built but has not "
@@ -51,6 +75,7 @@ class GradcommStrategy(DDPStrategy):
                                        "world, which a lost rank ends: train through failures with "
                                        "gradcomm.lightning.FaultTolerantStrategy (strategy=\"gradcomm_fault_tolerant\"), "
                                        "one Trainer per member process (docs/fault-tolerance.md)")
+        _check_outer_sync(outer_sync, options)
         unknown = sorted(set(options) - set(_WRAPPER_OPTIONS))
         if unknown:
             raise InvalidArgumentError("gcommInvalidArgument", f"GradcommStrategy got {', '.join(unknown)}: its "
@@ -64,6 +89,8 @@ class GradcommStrategy(DDPStrategy):
                          cluster_environment=cluster_environment, checkpoint_io=checkpoint_io,
                          precision_plugin=precision_plugin, start_method=start_method)
         self._gradcomm_options = options
+        self._gradcomm_outer_options = outer_sync
+        self._gradcomm_outer = None  # the OuterSync, with outer_sync=
         self._gradcomm_comm = None
         self._gradcomm_restore = None  # a checkpoint's communication state, applied once wrapped
         self._gradcomm_last_state = None  # the wrapper's when it was closed (teardown)
@@ -85,18 +112,24 @@ class GradcommStrategy(DDPStrategy):
     # ---- the wrapper --------------------------------------------------------------------
 
     def _setup_model(self, model):
+        if self._gradcomm_outer_options is not None:  # the module stays unwrapped: local inner steps
+            self._gradcomm_outer = OuterSync(model, self._gradcomm_comm, **self._gradcomm_outer_options)
+            return model
         return DistributedDataParallel(model, self._gradcomm_comm, **self._gradcomm_options)
 
     def configure_ddp(self):
         self.model = self._setup_model(self.model)
-        fuse_grad_scaler(self)
+        if self._gradcomm_outer is None:
+            fuse_grad_scaler(self)
         if self._gradcomm_restore is not None:
-            self.model.load_comm_state_dict(self._gradcomm_restore)
+            self._load_comm_state(self._gradcomm_restore)
             self._gradcomm_restore = None
 
     def optimizer_step(self, optimizer, closure, model=None, **kwargs):
         result = super().optimizer_step(optimizer, closure, model, **kwargs)
-        if isinstance(self.model, DistributedDataParallel):
+        if self._gradcomm_outer is not None:
+            self._gradcomm_outer.step()
+        elif isinstance(self.model, DistributedDataParallel):
             self._gradcomm_stragglers.after_step(self.model, self.is_global_zero)
         return result
 
@@ -119,9 +152,17 @@ class GradcommStrategy(DDPStrategy):
     def _comm_state(self):
         """This rank's state: the wrapper's, or what it held when fit ended (a
         checkpoint saved after fit, the common `trainer.save_checkpoint` call)."""
+        if self._gradcomm_outer is not None:
+            return self._gradcomm_outer.state_dict()
         if isinstance(self.model, DistributedDataParallel):
             return self.model.comm_state_dict()
         return self._gradcomm_last_state
+
+    def _load_comm_state(self, state):
+        if self._gradcomm_outer is not None:
+            self._gradcomm_outer.load_state_dict(state)
+        else:
+            self.model.load_comm_state_dict(state)
 
     def save_checkpoint(self, checkpoint, filepath, storage_options=None):
         # Every rank calls it (Lightning's Trainer.save_checkpoint); rank 0 writes.
@@ -144,8 +185,8 @@ class GradcommStrategy(DDPStrategy):
                     "gcommInvalidArgument", f"the checkpoint holds gradcomm's state of {saved['world_size']} ranks, "
                     f"this run has {self.world_size}: resume with the same number of processes")
             self._gradcomm_restore = saved["ranks"][self.global_rank]
-            if isinstance(self.model, DistributedDataParallel):
-                self.model.load_comm_state_dict(self._gradcomm_restore)
+            if self._gradcomm_outer is not None or isinstance(self.model, DistributedDataParallel):
+                self._load_comm_state(self._gradcomm_restore)
                 self._gradcomm_restore = None
         return checkpoint
 
@@ -153,6 +194,10 @@ class GradcommStrategy(DDPStrategy):
 
     def teardown(self):
         self._gradcomm_restore = None
+        if self._gradcomm_outer is not None:
+            self._gradcomm_last_state = self._gradcomm_outer.state_dict()
+            self._gradcomm_outer.close()
+            self._gradcomm_outer = None
         if isinstance(self.model, DistributedDataParallel):
             self._gradcomm_last_state = self.model.comm_state_dict()
             self.model.close()

@@ -81,6 +81,29 @@ def test_int8_wire_through_the_strategy(tmp_path):
     assert 0 < worst(gc["params"], ddp["params"]) < 0.05
 
 
+def test_outer_synchronization_through_the_strategy(tmp_path):
+    """outer_sync= trains without per-step reduction (the ranks' parameters apart
+    between syncs) and syncs every 4 steps (equal on both ranks after step 20); its
+    state is in the checkpoint; wrapper options are refused beside it."""
+    import gradcomm
+    from gradcomm.lightning import GradcommStrategy
+    out = run(tmp_path, "outer", "gradcomm", "--option", 'outer_sync={"sync_every": 4, "compression": "int8"}',
+              "--save", str(tmp_path / "outer.ckpt"))
+    ddp = run(tmp_path, "ddp", "ddp")
+    assert out["steps"] == 20 and worst(out["params"], ddp["params"]) > 1e-6
+    ranks = [json.load(open(tmp_path / f"outer.rank{r}.params.json")) for r in range(2)]
+    assert ranks[0] == ranks[1], "both ranks hold the outer parameters after the sync at step 20"
+    odd = run(tmp_path, "outer_odd", "gradcomm", "--option", 'outer_sync={"sync_every": 6}')
+    ranks = [json.load(open(tmp_path / f"outer_odd.rank{r}.params.json")) for r in range(2)]
+    assert ranks[0] != ranks[1], "two steps after the sync at step 18 the ranks are apart"
+    ck = torch.load(tmp_path / "outer.ckpt", weights_only=False)
+    assert [sorted(s) for s in ck["gradcomm"]["ranks"]] == [["outer_sync"], ["outer_sync"]]
+    with pytest.raises(gradcomm.InvalidArgumentError, match="do not apply"):
+        GradcommStrategy(outer_sync=dict(sync_every=4), compression="int8")
+    with pytest.raises(gradcomm.InvalidArgumentError, match="its keys are"):
+        GradcommStrategy(outer_sync=dict(every=4))
+
+
 def test_the_strategy_logs_the_late_rank(tmp_path, monkeypatch):
     """Rank 1's training steps take 60 ms longer: the global zero's log names it, once."""
     monkeypatch.setenv("GRADCOMM_STRAGGLER_WINDOW", "4")

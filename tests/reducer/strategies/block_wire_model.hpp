@@ -137,6 +137,22 @@ inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) 
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// A reducer's compression state, saved.
+inline std::string saved_state(gcommReducer_t r, std::vector<uint8_t>* s) {
+  size_t need = 0;
+  RIG_CHECK(gcommReducerSaveCompressionState(r, nullptr, 0, &need));
+  s->resize(need);
+  RIG_CHECK(gcommReducerSaveCompressionState(r, s->data(), s->size(), &need));
+  return "";
+}
+
+// "" when a call returned `want` with `needle` in its message, else what it did.
+inline std::string refused(gcommStatus_t got, gcommStatus_t want, const char* needle) {
+  if (got == want && std::string(gcommGetLastError()).find(needle) != std::string::npos) return "";
+  return std::string("expected '") + needle + "', got " + gcommGetStatusString(got) + ": " +
+         gcommGetLastError();
+}
+
 // Random gradients, inputs[step][rank][grad], different for every step, rank and gradient.
 using StepInputs = std::vector<std::vector<std::vector<std::vector<float>>>>;
 inline StepInputs random_inputs(int steps, int world, const std::vector<size_t>& sizes) {
