@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/cuda_check.hpp"
 #include "common/device.hpp"
 #include "common/dtype.hpp"
 #include "common/error.hpp"
@@ -78,7 +79,12 @@ OuterSync::Buffer::Buffer(memory::CachingAllocator& a, size_t values) : allocato
 }
 
 OuterSync::Buffer::~Buffer() {
-  if (allocator != nullptr) allocator->deallocate(data, nullptr);
+  if (allocator == nullptr) return;
+  try {
+    allocator->deallocate(data, nullptr);
+  } catch (const std::exception& e) {  // a sticky CUDA error: nothing to give back to
+    GCOMM_WARN("outer synchronization: freeing a buffer: ", e.what());
+  }
 }
 
 OuterSync::OuterSync(gcommComm_t comm, const gcommTensor_t* params, size_t n, const gcommOuterSyncConfig_t& c)
@@ -96,6 +102,7 @@ OuterSync::OuterSync(gcommComm_t comm, const gcommTensor_t* params, size_t n, co
   rule_.nesterov = c.nesterov == 1;
   kernels::outer::check_rule(rule_);
   if (c.compression != nullptr) compression_ = c.compression;
+  wire_ = compression_.empty() ? cat("dtype ", c.wire_dtype) : compression_;
   check(gcommCommDevice(comm, &device_), "the communicator");
   params_.assign(params, params + n);
   std::vector<size_t> counts;
@@ -120,15 +127,6 @@ OuterSync::OuterSync(gcommComm_t comm, const gcommTensor_t* params, size_t n, co
   delta_ = std::make_unique<Buffer>(*allocator_, values_);
   memory::zero_bytes(momentum_->data, bytes, device_, nullptr);
 
-  // Every rank starts from rank 0's parameters, which become the outer ones.
-  for (size_t k = 0; k < n; ++k) {
-    if (params_[k].count == 0) continue;
-    check(gcommBroadcast(comm, params_[k].data, params_[k].data, params_[k].count, gcommFloat32, 0, nullptr),
-          "the parameters' broadcast from rank 0");
-    memory::copy_bytes(outer_->data + offsets_[k], params_[k].data, params_[k].count * sizeof(float), device_,
-                       nullptr, cudaMemcpyDeviceToDevice);
-  }
-
   for (const auto& [first, count] : cuts) {
     Fragment f;
     f.first = first;
@@ -152,6 +150,34 @@ OuterSync::OuterSync(gcommComm_t comm, const gcommTensor_t* params, size_t n, co
             "the pseudo-gradients' compression");
     fragments_.push_back(std::move(f));
   }
+
+  // Last, once everything that can be refused was made: every rank starts from rank
+  // 0's parameters, which become the outer ones. The device is settled first (the
+  // caller's work that made the parameters, on any stream) and after (the caller's
+  // next steps, on any stream, see them).
+  settle();
+  for (size_t k = 0; k < n; ++k) {
+    if (params_[k].count == 0) continue;
+    check(gcommBroadcast(comm, params_[k].data, params_[k].data, params_[k].count, gcommFloat32, 0, nullptr),
+          "the parameters' broadcast from rank 0");
+    memory::copy_bytes(outer_->data + offsets_[k], params_[k].data, params_[k].count * sizeof(float), device_,
+                       nullptr, cudaMemcpyDeviceToDevice);
+  }
+  settle();
+}
+
+OuterSync::~OuterSync() {
+  try {
+    settle();  // the last sync's kernels, on the caller's stream, before the buffers go
+  } catch (const std::exception& e) {
+    GCOMM_WARN("outer synchronization: destroy: ", e.what());
+  }
+}
+
+void OuterSync::settle() const {
+  if (device_.kind != gcommDeviceCuda) return;
+  DeviceGuard guard(device_);
+  GCOMM_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 kernels::Target OuterSync::target(gcommStream_t stream) const {
@@ -209,7 +235,10 @@ gcommOuterSyncStats_t OuterSync::stats() const {
 // inner step count, the outer parameters and momentum (f32), then per fragment its
 // compression state (u64 bytes, then the bytes).
 std::vector<uint8_t> OuterSync::save() const {
+  settle();  // the last outer step, on the caller's stream
   std::vector<uint8_t> out(kStateMagic, kStateMagic + sizeof kStateMagic);
+  put(out, static_cast<uint64_t>(wire_.size()));
+  out.insert(out.end(), wire_.begin(), wire_.end());
   put(out, static_cast<uint64_t>(params_.size()));
   for (const gcommTensor_t& p : params_) put(out, static_cast<uint64_t>(p.count));
   put(out, schedule_.fragments);
@@ -222,17 +251,11 @@ std::vector<uint8_t> OuterSync::save() const {
                        cudaMemcpyDeviceToHost);
   }
   for (const Fragment& f : fragments_) {
-    size_t need = 0;
-    if (!compression_.empty()) {
-      check(gcommReducerSaveCompressionState(f.reducer.get(), nullptr, 0, &need), "the compression state");
-    }
-    put(out, static_cast<uint64_t>(need));
-    const size_t at = out.size();
-    out.resize(at + need);
-    if (need > 0)
-      check(gcommReducerSaveCompressionState(f.reducer.get(), out.data() + at, need, &need),
-            "the compression state");
+    const std::vector<uint8_t> state = compression_state(f);
+    put(out, static_cast<uint64_t>(state.size()));
+    out.insert(out.end(), state.begin(), state.end());
   }
+
   return out;
 }
 
@@ -243,6 +266,13 @@ void OuterSync::load(const uint8_t* data, size_t size) {
   require(size >= sizeof kStateMagic && std::memcmp(p, kStateMagic, sizeof kStateMagic) == 0,
           "not an outer synchronization state (wrong magic)");
   p += sizeof kStateMagic;
+  const auto wire_bytes = take<uint64_t>(p, end, "wire");
+  require(static_cast<uint64_t>(end - p) >= wire_bytes,
+          "the outer synchronization state ends inside its wire");
+  const std::string wire(reinterpret_cast<const char*>(p), static_cast<size_t>(wire_bytes));
+  p += wire_bytes;
+  require(wire == wire_, "the state was saved with the pseudo-gradients' wire '", wire,
+          "', this object's is '", wire_, "'");
   const auto tensors = take<uint64_t>(p, end, "shapes");
   require(tensors == params_.size(), "the state has ", tensors, " parameters, this object ", params_.size());
   for (size_t k = 0; k < params_.size(); ++k) {
@@ -270,15 +300,42 @@ void OuterSync::load(const uint8_t* data, size_t size) {
     p += need;
   }
   require(p == end, "the state has ", end - p, " bytes past its end");
-  // Everything is checked: the compressions' states first (each refuses one of
-  // another wire, changing nothing), then the outer state.
-  for (size_t i = 0; i < fragments_.size(); ++i)
-    if (states[i].second > 0)
-      check(gcommReducerLoadCompressionState(fragments_[i].reducer.get(), states[i].first, states[i].second),
+  // Everything is checked: the compressions' states next, each of which its reducer
+  // may still refuse (a plan of other buckets), so the ones loaded before a refusal
+  // are put back as they were; then the outer state.
+  settle();
+  std::vector<std::vector<uint8_t>> before(fragments_.size());
+  size_t loaded = 0;
+  try {
+    for (; loaded < fragments_.size(); ++loaded) {
+      if (states[loaded].second == 0) continue;
+      before[loaded] = compression_state(fragments_[loaded]);
+      check(gcommReducerLoadCompressionState(fragments_[loaded].reducer.get(), states[loaded].first,
+                                             states[loaded].second),
             "the compression state");
+    }
+  } catch (...) {
+    for (size_t i = 0; i < loaded; ++i)
+      if (!before[i].empty())
+        gcommReducerLoadCompressionState(fragments_[i].reducer.get(), before[i].data(), before[i].size());
+    throw;
+  }
   memory::copy_bytes(outer_->data, floats, bytes, device_, nullptr, cudaMemcpyHostToDevice);
   memory::copy_bytes(momentum_->data, floats + bytes, bytes, device_, nullptr, cudaMemcpyHostToDevice);
+  settle();
   inner_steps_ = steps;
+}
+
+std::vector<uint8_t> OuterSync::compression_state(const Fragment& f) const {
+  std::vector<uint8_t> out;
+  if (compression_.empty()) return out;
+  size_t need = 0;
+  check(gcommReducerSaveCompressionState(f.reducer.get(), nullptr, 0, &need), "the compression state");
+  out.resize(need);
+  if (need > 0)
+    check(gcommReducerSaveCompressionState(f.reducer.get(), out.data(), need, &need),
+          "the compression state");
+  return out;
 }
 
 }  // namespace gradcomm::reducer

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "gradcomm/outer_sync.h"
@@ -37,7 +38,7 @@ std::vector<std::pair<size_t, size_t>> cut_fragments(const std::vector<size_t>& 
 class OuterSync {
  public:
   OuterSync(gcommComm_t comm, const gcommTensor_t* params, size_t n, const gcommOuterSyncConfig_t& config);
-  ~OuterSync() = default;
+  ~OuterSync();
   OuterSync(const OuterSync&) = delete;
   OuterSync& operator=(const OuterSync&) = delete;
 
@@ -67,6 +68,12 @@ class OuterSync {
     ~Buffer();
   };
   void sync(Fragment& f, gcommStream_t stream);
+  // A fragment's compression state (empty without compression).
+  std::vector<uint8_t> compression_state(const Fragment& f) const;
+  // On a GPU, waits for the device: creation, save, load and destroy are ordered with
+  // the caller's work on any stream (they are rare, and their copies use no stream of
+  // the caller's).
+  void settle() const;
   kernels::Target target(gcommStream_t stream) const;
 
   gcommComm_t comm_;
@@ -80,6 +87,7 @@ class OuterSync {
   std::unique_ptr<Buffer> outer_, momentum_, delta_;
   std::vector<Fragment> fragments_;  // their reducers hold delta_: destroyed first
   std::string compression_;          // the text form, "" for none
+  std::string wire_;                 // the pseudo-gradients' wire, as the state records it
   uint64_t inner_steps_ = 0, syncs_ = 0, skipped_ = 0, bytes_sent_ = 0;
 };
 

@@ -519,7 +519,7 @@ typedef gcommInt8Stats_t gcommFp8Stats_t;
  * two a byte: e2m1, the OCP MX / NVFP4 element format (0, 0.5, 1, 1.5, 2, 3, 4, 6
  * and their negatives), one f32 scale per block (max |v| / 6), the nearest code with
  * ties to even. About half the int8 wire's bytes (0.14x an f32 all-reduce with
- * blocks of 64) for about 15-20x its error per step: a wire for slow links, with
+ * blocks of 64) for about 25x its error per step: a wire for slow links, with
  * error feedback on. Refused with grad_as_bucket_view and in sharded mode; the int8
  * wire's memory and Inf/NaN rules. */
 

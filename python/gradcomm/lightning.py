@@ -22,6 +22,7 @@ from . import comm as _comm
 from .errors import InvalidArgumentError
 from ._lightning_scaler import fuse_grad_scaler
 from .torch import DistributedDataParallel, OuterSync
+from .torch._outer_sync import check_outer_sync_options
 from .torch._ddp import check_options
 from ._lightning_stragglers import StragglerLog
 
@@ -43,6 +44,9 @@ def _check_outer_sync(outer_sync, options):
     if unknown:
         raise InvalidArgumentError("gcommInvalidArgument", f"outer_sync got {', '.join(unknown)}: its keys are "
                                    f"gradcomm.torch.OuterSync's: {', '.join(known)}")
+    args = dict(inspect.signature(OuterSync.__init__).parameters)
+    values = {n: outer_sync.get(n, args[n].default) for n in known}
+    check_outer_sync_options(**values)  # the values too, here, not inside fit
     wrapper = sorted(set(options) - {"timeout"})
     if wrapper:
         raise InvalidArgumentError("gcommInvalidArgument", f"outer_sync replaces the per-step gradient reduction: "
@@ -159,6 +163,12 @@ class GradcommStrategy(DDPStrategy):
         return self._gradcomm_last_state
 
     def _load_comm_state(self, state):
+        outer = isinstance(state, dict) and "outer_sync" in state
+        if (self._gradcomm_outer is not None) != outer:
+            raise InvalidArgumentError(
+                "gcommInvalidArgument", "the checkpoint's gradcomm state was saved "
+                f"{'with' if outer else 'without'} outer_sync, this strategy runs "
+                f"{'with' if self._gradcomm_outer is not None else 'without'} it: resume with the same strategy options")
         if self._gradcomm_outer is not None:
             self._gradcomm_outer.load_state_dict(state)
         else:

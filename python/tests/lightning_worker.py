@@ -102,8 +102,8 @@ def main():
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                          num_sanity_val_steps=0, plugins=plugins)
     trainer.fit(model, data(160, 1), data(64, 2), ckpt_path=args.resume or None)
-    # Every rank's own parameters after fit (validate and test set the strategy up again:
-    # a new wrapper or OuterSync starts every rank from rank 0's, as DDP's does).
+    # Every rank's own parameters after fit (validate and test broadcast rank 0's module
+    # state to every rank, as Lightning's DDP strategy does).
     with open(os.path.join(args.outdir, f"{args.name}.rank{trainer.global_rank}.params.json"), "w") as f:
         json.dump([p.detach().reshape(-1).tolist() for p in model.parameters()], f)
     if args.save:

@@ -38,6 +38,13 @@ def run(tmp_path, name, strategy, *args, torchrun=False):
         return json.load(f)
 
 
+def subprocess_run_fails(tmp_path, name, strategy, *args):
+    """A Trainer run that must fail; its output."""
+    with pytest.raises(AssertionError) as failed:
+        run(tmp_path, name, strategy, *args)
+    return str(failed.value)
+
+
 def worst(a, b):
     return max(abs(x - y) for ta, tb in zip(a, b) for x, y in zip(ta, tb))
 
@@ -102,6 +109,13 @@ def test_outer_synchronization_through_the_strategy(tmp_path):
         GradcommStrategy(outer_sync=dict(sync_every=4), compression="int8")
     with pytest.raises(gradcomm.InvalidArgumentError, match="its keys are"):
         GradcommStrategy(outer_sync=dict(every=4))
+    for bad, named in ((dict(sync_every=4, compression="powersgd"), "rows"), (dict(fragments=0), "fragments"),
+                       (dict(outer_lr=0), "outer_lr"), (dict(wire_dtype="float64"), "wire_dtype")):
+        with pytest.raises(gradcomm.InvalidArgumentError, match=named):
+            GradcommStrategy(outer_sync=bad)
+    # A checkpoint of one kind refused by the other, with the reason.
+    failed = subprocess_run_fails(tmp_path, "mixed", "gradcomm", "--resume", str(tmp_path / "outer.ckpt"))
+    assert "saved with outer_sync" in failed
 
 
 def test_the_strategy_logs_the_late_rank(tmp_path, monkeypatch):

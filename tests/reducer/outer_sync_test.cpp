@@ -5,6 +5,7 @@
 // reference); fragments synced in turn; a wire (int8, f16) keeps the ranks
 // identical; the state's round trip continues as if never stopped, and a state of
 // another shape or compression is refused; Inf/NaN skips a sync; bad input.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -219,12 +220,15 @@ TEST_P(OuterSync, AStateOfAnotherShapeOrWireIsRefusedChangingNothing) {
     Params p(kSizes, gpu()), q({1000, 37, 4096, 6}, gpu());
     for (size_t k = 0; k < kSizes.size(); ++k) p.set(k, values(kSizes[k], 40));
     const auto tp = p.tensors(), tq = q.tensors();
-    gcommOuterSync_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
-    const gcommOuterSyncConfig_t plain = config(2), int8 = config(2, 1, "int8"), two = config(2, 2);
+    gcommOuterSync_t a = nullptr, b = nullptr, c = nullptr, d = nullptr, h = nullptr;
+    const gcommOuterSyncConfig_t plain = config(2), int8 = config(2, 1, "int8"), two = config(2, 2, "int8");
+    gcommOuterSyncConfig_t f16 = config(2);
+    f16.wire_dtype = gcommFloat16;
     OS_CHECK(gcommOuterSyncCreate(comm, tp.data(), tp.size(), &int8, &a));
     OS_CHECK(gcommOuterSyncCreate(comm, tq.data(), tq.size(), &int8, &b));
     OS_CHECK(gcommOuterSyncCreate(comm, tp.data(), tp.size(), &plain, &c));
     OS_CHECK(gcommOuterSyncCreate(comm, tp.data(), tp.size(), &two, &d));
+    OS_CHECK(gcommOuterSyncCreate(comm, tp.data(), tp.size(), &f16, &h));
     for (int step = 0; step < 2; ++step) OS_CHECK(gcommOuterSyncStep(a, stream, nullptr));
     size_t need = 0;
     OS_CHECK(gcommOuterSyncSaveState(a, nullptr, 0, &need));
@@ -233,7 +237,7 @@ TEST_P(OuterSync, AStateOfAnotherShapeOrWireIsRefusedChangingNothing) {
     struct Case {
       gcommOuterSync_t target;
       const char* needle;
-    } cases[] = {{b, "this object's 6"}, {c, "has none"}, {d, "fragments"}};
+    } cases[] = {{b, "this object's 6"}, {c, "wire 'int8'"}, {d, "fragments"}, {h, "dtype 1"}};
     for (const Case& k : cases) {
       if (gcommOuterSyncLoadState(k.target, state.data(), state.size()) != gcommInvalidArgument ||
           std::string(gcommGetLastError()).find(k.needle) == std::string::npos)
@@ -249,7 +253,39 @@ TEST_P(OuterSync, AStateOfAnotherShapeOrWireIsRefusedChangingNothing) {
     if (gcommOuterSyncLoadState(a, garbage.data(), garbage.size()) != gcommInvalidArgument ||
         std::string(gcommGetLastError()).find("wrong magic") == std::string::npos)
       return "garbage was not refused";
-    for (gcommOuterSync_t s : {a, b, c, d}) OS_CHECK(gcommOuterSyncDestroy(s));
+    // A state whose second fragment's compression state its reducer refuses (its
+    // magic broken): the first fragment's, loaded before, is put back as it was.
+    auto save = [](gcommOuterSync_t s, std::vector<uint8_t>* out) -> std::string {
+      size_t n = 0;
+      OS_CHECK(gcommOuterSyncSaveState(s, nullptr, 0, &n));
+      out->resize(n);
+      OS_CHECK(gcommOuterSyncSaveState(s, out->data(), out->size(), &n));
+      return "";
+    };
+    gcommOuterSync_t e = nullptr;
+    Params r(kSizes, gpu());
+    for (size_t k = 0; k < kSizes.size(); ++k) r.set(k, values(kSizes[k], 41));
+    const auto tr = r.tensors();
+    OS_CHECK(gcommOuterSyncCreate(comm, tr.data(), tr.size(), &two, &e));
+    for (int step = 0; step < 2; ++step) {
+      inner_step(p, 0, step);
+      inner_step(r, 1, step);
+      OS_CHECK(gcommOuterSyncStep(d, stream, nullptr));
+      OS_CHECK(gcommOuterSyncStep(e, stream, nullptr));
+    }
+    std::vector<uint8_t> theirs, mine, after;
+    std::string err;
+    if (!(err = save(d, &theirs)).empty() || !(err = save(e, &mine)).empty()) return err;
+    const std::string magic = "GCQINT8";
+    const auto second = std::search(std::search(theirs.begin(), theirs.end(), magic.begin(), magic.end()) + 1,
+                                    theirs.end(), magic.begin(), magic.end());
+    if (second == theirs.end()) return "the state has no second int8 state";
+    *second ^= 0xff;
+    if (gcommOuterSyncLoadState(e, theirs.data(), theirs.size()) != gcommInvalidArgument)
+      return "a state with a broken fragment state loaded";
+    if (!(err = save(e, &after)).empty()) return err;
+    if (after != mine) return "a refused load changed the first fragment's compression state";
+    for (gcommOuterSync_t s : {a, b, c, d, e, h}) OS_CHECK(gcommOuterSyncDestroy(s));
     return "";
   });
 }

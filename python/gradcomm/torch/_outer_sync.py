@@ -2,6 +2,8 @@
 sync_every steps without communication, then average the pseudo-gradients and take
 an outer Nesterov step, every rank alike (include/gradcomm/outer_sync.h,
 docs/outer-sync.md)."""
+import math
+
 import torch
 
 from .. import _gradcomm as _C
@@ -35,6 +37,9 @@ class OuterSync(Handle):
 
     def __init__(self, params, comm, *, sync_every=100, fragments=1, outer_lr=0.7, outer_momentum=0.9,
                  nesterov=True, wire_dtype=None, compression=None, bucket_cap_mb=25.0):
+        spec = check_outer_sync_options(sync_every=sync_every, fragments=fragments, outer_lr=outer_lr,
+                                        outer_momentum=outer_momentum, nesterov=nesterov, wire_dtype=wire_dtype,
+                                        compression=compression, bucket_cap_mb=bucket_cap_mb)
         if isinstance(params, torch.nn.Module):
             params = list(params.parameters())
         params = list(params)
@@ -48,17 +53,6 @@ class OuterSync(Handle):
                 raise InvalidArgumentError("gcommInvalidArgument", f"parameter {i} is {p.dtype}"
                                            f"{'' if p.is_contiguous() else ', not contiguous'}: outer "
                                            "synchronization keeps contiguous float32 parameters")
-        if isinstance(compression, dict):
-            options = dict(compression)
-            kind = options.pop("kind", None)
-            spec = compression_spec(kind, options)
-        elif compression is None or compression == "none":
-            spec = None
-        else:
-            spec = compression_spec(compression, {})
-        if spec is not None and spec.split(":")[0] == "powersgd":
-            raise InvalidArgumentError("gcommInvalidArgument", "compression='powersgd' needs each tensor's rows, "
-                                       "which outer synchronization does not take; use int8, fp8 or fp4")
         self.params = params
         self.comm = comm
         self.device = params[0].device
@@ -90,4 +84,36 @@ class OuterSync(Handle):
     def load_state_dict(self, state):
         """Loads a state of an OuterSync with the same shapes, fragments and wire
         (refused otherwise, changing nothing). Load the model's parameters as saved."""
+        if not isinstance(state, dict) or "outer_sync" not in state:
+            raise InvalidArgumentError("gcommInvalidArgument", "not an OuterSync state (no 'outer_sync' key: a "
+                                       "DistributedDataParallel's communication state?)")
         _C.outer_sync_load_state(self.handle, state["outer_sync"])
+
+
+def check_outer_sync_options(*, sync_every, fragments, outer_lr, outer_momentum, nesterov, wire_dtype, compression,
+                             bucket_cap_mb):
+    """OuterSync's arguments checked in Python (the C call checks them again); returns
+    the compression's text form or None."""
+    def number(name, value, ok, what):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
+            raise InvalidArgumentError("gcommInvalidArgument", f"{name}={value!r}: expected {what}")
+    number("sync_every", sync_every, lambda v: int(v) == v and v >= 1, "an integer >= 1")
+    number("fragments", fragments, lambda v: int(v) == v and 1 <= v <= sync_every,
+           f"an integer in 1..sync_every ({sync_every})")
+    number("outer_lr", outer_lr, lambda v: math.isfinite(v) and v > 0, "a finite value > 0")
+    number("outer_momentum", outer_momentum, lambda v: 0 <= v < 1, "a value in [0, 1)")
+    number("bucket_cap_mb", bucket_cap_mb, lambda v: math.isfinite(v) and v > 0, "a finite value > 0")
+    if not isinstance(nesterov, bool):
+        raise InvalidArgumentError("gcommInvalidArgument", f"nesterov={nesterov!r}: expected True or False")
+    wire_dtype_code(wire_dtype)
+    if isinstance(compression, dict):
+        options = dict(compression)
+        spec = compression_spec(options.pop("kind", None), options)
+    elif compression is None or compression == "none":
+        spec = None
+    else:
+        spec = compression_spec(compression, {})
+    if spec is not None and spec.split(":")[0] == "powersgd":
+        raise InvalidArgumentError("gcommInvalidArgument", "compression='powersgd' needs each tensor's rows, "
+                                   "which outer synchronization does not take; use int8, fp8 or fp4")
+    return spec
