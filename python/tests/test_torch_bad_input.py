@@ -78,8 +78,8 @@ def test_bad_options_are_refused(comm):
         gct.DistributedDataParallel(nn.Linear(8, 2), comm, quantize={}).close()
     with pytest.raises(gradcomm.InvalidArgumentError, match="has no 'kind'"):
         gct.DistributedDataParallel(nn.Linear(8, 2), comm, compression={"block_size": 128})
-    with pytest.raises(gradcomm.InvalidArgumentError, match="not one of none, powersgd, int8"):
-        gct.DistributedDataParallel(nn.Linear(8, 2), comm, compression="fp4")
+    with pytest.raises(gradcomm.InvalidArgumentError, match="not one of none, powersgd, int8, fp8, fp4"):
+        gct.DistributedDataParallel(nn.Linear(8, 2), comm, compression="int4")
     with pytest.raises(gradcomm.InvalidArgumentError, match="its options: rank"):
         gct.DistributedDataParallel(nn.Linear(8, 2), comm, compression={"kind": "powersgd", "rnak": 2})
     with pytest.raises(gradcomm.InvalidArgumentError, match="option name 'block_size=64,start_iter'"):

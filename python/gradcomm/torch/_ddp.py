@@ -175,6 +175,42 @@ def _remove_hooks(hooks):
     hooks.clear()
 
 
+# Straggler attribution's optimizer mark: one PyTorch global post-step hook for the
+# process, registered once and never removed, marks every live wrapper. A hook per
+# wrapper added and removed torch's global hook dict while another rank's thread
+# iterated it in its optimizer step ("OrderedDict mutated during iteration", local
+# ranks as threads).
+_marked_wrappers = weakref.WeakSet()
+_marked_lock = threading.Lock()
+_marks_hook = None
+
+
+def _mark_optimizer_steps(wrapper):
+    global _marks_hook
+    with _marked_lock:
+        _marked_wrappers.add(wrapper)
+        if _marks_hook is None:
+            _marks_hook = _register_optimizer_step_post_hook(_optimizer_step_done)
+
+
+def _unmark_optimizer_steps(wrapper):
+    with _marked_lock:
+        _marked_wrappers.discard(wrapper)
+
+
+def _optimizer_step_done(optimizer, args, kwargs):
+    # A compiled optimizer step goes unmarked: no graph break in any optimizer.
+    if torch.compiler.is_compiling():
+        return
+    with _marked_lock:
+        wrappers = list(_marked_wrappers)
+    for w in wrappers:
+        try:
+            w._note_step_mark("optimizer_done")
+        except Error:  # a wrapper closed by another thread meanwhile: a mark is best effort
+            pass
+
+
 class JoinedRankError(RuntimeError):
     """join(throw_on_early_termination=True): a rank ran out of inputs; every rank raises."""
 
@@ -309,7 +345,7 @@ class DistributedDataParallel(torch.nn.Module):
         self._hooks = [p.register_post_accumulate_grad_hook(self._make_hook(i)) for i, p in enumerate(self._params)]
         # Straggler attribution's optimizer mark: PyTorch's global post-step hook
         # (any optimizer of the process; the first after a step's end counts).
-        self._hooks.append(_register_optimizer_step_post_hook(self._make_optimizer_hook()))
+        _mark_optimizer_steps(self)
         self._hooks_finalizer = weakref.finalize(self, _remove_hooks, self._hooks)
         self._take_over_parameters()
 
@@ -355,6 +391,7 @@ class DistributedDataParallel(torch.nn.Module):
         if self._released:
             return
         self._released = True
+        _unmark_optimizer_steps(self)
         _remove_hooks(self._hooks)
         if self._options["grad_as_bucket_view"] and not now:
             return
@@ -746,18 +783,6 @@ class DistributedDataParallel(torch.nn.Module):
         with torch.no_grad():
             for b in self.module.buffers():
                 self._broadcast_tensor(b, root=root)
-
-    def _make_optimizer_hook(self):
-        wrapper = weakref.ref(self)
-
-        def hook(optimizer, args, kwargs):
-            # A compiled optimizer step goes unmarked: no graph break in any optimizer.
-            if torch.compiler.is_compiling():
-                return
-            w = wrapper()
-            if w is not None:
-                w._note_step_mark("optimizer_done")
-        return hook
 
     def _make_hook(self, i):
         wrapper = weakref.ref(self)  # the parameters must not keep the wrapper alive
