@@ -91,6 +91,7 @@ OuterSync::OuterSync(gcommComm_t comm, const gcommTensor_t* params, size_t n, co
     : comm_(comm) {
   require(params != nullptr || n == 0, "params is NULL");
   require(n >= 1, "outer synchronization needs at least one parameter");
+  check_list_length(n, "num_params");  // an absurd count is refused before the array is read
   require(c.sync_every >= 1, "sync_every must be at least 1");
   require(c.fragments >= 1 && c.fragments <= c.sync_every, "fragments ", c.fragments,
           " must be in 1..sync_every (", c.sync_every, "): each fragment syncs once every sync_every steps");

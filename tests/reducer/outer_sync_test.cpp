@@ -345,6 +345,8 @@ TEST_P(OuterSync, BadInputIsRefusedWithTheReason) {
     const gcommTensor_t h = half.tensor();
     if (!(e = expect(gcommOuterSyncCreate(comm, &h, 1, &c, &s), "f32 parameters")).empty()) return e;
     if (!(e = expect(gcommOuterSyncCreate(comm, t.data(), 0, &c, &s), "at least one")).empty()) return e;
+    if (!(e = expect(gcommOuterSyncCreate(comm, t.data(), SIZE_MAX / 2, &c, &s), "num_params")).empty())
+      return e;
     if (gcommOuterSyncStep(nullptr, nullptr, nullptr) != gcommInvalidArgument) return "a NULL handle stepped";
     return "";
   });
