@@ -25,6 +25,7 @@
 #      --benchmark_filter=gpu/), GPU_CHECK_PEERS (a regex on the peer scripts' names; default the GPU peers),
 #      GPU_CHECK_SANITIZE (a regex on the test programs compute-sanitizer runs),
 #      GPU_CHECK_TESTS (with a prebuilt carry: a regex on the test programs the tests stage runs),
+#      GPU_CHECK_TEST_LIMIT (with a prebuilt carry: seconds a test program may run, default 600),
 #      GPU_CHECK_POWERSGD_ROUNDS (rounds of the powersgd stage's bucket-cap A/B, default 2),
 #      GPU_CHECK_SANITIZER_TOOLS (default "memcheck racecheck synccheck initcheck").
 set -uo pipefail
@@ -108,7 +109,7 @@ want tests && {
 if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
   # ctest's test lists need this CMake's modules at the configure-time path, which a
   # carried build may not match: run the test programs themselves.
-  : >"$out/tests.log"
+  echo "### test programs (prebuilt)" >>"$out/tests.log"  # appended: a second call into the same OUT keeps the first's
   failed=0 passed=0
   # run_logged LABEL LIMIT_S CMD...: one program into tests.log (without gtest's RUN/OK
   # lines), counted as passed or failed by its exit status.
@@ -122,7 +123,7 @@ if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
   }
   for t in $(find "$build/tests" -maxdepth 3 -type f -executable -name 'gradcomm_*tests' | sort); do
     [[ "$(basename "$t")" =~ ${GPU_CHECK_TESTS:-.} ]] || continue
-    run_logged "$(basename "$t")" 600 "$t"
+    run_logged "$(basename "$t")" "${GPU_CHECK_TEST_LIMIT:-600}" "$t"
   done
   # The reducer's cases again with the epilogues fused at finalize (ctest's
   # *.epilogue_at_finalize): the GPU cases on the side stream, one launch per dtype.
