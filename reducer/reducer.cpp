@@ -119,6 +119,13 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
     specs_.push_back(GradSpec{g.count, g.dtype});
   }
   if (!options_.grad_as_bucket_view) addresses_ = GradAddresses(grads_);
+  // The buckets are copied to and from the gradients on the communicator's device:
+  // an allocator of another device's memory fails at the first copy (the GPU contract
+  // suite once passed a host allocator: "cudaMemcpyAsync ... invalid argument").
+  if (allocator != nullptr)
+    require(allocator->device().kind == device_.kind && allocator->device().ordinal == device_.ordinal,
+            "the allocator is on ", describe_device(allocator->device()), " but the communicator is on ",
+            describe_device(device_));
   allocator_ = allocator != nullptr
                    ? std::move(allocator)
                    : memory::make_caching_allocator(device_, gcommMemoryDefault, memory::AllocatorOptions{});

@@ -26,6 +26,8 @@
 #      GPU_CHECK_SANITIZE (a regex on the test programs compute-sanitizer runs),
 #      GPU_CHECK_TESTS (with a prebuilt carry: a regex on the test programs the tests stage runs),
 #      GPU_CHECK_TEST_LIMIT (with a prebuilt carry: seconds a test program may run, default 600),
+#      GPU_CHECK_BENCH_LIMIT (seconds a Google Benchmark program may run, default 600; its
+#      console output in bench.json's "<name>.txt" entry shows how far one cut off got),
 #      GPU_CHECK_POWERSGD_ROUNDS (rounds of the powersgd stage's bucket-cap A/B, default 2),
 #      GPU_CHECK_SANITIZER_TOOLS (default "memcheck racecheck synccheck initcheck").
 set -uo pipefail
@@ -182,6 +184,8 @@ import glob, json, os, sys
 merged = {}
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.jsonl"))):
     merged[os.path.basename(f)[:-6]] = [json.loads(l) for l in open(f) if l.strip().startswith("{")]
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*_bench*.txt"))):
+    merged[os.path.basename(f)] = open(f, errors="replace").read()[-20000:]
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
     try:
         merged[os.path.basename(f)[:-5]] = json.load(open(f))
@@ -208,7 +212,7 @@ PY
 want bench && for b in $(find "$build/bench" -maxdepth 3 -type f -executable -name 'gradcomm_*bench*' | sort); do
   name=$(basename "$b")
   [[ "$name" =~ ${GPU_CHECK_BENCHES:-.} ]] || continue
-  timeout 600 "$b" --benchmark_format=console --benchmark_out="$benchdir/$name.json" \
+  timeout "${GPU_CHECK_BENCH_LIMIT:-600}" "$b" --benchmark_format=console --benchmark_out="$benchdir/$name.json" \
     --benchmark_out_format=json --benchmark_repetitions=${BENCH_REPS:-5} \
     --benchmark_report_aggregates_only=true ${BENCH_ARGS:-} >"$benchdir/$name.txt" 2>&1
   note "bench $name: exit $?"

@@ -40,6 +40,8 @@ class CudaDeviceUpstream final : public CudaUpstreamBase {
  public:
   using CudaUpstreamBase::CudaUpstreamBase;
   void* allocate(size_t bytes) override {
+    // cudaMalloc(0) succeeds with a null pointer: the contract (upstream.hpp) refuses 0.
+    require(bytes > 0, "device upstream: cannot allocate 0 bytes");
     DeviceGuard guard(ordinal_);
     void* ptr = nullptr;
     // cudaErrorMemoryAllocation becomes gcommOutOfMemory (cuda_check.cpp).
@@ -63,6 +65,7 @@ class CudaPinnedUpstream final : public CudaUpstreamBase {
  public:
   using CudaUpstreamBase::CudaUpstreamBase;
   void* allocate(size_t bytes) override {
+    require(bytes > 0, "pinned upstream: cannot allocate 0 bytes");
     DeviceGuard guard(ordinal_);
     void* ptr = nullptr;
     GCOMM_CUDA_CHECK(cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault));

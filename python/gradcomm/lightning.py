@@ -71,9 +71,10 @@ class GradcommStrategy(DDPStrategy):
                  precision_plugin=None, start_method="popen", outer_sync=None, **options):
         if "ranks_per_device" in options:
             raise InvalidArgumentError("gcommInvalidArgument", "ranks_per_device is not available yet: several "
-                                       "processes per GPU need the cuda-ipc transport, which is built but has not "
-                                       "run on a GPU (docs/gpu.md); gradcomm.torch.DistributedDataParallel under "
-                                       "torchrun can put them there meanwhile (docs/pytorch.md)")
+                                       "processes per GPU need the cuda-ipc transport, which is correct on a GPU "
+                                       "but still costs ~1.2 ms a call (docs/benchmarks.md); "
+                                       "gradcomm.torch.DistributedDataParallel under torchrun can put them there "
+                                       "meanwhile (docs/pytorch.md)")
         if "membership" in options:
             raise InvalidArgumentError("gcommInvalidArgument", "GradcommStrategy runs on torch.distributed's fixed "
                                        "world, which a lost rank ends: train through failures with "

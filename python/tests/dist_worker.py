@@ -60,7 +60,7 @@ def clear_grads(model, opt, mode, step):
         for p in model.parameters():
             z = torch.zeros_like(p)
             if step % 2 and p.dim() == 2:
-                z = torch.zeros(p.shape[1], p.shape[0]).t()
+                z = torch.zeros(p.shape[1], p.shape[0], device=p.device).t()
             p.grad = z
     elif mode == "mixed":
         clear_grads(model, opt, ("none", "zero", "assign")[step % 3], step)

@@ -59,6 +59,38 @@ void step(Reducer& r, size_t n) {
   r.finalize(nullptr);
 }
 
+// Host memory that says it is GPU 0's: what a caller's allocator of the wrong
+// device looks like to the reducer.
+class HostMemoryCalledGpu0 : public memory::Upstream {
+ public:
+  void* allocate(size_t bytes) override { return host_->allocate(bytes); }
+  void deallocate(void* p, size_t bytes) noexcept override { host_->deallocate(p, bytes); }
+  gcommDevice_t device() const noexcept override { return gcommCudaDevice(0); }
+  const char* kind_name() const noexcept override { return "device memory"; }
+
+ private:
+  std::unique_ptr<memory::Upstream> host_ = memory::make_host_upstream();
+};
+
+// The GPU contract suite gave its GPU reducers a host allocator: every step failed
+// at its first copy with "cudaMemcpyAsync ... invalid argument". Refused at creation.
+TEST(ReducerFaults, AnAllocatorOfAnotherDeviceIsRefusedAtCreation) {
+  auto comms = communicators(1, 5.0);
+  Grads g;
+  auto other = std::make_unique<memory::CachingAllocator>(std::make_unique<HostMemoryCalledGpu0>(),
+                                                          std::make_unique<memory::ImmediateEvents>());
+  try {
+    Reducer r(*comms[0], g.tensors.data(), g.tensors.size(), small_buckets(), nullptr, std::move(other));
+    FAIL() << "a reducer on the host took an allocator of GPU 0's memory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), gcommInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("the allocator is on cuda:0 but the communicator is on"),
+              std::string::npos)
+        << e.what();
+  }
+  Reducer fine(*comms[0], g.tensors.data(), g.tensors.size(), small_buckets(), nullptr, host_allocator());
+}
+
 TEST(ReducerFaults, EveryAllocationSiteFailsCleanlyWithOutOfMemory) {
   Grads g;
   auto comms = communicators(1, 5.0);

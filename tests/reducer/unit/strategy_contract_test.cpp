@@ -102,7 +102,9 @@ struct RankReducer {
     o.first_bucket_bytes = 8 << 10;
     o.rebuild_buckets = false;
     o.unused_as_zero = unused_as_zero;
-    r = std::make_unique<Reducer>(comm, tensors.data(), tensors.size(), o, nullptr, host_allocator());
+    // On a GPU the reducer's own allocator (device memory): a host one is refused.
+    r = std::make_unique<Reducer>(comm, tensors.data(), tensors.size(), o, nullptr,
+                                  gpu ? nullptr : host_allocator());
     r->enable_compression(subject.name.c_str(), subject.make, kRows);
   }
   ~RankReducer() {
