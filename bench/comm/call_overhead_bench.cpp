@@ -171,12 +171,20 @@ void measure_gpu(std::vector<Row>& rows, int calls, size_t count) {
                             [&] { (void)gradcomm::pointer_range(send); }));
   rows.push_back(
       time_calls("cudaEventRecord", calls, stream, [&] { cuda(cudaEventRecord(event, stream), "record"); }));
-  rows.push_back(time_calls("ncclAllReduce, out of place (raw NCCL)", calls, stream, [&] {
-    if (ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, nccl, stream) != ncclSuccess)
-      die("ncclAllReduce");
-  }));
-  // Rotating blocks, so that a drift of the machine falls on both paths alike.
+  // What a call's DeviceGuard costs when the device is already current (every call).
+  rows.push_back(time_calls("piece: DeviceGuard on the current device (cudaGetDevice)", calls, nullptr,
+                            [&] { gradcomm::DeviceGuard guard(0); }));
+  // Rotating blocks, so that a drift of the machine falls on both paths alike; raw
+  // NCCL in each block, out of place and in place, as the peer of the rows after it.
   for (int block = 0; block < 2; ++block) {
+    rows.push_back(time_calls("ncclAllReduce, out of place (raw NCCL)", calls, stream, [&] {
+      if (ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, nccl, stream) != ncclSuccess)
+        die("ncclAllReduce");
+    }));
+    rows.push_back(time_calls("ncclAllReduce, in place (raw NCCL)", calls, stream, [&] {
+      if (ncclAllReduce(recv, recv, count, ncclFloat32, ncclSum, nccl, stream) != ncclSuccess)
+        die("ncclAllReduce");
+    }));
     rows.push_back(time_calls(
         "gcommAllReduce, out of place, every call asks (2 pointer checks + event)", calls, stream, [&] {
           gcomm(gcommAllReduce(asking, send, recv, count, gcommFloat32, gcommSum, gs), "gcommAllReduce");
