@@ -14,7 +14,8 @@ namespace gradcomm::reducer {
 
 namespace {
 
-constexpr char kStateMagic[8] = {'G', 'C', 'O', 'U', 'T', 'E', 'R', '1'};
+// '2': the state records overlap_steps and each fragment's sync in flight.
+constexpr char kStateMagic[8] = {'G', 'C', 'O', 'U', 'T', 'E', 'R', '2'};
 
 // A C API call made from inside the library: its failure as an Error, prefixed.
 void check(gcommStatus_t status, const char* what) {
@@ -38,6 +39,15 @@ T take(const uint8_t*& p, const uint8_t* end, const char* what) {
 }
 
 }  // namespace
+
+void OuterSchedule::check() const {
+  require(sync_every >= 1, "sync_every must be at least 1");
+  require(fragments >= 1 && fragments <= sync_every, "fragments ", fragments, " must be in 1..sync_every (",
+          sync_every, "): each fragment syncs once every sync_every steps");
+  require(overlap <= sync_every / fragments, "overlap_steps ", overlap,
+          " must be at most sync_every / fragments (", sync_every, " / ", fragments, " = ",
+          sync_every / fragments, "): a fragment's sync lands before the next one starts");
+}
 
 int OuterSchedule::due(uint64_t t) const {
   for (uint32_t p = 0; p < fragments; ++p)
@@ -92,15 +102,18 @@ OuterSync::OuterSync(gcommComm_t comm, const gcommTensor_t* params, size_t n, co
   require(params != nullptr || n == 0, "params is NULL");
   require(n >= 1, "outer synchronization needs at least one parameter");
   check_list_length(n, "num_params");  // an absurd count is refused before the array is read
-  require(c.sync_every >= 1, "sync_every must be at least 1");
-  require(c.fragments >= 1 && c.fragments <= c.sync_every, "fragments ", c.fragments,
-          " must be in 1..sync_every (", c.sync_every, "): each fragment syncs once every sync_every steps");
-  require(c.nesterov == 0 || c.nesterov == 1, "nesterov must be 0 or 1, not ", c.nesterov);
   schedule_.sync_every = c.sync_every;
   schedule_.fragments = c.fragments;
+  schedule_.overlap = c.overlap_steps;
+  schedule_.check();
+  require(c.nesterov == 0 || c.nesterov == 1, "nesterov must be 0 or 1, not ", c.nesterov);
+  require(c.mix >= 0.0f && c.mix < 1.0f, "mix must be in [0, 1), not ", c.mix);
   rule_.lr = c.outer_lr;
   rule_.momentum = c.outer_momentum;
   rule_.nesterov = c.nesterov == 1;
+  // Without an overlap the parameters are the ones the pseudo-gradients were taken
+  // from: DiLoCo replaces them.
+  rule_.mix = c.overlap_steps > 0 ? c.mix : 0.0f;
   kernels::outer::check_rule(rule_);
   if (c.compression != nullptr) compression_ = c.compression;
   wire_ = compression_.empty() ? cat("dtype ", c.wire_dtype) : compression_;
@@ -169,7 +182,8 @@ OuterSync::OuterSync(gcommComm_t comm, const gcommTensor_t* params, size_t n, co
 
 OuterSync::~OuterSync() {
   try {
-    settle();  // the last sync's kernels, on the caller's stream, before the buffers go
+    drop_in_flight();  // a reducer is not destroyed inside its step
+    settle();          // the last sync's kernels, on the caller's stream, before the buffers go
   } catch (const std::exception& e) {
     GCOMM_WARN("outer synchronization: destroy: ", e.what());
   }
@@ -189,37 +203,74 @@ kernels::Target OuterSync::target(gcommStream_t stream) const {
 
 int OuterSync::step(gcommStream_t stream) {
   ++inner_steps_;
+  int landed = 0;
+  for (Fragment& f : fragments_)
+    if (f.lands_at == inner_steps_) {
+      land(f, stream);
+      ++landed;
+    }
   const int due = schedule_.due(inner_steps_);
-  if (due < 0) return 0;
-  sync(fragments_[static_cast<size_t>(due)], stream);
-  return 1;
+  if (due < 0) return landed;
+  Fragment& f = fragments_[static_cast<size_t>(due)];
+  start(f, stream);
+  if (schedule_.overlap > 0) {
+    f.lands_at = inner_steps_ + schedule_.overlap;
+    return landed;
+  }
+  land(f, stream);
+  return landed + 1;
 }
 
-void OuterSync::sync(Fragment& f, gcommStream_t stream) {
+void OuterSync::start(Fragment& f, gcommStream_t stream) {
   const kernels::Target t = target(stream);
   for (size_t k = f.first; k < f.first + f.count; ++k)
     kernels::outer::pseudo_gradient(outer_->data + offsets_[k], static_cast<const float*>(params_[k].data),
                                     delta_->data + offsets_[k], params_[k].count, t);
-  uint64_t sent_before = 0, sent_after = 0;
-  const bool counted = gcommCommBytesSent(comm_, &sent_before) == gcommSuccess;  // socket and shm count
+  f.counted = gcommCommBytesSent(comm_, &f.sent_before) == gcommSuccess;  // socket and shm count
   check(gcommReducerBeginStep(f.reducer.get(), 1), "begin the pseudo-gradients' step");
+  // Every pseudo-gradient marked: the buckets go to the communicator (its lane on the
+  // host, the reducer's stream on a GPU) and are averaged while the caller goes on.
   for (size_t i = f.count; i-- > 0;) check(gcommReducerMarkReady(f.reducer.get(), i, stream), "mark ready");
+  f.averaged = false;
+}
+
+void OuterSync::average(Fragment& f, gcommStream_t stream) {
   int skip = 0;
   check(gcommReducerFinalize(f.reducer.get(), stream, &skip), "the pseudo-gradients' average");
-  if (counted && gcommCommBytesSent(comm_, &sent_after) == gcommSuccess)
-    bytes_sent_ += sent_after - sent_before;
-  if (skip != 0) {  // an Inf/NaN average: the outer state and the parameters stay as they are
+  uint64_t sent_after = 0;
+  if (f.counted && gcommCommBytesSent(comm_, &sent_after) == gcommSuccess)
+    bytes_sent_ += sent_after - f.sent_before;
+  f.counted = false;
+  f.averaged = true;
+  f.non_finite = skip != 0;
+}
+
+void OuterSync::land(Fragment& f, gcommStream_t stream) {
+  if (!f.averaged) average(f, stream);
+  f.lands_at = 0;
+  f.averaged = false;
+  if (f.non_finite) {  // an Inf/NaN average: the outer state and the parameters stay as they are
     ++skipped_;
     GCOMM_WARN(
-        "outer synchronization: the averaged pseudo-gradient of a fragment held Inf/NaN after inner step ",
-        inner_steps_, "; its outer step was skipped");
+        "outer synchronization: the averaged pseudo-gradient of a fragment held Inf/NaN (applied after ",
+        "inner step ", inner_steps_, "); its outer step was skipped");
     return;
   }
+  const kernels::Target t = target(stream);
   for (size_t k = f.first; k < f.first + f.count; ++k)
     kernels::outer::outer_update(outer_->data + offsets_[k], momentum_->data + offsets_[k],
                                  delta_->data + offsets_[k], static_cast<float*>(params_[k].data),
                                  params_[k].count, rule_, t);
   ++syncs_;
+}
+
+void OuterSync::drop_in_flight() {
+  for (Fragment& f : fragments_) {
+    if (f.lands_at == 0) continue;
+    if (!f.averaged) average(f, nullptr);
+    f.lands_at = 0;
+    f.averaged = false;
+  }
 }
 
 gcommOuterSyncStats_t OuterSync::stats() const {
@@ -232,10 +283,16 @@ gcommOuterSyncStats_t OuterSync::stats() const {
   return s;
 }
 
-// The state: magic, the shapes (count per tensor), fragments, sync_every, the
-// inner step count, the outer parameters and momentum (f32), then per fragment its
-// compression state (u64 bytes, then the bytes).
-std::vector<uint8_t> OuterSync::save() const {
+// The state: magic, the wire, the shapes (count per tensor), fragments, sync_every,
+// overlap_steps, the inner step count, the outer parameters and momentum (f32), then
+// per fragment its compression state (u64 bytes, then the bytes), then per fragment
+// its sync in flight: the step it lands after (u64, 0: none), whether its average
+// held Inf/NaN (u8), and for one in flight its averaged pseudo-gradient (f32).
+std::vector<uint8_t> OuterSync::save() {
+  // A sync in flight is averaged now (its collectives were all issued; this waits
+  // for them) and lands on its step as it would have.
+  for (Fragment& f : fragments_)
+    if (f.lands_at != 0 && !f.averaged) average(f, nullptr);
   settle();  // the last outer step, on the caller's stream
   std::vector<uint8_t> out(kStateMagic, kStateMagic + sizeof kStateMagic);
   put(out, static_cast<uint64_t>(wire_.size()));
@@ -244,6 +301,7 @@ std::vector<uint8_t> OuterSync::save() const {
   for (const gcommTensor_t& p : params_) put(out, static_cast<uint64_t>(p.count));
   put(out, schedule_.fragments);
   put(out, schedule_.sync_every);
+  put(out, schedule_.overlap);
   put(out, inner_steps_);
   for (const float* buffer : {outer_->data, momentum_->data}) {
     const size_t at = out.size();
@@ -256,7 +314,15 @@ std::vector<uint8_t> OuterSync::save() const {
     put(out, static_cast<uint64_t>(state.size()));
     out.insert(out.end(), state.begin(), state.end());
   }
-
+  for (const Fragment& f : fragments_) {
+    put(out, f.lands_at);
+    put(out, static_cast<uint8_t>(f.non_finite && f.lands_at != 0 ? 1 : 0));
+    if (f.lands_at == 0) continue;
+    const size_t at = out.size();
+    out.resize(at + f.values * sizeof(float));
+    memory::copy_bytes(out.data() + at, delta_->data + f.offset, f.values * sizeof(float), device_, nullptr,
+                       cudaMemcpyDeviceToHost);
+  }
   return out;
 }
 
@@ -264,7 +330,11 @@ void OuterSync::load(const uint8_t* data, size_t size) {
   require(data != nullptr || size == 0, "data is NULL");
   const uint8_t* p = data;
   const uint8_t* end = data + size;
-  require(size >= sizeof kStateMagic && std::memcmp(p, kStateMagic, sizeof kStateMagic) == 0,
+  require(size >= sizeof kStateMagic, "not an outer synchronization state (", size, " bytes)");
+  require(std::memcmp(p, kStateMagic, sizeof kStateMagic - 1) != 0 || p[sizeof kStateMagic - 1] >= '2',
+          "an outer synchronization state of an older format (", static_cast<char>(p[sizeof kStateMagic - 1]),
+          "), from before overlap_steps: it cannot be loaded");
+  require(std::memcmp(p, kStateMagic, sizeof kStateMagic) == 0,
           "not an outer synchronization state (wrong magic)");
   p += sizeof kStateMagic;
   const auto wire_bytes = take<uint64_t>(p, end, "wire");
@@ -283,9 +353,11 @@ void OuterSync::load(const uint8_t* data, size_t size) {
   }
   const auto fragments = take<uint32_t>(p, end, "fragments");
   const auto sync_every = take<uint32_t>(p, end, "sync_every");
-  require(fragments == schedule_.fragments && sync_every == schedule_.sync_every, "the state has fragments ",
-          fragments, " and sync_every ", sync_every, ", this object ", schedule_.fragments, " and ",
-          schedule_.sync_every);
+  const auto overlap = take<uint32_t>(p, end, "overlap_steps");
+  require(
+      fragments == schedule_.fragments && sync_every == schedule_.sync_every && overlap == schedule_.overlap,
+      "the state has fragments ", fragments, ", sync_every ", sync_every, " and overlap_steps ", overlap,
+      ", this object ", schedule_.fragments, ", ", schedule_.sync_every, " and ", schedule_.overlap);
   const auto steps = take<uint64_t>(p, end, "step count");
   const size_t bytes = values_ * sizeof(float);
   require(static_cast<size_t>(end - p) >= 2 * bytes, "the state ends inside its outer parameters");
@@ -300,10 +372,31 @@ void OuterSync::load(const uint8_t* data, size_t size) {
     states.emplace_back(p, need);
     p += need;
   }
+  struct InFlight {
+    uint64_t lands_at = 0;
+    bool non_finite = false;
+    const uint8_t* average = nullptr;
+  };
+  std::vector<InFlight> in_flight(fragments_.size());
+  for (size_t i = 0; i < fragments_.size(); ++i) {
+    InFlight& f = in_flight[i];
+    f.lands_at = take<uint64_t>(p, end, "syncs in flight");
+    f.non_finite = take<uint8_t>(p, end, "syncs in flight") != 0;
+    if (f.lands_at == 0) continue;
+    require(f.lands_at > steps && f.lands_at <= steps + schedule_.overlap,
+            "the state's sync in flight lands after ", "step ", f.lands_at, ", not within overlap_steps (",
+            schedule_.overlap, ") of its step count ", steps);
+    const size_t need = fragments_[i].values * sizeof(float);
+    require(static_cast<size_t>(end - p) >= need, "the state ends inside a sync in flight");
+    f.average = p;
+    p += need;
+  }
   require(p == end, "the state has ", end - p, " bytes past its end");
-  // Everything is checked: the compressions' states next, each of which its reducer
-  // may still refuse (a plan of other buckets), so the ones loaded before a refusal
-  // are put back as they were; then the outer state.
+  // Everything is checked. This object's syncs in flight are waited for and dropped
+  // (a reducer loads no state inside its step); the compressions' states next, each
+  // of which its reducer may still refuse (a plan of other buckets), so the ones
+  // loaded before a refusal are put back as they were; then the outer state.
+  drop_in_flight();
   settle();
   std::vector<std::vector<uint8_t>> before(fragments_.size());
   size_t loaded = 0;
@@ -323,6 +416,15 @@ void OuterSync::load(const uint8_t* data, size_t size) {
   }
   memory::copy_bytes(outer_->data, floats, bytes, device_, nullptr, cudaMemcpyHostToDevice);
   memory::copy_bytes(momentum_->data, floats + bytes, bytes, device_, nullptr, cudaMemcpyHostToDevice);
+  for (size_t i = 0; i < fragments_.size(); ++i) {
+    Fragment& f = fragments_[i];
+    f.lands_at = in_flight[i].lands_at;
+    f.averaged = f.lands_at != 0;
+    f.non_finite = in_flight[i].non_finite;
+    if (f.lands_at != 0)
+      memory::copy_bytes(delta_->data + f.offset, in_flight[i].average, f.values * sizeof(float), device_,
+                         nullptr, cudaMemcpyHostToDevice);
+  }
   settle();
   inner_steps_ = steps;
 }

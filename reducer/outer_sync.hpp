@@ -21,13 +21,19 @@ namespace gradcomm::reducer {
 
 // Which inner steps sync which fragment: fragment p of F syncs after inner steps
 // phase(p) + k * H (k >= 0), phase(p) = (p + 1) * H / F, so the F syncs of a period
-// are spread evenly over it and the last fragment syncs at step H.
+// are spread evenly over it and the last fragment syncs at step H. With an overlap
+// of tau steps a sync started after step t lands after step t + tau: tau is at most
+// H / F (rounded down), the fewest steps between two starts, so a fragment's sync has
+// landed before the next one starts (on the same step, landing comes first).
 struct OuterSchedule {
   uint32_t sync_every = 100;
   uint32_t fragments = 1;
+  uint32_t overlap = 0;
   uint64_t phase(uint32_t p) const { return (static_cast<uint64_t>(p) + 1) * sync_every / fragments; }
-  // The fragment due after inner step t (1-based), or -1.
+  // The fragment due to start after inner step t (1-based), or -1.
   int due(uint64_t t) const;
+  // Throws gcommInvalidArgument, naming the fields, for a schedule that cannot run.
+  void check() const;
 };
 
 // The tensors [first, first + count) of each fragment: whole tensors in order,
@@ -42,10 +48,11 @@ class OuterSync {
   OuterSync(const OuterSync&) = delete;
   OuterSync& operator=(const OuterSync&) = delete;
 
-  // After an inner step: the number of fragments synced (0 or 1).
+  // After an inner step: the number of fragments whose outer step it applied (0 or 1).
   int step(gcommStream_t stream);
   gcommOuterSyncStats_t stats() const;
-  std::vector<uint8_t> save() const;
+  // Waits for a sync in flight's average (not its application) first.
+  std::vector<uint8_t> save();
   void load(const uint8_t* data, size_t size);
 
  private:
@@ -57,6 +64,13 @@ class OuterSync {
     size_t first = 0, count = 0;    // tensors
     size_t offset = 0, values = 0;  // into the flat buffers
     std::unique_ptr<gcommReducer, ReducerDeleter> reducer;
+    // A sync in flight: the inner step after which it lands (0: none), whether its
+    // average is in delta_ already (its reducer step finalized), and whether that
+    // average held Inf/NaN.
+    uint64_t lands_at = 0;
+    bool averaged = false, non_finite = false;
+    bool counted = false;  // the transport counts bytes: sent_before is valid
+    uint64_t sent_before = 0;
   };
   struct Buffer {  // an f32 buffer of the caching allocator
     memory::CachingAllocator* allocator = nullptr;
@@ -67,7 +81,13 @@ class OuterSync {
     Buffer& operator=(const Buffer&) = delete;
     ~Buffer();
   };
-  void sync(Fragment& f, gcommStream_t stream);
+  // A sync's three parts: the pseudo-gradients taken and handed to the reducer; its
+  // average waited for (the reducer's finalize); the outer step applied (or skipped).
+  void start(Fragment& f, gcommStream_t stream);
+  void average(Fragment& f, gcommStream_t stream);
+  void land(Fragment& f, gcommStream_t stream);
+  // Waits for every sync in flight that is not averaged yet, and drops them all (load, destroy).
+  void drop_in_flight();
   // A fragment's compression state (empty without compression).
   std::vector<uint8_t> compression_state(const Fragment& f) const;
   // On a GPU, waits for the device: creation, save, load and destroy are ordered with

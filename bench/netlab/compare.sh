@@ -5,7 +5,8 @@
 #   bench/netlab/compare.sh OUT_DIR [PYTHON]
 # Knobs (environment): RATES (default "1gbit 10gbit"), RANKS ("2 4"), MODELS
 # ("mlp conv"), ROUNDS (6), STEPS (10), VARIANTS (all), SYNC_EVERY (the gc_diloco
-# variants' H, 10). Needs root (tools/netlab),
+# variants' H, 10), FRAGMENTS and OVERLAP (the gc_sdiloco variants' fragments, 4, and
+# overlap_steps, SYNC_EVERY / FRAGMENTS). Needs root (tools/netlab),
 # and a Python with torch and gradcomm (pip install ./python). Run on an idle machine:
 # the ranks share its cores.
 set -euo pipefail
@@ -16,6 +17,8 @@ mkdir -p "$out"
 extra=()
 [ -n "${VARIANTS:-}" ] && extra+=(--variants "$VARIANTS")
 [ -n "${SYNC_EVERY:-}" ] && extra+=(--sync-every "$SYNC_EVERY")
+[ -n "${FRAGMENTS:-}" ] && extra+=(--fragments "$FRAGMENTS")
+[ -n "${OVERLAP:-}" ] && extra+=(--overlap "$OVERLAP")
 for model in ${MODELS:-mlp conv}; do
   for rate in ${RATES:-1gbit 10gbit}; do
     for ranks in ${RANKS:-2 4}; do

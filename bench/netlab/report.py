@@ -33,7 +33,8 @@ import sys
 
 PEER = {"gc_f32": "ddp_f32", "gc_f16": "ddp_f16hook", "gc_int8": "ddp_f32", "gc_fp8": "ddp_f32",
         "gc_fp4": "ddp_f32", "gc_psgd4": "ddp_psgd4", "gc_psgd1": "ddp_psgd1", "gc_diloco": "ddp_f32",
-        "gc_diloco_int8": "ddp_f32", "gc_diloco_fp4": "ddp_f32"}
+        "gc_diloco_int8": "ddp_f32", "gc_diloco_fp4": "ddp_f32", "gc_sdiloco": "ddp_f32",
+        "gc_sdiloco_int8": "ddp_f32", "gc_sdiloco_fp4": "ddp_f32"}
 TARGET_AT = 0.75
 
 

@@ -19,6 +19,9 @@ Variants (each keeps its own model and optimizer for the whole run):
                 the same inner optimizer on each rank's own batches, and gradcomm.torch.OuterSync
                 every --sync-every steps (DiLoCo; Nesterov 0.7/0.9), its pseudo-gradients on the
                 f32, int8 or fp4 wire
+  gc_sdiloco, gc_sdiloco_int8, gc_sdiloco_fp4  (only if named) streaming DiLoCo: the same with
+                --fragments fragments synced in turn, each sync overlapping the next --overlap
+                inner steps and mixed half and half with them (OuterSync's overlap_steps, mix 0.5)
   gc_psgd4/1    the same, compression=dict(kind="powersgd", rank=4 / 1)
   gc_*_inline   (only if named) a gradcomm variant with GRADCOMM_REDUCER_HOST_THREAD=0:
                 its buckets run inside the backward hook that completes them,
@@ -52,7 +55,8 @@ import gradcomm.torch as gct
 
 VARIANTS = ("ddp_f32", "gc_f32", "ddp_f16hook", "gc_f16", "gc_int8", "ddp_psgd4", "gc_psgd4", "ddp_psgd1",
             "gc_psgd1")
-NAMED_ONLY = ("gc_fp8", "gc_fp4", "gc_diloco", "gc_diloco_int8", "gc_diloco_fp4")  # run when named, not by default
+NAMED_ONLY = ("gc_fp8", "gc_fp4", "gc_diloco", "gc_diloco_int8", "gc_diloco_fp4", "gc_sdiloco", "gc_sdiloco_int8",
+              "gc_sdiloco_fp4")  # run when named, not by default
 PSGD_START = 2
 
 # PowerSGD's hook on gloo: its per-bucket chain issues the P and Q all-reduces from
@@ -69,6 +73,9 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=("mlp", "conv"), default="mlp")
     p.add_argument("--sync-every", type=int, default=10, help="the gc_diloco variants' H (inner steps a sync)")
+    p.add_argument("--fragments", type=int, default=4, help="the gc_sdiloco variants' fragments")
+    p.add_argument("--overlap", type=int, help="the gc_sdiloco variants' overlap_steps (default: sync_every // "
+                                               "fragments, the most)")
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--steps", type=int, default=10, help="steps per variant per round (block)")
     p.add_argument("--rounds", type=int, default=6)
@@ -211,11 +218,15 @@ def main():
         module = build_model(a.model)
         base, _, mb = v.partition("@")
         outer = None
-        if base.startswith("gc_diloco"):  # local inner steps, an outer sync every a.sync_every
+        if base.startswith(("gc_diloco", "gc_sdiloco")):  # local inner steps, an outer sync every a.sync_every
             model = module
-            wire = base.removeprefix("gc_diloco").lstrip("_") or None
+            streaming = base.startswith("gc_sdiloco")
+            wire = base.removeprefix("gc_sdiloco" if streaming else "gc_diloco").lstrip("_") or None
+            stream_options = dict(fragments=a.fragments, mix=0.5,
+                                  overlap_steps=a.overlap if a.overlap is not None else a.sync_every // a.fragments)
             outer = gct.OuterSync(module, comm, sync_every=a.sync_every, compression=wire,
-                                  bucket_cap_mb=float(mb) if mb else (a.bucket_mb or 25.0))
+                                  bucket_cap_mb=float(mb) if mb else (a.bucket_mb or 25.0),
+                                  **(stream_options if streaming else {}))
         else:
             model = wrap(base, module, comm, float(mb) if mb else a.bucket_mb)
         runs[v] = dict(model=model, outer=outer, opt=torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9),
@@ -269,7 +280,7 @@ def main():
     keep = ("times_ms", "losses", "blocks", "timing")
     doc = dict(rank=rank, world=world, model=a.model, params=n_params, batch=SHAPES[a.model]["batch"],
                lr=a.lr, warmup=a.warmup, steps=a.steps, rounds=a.rounds, bucket_mb=a.bucket_mb,
-               sync_every=a.sync_every,
+               sync_every=a.sync_every, fragments=a.fragments, overlap=a.overlap,
                psgd_hook_order=HOOK_ORDER, rate_bits=int(os.environ.get("NETLAB_RATE_BITS", 0)),
                torch=torch.__version__, gradcomm=gradcomm.__version__, threads=torch.get_num_threads(),
                variants={v: {k: runs[v][k] for k in keep} for v in a.variants})

@@ -49,12 +49,19 @@ typedef struct gcommOuterSyncConfig {
   const char* compression; /**< NULL: none; else a compression's text form for the pseudo-gradients
                                 (docs/compression.md): "int8", "fp8", "fp4:block_size=64" */
   size_t bucket_cap_bytes; /**< 25 MiB: the pseudo-gradients' reducer's buckets */
+  uint32_t overlap_steps;  /**< 0: a sync is applied by the step that starts it. tau >= 1 (streaming
+                                DiLoCo): the pseudo-gradients are taken after the step that starts it,
+                                averaged while the next tau inner steps run (on the communicator's lane,
+                                or stream), and applied after the tau-th; at most sync_every / fragments */
+  float mix;               /**< 0.5: with overlap_steps >= 1, the weight kept of the parameters as the
+                                tau steps left them when the outer update lands:
+                                param = mix * param + (1 - mix) * outer; in [0, 1) */
 } gcommOuterSyncConfig_t;
 
 #define GCOMM_OUTER_SYNC_CONFIG_INITIALIZER                                                            \
   {                                                                                                    \
     GCOMM_CONFIG_HEADER(gcommOuterSyncConfig_t), 100, 1, 0.7f, 0.9f, 1, GCOMM_WIRE_SAME_AS_GRAD, NULL, \
-        (size_t)25 << 20                                                                               \
+        (size_t)25 << 20, 0, 0.5f                                                                      \
   }
 
 /** Counters since creation (or since the loaded state's creation, for inner_steps). */
@@ -83,18 +90,24 @@ GCOMM_API gcommStatus_t gcommOuterSyncCreate(gcommComm_t comm, const gcommTensor
 GCOMM_API gcommStatus_t gcommOuterSyncDestroy(gcommOuterSync_t sync);
 /** After each inner optimizer step, on every rank: counts it and, on the steps where
  *  a fragment is due, syncs it (its pseudo-gradients averaged, the outer step, the
- *  parameters written) in order on @p stream. @p synced (may be NULL): the number of
- *  fragments synced by this call (0 or 1). A sync reads the averaged pseudo-gradient's
- *  Inf/NaN flag, which waits for the stream on a GPU (once per sync). */
+ *  parameters written) in order on @p stream. With overlap_steps tau >= 1 a due
+ *  fragment's sync is started (its pseudo-gradients taken and handed to the
+ *  communicator) and lands tau calls later. @p synced (may be NULL): the number of
+ *  fragments whose outer step this call applied (0 or 1). Applying reads the averaged
+ *  pseudo-gradient's Inf/NaN flag, which waits for the stream on a GPU (once per sync).
+ *  Keep the parameters' memory as it is while a sync is in flight. */
 GCOMM_API gcommStatus_t gcommOuterSyncStep(gcommOuterSync_t sync, gcommStream_t stream, int* synced);
 GCOMM_API gcommStatus_t gcommOuterSyncGetStats(gcommOuterSync_t sync, gcommOuterSyncStats_t* stats);
 /** The outer state as bytes (size 0: only *required); the same on every rank except
- *  the compressions' error feedback, which is each rank's own. */
+ *  the compressions' error feedback, which is each rank's own. A sync in flight is
+ *  waited for (its average, not its application: that still lands on its step) and
+ *  saved with its averaged pseudo-gradient. */
 GCOMM_API gcommStatus_t gcommOuterSyncSaveState(gcommOuterSync_t sync, void* buffer, size_t size,
                                                 size_t* required);
-/** Loads a state saved by an object of the same shapes, fragments and compression
- *  (refused otherwise, changing nothing). The parameters are not written: load them
- *  as the caller saved them. */
+/** Loads a state saved by an object of the same shapes, fragments, overlap_steps and
+ *  compression (refused otherwise, changing nothing). The parameters are not written:
+ *  load them as the caller saved them. A sync of this object still in flight is
+ *  waited for and dropped; one in flight in the state lands on its step. */
 GCOMM_API gcommStatus_t gcommOuterSyncLoadState(gcommOuterSync_t sync, const void* data, size_t size);
 
 #ifdef __cplusplus

@@ -896,7 +896,8 @@ void bind_outer_sync(nb::module_& m) {
       "outer_sync_create",
       [](Ptr comm, const std::vector<TensorTuple>& params, uint32_t sync_every, uint32_t fragments,
          float outer_lr, float outer_momentum, int nesterov, int wire_dtype,
-         const std::optional<std::string>& compression, size_t bucket_cap_bytes) {
+         const std::optional<std::string>& compression, size_t bucket_cap_bytes, uint32_t overlap_steps,
+         float mix) {
         std::vector<gcommTensor_t> t = to_tensors(params);
         gcommOuterSyncConfig_t c = GCOMM_OUTER_SYNC_CONFIG_INITIALIZER;
         c.sync_every = sync_every;
@@ -907,6 +908,8 @@ void bind_outer_sync(nb::module_& m) {
         c.wire_dtype = wire_dtype;
         c.compression = compression ? compression->c_str() : nullptr;
         c.bucket_cap_bytes = bucket_cap_bytes;
+        c.overlap_steps = overlap_steps;
+        c.mix = mix;
         gcommOuterSync_t h = nullptr;
         check(gcommOuterSyncCreate(reinterpret_cast<gcommComm_t>(comm), t.data(), t.size(), &c, &h));
         return from_ptr(h);
@@ -914,7 +917,7 @@ void bind_outer_sync(nb::module_& m) {
       // One argument per field of gcommOuterSyncConfig_t (test_bindings.py checks the names).
       nb::arg("comm"), nb::arg("params"), nb::arg("sync_every"), nb::arg("fragments"), nb::arg("outer_lr"),
       nb::arg("outer_momentum"), nb::arg("nesterov"), nb::arg("wire_dtype"), nb::arg("compression").none(),
-      nb::arg("bucket_cap_bytes"), Release());
+      nb::arg("bucket_cap_bytes"), nb::arg("overlap_steps") = 0, nb::arg("mix") = 0.5f, Release());
   m.def(
       "outer_sync_destroy", [](Ptr h) { check(gcommOuterSyncDestroy(O(h))); }, Release());
   m.def(

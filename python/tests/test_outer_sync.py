@@ -1,8 +1,8 @@
 """gradcomm.torch.OuterSync (DiLoCo) on three CPU ranks: rank 0's parameters
 everywhere at creation, every rank identical after each sync and apart between
 them, a regression to a teacher (each rank its own fresh samples) that learns
-through syncs every 8 steps with the f32 and the fp4 wire, the state's round
-trip, and the refusals."""
+through syncs every 8 steps with the f32 and the fp4 wire, a sync overlapping the
+next two steps (streaming DiLoCo), the state's round trip, and the refusals."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -17,14 +17,15 @@ def models(n):
             for _ in range(n)]
 
 
-def train(compression, steps=64, sync_every=8, fragments=1):
+def train(compression, steps=64, sync_every=8, fragments=1, **options):
     comms = gradcomm.init_local(3, "cpu", timeout=60)
     nets = models(3)  # different weights on every rank: OuterSync starts them from rank 0's
     torch.manual_seed(1)
     teacher = torch.nn.Linear(32, 4)
 
     def rank(r, c):
-        outer = gct.OuterSync(nets[r], c, sync_every=sync_every, fragments=fragments, compression=compression)
+        outer = gct.OuterSync(nets[r], c, sync_every=sync_every, fragments=fragments, compression=compression,
+                              **options)
         start = [p.detach().clone() for p in nets[r].parameters()]
         opt = torch.optim.SGD(nets[r].parameters(), lr=0.05)
         gen = torch.Generator().manual_seed(100 + r)
@@ -78,6 +79,20 @@ def test_fragments_sync_in_turn():
     assert not torch.equal(*first)
 
 
+@pytest.mark.parametrize("compression", [None, "int8"])
+def test_an_overlapped_sync_lands_tau_steps_later_and_still_learns(compression):
+    # Streaming DiLoCo: started after steps 8, 16, ..., applied after 10, 18, ...; the
+    # ranks keep half of the two steps' progress, so they differ after a landing.
+    out = train(compression, steps=96, overlap_steps=2)
+    for _, _, synced, _, stats in out:
+        assert [i + 1 for i, s in enumerate(synced) if s] == list(range(10, 97, 8))
+        assert stats["syncs"] == 11 and stats["skipped_syncs"] == 0  # the sync of step 96 is in flight
+    assert not all(torch.equal(a, b) for a, b in zip(out[0][3], out[1][3])), "mixed with each rank's own steps"
+    first = sum(sum(o[1][:8]) for o in out) / 24
+    last = sum(sum(o[1][-8:]) for o in out) / 24
+    assert last < 0.5 * first, f"{compression}: from {first} to {last}"
+
+
 def test_the_state_round_trips_and_bad_input_is_refused():
     comm = gradcomm.init_local(1, "cpu", timeout=30)[0]
     net = models(1)[0]
@@ -93,6 +108,11 @@ def test_the_state_round_trips_and_bad_input_is_refused():
         other.load_state_dict(state)
     with pytest.raises(gradcomm.InvalidArgumentError, match="rows"):
         gct.OuterSync(net, comm, compression="powersgd")
+    with pytest.raises(gradcomm.InvalidArgumentError,
+                       match=r"overlap_steps=5: expected an integer in 0..sync_every // fragments \(4\)"):
+        gct.OuterSync(net, comm, sync_every=8, fragments=2, overlap_steps=5)
+    with pytest.raises(gradcomm.InvalidArgumentError, match="mix=1.0"):
+        gct.OuterSync(net, comm, sync_every=8, overlap_steps=1, mix=1.0)
     with pytest.raises(gradcomm.InvalidArgumentError, match="float32"):
         gct.OuterSync([torch.zeros(4, dtype=torch.float16)], comm)
     with pytest.raises(gradcomm.InvalidArgumentError, match="fragments"):

@@ -3,8 +3,10 @@
 // everywhere at creation; after H inner steps every rank holds the same parameters,
 // the DiLoCo rule applied to the ranks' average pseudo-gradient (against a double
 // reference); fragments synced in turn; a wire (int8, f16) keeps the ranks
-// identical; the state's round trip continues as if never stopped, and a state of
-// another shape or compression is refused; Inf/NaN skips a sync; bad input.
+// identical; a sync overlapping tau inner steps lands mixed (streaming DiLoCo, against
+// a double reference); the state's round trip continues as if never stopped, a sync
+// in flight included, and a state of another shape or compression is refused;
+// Inf/NaN skips a sync; bad input.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -141,6 +143,100 @@ TEST_P(OuterSync, EveryRankHoldsTheDiLoCoStepOfTheAveragePseudoGradient) {
     }
 }
 
+// Streaming DiLoCo's overlap: a sync started after step 4 lands after step 6 (tau 2),
+// its outer step applied to the pseudo-gradients of step 4 and mixed half and half
+// with the parameters the two steps since made (each rank its own: they differ).
+TEST_P(OuterSync, AnOverlappedSyncLandsTauStepsLaterMixedWithTheStepsSince) {
+  const int world = 3, H = 4, tau = 2, steps = 2 * H + tau;
+  std::vector<Result> got(world);
+  std::vector<std::vector<float>> start;
+  for (size_t k = 0; k < kSizes.size(); ++k)
+    start.push_back(values(kSizes[k], 60 + static_cast<unsigned>(k)));
+  run(world, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+    Params p(kSizes, gpu());
+    for (size_t k = 0; k < kSizes.size(); ++k) p.set(k, rank == 0 ? start[k] : values(kSizes[k], 70 + rank));
+    gcommOuterSyncConfig_t c = config(H);
+    c.overlap_steps = tau;
+    c.mix = 0.5f;
+    const auto t = p.tensors();
+    gcommOuterSync_t s = nullptr;
+    OS_CHECK(gcommOuterSyncCreate(comm, t.data(), t.size(), &c, &s));
+    for (int step = 1; step <= steps; ++step) {
+      inner_step(p, rank, step);
+      int synced = -1;
+      OS_CHECK(gcommOuterSyncStep(s, stream, &synced));
+      if (synced != (step > tau && (step - tau) % H == 0 ? 1 : 0))
+        return "step " + std::to_string(step) + " applied " + std::to_string(synced);
+    }
+    gcommOuterSyncStats_t st = GCOMM_OUTER_SYNC_STATS_INITIALIZER;
+    OS_CHECK(gcommOuterSyncGetStats(s, &st));
+    if (st.syncs != 2 || st.skipped_syncs != 0) return "stats: " + std::to_string(st.syncs) + " syncs";
+    for (size_t k = 0; k < kSizes.size(); ++k) got[rank].push_back(p.get(k));
+    OS_CHECK(gcommOuterSyncDestroy(s));
+    return "";
+  });
+  // The reference in double, rank by rank: the pseudo-gradients of the step a sync
+  // starts on, the update tau steps later, param = 0.5 * param + 0.5 * outer.
+  for (size_t k = 0; k < kSizes.size(); ++k)
+    for (size_t i = 0; i < kSizes[k]; ++i) {
+      std::vector<double> theta(world, start[k][i]);
+      double outer = start[k][i], m = 0.0, delta = 0.0;
+      for (int step = 1; step <= steps; ++step) {
+        for (int r = 0; r < world; ++r) theta[r] -= inner_move(r, step, k, i);
+        if (step > tau && (step - tau) % H == 0) {
+          m = 0.9 * m + delta;
+          outer -= 0.7 * (delta + 0.9 * m);
+          for (int r = 0; r < world; ++r) theta[r] = 0.5 * theta[r] + 0.5 * outer;
+        }
+        if (step % H == 0) {
+          delta = 0.0;
+          for (int r = 0; r < world; ++r) delta += (outer - theta[r]) / world;
+        }
+      }
+      for (int r = 0; r < world; ++r)
+        ASSERT_NEAR(got[r][k][i], theta[r], 1e-5 * (1 + std::fabs(theta[r])))
+            << "rank " << r << ", tensor " << k << " value " << i;
+    }
+}
+
+// A checkpoint taken while a sync is in flight (started after step 4, landing after
+// step 6): the loaded object lands it on step 6 as the first would have.
+TEST_P(OuterSync, AStateSavedWithASyncInFlightLandsItOnItsStep) {
+  const int world = 2, H = 4;
+  std::vector<Result> straight(world), resumed(world);
+  for (bool stop : {false, true}) {
+    run(world, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+      Params p(kSizes, gpu());
+      for (size_t k = 0; k < kSizes.size(); ++k) p.set(k, values(kSizes[k], 80 + static_cast<unsigned>(k)));
+      gcommOuterSyncConfig_t c = config(H, 2, "int8:block_size=32");  // fragments start at 2 and 4
+      c.overlap_steps = 2;
+      const auto t = p.tensors();
+      gcommOuterSync_t s = nullptr;
+      OS_CHECK(gcommOuterSyncCreate(comm, t.data(), t.size(), &c, &s));
+      for (int step = 1; step <= 9; ++step) {
+        inner_step(p, rank, step);
+        OS_CHECK(gcommOuterSyncStep(s, stream, nullptr));
+        if (stop && step == 5) {
+          size_t need = 0;
+          OS_CHECK(gcommOuterSyncSaveState(s, nullptr, 0, &need));
+          std::vector<uint8_t> state(need);
+          OS_CHECK(gcommOuterSyncSaveState(s, state.data(), state.size(), &need));
+          std::vector<std::vector<float>> saved;
+          for (size_t k = 0; k < kSizes.size(); ++k) saved.push_back(p.get(k));
+          OS_CHECK(gcommOuterSyncDestroy(s));
+          OS_CHECK(gcommOuterSyncCreate(comm, t.data(), t.size(), &c, &s));
+          for (size_t k = 0; k < kSizes.size(); ++k) p.set(k, saved[k]);
+          OS_CHECK(gcommOuterSyncLoadState(s, state.data(), state.size()));
+        }
+      }
+      for (size_t k = 0; k < kSizes.size(); ++k) (stop ? resumed : straight)[rank].push_back(p.get(k));
+      OS_CHECK(gcommOuterSyncDestroy(s));
+      return "";
+    });
+  }
+  for (int r = 0; r < world; ++r) EXPECT_EQ(resumed[r], straight[r]) << "rank " << r;
+}
+
 TEST_P(OuterSync, FragmentsSyncInTurnAndAWireKeepsTheRanksIdentical) {
   const int world = 2, H = 4;
   for (const char* compression :
@@ -220,15 +316,17 @@ TEST_P(OuterSync, AStateOfAnotherShapeOrWireIsRefusedChangingNothing) {
     Params p(kSizes, gpu()), q({1000, 37, 4096, 6}, gpu());
     for (size_t k = 0; k < kSizes.size(); ++k) p.set(k, values(kSizes[k], 40));
     const auto tp = p.tensors(), tq = q.tensors();
-    gcommOuterSync_t a = nullptr, b = nullptr, c = nullptr, d = nullptr, h = nullptr;
+    gcommOuterSync_t a = nullptr, b = nullptr, c = nullptr, d = nullptr, h = nullptr, o = nullptr;
     const gcommOuterSyncConfig_t plain = config(2), int8 = config(2, 1, "int8"), two = config(2, 2, "int8");
-    gcommOuterSyncConfig_t f16 = config(2);
+    gcommOuterSyncConfig_t f16 = config(2), overlapped = config(2, 1, "int8");
     f16.wire_dtype = gcommFloat16;
+    overlapped.overlap_steps = 1;
     OS_CHECK(gcommOuterSyncCreate(comm, tp.data(), tp.size(), &int8, &a));
     OS_CHECK(gcommOuterSyncCreate(comm, tq.data(), tq.size(), &int8, &b));
     OS_CHECK(gcommOuterSyncCreate(comm, tp.data(), tp.size(), &plain, &c));
     OS_CHECK(gcommOuterSyncCreate(comm, tp.data(), tp.size(), &two, &d));
     OS_CHECK(gcommOuterSyncCreate(comm, tp.data(), tp.size(), &f16, &h));
+    OS_CHECK(gcommOuterSyncCreate(comm, tp.data(), tp.size(), &overlapped, &o));
     for (int step = 0; step < 2; ++step) OS_CHECK(gcommOuterSyncStep(a, stream, nullptr));
     size_t need = 0;
     OS_CHECK(gcommOuterSyncSaveState(a, nullptr, 0, &need));
@@ -237,7 +335,8 @@ TEST_P(OuterSync, AStateOfAnotherShapeOrWireIsRefusedChangingNothing) {
     struct Case {
       gcommOuterSync_t target;
       const char* needle;
-    } cases[] = {{b, "this object's 6"}, {c, "wire 'int8'"}, {d, "fragments"}, {h, "dtype 1"}};
+    } cases[] = {
+        {b, "this object's 6"}, {c, "wire 'int8'"}, {d, "fragments"}, {h, "dtype 1"}, {o, "overlap_steps"}};
     for (const Case& k : cases) {
       if (gcommOuterSyncLoadState(k.target, state.data(), state.size()) != gcommInvalidArgument ||
           std::string(gcommGetLastError()).find(k.needle) == std::string::npos)
@@ -285,7 +384,13 @@ TEST_P(OuterSync, AStateOfAnotherShapeOrWireIsRefusedChangingNothing) {
       return "a state with a broken fragment state loaded";
     if (!(err = save(e, &after)).empty()) return err;
     if (after != mine) return "a refused load changed the first fragment's compression state";
-    for (gcommOuterSync_t s : {a, b, c, d, e, h}) OS_CHECK(gcommOuterSyncDestroy(s));
+    // A state of the format before overlap_steps ('1') is named as such.
+    std::vector<uint8_t> old_format = state;
+    old_format[7] = '1';
+    if (gcommOuterSyncLoadState(a, old_format.data(), old_format.size()) != gcommInvalidArgument ||
+        std::string(gcommGetLastError()).find("older format") == std::string::npos)
+      return std::string("an old state: ") + gcommGetLastError();
+    for (gcommOuterSync_t s : {a, b, c, d, e, h, o}) OS_CHECK(gcommOuterSyncDestroy(s));
     return "";
   });
 }
@@ -338,6 +443,17 @@ TEST_P(OuterSync, BadInputIsRefusedWithTheReason) {
     c = config(4);
     c.outer_momentum = 1.0f;
     if (!(e = expect(gcommOuterSyncCreate(comm, t.data(), t.size(), &c, &s), "outer_momentum")).empty())
+      return e;
+    c = config(8, 2);
+    c.overlap_steps = 5;
+    if (!(e = expect(gcommOuterSyncCreate(comm, t.data(), t.size(), &c, &s),
+                     "overlap_steps 5 must be at most"))
+             .empty())
+      return e;
+    c = config(8);
+    c.overlap_steps = 1;
+    c.mix = 1.0f;
+    if (!(e = expect(gcommOuterSyncCreate(comm, t.data(), t.size(), &c, &s), "mix must be in")).empty())
       return e;
     c = config(4, 1, "int9");
     if (!(e = expect(gcommOuterSyncCreate(comm, t.data(), t.size(), &c, &s), "int9")).empty()) return e;

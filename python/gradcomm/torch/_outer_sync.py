@@ -25,21 +25,27 @@ class OuterSync(Handle):
 
     Arguments (the C config's fields): sync_every (H, inner steps between two syncs
     of a fragment), fragments (the parameters cut into that many fragments of whole
-    tensors, synced in turn: streaming DiLoCo without its overlap), outer_lr (0.7),
-    outer_momentum (0.9), nesterov (True), wire_dtype (None, "f16", "bf16": the
-    pseudo-gradients' wire without compression), compression (None, a name such as
-    "int8", "fp8", "fp4", or a dict {"kind": ..., **options}; not "powersgd"),
-    bucket_cap_mb (25). Rank 0's parameters are copied to every rank at creation.
-    Do not wrap the model in DistributedDataParallel: the inner steps are local.
+    tensors, synced in turn), outer_lr (0.7), outer_momentum (0.9), nesterov (True),
+    wire_dtype (None, "f16", "bf16": the pseudo-gradients' wire without compression),
+    compression (None, a name such as "int8", "fp8", "fp4", or a dict
+    {"kind": ..., **options}; not "powersgd"), bucket_cap_mb (25), overlap_steps (0:
+    a sync is applied by the step that starts it; tau >= 1, streaming DiLoCo: it is
+    averaged while the next tau inner steps run and lands after them, at most
+    sync_every // fragments), mix (0.5: with overlap_steps, the weight kept of the
+    parameters the tau steps made when the outer update lands). Rank 0's parameters
+    are copied to every rank at creation. Do not wrap the model in
+    DistributedDataParallel: the inner steps are local. With overlap_steps, keep the
+    parameters' tensors as they are (no reallocation) while a sync is in flight.
     """
 
     _kind = "outer sync"
 
     def __init__(self, params, comm, *, sync_every=100, fragments=1, outer_lr=0.7, outer_momentum=0.9,
-                 nesterov=True, wire_dtype=None, compression=None, bucket_cap_mb=25.0):
+                 nesterov=True, wire_dtype=None, compression=None, bucket_cap_mb=25.0, overlap_steps=0, mix=0.5):
         spec = check_outer_sync_options(sync_every=sync_every, fragments=fragments, outer_lr=outer_lr,
                                         outer_momentum=outer_momentum, nesterov=nesterov, wire_dtype=wire_dtype,
-                                        compression=compression, bucket_cap_mb=bucket_cap_mb)
+                                        compression=compression, bucket_cap_mb=bucket_cap_mb,
+                                        overlap_steps=overlap_steps, mix=mix)
         if isinstance(params, torch.nn.Module):
             params = list(params.parameters())
         params = list(params)
@@ -59,7 +65,7 @@ class OuterSync(Handle):
         handle = _C.outer_sync_create(comm.handle, [(p.data_ptr(), p.numel(), _C.DataType.Float32) for p in params],
                                       int(sync_every), int(fragments), float(outer_lr), float(outer_momentum),
                                       int(bool(nesterov)), wire_dtype_code(wire_dtype), spec,
-                                      int(bucket_cap_mb * (1 << 20)))
+                                      int(bucket_cap_mb * (1 << 20)), int(overlap_steps), float(mix))
         self._own(handle, _C.outer_sync_destroy, keep=(comm,))
 
     def _stream(self):
@@ -67,7 +73,8 @@ class OuterSync(Handle):
 
     def step(self):
         """After each inner optimizer step, on every rank. Returns True when a
-        fragment was synced (its parameters now the new outer ones)."""
+        fragment's outer step was applied by this call (its parameters now the new
+        outer ones, or with overlap_steps their mix with the steps since)."""
         with torch.no_grad():
             return _C.outer_sync_step(self.handle, self._stream()) == 1
 
@@ -91,7 +98,7 @@ class OuterSync(Handle):
 
 
 def check_outer_sync_options(*, sync_every, fragments, outer_lr, outer_momentum, nesterov, wire_dtype, compression,
-                             bucket_cap_mb):
+                             bucket_cap_mb, overlap_steps=0, mix=0.5):
     """OuterSync's arguments checked in Python (the C call checks them again); returns
     the compression's text form or None."""
     def number(name, value, ok, what):
@@ -103,6 +110,10 @@ def check_outer_sync_options(*, sync_every, fragments, outer_lr, outer_momentum,
     number("outer_lr", outer_lr, lambda v: math.isfinite(v) and v > 0, "a finite value > 0")
     number("outer_momentum", outer_momentum, lambda v: 0 <= v < 1, "a value in [0, 1)")
     number("bucket_cap_mb", bucket_cap_mb, lambda v: math.isfinite(v) and v > 0, "a finite value > 0")
+    number("overlap_steps", overlap_steps, lambda v: int(v) == v and 0 <= v <= sync_every // fragments,
+           f"an integer in 0..sync_every // fragments ({sync_every // fragments}): a fragment's sync lands "
+           "before the next one starts")
+    number("mix", mix, lambda v: 0 <= v < 1, "a value in [0, 1)")
     if not isinstance(nesterov, bool):
         raise InvalidArgumentError("gcommInvalidArgument", f"nesterov={nesterov!r}: expected True or False")
     wire_dtype_code(wire_dtype)
