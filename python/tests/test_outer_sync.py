@@ -17,21 +17,23 @@ def models(n):
             for _ in range(n)]
 
 
-def train(compression, steps=64, sync_every=8, fragments=1, **options):
-    comms = gradcomm.init_local(3, "cpu", timeout=60)
-    nets = models(3)  # different weights on every rank: OuterSync starts them from rank 0's
+def train(compression, steps=64, sync_every=8, fragments=1, device="cpu", round_trip=False, **options):
+    """Three local ranks of `device` fit a teacher, each on its own samples; OuterSync's
+    state goes out and back in at the end with round_trip (test_torch_cuda.py: on a GPU)."""
+    comms = gradcomm.init_local(3, device, timeout=60)
+    nets = [m.to(device) for m in models(3)]  # different weights on every rank: OuterSync starts them from rank 0's
     torch.manual_seed(1)
-    teacher = torch.nn.Linear(32, 4)
+    teacher = torch.nn.Linear(32, 4).to(device)
 
     def rank(r, c):
         outer = gct.OuterSync(nets[r], c, sync_every=sync_every, fragments=fragments, compression=compression,
                               **options)
         start = [p.detach().clone() for p in nets[r].parameters()]
         opt = torch.optim.SGD(nets[r].parameters(), lr=0.05)
-        gen = torch.Generator().manual_seed(100 + r)
+        gen = torch.Generator(device=device).manual_seed(100 + r)
         losses, synced = [], []
         for _ in range(steps):
-            x = torch.randn(16, 32, generator=gen)
+            x = torch.randn(16, 32, generator=gen, device=device)
             with torch.no_grad():
                 y = teacher(x)
             opt.zero_grad()
@@ -40,6 +42,8 @@ def train(compression, steps=64, sync_every=8, fragments=1, **options):
             opt.step()
             losses.append(loss.item())
             synced.append(outer.step())
+        if round_trip:
+            outer.load_state_dict(outer.state_dict())
         params = [p.detach().clone() for p in nets[r].parameters()]
         stats = outer.stats()
         outer.close()

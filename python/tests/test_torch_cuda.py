@@ -9,7 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 import gradcomm  # noqa: E402
 import gradcomm.torch as gct  # noqa: E402
-from conftest import max_rel_diff, on_ranks, run_ranks  # noqa: E402
+from conftest import max_rel_diff, run_ranks  # noqa: E402
+from test_outer_sync import train as train_outer_sync  # noqa: E402
 
 if not torch.cuda.is_available() or gradcomm.cuda_device_count() == 0:
     pytest.skip("no GPU: torch.cuda.is_available() is False or gradcomm sees no device",
@@ -149,41 +150,7 @@ def test_outer_sync_on_local_ranks_of_one_gpu(compression):
     # DiLoCo with the parameters in device memory: the pseudo-gradient and outer-step
     # kernels, the fragment's reducer on the local GPU transport, and the state's
     # round trip through device memory. Each rank fits a teacher on its own samples.
-    comms = gradcomm.init_local(3, "cuda:0", timeout=60)
-    torch.manual_seed(0)
-    nets = [torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 4)).cuda()
-            for _ in range(3)]
-    teacher = torch.nn.Linear(32, 4).cuda()
-
-    def rank(r, c):
-        outer = gct.OuterSync(nets[r], c, sync_every=8, fragments=2, compression=compression)
-        start = [p.detach().clone() for p in nets[r].parameters()]
-        opt = torch.optim.SGD(nets[r].parameters(), lr=0.05)
-        gen = torch.Generator(device="cuda").manual_seed(100 + r)
-        losses, synced = [], []
-        for _ in range(64):
-            x = torch.randn(16, 32, device="cuda", generator=gen)
-            with torch.no_grad():
-                y = teacher(x)
-            opt.zero_grad()
-            loss = (nets[r](x) - y).square().mean()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-            synced.append(outer.step())
-        state = outer.state_dict()
-        outer.load_state_dict(state)  # device memory out and back in
-        torch.cuda.synchronize()
-        params = [p.detach().clone() for p in nets[r].parameters()]
-        stats = outer.stats()
-        outer.close()
-        return start, losses, synced, params, stats
-
-    try:
-        out = on_ranks(comms, rank)
-    finally:
-        for c in comms:
-            c.close()
+    out = train_outer_sync(compression, fragments=2, device="cuda:0", round_trip=True)
     for start, losses, synced, params, stats in out:
         assert all(torch.equal(a, b) for a, b in zip(start, out[0][0])), "rank 0's parameters at creation"
         assert sum(synced) == 16, "two fragments, each every 8 steps"

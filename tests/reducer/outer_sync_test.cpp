@@ -89,15 +89,68 @@ const std::vector<size_t> kSizes = {1000, 37, 4096, 5};
 // Every rank's parameters after `steps` inner steps with syncs every H, as bytes per tensor.
 using Result = std::vector<std::vector<float>>;
 
+// Rank 0's starting parameters (seeds seed, seed + 1, ...), and a rank's parameters
+// before creation: rank 0's, or values of its own that the creation's broadcast replaces.
+Result starting_values(unsigned seed) {
+  Result start;
+  for (size_t k = 0; k < kSizes.size(); ++k)
+    start.push_back(values(kSizes[k], seed + static_cast<unsigned>(k)));
+  return start;
+}
+void set_before_creation(Params& p, int rank, const Result& start) {
+  for (size_t k = 0; k < kSizes.size(); ++k)
+    p.set(k, rank == 0 ? start[k] : values(kSizes[k], 1000 + static_cast<unsigned>(rank)));
+}
+
+// Every rank's parameters after `steps` inner steps with config `c`, straight through
+// (first) and with a checkpoint after step `stop_at` loaded into a new object (second:
+// its creation broadcasts rank 0's parameters, the caller's own are put back as saved).
+std::pair<std::vector<Result>, std::vector<Result>> straight_and_resumed(WhereRig& rig, int world,
+                                                                         const gcommOuterSyncConfig_t& c,
+                                                                         unsigned seed, int steps,
+                                                                         int stop_at) {
+  std::vector<Result> straight(world), resumed(world);
+  for (bool stop : {false, true}) {
+    rig.run(world, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
+      Params p(kSizes, rig.gpu());
+      for (size_t k = 0; k < kSizes.size(); ++k) p.set(k, values(kSizes[k], seed + static_cast<unsigned>(k)));
+      const auto t = p.tensors();
+      gcommOuterSync_t s = nullptr;
+      OS_CHECK(gcommOuterSyncCreate(comm, t.data(), t.size(), &c, &s));
+      for (int step = 1; step <= steps; ++step) {
+        inner_step(p, rank, step);
+        OS_CHECK(gcommOuterSyncStep(s, stream, nullptr));
+        if (!stop || step != stop_at) continue;
+        size_t need = 0;
+        OS_CHECK(gcommOuterSyncSaveState(s, nullptr, 0, &need));
+        std::vector<uint8_t> state(need);
+        OS_CHECK(gcommOuterSyncSaveState(s, state.data(), state.size(), &need));
+        std::vector<std::vector<float>> saved;
+        for (size_t k = 0; k < kSizes.size(); ++k) saved.push_back(p.get(k));
+        OS_CHECK(gcommOuterSyncDestroy(s));
+        OS_CHECK(gcommOuterSyncCreate(comm, t.data(), t.size(), &c, &s));
+        for (size_t k = 0; k < kSizes.size(); ++k) p.set(k, saved[k]);
+        OS_CHECK(gcommOuterSyncLoadState(s, state.data(), state.size()));
+        gcommOuterSyncStats_t st = GCOMM_OUTER_SYNC_STATS_INITIALIZER;
+        OS_CHECK(gcommOuterSyncGetStats(s, &st));
+        if (st.inner_steps != static_cast<uint64_t>(stop_at))
+          return "the loaded state's step count is " + std::to_string(st.inner_steps);
+      }
+      for (size_t k = 0; k < kSizes.size(); ++k) (stop ? resumed : straight)[rank].push_back(p.get(k));
+      OS_CHECK(gcommOuterSyncDestroy(s));
+      return "";
+    });
+  }
+  return {straight, resumed};
+}
+
 TEST_P(OuterSync, EveryRankHoldsTheDiLoCoStepOfTheAveragePseudoGradient) {
   const int world = 3, H = 4;
   std::vector<Result> got(world);
-  std::vector<std::vector<float>> start;
-  for (size_t k = 0; k < kSizes.size(); ++k)
-    start.push_back(values(kSizes[k], 10 + static_cast<unsigned>(k)));
+  const Result start = starting_values(10);
   run(world, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
     Params p(kSizes, gpu());
-    for (size_t k = 0; k < kSizes.size(); ++k) p.set(k, rank == 0 ? start[k] : values(kSizes[k], 99 + rank));
+    set_before_creation(p, rank, start);
     gcommOuterSync_t s = nullptr;
     const gcommOuterSyncConfig_t c = config(H);
     const auto t = p.tensors();
@@ -149,12 +202,10 @@ TEST_P(OuterSync, EveryRankHoldsTheDiLoCoStepOfTheAveragePseudoGradient) {
 TEST_P(OuterSync, AnOverlappedSyncLandsTauStepsLaterMixedWithTheStepsSince) {
   const int world = 3, H = 4, tau = 2, steps = 2 * H + tau;
   std::vector<Result> got(world);
-  std::vector<std::vector<float>> start;
-  for (size_t k = 0; k < kSizes.size(); ++k)
-    start.push_back(values(kSizes[k], 60 + static_cast<unsigned>(k)));
+  const Result start = starting_values(60);
   run(world, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
     Params p(kSizes, gpu());
-    for (size_t k = 0; k < kSizes.size(); ++k) p.set(k, rank == 0 ? start[k] : values(kSizes[k], 70 + rank));
+    set_before_creation(p, rank, start);
     gcommOuterSyncConfig_t c = config(H);
     c.overlap_steps = tau;
     c.mix = 0.5f;
@@ -202,39 +253,10 @@ TEST_P(OuterSync, AnOverlappedSyncLandsTauStepsLaterMixedWithTheStepsSince) {
 // A checkpoint taken while a sync is in flight (started after step 4, landing after
 // step 6): the loaded object lands it on step 6 as the first would have.
 TEST_P(OuterSync, AStateSavedWithASyncInFlightLandsItOnItsStep) {
-  const int world = 2, H = 4;
-  std::vector<Result> straight(world), resumed(world);
-  for (bool stop : {false, true}) {
-    run(world, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
-      Params p(kSizes, gpu());
-      for (size_t k = 0; k < kSizes.size(); ++k) p.set(k, values(kSizes[k], 80 + static_cast<unsigned>(k)));
-      gcommOuterSyncConfig_t c = config(H, 2, "int8:block_size=32");  // fragments start at 2 and 4
-      c.overlap_steps = 2;
-      const auto t = p.tensors();
-      gcommOuterSync_t s = nullptr;
-      OS_CHECK(gcommOuterSyncCreate(comm, t.data(), t.size(), &c, &s));
-      for (int step = 1; step <= 9; ++step) {
-        inner_step(p, rank, step);
-        OS_CHECK(gcommOuterSyncStep(s, stream, nullptr));
-        if (stop && step == 5) {
-          size_t need = 0;
-          OS_CHECK(gcommOuterSyncSaveState(s, nullptr, 0, &need));
-          std::vector<uint8_t> state(need);
-          OS_CHECK(gcommOuterSyncSaveState(s, state.data(), state.size(), &need));
-          std::vector<std::vector<float>> saved;
-          for (size_t k = 0; k < kSizes.size(); ++k) saved.push_back(p.get(k));
-          OS_CHECK(gcommOuterSyncDestroy(s));
-          OS_CHECK(gcommOuterSyncCreate(comm, t.data(), t.size(), &c, &s));
-          for (size_t k = 0; k < kSizes.size(); ++k) p.set(k, saved[k]);
-          OS_CHECK(gcommOuterSyncLoadState(s, state.data(), state.size()));
-        }
-      }
-      for (size_t k = 0; k < kSizes.size(); ++k) (stop ? resumed : straight)[rank].push_back(p.get(k));
-      OS_CHECK(gcommOuterSyncDestroy(s));
-      return "";
-    });
-  }
-  for (int r = 0; r < world; ++r) EXPECT_EQ(resumed[r], straight[r]) << "rank " << r;
+  gcommOuterSyncConfig_t c = config(4, 2, "int8:block_size=32");  // fragments start at 2 and 4
+  c.overlap_steps = 2;
+  const auto [straight, resumed] = straight_and_resumed(*this, 2, c, 80, 9, 5);
+  for (size_t r = 0; r < straight.size(); ++r) EXPECT_EQ(resumed[r], straight[r]) << "rank " << r;
 }
 
 TEST_P(OuterSync, FragmentsSyncInTurnAndAWireKeepsTheRanksIdentical) {
@@ -273,42 +295,10 @@ TEST_P(OuterSync, FragmentsSyncInTurnAndAWireKeepsTheRanksIdentical) {
 }
 
 TEST_P(OuterSync, AStatesRoundTripContinuesAsIfNeverStopped) {
-  const int world = 2, H = 2;
-  std::vector<Result> straight(world), resumed(world);
-  for (bool stop : {false, true}) {
-    run(world, [&](int rank, gcommComm_t comm, cudaStream_t stream) -> std::string {
-      Params p(kSizes, gpu());
-      for (size_t k = 0; k < kSizes.size(); ++k) p.set(k, values(kSizes[k], 30 + static_cast<unsigned>(k)));
-      const gcommOuterSyncConfig_t c = config(H, 1, "int8:block_size=32");
-      const auto t = p.tensors();
-      gcommOuterSync_t s = nullptr;
-      OS_CHECK(gcommOuterSyncCreate(comm, t.data(), t.size(), &c, &s));
-      for (int step = 1; step <= 6; ++step) {
-        inner_step(p, rank, step);
-        OS_CHECK(gcommOuterSyncStep(s, stream, nullptr));
-        if (stop && step == 3) {  // a checkpoint mid-period, then a new object loads it
-          size_t need = 0;
-          OS_CHECK(gcommOuterSyncSaveState(s, nullptr, 0, &need));
-          std::vector<uint8_t> state(need);
-          OS_CHECK(gcommOuterSyncSaveState(s, state.data(), state.size(), &need));
-          std::vector<std::vector<float>> saved;
-          for (size_t k = 0; k < kSizes.size(); ++k) saved.push_back(p.get(k));
-          OS_CHECK(gcommOuterSyncDestroy(s));
-          OS_CHECK(gcommOuterSyncCreate(comm, t.data(), t.size(), &c, &s));  // broadcasts rank 0's
-          for (size_t k = 0; k < kSizes.size(); ++k) p.set(k, saved[k]);     // the caller's own, as saved
-          OS_CHECK(gcommOuterSyncLoadState(s, state.data(), state.size()));
-          gcommOuterSyncStats_t st = GCOMM_OUTER_SYNC_STATS_INITIALIZER;
-          OS_CHECK(gcommOuterSyncGetStats(s, &st));
-          if (st.inner_steps != 3)
-            return "the loaded state's step count is " + std::to_string(st.inner_steps);
-        }
-      }
-      for (size_t k = 0; k < kSizes.size(); ++k) (stop ? resumed : straight)[rank].push_back(p.get(k));
-      OS_CHECK(gcommOuterSyncDestroy(s));
-      return "";
-    });
-  }
-  for (int r = 0; r < world; ++r) EXPECT_EQ(resumed[r], straight[r]) << "rank " << r;
+  // A checkpoint mid-period (H 2, after step 3), then a new object loads it.
+  const auto [straight, resumed] =
+      straight_and_resumed(*this, 2, config(2, 1, "int8:block_size=32"), 30, 6, 3);
+  for (size_t r = 0; r < straight.size(); ++r) EXPECT_EQ(resumed[r], straight[r]) << "rank " << r;
 }
 
 TEST_P(OuterSync, AStateOfAnotherShapeOrWireIsRefusedChangingNothing) {
