@@ -9,9 +9,9 @@ namespace gradcomm::kernels::quant {
 const Codec& fp4_e2m1_codec() {
   static const Codec codec{"fp4 e2m1",
                            Fp4E2M1::kBits,
-                           host::quantize<Fp4E2M1>,
-                           host::sum_requantize<Fp4E2M1>,
-                           host::dequantize<Fp4E2M1>,
+                           host::Twins<Fp4E2M1>::quantize,
+                           host::Twins<Fp4E2M1>::sum_requantize,
+                           host::Twins<Fp4E2M1>::dequantize,
 #ifdef GRADCOMM_KERNELS_CUDA
                            cuda::fp4_e2m1_quantize,
                            cuda::fp4_e2m1_sum_requantize,

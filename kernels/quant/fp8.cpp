@@ -16,9 +16,9 @@ namespace gradcomm::kernels::quant {
 const Codec& fp8_e4m3_codec() {
   static const Codec codec{"fp8 e4m3",
                            Fp8E4M3::kBits,
-                           host::quantize<Fp8E4M3>,
-                           host::sum_requantize<Fp8E4M3>,
-                           host::dequantize<Fp8E4M3>,
+                           host::Twins<Fp8E4M3>::quantize,
+                           host::Twins<Fp8E4M3>::sum_requantize,
+                           host::Twins<Fp8E4M3>::dequantize,
                            GCOMM_FP8_CUDA(e4m3)};
   return codec;
 }
@@ -26,9 +26,9 @@ const Codec& fp8_e4m3_codec() {
 const Codec& fp8_e5m2_codec() {
   static const Codec codec{"fp8 e5m2",
                            Fp8E5M2::kBits,
-                           host::quantize<Fp8E5M2>,
-                           host::sum_requantize<Fp8E5M2>,
-                           host::dequantize<Fp8E5M2>,
+                           host::Twins<Fp8E5M2>::quantize,
+                           host::Twins<Fp8E5M2>::sum_requantize,
+                           host::Twins<Fp8E5M2>::dequantize,
                            GCOMM_FP8_CUDA(e5m2)};
   return codec;
 }

@@ -9,9 +9,9 @@ namespace gradcomm::kernels::quant {
 const Codec& int8_codec() {
   static const Codec codec{"int8",
                            Int8::kBits,
-                           host::quantize<Int8>,
-                           host::sum_requantize<Int8>,
-                           host::dequantize<Int8>,
+                           host::Twins<Int8>::quantize,
+                           host::Twins<Int8>::sum_requantize,
+                           host::Twins<Int8>::dequantize,
 #ifdef GRADCOMM_KERNELS_CUDA
                            cuda::int8_quantize,
                            cuda::int8_sum_requantize,

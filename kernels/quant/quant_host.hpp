@@ -127,4 +127,34 @@ void dequantize(const void* in, const Layout& l, float* out) {
     }
 }
 
+// The host twins as a format's Codec holds them (int8.cpp, fp8.cpp, fp4.cpp). With
+// GCC on x86-64 each is cloned for AVX2, and the clone the CPU can run is picked when
+// the library loads (an ifunc); flatten inlines the whole twin into each clone, so its
+// element loops run 8 floats wide on an AVX2 CPU and 4 wide (SSE2) elsewhere. The
+// same bits either way: every operation is IEEE's, and the avx2 target adds no FMA to
+// contract into (HostTwinClones.* checks them against the plain template). Clang (the
+// fuzz build) gets the plain functions.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define GCOMM_HOST_TWIN_CLONES __attribute__((target_clones("avx2", "default"), flatten))
+#else
+#define GCOMM_HOST_TWIN_CLONES
+#endif
+
+template <class F>
+struct Twins {
+  GCOMM_HOST_TWIN_CLONES static void quantize(const float* x, const float* e, const Layout& l, void* out,
+                                              float* residual) {
+    host::quantize<F>(x, e, l, out, residual);
+  }
+  GCOMM_HOST_TWIN_CLONES static void sum_requantize(const void* in, size_t ranks, const Layout& l,
+                                                    const float* e, void* out, float* residual) {
+    host::sum_requantize<F>(in, ranks, l, e, out, residual);
+  }
+  GCOMM_HOST_TWIN_CLONES static void dequantize(const void* in, const Layout& l, float* out) {
+    host::dequantize<F>(in, l, out);
+  }
+};
+
+#undef GCOMM_HOST_TWIN_CLONES
+
 }  // namespace gradcomm::kernels::quant::host
