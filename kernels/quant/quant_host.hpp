@@ -133,8 +133,10 @@ void dequantize(const void* in, const Layout& l, float* out) {
 // element loops run 8 floats wide on an AVX2 CPU and 4 wide (SSE2) elsewhere. The
 // same bits either way: every operation is IEEE's, and the avx2 target adds no FMA to
 // contract into (HostTwinClones.* checks them against the plain template). Clang (the
-// fuzz build) gets the plain functions.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// fuzz build) and ThreadSanitizer builds get the plain functions: an ifunc's resolver
+// runs while the program is relocated, before TSan's runtime is up, and TSan's
+// instrumented resolver crashed every test program at start.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define GCOMM_HOST_TWIN_CLONES __attribute__((target_clones("avx2", "default"), flatten))
 #else
 #define GCOMM_HOST_TWIN_CLONES
