@@ -3,13 +3,17 @@ DDP wrapper, one rank 60 ms late in its backward, its batch loading or its
 optimizer step: every rank's report names that rank and phase (the wrapper marks
 forward starts and optimizer steps), and names nobody when nobody is late; a
 NaN gradient from one rank is named with its rank and parameter. The Lightning
-strategies' log line comes from the same report."""
+strategies' log line comes from the same report. With ranks as threads of one
+process, an optimizer's step marks only its own model's wrapper."""
 import logging
 
 import pytest
 
 torch = pytest.importorskip("torch")
-from conftest import run_ranks  # noqa: E402
+from conftest import on_ranks, run_ranks  # noqa: E402
+
+import gradcomm  # noqa: E402
+import gradcomm.torch as gct  # noqa: E402
 
 from gradcomm._lightning_stragglers import StragglerLog  # noqa: E402
 
@@ -63,3 +67,24 @@ def test_the_lightning_line_is_written_when_the_verdict_changes_and_only_by_glob
     assert caplog.records[0].getMessage() == ("gradcomm: rank 2 was late on 7 of synced steps 1-10 by 201 ms "
                                               "(median), in data loading (before forward); every rank waited for it")
     assert caplog.records[1].getMessage() == "gradcomm: no rank was late on most of synced steps 21-30"
+
+
+def test_an_optimizer_step_marks_only_the_wrapper_of_its_own_parameters():
+    # PyTorch's post-step hook is global to the process. Marking every wrapper had
+    # rank 0's thread take rank 1's reducer lock inside rank 1's step; the two ranks
+    # then waited for each other until the timeout (test_fp4_wire.py, 2026-11-30).
+    comms = gradcomm.init_local(2, "cpu", timeout=30)
+    torch.manual_seed(0)
+    nets = [torch.nn.Linear(8, 2) for _ in comms]
+    wrappers = on_ranks(comms, lambda r, c: gct.DistributedDataParallel(nets[r], c))
+    opts = [torch.optim.SGD(n.parameters(), lr=0.1) for n in nets]
+    marks = [[], []]
+    for r, w in enumerate(wrappers):
+        w._note_step_mark = marks[r].append  # the instance's, in front of the method
+    opts[0].step()
+    assert marks == [["optimizer_done"], []]
+    opts[1].step()
+    assert marks == [["optimizer_done"], ["optimizer_done"]]
+    on_ranks(comms, lambda r, c: wrappers[r].close())
+    for c in comms:
+        c.close()

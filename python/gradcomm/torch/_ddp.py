@@ -176,10 +176,13 @@ def _remove_hooks(hooks):
 
 
 # Straggler attribution's optimizer mark: one PyTorch global post-step hook for the
-# process, registered once and never removed, marks every live wrapper. A hook per
-# wrapper added and removed torch's global hook dict while another rank's thread
-# iterated it in its optimizer step ("OrderedDict mutated during iteration", local
-# ranks as threads).
+# process, registered once and never removed, marks the live wrappers whose parameters
+# the stepped optimizer holds. A hook per wrapper added and removed torch's global hook
+# dict while another rank's thread iterated it in its optimizer step ("OrderedDict
+# mutated during iteration", local ranks as threads). Marking every wrapper, as the
+# first version of this hook did, had one rank's thread take another rank's reducer
+# lock inside that rank's step: with local ranks as threads the two waited for each
+# other until the timeout (test_fp4_wire.py in the clean-clone run of ac0a8ed).
 _marked_wrappers = weakref.WeakSet()
 _marked_lock = threading.Lock()
 _marks_hook = None
@@ -204,7 +207,10 @@ def _optimizer_step_done(optimizer, args, kwargs):
         return
     with _marked_lock:
         wrappers = list(_marked_wrappers)
+    stepped = [p for group in optimizer.param_groups for p in group["params"]]
     for w in wrappers:
+        if not any(id(p) in w._param_ids for p in stepped):
+            continue  # another model's optimizer (another rank's, with ranks as threads)
         try:
             w._note_step_mark("optimizer_done")
         except Error:  # a wrapper closed by another thread meanwhile: a mark is best effort
@@ -344,7 +350,8 @@ class DistributedDataParallel(torch.nn.Module):
         # dropped without close() is freed, as a dropped DDP is (issue 44 #2).
         self._hooks = [p.register_post_accumulate_grad_hook(self._make_hook(i)) for i, p in enumerate(self._params)]
         # Straggler attribution's optimizer mark: PyTorch's global post-step hook
-        # (any optimizer of the process; the first after a step's end counts).
+        # (an optimizer holding this module's parameters; the first after a step's end counts).
+        self._param_ids = frozenset(id(p) for p in self._params)
         _mark_optimizer_steps(self)
         self._hooks_finalizer = weakref.finalize(self, _remove_hooks, self._hooks)
         self._take_over_parameters()
