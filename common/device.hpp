@@ -26,6 +26,11 @@ inline bool is_host(const gcommDevice_t& device) {
   return device.kind == gcommDeviceHost;
 }
 
+// The same device: kind and ordinal.
+inline bool same_device(const gcommDevice_t& a, const gcommDevice_t& b) {
+  return a.kind == b.kind && a.ordinal == b.ordinal;
+}
+
 // Where a pointer's memory lives. Without a GPU every pointer is host memory.
 enum class MemoryKind { kHost, kPinnedHost, kDevice, kManaged };
 struct PointerInfo {

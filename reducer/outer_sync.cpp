@@ -264,10 +264,14 @@ void OuterSync::land(Fragment& f, gcommStream_t stream) {
   ++syncs_;
 }
 
+void OuterSync::average_in_flight() {
+  for (Fragment& f : fragments_)
+    if (f.lands_at != 0 && !f.averaged) average(f, nullptr);
+}
+
 void OuterSync::drop_in_flight() {
+  average_in_flight();
   for (Fragment& f : fragments_) {
-    if (f.lands_at == 0) continue;
-    if (!f.averaged) average(f, nullptr);
     f.lands_at = 0;
     f.averaged = false;
   }
@@ -291,8 +295,7 @@ gcommOuterSyncStats_t OuterSync::stats() const {
 std::vector<uint8_t> OuterSync::save() {
   // A sync in flight is averaged now (its collectives were all issued; this waits
   // for them) and lands on its step as it would have.
-  for (Fragment& f : fragments_)
-    if (f.lands_at != 0 && !f.averaged) average(f, nullptr);
+  average_in_flight();
   settle();  // the last outer step, on the caller's stream
   std::vector<uint8_t> out(kStateMagic, kStateMagic + sizeof kStateMagic);
   put(out, static_cast<uint64_t>(wire_.size()));

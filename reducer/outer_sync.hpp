@@ -86,7 +86,9 @@ class OuterSync {
   void start(Fragment& f, gcommStream_t stream);
   void average(Fragment& f, gcommStream_t stream);
   void land(Fragment& f, gcommStream_t stream);
-  // Waits for every sync in flight that is not averaged yet, and drops them all (load, destroy).
+  // Waits for the average of every sync in flight that has none yet (save).
+  void average_in_flight();
+  // The same, then drops them all (load, destroy).
   void drop_in_flight();
   // A fragment's compression state (empty without compression).
   std::vector<uint8_t> compression_state(const Fragment& f) const;

@@ -97,9 +97,8 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
   require(n > 0, "a reducer needs at least one gradient (num_grads is 0)");
   check_list_length(n, "num_grads");
   if (scaler_ != nullptr)
-    require(scaler_->device().kind == device_.kind && scaler_->device().ordinal == device_.ordinal,
-            "the scaler is on ", describe_device(scaler_->device()), " but the communicator is on ",
-            describe_device(device_));
+    require(same_device(scaler_->device(), device_), "the scaler is on ", describe_device(scaler_->device()),
+            " but the communicator is on ", describe_device(device_));
   for (size_t i = 0; i < n; ++i) {
     const gcommTensor_t& g = grads[i];
     checked_dtype(g.dtype, cat("grads[", i, "].dtype").c_str());
@@ -123,9 +122,8 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
   // an allocator of another device's memory fails at the first copy (the GPU contract
   // suite once passed a host allocator: "cudaMemcpyAsync ... invalid argument").
   if (allocator != nullptr)
-    require(allocator->device().kind == device_.kind && allocator->device().ordinal == device_.ordinal,
-            "the allocator is on ", describe_device(allocator->device()), " but the communicator is on ",
-            describe_device(device_));
+    require(same_device(allocator->device(), device_), "the allocator is on ",
+            describe_device(allocator->device()), " but the communicator is on ", describe_device(device_));
   allocator_ = allocator != nullptr
                    ? std::move(allocator)
                    : memory::make_caching_allocator(device_, gcommMemoryDefault, memory::AllocatorOptions{});
