@@ -244,4 +244,17 @@ std::vector<size_t> aligned_layout(const std::vector<size_t>& bytes, size_t* tot
   return offsets;
 }
 
+bool same_plan(const BucketPlan& a, const BucketPlan& b) {
+  if (a.buckets.size() != b.buckets.size()) return false;
+  for (size_t k = 0; k < a.buckets.size(); ++k) {
+    const Bucket& x = a.buckets[k];
+    const Bucket& y = b.buckets[k];
+    if (x.elements != y.elements || x.wire_dtype != y.wire_dtype || x.entries.size() != y.entries.size())
+      return false;
+    for (size_t e = 0; e < x.entries.size(); ++e)
+      if (x.entries[e].grad != y.entries[e].grad || x.entries[e].offset != y.entries[e].offset) return false;
+  }
+  return true;
+}
+
 }  // namespace gradcomm::reducer

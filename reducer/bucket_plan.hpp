@@ -93,6 +93,9 @@ std::vector<ShardPiece> shard_pieces(const Bucket& bucket, const std::vector<siz
 void check_plan_invariants(const std::vector<GradSpec>& grads, const PlanOptions& options,
                            const BucketPlan& plan);
 
+// The same buckets, gradients and offsets (a rebuild that changes nothing is skipped).
+bool same_plan(const BucketPlan& a, const BucketPlan& b);
+
 // One line per bucket, for logs.
 std::string describe_plan(const BucketPlan& plan);
 

@@ -154,7 +154,8 @@ OuterSync::OuterSync(gcommComm_t comm, const gcommTensor_t* params, size_t n, co
     gcommReducerConfig_t rc = GCOMM_REDUCER_CONFIG_INITIALIZER;
     rc.bucket_cap_bytes = c.bucket_cap_bytes;
     rc.wire_dtype = c.wire_dtype;
-    rc.rebuild_buckets = 0;  // every pseudo-gradient is marked at once, in plan order
+    rc.rebuild_buckets = 0;                       // every pseudo-gradient is marked at once, in plan order
+    rc.bucket_autotune = gcommBucketAutotuneOff;  // ... so there is no arrival to measure
     gcommReducer_t made = nullptr;
     check(gcommReducerCreate(comm, deltas.data(), deltas.size(), &rc, &made),
           "the pseudo-gradients' reducer");

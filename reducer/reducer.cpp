@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -43,19 +44,6 @@ std::string list_indices(const std::vector<size_t>& v, size_t limit = 20) {
   return s;
 }
 
-bool same_plan(const BucketPlan& a, const BucketPlan& b) {
-  if (a.buckets.size() != b.buckets.size()) return false;
-  for (size_t k = 0; k < a.buckets.size(); ++k) {
-    const Bucket& x = a.buckets[k];
-    const Bucket& y = b.buckets[k];
-    if (x.elements != y.elements || x.wire_dtype != y.wire_dtype || x.entries.size() != y.entries.size())
-      return false;
-    for (size_t e = 0; e < x.entries.size(); ++e)
-      if (x.entries[e].grad != y.entries[e].grad || x.entries[e].offset != y.entries[e].offset) return false;
-  }
-  return true;
-}
-
 // A host reducer with peers runs its buckets on the communicator's lane, so their
 // collectives overlap backward (comm/host_lane.hpp); with the setting off, or on a
 // transport that only the application's threads may call (MPI below
@@ -92,7 +80,10 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
       epilogue_at_finalize_(options.settings.epilogue_at_finalize),
       // Views and shards keep their first plan: the caller holds addresses into it,
       // or an optimizer's shard layout.
-      rebuild_pending_(options.rebuild_buckets && !options.grad_as_bucket_view && !options.sharded) {
+      rebuild_pending_(options.rebuild_buckets && !options.grad_as_bucket_view && !options.sharded),
+      bucket_cap_bytes_(options.bucket_cap_bytes),
+      first_bucket_bytes_(options.first_bucket_bytes),
+      autotune_(GCOMM_BUCKET_AUTOTUNE_REPORT_INITIALIZER) {
   require(grads != nullptr || n == 0, "argument 'grads' is NULL but num_grads is ", n);
   require(n > 0, "a reducer needs at least one gradient (num_grads is 0)");
   check_list_length(n, "num_grads");
@@ -134,6 +125,7 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
   lay_out_buckets(plan_buckets(specs_, plan_options()), *strategy_);
   side_.synchronize();  // the scalars and the zeroed buffers are in place before the first step
   marked_.assign(n, 0);
+  start_autotune();
   const ReducerSettings& settings = options_.settings;
   if (!settings.trace_file.empty()) {
     const std::string path = per_rank_path(settings.trace_file, comm_.rank(), comm_.size());
@@ -179,8 +171,8 @@ void Reducer::check_grad_location(const void* data, size_t index) const {
 
 PlanOptions Reducer::plan_options() const {
   PlanOptions po;
-  po.bucket_cap_bytes = options_.bucket_cap_bytes;
-  po.first_bucket_bytes = options_.first_bucket_bytes;
+  po.bucket_cap_bytes = bucket_cap_bytes_;
+  po.first_bucket_bytes = first_bucket_bytes_;
   po.wire_dtype = options_.wire_dtype;
   po.shards = sharding_ != nullptr ? sharding_->shards() : 1;
   return po;
@@ -344,6 +336,7 @@ void Reducer::begin_step(bool sync) {
       if (stragglers_.enabled() && !grads_.empty())
         memory::zero_bytes(scalars_->own_nonfinite(), grads_.size() * sizeof(float), device_, side_.stream());
       strategy_->begin_step(context());
+      autotune_begin_step();
     });
   phase_ = sync ? Phase::kSynced : Phase::kAccumulating;
 }
@@ -374,6 +367,10 @@ void Reducer::mark_ready(size_t index, gcommStream_t stream, std::optional<const
   if (phase_ == Phase::kAccumulating) return;
   timeline_.marked();
   if (rebuild_pending_) ready_order_.push_back(index);
+  if (recording_arrivals_)
+    arrivals_->mark(
+        index, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch())
+                   .count());
   size_t b = plan_.bucket_of[index];
   auto& streams = bucket_streams_[b];
   if (std::find(streams.begin(), streams.end(), stream) == streams.end()) streams.push_back(stream);
@@ -456,6 +453,7 @@ void Reducer::finalize(gcommStream_t stream) {
                 missing.size(), " gradients never marked");
     synced_result_ = true;
     maybe_rebuild(missing);  // every rank rebuilds at the same step
+    autotune_end_step();     // ... and chooses its bucket cap at the same step
   });
   if (refuse)
     fail(gcommInvalidState, missing.size(), " of ", grads_.size(),
@@ -717,6 +715,8 @@ void Reducer::install(const char* name, Make&& make, const size_t* grad_rows) {
     side_.synchronize();  // its state (zeros) and the moved gradients are in place before the first step
   });
   rebuild_pending_ = false;  // the strategy's state is laid out by this plan
+  if (arrivals_ != nullptr)
+    skip_autotune(cat("compression ", name, " was enabled: its buckets' state is laid out by this plan"));
   strategy->wrap(std::move(strategy_));
   strategy_ = std::move(strategy);
   std::string stats;

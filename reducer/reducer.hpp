@@ -21,6 +21,7 @@
 #include "gradcomm/reducer.h"
 #include "kernels/grad_scaler.hpp"
 #include "memory/caching_allocator.hpp"
+#include "reducer/bucket_autotune.hpp"
 #include "reducer/bucket_plan.hpp"
 #include "reducer/grad_addresses.hpp"
 #include "reducer/reducer_options.hpp"
@@ -64,6 +65,7 @@ class Reducer {
   // is checked as a whole, so gradients may trade places.
   void set_all_grad_data(void* const* data, size_t n);
   gcommReducerStats_t stats() const;
+  gcommBucketAutotuneReport_t bucket_autotune() const;
 
   // Sharded mode (gcommReducerSharded; the Sharding component): this rank's shard
   // of bucket b; the parameters (registered like the gradients) and their
@@ -122,6 +124,14 @@ class Reducer {
   void finish_step(gcommStream_t stream);
   const float* inv_scale() const { return scaler_ != nullptr ? &scaler_->state()->inv_scale : nullptr; }
   void maybe_rebuild(const std::vector<size_t>& missing);
+  // Buckets sized for the link (bucket_autotune.hpp; reducer_autotune.cpp).
+  void start_autotune();
+  void skip_autotune(const std::string& why);
+  void autotune_begin_step();
+  void autotune_end_step();
+  void choose_bucket_cap();
+  LinkModel probe_link();
+  std::vector<size_t> plan_order() const;  // the current plan's gradients, in order
   // Every rank's accounts of the window just ended, and the verdict (finalize).
   void attribute_stragglers();
   int first_own_nonfinite(gcommStream_t stream);
@@ -183,6 +193,13 @@ class Reducer {
   bool marks_on_one_stream_ = true;            // for the end-of-backward stamp (StepTimeline)
   std::vector<size_t> ready_order_;            // first synced step only (for the rebuild)
   bool rebuild_pending_;
+  // The caps in use: the config's until the bucket autotune chooses.
+  size_t bucket_cap_bytes_;
+  size_t first_bucket_bytes_;
+  std::unique_ptr<ArrivalRecorder> arrivals_;  // while the autotune measures
+  bool recording_arrivals_ = false;            // in a measured step
+  double last_step_end_us_ = 0;                // the arrivals' origin: the last synced step's end
+  gcommBucketAutotuneReport_t autotune_;
   // Makes the strategy (make: a compression table factory bound to its config),
   // lays it out (rebuilding the plan when it takes gradients out of the wire) and
   // puts it in front of the all-reduce strategy.

@@ -36,6 +36,9 @@ ReducerSettings reducer_settings_from(const comm::bootstrap::EnvLookup& env) {
       s.straggler_window = static_cast<int>(w);
   s.straggler_min_ms =
       env_double_value("GRADCOMM_STRAGGLER_MIN_MS", value("GRADCOMM_STRAGGLER_MIN_MS"), 20.0, 0.0, 1e9);
+  if (auto autotune = value("GRADCOMM_REDUCER_BUCKET_AUTOTUNE"))
+    if (const int64_t a = env_int_value("GRADCOMM_REDUCER_BUCKET_AUTOTUNE", autotune, -1, 0, 1); a >= 0)
+      s.bucket_autotune = a == 1;
   s.trace_file = value("GRADCOMM_TRACE_FILE").value_or("");
   if (!s.trace_file.empty()) {
     s.trace_first_step = static_cast<uint64_t>(env_int_value(
@@ -62,6 +65,12 @@ ReducerOptions reducer_options_from(const gcommReducerConfig_t& c) {
           c.rebuild_buckets);
   require(c.mode == gcommReducerAllReduce || c.mode == gcommReducerSharded, "mode ", c.mode,
           " is not a gcommReducerMode_t (gcommReducerAllReduce, gcommReducerSharded)");
+  require(c.bucket_autotune == gcommBucketAutotuneAuto || c.bucket_autotune == gcommBucketAutotuneOn ||
+              c.bucket_autotune == gcommBucketAutotuneOff,
+          "bucket_autotune ", c.bucket_autotune,
+          " is not a gcommBucketAutotune_t (gcommBucketAutotuneAuto, gcommBucketAutotuneOn, "
+          "gcommBucketAutotuneOff)");
+  require(c.reserved_v2 == 0, "reserved_v2 must be 0, not ", c.reserved_v2);
   o.bucket_cap_bytes = c.bucket_cap_bytes;
   o.first_bucket_bytes = c.first_bucket_bytes;
   o.wire_dtype = c.wire_dtype;
@@ -70,6 +79,7 @@ ReducerOptions reducer_options_from(const gcommReducerConfig_t& c) {
   o.unused_as_zero = c.unused_grads == gcommUnusedAsZero;
   o.rebuild_buckets = c.rebuild_buckets == 1;
   o.sharded = c.mode == gcommReducerSharded;
+  o.bucket_autotune = c.bucket_autotune;
   o.settings = reducer_settings_from(comm::bootstrap::process_environment());
   return o;
 }

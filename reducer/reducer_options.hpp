@@ -43,6 +43,9 @@ struct ReducerSettings {
   // (straggler_monitor.hpp).
   std::optional<int> straggler_window;
   double straggler_min_ms = 20;
+  // GRADCOMM_REDUCER_BUCKET_AUTOTUNE=0/1: decides for a config left at
+  // gcommBucketAutotuneAuto. A malformed value warns and is unset.
+  std::optional<bool> bucket_autotune;
 };
 
 ReducerSettings reducer_settings_from(const comm::bootstrap::EnvLookup& env);
@@ -56,6 +59,7 @@ struct ReducerOptions {
   bool unused_as_zero = false;
   bool rebuild_buckets = true;
   bool sharded = false;  // gcommReducerSharded
+  int bucket_autotune = gcommBucketAutotuneAuto;
   ReducerSettings settings;
 };
 

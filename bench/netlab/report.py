@@ -127,6 +127,16 @@ def table(run, rows, target):
         lines.append(f"| {v} | {row['step_ms']:.0f} | {ratio} | {row['mean_ms']:.0f} | {row['tx_mb']:.1f} "
                      f"| {fmt(row['to_target_s'], '.1f', 'not reached')} "
                      f"| {tt} | {row['final']:.4f} | {fmt(row['overlap'], '.0%', '')} |")
+    for v in rows:  # what each gradcomm wrapper's bucket autotune chose (rank 0's report)
+        t = r0["variants"].get(v, {}).get("bucket_autotune")
+        if t and t["state"] == "chosen":
+            lines.append(f"\n{v}: bucket autotune chose {t['bucket_cap_bytes'] / 2**20:g} MiB at synced step "
+                         f"{t['chosen_at_step']} (rank 0 measured {t['link_alpha_us'] / 1e3:.2f} ms a call, "
+                         f"{t['link_bytes_per_s'] / 1e6:.0f} MB/s, backward {t['backward_us'] / 1e3:.0f} ms; "
+                         f"last bucket predicted to end {t['predicted_us'] / 1e3:.0f} ms after the last step's end, "
+                         f"{t['predicted_configured_us'] / 1e3:.0f} ms at {t['configured_cap_bytes'] / 2**20:g} MiB)")
+        elif t and t["state"] != "off":
+            lines.append(f"\n{v}: bucket autotune {t['state']}")
     return "\n".join(lines)
 
 

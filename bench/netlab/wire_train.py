@@ -71,7 +71,7 @@ HOOK_ORDER = os.environ.get("NETLAB_PSGD_HOOK_ORDER", "wait")
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", choices=("mlp", "conv"), default="mlp")
+    p.add_argument("--model", choices=("mlp", "conv", "lm"), default="mlp")
     p.add_argument("--sync-every", type=int, default=10, help="the gc_diloco variants' H (inner steps a sync)")
     p.add_argument("--fragments", type=int, default=4, help="the gc_sdiloco variants' fragments")
     p.add_argument("--overlap", type=int, help="the gc_sdiloco variants' overlap_steps (default: sync_every // "
@@ -109,12 +109,57 @@ def parse_args():
 # conv: ~2.4 M parameters and much compute per parameter.
 # Each model's task (separation of the class means) and SGD learning rate are
 # set so that its loss falls visibly within ~60 steps, the runs' length.
+# lm: a ~10.7 M-parameter causal transformer (6 layers, width 384) learning a
+# synthetic language, fresh sentences every step (LM below).
 SHAPES = {"mlp": dict(batch=64, x=(1024,), separation=0.2, lr=0.05),
-          "conv": dict(batch=32, x=(3, 32, 32), separation=2.0, lr=0.01)}
+          "conv": dict(batch=32, x=(3, 32, 32), separation=2.0, lr=0.01),
+          "lm": dict(batch=8, lr=0.01)}
+
+
+class LM:
+    """The synthetic language: a first-order Markov chain over VOCAB tokens in which
+    each token has FANOUT likely successors (fixed random choices and weights, the same
+    on every rank), so the next-token loss can fall from ln(64) = 4.16 towards the
+    chain's entropy; SEQ tokens a sentence."""
+    VOCAB, SEQ, FANOUT, WIDTH, LAYERS = 64, 64, 4, 384, 6
+
+    @classmethod
+    def transitions(cls):
+        g = torch.Generator().manual_seed(4242)
+        t = torch.full((cls.VOCAB, cls.VOCAB), 1e-3)
+        for a in range(cls.VOCAB):
+            nxt = torch.randperm(cls.VOCAB, generator=g)[:cls.FANOUT]
+            t[a, nxt] += torch.rand(cls.FANOUT, generator=g) + 0.2
+        return t / t.sum(1, keepdim=True)
+
+    @classmethod
+    def sentences(cls, t, batch, g):
+        x = torch.empty(batch, cls.SEQ + 1, dtype=torch.long)
+        x[:, 0] = torch.randint(0, cls.VOCAB, (batch,), generator=g)
+        for i in range(cls.SEQ):
+            x[:, i + 1] = torch.multinomial(t[x[:, i]], 1, generator=g).squeeze(1)
+        return x[:, :-1], x[:, 1:].reshape(-1)  # the model returns (batch * SEQ, VOCAB) logits
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            nn, w = torch.nn, LM.WIDTH
+            self.tok = nn.Embedding(LM.VOCAB, w)
+            self.pos = nn.Parameter(torch.randn(LM.SEQ, w) * 0.02)
+            layer = nn.TransformerEncoderLayer(w, 6, 4 * w, dropout=0.0, batch_first=True, norm_first=True)
+            self.body = nn.TransformerEncoder(layer, LM.LAYERS, enable_nested_tensor=False)
+            self.head = nn.Linear(w, LM.VOCAB)
+            self.register_buffer("causal", nn.Transformer.generate_square_subsequent_mask(LM.SEQ), persistent=False)
+
+        def forward(self, x):
+            h = self.body(self.tok(x) + self.pos, mask=self.causal, is_causal=True)
+            return self.head(h).reshape(-1, LM.VOCAB)
 
 
 def build_model(name):
     nn = torch.nn
+    if name == "lm":
+        return LM.Net()
     if name == "mlp":
         widths = [1024, 2048, 2048, 2048, 512]
         layers = []
@@ -130,8 +175,12 @@ def build_model(name):
 
 
 def make_batches(model, rank, n, batch):
-    """n batches for this rank: samples of 10 Gaussian classes around fixed random
-    means (a task the loss shows being learned), different on every rank and step."""
+    """n batches for this rank, different on every rank and step: samples of 10
+    Gaussian classes around fixed random means (mlp, conv: a task the loss shows
+    being learned), or sentences of the synthetic language (lm)."""
+    if model == "lm":
+        t = LM.transitions()
+        return [LM.sentences(t, batch, torch.Generator().manual_seed(1_000_003 * rank + s)) for s in range(n)]
     shape, sep = SHAPES[model]["x"], SHAPES[model]["separation"]
     means = torch.randn(10, *shape, generator=torch.Generator().manual_seed(4242)) * sep
     out = []
@@ -273,6 +322,8 @@ def main():
         if runs[v]["outer"] is not None:
             runs[v]["outer"].close()
         elif v.startswith("gc"):
+            t = runs[v]["model"].bucket_autotune()
+            runs[v]["bucket_autotune"] = {k: getattr(t, k) for k in t.__fields__}
             runs[v]["model"].close()
     comm.close()
     dist.destroy_process_group()
@@ -283,7 +334,8 @@ def main():
                sync_every=a.sync_every, fragments=a.fragments, overlap=a.overlap,
                psgd_hook_order=HOOK_ORDER, rate_bits=int(os.environ.get("NETLAB_RATE_BITS", 0)),
                torch=torch.__version__, gradcomm=gradcomm.__version__, threads=torch.get_num_threads(),
-               variants={v: {k: runs[v][k] for k in keep} for v in a.variants})
+               variants={v: {k: runs[v][k] for k in keep + ("bucket_autotune",) if k in runs[v]}
+                         for v in a.variants})
     with open(os.path.join(a.out, f"rank{rank}.json"), "w") as f:
         json.dump(doc, f)
     return 0

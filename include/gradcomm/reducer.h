@@ -61,7 +61,18 @@ typedef enum gcommReducerMode {
                                   see gcommReducerGetShard and gcommReducerAllGatherParams */
 } gcommReducerMode_t;
 
-/** Reducer configuration (versioned config struct, version 1). */
+/** How the bucket cap is chosen (docs/reducer.md "Buckets sized for the link").
+ *  The values are part of the ABI. */
+typedef enum gcommBucketAutotune {
+  gcommBucketAutotuneAuto = 0, /**< on for a host communicator with peers whose bucket_cap_bytes and
+                                    first_bucket_bytes are the defaults (not with grad_as_bucket_view or
+                                    sharded mode); GRADCOMM_REDUCER_BUCKET_AUTOTUNE=0/1 decides instead
+                                    when set */
+  gcommBucketAutotuneOn = 1,   /**< always (refused on a GPU, with grad_as_bucket_view, sharded) */
+  gcommBucketAutotuneOff = 2   /**< keep bucket_cap_bytes */
+} gcommBucketAutotune_t;
+
+/** Reducer configuration (versioned config struct, version 2: bucket_autotune). */
 typedef struct gcommReducerConfig {
   size_t size;
   uint32_t magic;
@@ -79,12 +90,17 @@ typedef struct gcommReducerConfig {
                                   to be 0: the same layout and meaning) */
   gcommGradScaler_t scaler;  /**< NULL, or a scaler on the communicator's device: the epilogue
                                    multiplies by its 1/scale and finalize runs its update */
+  /* version 2 */
+  int bucket_autotune; /**< gcommBucketAutotune_t, gcommBucketAutotuneAuto: after synced step 4 the
+                            bucket cap is chosen from the link and the gradients' arrival measured on
+                            steps 2-4, the same on every rank (gcommReducerGetBucketAutotune) */
+  int reserved_v2;     /**< 0 */
 } gcommReducerConfig_t;
 
 #define GCOMM_REDUCER_CONFIG_INITIALIZER                                                                   \
   {                                                                                                        \
     GCOMM_CONFIG_HEADER(gcommReducerConfig_t), (size_t)25 << 20, (size_t)1 << 20, GCOMM_WIRE_SAME_AS_GRAD, \
-        0, 1, gcommUnusedError, 1, 0, NULL                                                                 \
+        0, 1, gcommUnusedError, 1, 0, NULL, gcommBucketAutotuneAuto, 0                                     \
   }
 
 /** Counters since creation. */
@@ -227,6 +243,48 @@ GCOMM_API gcommStatus_t gcommReducerStartTrace(gcommReducer_t reducer, const cha
  *  and ends it, between steps. Succeeds doing nothing when no trace is running
  *  (one that took all its steps was written already). */
 GCOMM_API gcommStatus_t gcommReducerStopTrace(gcommReducer_t reducer);
+
+/* ---- Buckets sized for the link ---- */
+
+/** Where the bucket autotune is. The values are part of the ABI. */
+typedef enum gcommBucketAutotuneState {
+  gcommBucketAutotuneStateOff = 0,       /**< not asked for (the cap is bucket_cap_bytes) */
+  gcommBucketAutotuneStateMeasuring = 1, /**< before synced step 4's finalize */
+  gcommBucketAutotuneStateChosen = 2,    /**< the cap below was chosen and is in use */
+  gcommBucketAutotuneStateSkipped = 3    /**< asked for, but nothing to tune (one rank, gradients within the
+                                         first bucket, a compression enabled, a rank whose measured steps
+                                         all left gradients unmarked); the INFO log says which */
+} gcommBucketAutotuneState_t;
+
+/** What the bucket autotune measured and chose (versioned struct, version 1).
+ *  The predictions are when the last bucket ends, from the end of the previous
+ *  synced step, from every rank's measurements combined (each gradient's latest
+ *  arrival, the slowest link): the same on every rank. link_* and backward_us are
+ *  this rank's own. */
+typedef struct gcommBucketAutotuneReport {
+  size_t size;
+  uint32_t magic;
+  uint32_t version;
+  gcommBucketAutotuneState_t state;
+  uint64_t chosen_at_step;        /**< the synced step whose finalize chose (0: not yet) */
+  size_t bucket_cap_bytes;        /**< in use now */
+  size_t first_bucket_bytes;      /**< in use now */
+  size_t configured_cap_bytes;    /**< the config's bucket_cap_bytes */
+  double link_alpha_us;           /**< a collective's fixed cost on this rank's probe */
+  double link_bytes_per_s;        /**< an all-reduce's bytes per second beyond it */
+  double backward_us;             /**< from the first to the last mark (medians per gradient) */
+  double predicted_us;            /**< with the chosen cap */
+  double predicted_configured_us; /**< with the configured cap */
+} gcommBucketAutotuneReport_t;
+
+#define GCOMM_BUCKET_AUTOTUNE_REPORT_INITIALIZER                                                         \
+  {                                                                                                      \
+    GCOMM_CONFIG_HEADER(gcommBucketAutotuneReport_t), gcommBucketAutotuneStateOff, 0, 0, 0, 0, 0.0, 0.0, \
+        0.0, 0.0, 0.0                                                                                    \
+  }
+
+GCOMM_API gcommStatus_t gcommReducerGetBucketAutotune(gcommReducer_t reducer,
+                                                      gcommBucketAutotuneReport_t* report);
 
 /* ---- Stragglers: which rank the others wait for, and why (docs/observability.md) ---- */
 

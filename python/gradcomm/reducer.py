@@ -10,6 +10,8 @@ _WIRE = {None: _C.WIRE_SAME_AS_GRAD, "f32": int(_C.DataType.Float32), "f16": int
          "bf16": int(_C.DataType.Bfloat16), "float32": int(_C.DataType.Float32),
          "float16": int(_C.DataType.Float16), "bfloat16": int(_C.DataType.Bfloat16)}
 _UNUSED = {"error": _C.UNUSED_ERROR, "zero": _C.UNUSED_AS_ZERO}
+# gcommBucketAutotune_t: None is the C default (on for host links with the default caps).
+_AUTOTUNE = {None: 0, True: 1, False: 2}
 
 
 def wire_dtype_code(wire_dtype):
@@ -31,9 +33,12 @@ class Reducer(Handle):
 
     def __init__(self, comm, grads, *, bucket_cap_bytes=25 << 20, first_bucket_bytes=1 << 20, wire_dtype=None,
                  grad_as_bucket_view=False, average=True, unused="error", rebuild_buckets=True, sharded=False,
-                 scaler=None):
+                 scaler=None, bucket_autotune=None):
         if unused not in _UNUSED:
             raise InvalidArgumentError("gcommInvalidArgument", f"unused {unused!r}: expected 'error' or 'zero'")
+        if not any(bucket_autotune is k for k in _AUTOTUNE):
+            raise InvalidArgumentError("gcommInvalidArgument", f"bucket_autotune {bucket_autotune!r}: expected None "
+                                       "(on for a host link with the default caps), True or False")
         c = _C.ReducerConfig()
         c.bucket_cap_bytes = int(bucket_cap_bytes)
         c.first_bucket_bytes = int(first_bucket_bytes)
@@ -44,6 +49,7 @@ class Reducer(Handle):
         c.rebuild_buckets = int(bool(rebuild_buckets))
         c.mode = _C.MODE_SHARDED if sharded else _C.MODE_ALL_REDUCE
         c.scaler = scaler.handle if scaler is not None else 0
+        c.bucket_autotune = _AUTOTUNE[bucket_autotune]
         grads = [(int(p), int(n), _C.DataType(int(d))) for p, n, d in grads]
         self._own(_C.reducer_create(comm.handle, grads, c), _C.reducer_destroy, keep=(comm, scaler))
         self.comm = comm
@@ -99,6 +105,16 @@ class Reducer(Handle):
         stride is measured, keeping timing's cost within 0.5% of a step or 5 us).
         step == 0: none measured yet."""
         return _C.reducer_step_timing(self.handle)
+
+    def bucket_autotune(self):
+        """The bucket cap chosen for the link (docs/reducer.md "Buckets sized for the
+        link"): state ("off", "measuring", "chosen", "skipped"), chosen_at_step,
+        bucket_cap_bytes and first_bucket_bytes in use, configured_cap_bytes,
+        link_alpha_us and link_bytes_per_s (this rank's probe), backward_us, and when
+        the last bucket ends, from the previous step's end, predicted from every rank's
+        measurements with the chosen and the configured cap (predicted_us,
+        predicted_configured_us)."""
+        return _C.reducer_bucket_autotune(self.handle)
 
     def note_step_mark(self, mark):
         """Tells straggler attribution that the optimizer step ended ("optimizer_done")

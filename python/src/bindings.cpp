@@ -233,6 +233,8 @@ void bind_structs(nb::module_& m) {
       .field("unused_grads", &gcommReducerConfig_t::unused_grads)
       .field("rebuild_buckets", &gcommReducerConfig_t::rebuild_buckets)
       .field("mode", &gcommReducerConfig_t::mode)
+      .field("bucket_autotune", &gcommReducerConfig_t::bucket_autotune)
+      .field("reserved_v2", &gcommReducerConfig_t::reserved_v2)
       .property(
           "scaler", [](const gcommReducerConfig_t& c) { return from_ptr(c.scaler); },
           [](gcommReducerConfig_t& c, Ptr h) { c.scaler = reinterpret_cast<gcommGradScaler_t>(h); });
@@ -303,6 +305,24 @@ void bind_structs(nb::module_& m) {
       .field("overlapped_comm_us", &gcommReducerStepTiming_t::overlapped_comm_us)
       .field("overlap", &gcommReducerStepTiming_t::overlap)
       .field("stride", &gcommReducerStepTiming_t::stride);
+
+  gcommBucketAutotuneReport_t ba = GCOMM_BUCKET_AUTOTUNE_REPORT_INITIALIZER;
+  StructBinding<gcommBucketAutotuneReport_t>(m, "BucketAutotuneReport", ba)
+      .readonly("state",
+                [](const gcommBucketAutotuneReport_t& r) -> nb::object {
+                  static const char* const names[] = {"off", "measuring", "chosen", "skipped"};
+                  const int s = static_cast<int>(r.state);
+                  return nb::str(s >= 0 && s < 4 ? names[s] : "unknown");
+                })
+      .field("chosen_at_step", &gcommBucketAutotuneReport_t::chosen_at_step)
+      .field("bucket_cap_bytes", &gcommBucketAutotuneReport_t::bucket_cap_bytes)
+      .field("first_bucket_bytes", &gcommBucketAutotuneReport_t::first_bucket_bytes)
+      .field("configured_cap_bytes", &gcommBucketAutotuneReport_t::configured_cap_bytes)
+      .field("link_alpha_us", &gcommBucketAutotuneReport_t::link_alpha_us)
+      .field("link_bytes_per_s", &gcommBucketAutotuneReport_t::link_bytes_per_s)
+      .field("backward_us", &gcommBucketAutotuneReport_t::backward_us)
+      .field("predicted_us", &gcommBucketAutotuneReport_t::predicted_us)
+      .field("predicted_configured_us", &gcommBucketAutotuneReport_t::predicted_configured_us);
 
   gcommStragglerReport_t sr = GCOMM_STRAGGLER_REPORT_INITIALIZER;
   StructBinding<gcommStragglerReport_t>(m, "StragglerReport", sr)
@@ -724,6 +744,14 @@ void bind_reducer(nb::module_& m) {
       },
       Release());  // may wait for the communicator's lane (and, through it, for other ranks)
   m.def("reducer_set_timing", [](Ptr h, bool on) { check(gcommReducerSetTiming(R(h), on ? 1 : 0)); });
+  m.def(
+      "reducer_bucket_autotune",
+      [](Ptr h) {
+        gcommBucketAutotuneReport_t r = GCOMM_BUCKET_AUTOTUNE_REPORT_INITIALIZER;
+        check(gcommReducerGetBucketAutotune(R(h), &r));
+        return r;
+      },
+      Release());
   m.def(
       "reducer_step_timing",
       [](Ptr h) {

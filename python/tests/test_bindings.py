@@ -19,6 +19,7 @@ BOUND = {
     "gcommDevice": "Device", "gcommTensor": "Tensor", "gcommCommConfig": "CommConfig",
     "gcommReducerConfig": "ReducerConfig", "gcommReducerStats": "ReducerStats",
     "gcommReducerStepTiming": "ReducerStepTiming",
+    "gcommBucketAutotuneReport": "BucketAutotuneReport",
     "gcommStragglerReport": "StragglerReport",
     "gcommNonFiniteReport": "NonFiniteReport",
     "gcommMembershipStats": "MembershipStats", "gcommMembershipView": "MembershipView",

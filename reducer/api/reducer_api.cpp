@@ -200,6 +200,16 @@ GCOMM_API gcommStatus_t gcommReducerGetStepTiming(gcommReducer_t reducer, gcommR
   });
 }
 
+GCOMM_API gcommStatus_t gcommReducerGetBucketAutotune(gcommReducer_t reducer,
+                                                      gcommBucketAutotuneReport_t* report) {
+  return GCOMM_API_CALL({
+    Reducer& r = reducer_of(reducer);
+    check_versioned_out(report, "gcommBucketAutotuneReport_t", "GCOMM_BUCKET_AUTOTUNE_REPORT_INITIALIZER");
+    write_versioned_out(r.bucket_autotune(), report, "gcommBucketAutotuneReport_t",
+                        "GCOMM_BUCKET_AUTOTUNE_REPORT_INITIALIZER");
+  });
+}
+
 GCOMM_API gcommStatus_t gcommReducerNoteStepMark(gcommReducer_t reducer, gcommStepMark_t mark) {
   return GCOMM_API_CALL({
     Reducer& r = reducer_of(reducer);

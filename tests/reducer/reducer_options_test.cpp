@@ -30,6 +30,7 @@ TEST(ReducerSettings, AnEmptyEnvironmentGivesTheDefaults) {
   EXPECT_DOUBLE_EQ(s.timing_budget_percent, 0.5);
   EXPECT_FALSE(s.straggler_window.has_value()) << "unset: 10 on the host, off on GPUs";
   EXPECT_DOUBLE_EQ(s.straggler_min_ms, 20);
+  EXPECT_FALSE(s.bucket_autotune.has_value()) << "unset: the config decides";
 }
 
 TEST(ReducerSettings, EachVariableIsRead) {
@@ -53,6 +54,11 @@ TEST(ReducerSettings, EachVariableIsRead) {
   EXPECT_DOUBLE_EQ(s.straggler_min_ms, 2.5);
   EXPECT_TRUE(std::isinf(settings({{"GRADCOMM_REDUCER_TIMING_BUDGET", "inf"}}).timing_budget_percent));
   EXPECT_EQ(settings({{"GRADCOMM_REDUCER_TIMING", "1"}}).timing, std::optional<bool>(true));
+  EXPECT_EQ(settings({{"GRADCOMM_REDUCER_BUCKET_AUTOTUNE", "0"}}).bucket_autotune,
+            std::optional<bool>(false));
+  EXPECT_EQ(settings({{"GRADCOMM_REDUCER_BUCKET_AUTOTUNE", "1"}}).bucket_autotune, std::optional<bool>(true));
+  EXPECT_FALSE(settings({{"GRADCOMM_REDUCER_BUCKET_AUTOTUNE", "on"}}).bucket_autotune.has_value())
+      << "malformed: a warning, and the config decides";
   EXPECT_FALSE(settings({{"GRADCOMM_REDUCER_EPILOGUE", "bucket"}}).epilogue_at_finalize);
 }
 

@@ -304,6 +304,170 @@ TEST_P(ReducerRig, ScalerUnscalesAndAnOverflowOnOneRankSkipsTheStepEverywhere) {
   });
 }
 
+// ---- Buckets sized for the link (reducer/bucket_autotune.hpp) ----
+
+gcommBucketAutotuneReport_t autotune_report(gcommReducer_t r) {
+  gcommBucketAutotuneReport_t out = GCOMM_BUCKET_AUTOTUNE_REPORT_INITIALIZER;
+  EXPECT_EQ(gcommReducerGetBucketAutotune(r, &out), gcommSuccess) << gcommGetLastError();
+  return out;
+}
+
+std::vector<std::pair<size_t, gcommDataType_t>> autotuned_grads() {
+  return std::vector<std::pair<size_t, gcommDataType_t>>(24, {40000, gcommFloat32});  // 3.84 MB
+}
+
+TEST_P(ReducerRig, TheBucketAutotuneChoosesOneCapOnEveryRankAndStaysCorrect) {
+  Case c;
+  c.world = 3;
+  c.grads = autotuned_grads();
+  c.steps = 6;
+  c.config.bucket_autotune = gcommBucketAutotuneOn;
+  if (gpu()) {  // a mark on a GPU is when the gradient's kernel was enqueued: nothing to measure
+    auto comms = make_comms(1);
+    GradMem g(gcommFloat32, 16, true);
+    gcommTensor_t t = g.tensor();
+    gcommReducer_t r = nullptr;
+    EXPECT_EQ(gcommReducerCreate(comms[0], &t, 1, &c.config, &r), gcommInvalidArgument);
+    EXPECT_NE(std::string(gcommGetLastError()).find("set bucket_cap_bytes instead"), std::string::npos)
+        << gcommGetLastError();
+    destroy(comms);
+    return;
+  }
+  std::vector<gcommBucketAutotuneReport_t> reports(c.world);
+  std::vector<size_t> buckets(c.world);
+  run_case(*this, c, [&](int rank, gcommReducer_t r) {
+    reports[rank] = autotune_report(r);
+    gcommReducerStats_t s{};
+    ASSERT_EQ(gcommReducerGetStats(r, &s), gcommSuccess);
+    buckets[rank] = s.num_buckets;
+  });
+  for (int rank = 0; rank < c.world; ++rank) {
+    const gcommBucketAutotuneReport_t& got = reports[rank];
+    EXPECT_EQ(got.state, gcommBucketAutotuneStateChosen) << "rank " << rank;
+    EXPECT_EQ(got.chosen_at_step, 4u);
+    EXPECT_EQ(got.configured_cap_bytes, size_t{25} << 20);
+    EXPECT_EQ(got.bucket_cap_bytes, reports[0].bucket_cap_bytes) << "rank " << rank << " chose another cap";
+    EXPECT_EQ(got.first_bucket_bytes, std::min<size_t>(size_t{1} << 20, got.bucket_cap_bytes));
+    EXPECT_EQ(buckets[rank], buckets[0]) << "rank " << rank << " has another plan";
+    EXPECT_GT(got.link_bytes_per_s, 0);
+    EXPECT_GE(got.backward_us, 0);
+    EXPECT_GT(got.predicted_us, 0);
+    EXPECT_LE(got.predicted_us, got.predicted_configured_us * 1.0001f) << "the choice predicts no worse";
+  }
+}
+
+// Runs `steps` synced steps of `world` host ranks over autotuned_grads(), after
+// `setup` (a call on the new reducer; none if empty), every gradient marked except
+// those skip(rank, i) names, then hands each rank's reducer to `check`.
+void run_autotuned(ReducerRig& rig, const gcommReducerConfig_t& config, int steps,
+                   const std::function<bool(int, size_t)>& skip,
+                   const std::function<void(int, gcommReducer_t)>& check, int world = 2,
+                   const std::function<gcommStatus_t(gcommReducer_t)>& setup = {}) {
+  auto comms = rig.make_comms(world);
+  rig.run(comms, [&](int rank, gcommComm_t comm, cudaStream_t) -> std::string {
+    std::vector<GradMem> mem;
+    std::vector<gcommTensor_t> tensors;
+    for (const auto& [count, dtype] : autotuned_grads()) {
+      mem.emplace_back(dtype, count, false);
+      tensors.push_back(mem.back().tensor());
+    }
+    gcommReducer_t r = nullptr;
+    RIG_CHECK(gcommReducerCreate(comm, tensors.data(), tensors.size(), &config, &r));
+    if (setup) RIG_CHECK(setup(r));
+    for (int step = 0; step < steps; ++step) {
+      RIG_CHECK(gcommReducerBeginStep(r, 1));
+      for (size_t i = tensors.size(); i-- > 0;)
+        if (!skip(rank, i)) RIG_CHECK(gcommReducerMarkReady(r, i, nullptr));
+      RIG_CHECK(gcommReducerFinalize(r, nullptr, nullptr));
+    }
+    check(rank, r);
+    RIG_CHECK(gcommReducerDestroy(r));
+    return "";
+  });
+}
+
+TEST_P(ReducerRig, TheBucketAutotuneIsOnByDefaultOnlyOnHostLinksWithTheDefaultCaps) {
+  if (gpu()) GTEST_SKIP() << "the host's defaults (a GPU's: off, TheBucketAutotuneChooses...'s refusal)";
+  const auto none = [](int, size_t) { return false; };
+  gcommReducerConfig_t c = GCOMM_REDUCER_CONFIG_INITIALIZER;
+  run_autotuned(*this, c, 0, none, [](int, gcommReducer_t r) {
+    EXPECT_EQ(autotune_report(r).state, gcommBucketAutotuneStateMeasuring);
+  });
+  c.bucket_cap_bytes = size_t{4} << 20;  // the caller chose: kept
+  run_autotuned(*this, c, 5, none, [](int, gcommReducer_t r) {
+    const gcommBucketAutotuneReport_t got = autotune_report(r);
+    EXPECT_EQ(got.state, gcommBucketAutotuneStateOff);
+    EXPECT_EQ(got.bucket_cap_bytes, size_t{4} << 20);
+  });
+  c = GCOMM_REDUCER_CONFIG_INITIALIZER;
+  c.bucket_autotune = gcommBucketAutotuneOff;
+  run_autotuned(*this, c, 5, none, [](int, gcommReducer_t r) {
+    EXPECT_EQ(autotune_report(r).state, gcommBucketAutotuneStateOff);
+  });
+  c.bucket_autotune = gcommBucketAutotuneAuto;
+  run_autotuned(
+      *this, c, 0, none,
+      [](int, gcommReducer_t r) { EXPECT_EQ(autotune_report(r).state, gcommBucketAutotuneStateSkipped); },
+      /*world=*/1);
+}
+
+TEST_P(ReducerRig, TheBucketAutotuneSkipsWhenARankNeverMarksEveryGradientOrACompressionTakesTheBuckets) {
+  if (gpu()) GTEST_SKIP() << "host-only: the autotune is refused on a GPU";
+  gcommReducerConfig_t c = GCOMM_REDUCER_CONFIG_INITIALIZER;
+  c.bucket_autotune = gcommBucketAutotuneOn;
+  c.unused_grads = gcommUnusedAsZero;
+  // Rank 1 never marks gradient 5: its arrivals are incomplete, so every rank skips
+  // at the same step (a rank choosing alone would leave the others' plan behind).
+  run_autotuned(
+      *this, c, 5, [](int rank, size_t i) { return rank == 1 && i == 5; },
+      [&](int rank, gcommReducer_t r) {
+        const gcommBucketAutotuneReport_t got = autotune_report(r);
+        EXPECT_EQ(got.state, gcommBucketAutotuneStateSkipped) << "rank " << rank;
+        EXPECT_EQ(got.chosen_at_step, 4u);
+        EXPECT_EQ(got.bucket_cap_bytes, size_t{25} << 20);
+      });
+  run_autotuned(
+      *this, c, 0, [](int, size_t) { return false; },
+      [](int, gcommReducer_t r) { EXPECT_EQ(autotune_report(r).state, gcommBucketAutotuneStateSkipped); }, 2,
+      [](gcommReducer_t r) { return gcommReducerEnableCompressionText(r, "int8", nullptr); });
+}
+
+TEST_P(ReducerRig, BadBucketAutotuneSettingsAreRefusedWithTheReason) {
+  if (gpu()) GTEST_SKIP() << "host-only: the GPU refusal is in TheBucketAutotuneChooses...";
+  auto comms = make_comms(1);
+  GradMem g(gcommFloat32, 16, false);
+  gcommTensor_t t = g.tensor();
+  auto refused = [&](gcommReducerConfig_t c, const char* words) {
+    gcommReducer_t r = nullptr;
+    gcommTensor_t tensor = t;
+    if (c.grad_as_bucket_view) tensor.data = nullptr;
+    EXPECT_EQ(gcommReducerCreate(comms[0], &tensor, 1, &c, &r), gcommInvalidArgument) << words;
+    EXPECT_NE(std::string(gcommGetLastError()).find(words), std::string::npos) << gcommGetLastError();
+    EXPECT_EQ(r, nullptr);
+  };
+  gcommReducerConfig_t c = GCOMM_REDUCER_CONFIG_INITIALIZER;
+  c.bucket_autotune = 7;
+  refused(c, "bucket_autotune 7 is not a gcommBucketAutotune_t");
+  c = GCOMM_REDUCER_CONFIG_INITIALIZER;
+  c.reserved_v2 = 1;
+  refused(c, "reserved_v2 must be 0");
+  c = GCOMM_REDUCER_CONFIG_INITIALIZER;
+  c.bucket_autotune = gcommBucketAutotuneOn;
+  c.grad_as_bucket_view = 1;
+  refused(c, "the caller holds addresses into the first plan");
+  c.grad_as_bucket_view = 0;
+  c.mode = gcommReducerSharded;
+  refused(c, "the optimizer's shards are laid out by the first plan");
+  gcommBucketAutotuneReport_t bad = GCOMM_BUCKET_AUTOTUNE_REPORT_INITIALIZER;
+  bad.magic = 0;
+  gcommReducer_t r = nullptr;
+  ASSERT_EQ(gcommReducerCreate(comms[0], &t, 1, nullptr, &r), gcommSuccess);
+  EXPECT_EQ(gcommReducerGetBucketAutotune(r, &bad), gcommInvalidArgument);
+  EXPECT_EQ(gcommReducerGetBucketAutotune(r, nullptr), gcommInvalidArgument);
+  EXPECT_EQ(gcommReducerDestroy(r), gcommSuccess);
+  destroy(comms);
+}
+
 INSTANTIATE_TEST_SUITE_P(, ReducerRig, ::testing::Values(RigDevice::kHost, RigDevice::kGpu), rig_name);
 
 }  // namespace

@@ -94,15 +94,15 @@ def _compression_options(compression, powersgd, quantize):
     return options
 
 
-def _positive(name, value, allow_none=False):
-    """A positive, finite number (or None where allowed), else InvalidArgumentError naming the option."""
-    if value is None and allow_none:
+def _positive(name, value, none_means=None):
+    """A positive, finite number (or None where none_means says what None is), else
+    InvalidArgumentError naming the option."""
+    if value is None and none_means is not None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise InvalidArgumentError("gcommInvalidArgument", f"{name} must be a positive number of "
                                    f"{'seconds' if name == 'timeout' else 'MiB'}"
-                                   f"{' (or None: GRADCOMM_TIMEOUT_S, else 300 s)' if allow_none else ''}, not "
-                                   f"{value!r}")
+                                   f"{f' (or None: {none_means})' if none_means else ''}, not {value!r}")
     return value
 
 
@@ -112,9 +112,10 @@ def _flag(name, value):
     return value
 
 
-def check_options(bucket_cap_mb=25.0, first_bucket_mb=1.0, gradient_as_bucket_view=False, unused_parameters=None,
+def check_options(bucket_cap_mb=None, first_bucket_mb=1.0, gradient_as_bucket_view=False, unused_parameters=None,
                   find_unused_parameters=False, wire_dtype=None, powersgd=None, broadcast_buffers=True, timeout=None,
-                  quantize=None, compression=None, divergence_check_every=0, try_compression=True):
+                  quantize=None, compression=None, divergence_check_every=0, bucket_autotune=None,
+                  try_compression=True):
     """Checks DistributedDataParallel's options (every one but module and comm)
     before anything is made, and returns them normalized: reducer options, the
     compression ({"kind": ..., **options} or None), broadcast_buffers, timeout,
@@ -123,9 +124,13 @@ def check_options(bucket_cap_mb=25.0, first_bucket_mb=1.0, gradient_as_bucket_vi
     local rank, so gradcomm's own checks of its kind and options (the compression
     table's) refuse a bad one now, with their message. The Lightning strategy
     calls it when the Trainer is built."""
-    _positive("bucket_cap_mb", bucket_cap_mb)
+    _positive("bucket_cap_mb", bucket_cap_mb, none_means="25, chosen for the link on a host")
     _positive("first_bucket_mb", first_bucket_mb)
-    _positive("timeout", timeout, allow_none=True)
+    if bucket_autotune is not None:
+        _flag("bucket_autotune", bucket_autotune)
+    # A cap the user chose is kept unless they ask for the autotune too.
+    autotune = bucket_autotune if bucket_autotune is not None else (None if bucket_cap_mb is None else False)
+    _positive("timeout", timeout, none_means="GRADCOMM_TIMEOUT_S, else 300 s")
     if isinstance(divergence_check_every, bool) or not isinstance(divergence_check_every, int) \
             or divergence_check_every < 0:
         raise InvalidArgumentError("gcommInvalidArgument", f"divergence_check_every must be a whole number of forward "
@@ -140,9 +145,10 @@ def check_options(bucket_cap_mb=25.0, first_bucket_mb=1.0, gradient_as_bucket_vi
         raise InvalidArgumentError("gcommInvalidArgument", f"unused_parameters {unused_parameters!r}: expected "
                                    "'error' or 'zero'")
     wire_dtype_code(wire_dtype)  # None, a torch dtype, or its name ("float16", "f16", ...)
-    reducer_options = dict(bucket_cap_bytes=int(bucket_cap_mb * (1 << 20)),
+    reducer_options = dict(bucket_cap_bytes=int((25.0 if bucket_cap_mb is None else bucket_cap_mb) * (1 << 20)),
                            first_bucket_bytes=int(first_bucket_mb * (1 << 20)), wire_dtype=wire_dtype,
-                           grad_as_bucket_view=gradient_as_bucket_view, unused=unused_parameters)
+                           grad_as_bucket_view=gradient_as_bucket_view, unused=unused_parameters,
+                           bucket_autotune=autotune)
     compression = _compression_options(compression, powersgd, quantize)
     if compression is not None and try_compression:
         _try_compression(compression, reducer_options)
@@ -233,7 +239,13 @@ class DistributedDataParallel(torch.nn.Module):
       comm: a gradcomm.Communicator; None creates one from the launcher's
         environment (torchrun, mpirun, srun) on the module's device and closes it
         with the wrapper.
-      bucket_cap_mb (25), first_bucket_mb (1): bucket sizes in wire bytes.
+      bucket_cap_mb (None: 25, and on a host link chosen for the link after the
+        first steps; docs/reducer.md "Buckets sized for the link"), first_bucket_mb
+        (1): bucket sizes in wire bytes.
+      bucket_autotune (None | bool): None: on when bucket_cap_mb is None (on a host
+        link: CPU tensors); True: also with your bucket_cap_mb (refused on a GPU,
+        with gradient_as_bucket_view); False: never. bucket_autotune() says what
+        it measured and chose.
       gradient_as_bucket_view (False): the gradients live in gradcomm's buckets.
       unused_parameters ("error" | "zero"); find_unused_parameters=True means "zero".
       wire_dtype (None | torch.float16 | torch.bfloat16 | torch.float32, or their
@@ -273,10 +285,10 @@ class DistributedDataParallel(torch.nn.Module):
     close() is freed with its hooks and reducer, as a dropped DDP is.
     """
 
-    def __init__(self, module, comm=None, *, bucket_cap_mb=25.0, first_bucket_mb=1.0, gradient_as_bucket_view=False,
+    def __init__(self, module, comm=None, *, bucket_cap_mb=None, first_bucket_mb=1.0, gradient_as_bucket_view=False,
                  unused_parameters=None, find_unused_parameters=False, wire_dtype=None, powersgd=None,
                  broadcast_buffers=True, timeout=None, quantize=None, compression=None, divergence_check_every=0,
-                 membership=None):
+                 membership=None, bucket_autotune=None):
         super().__init__()
         # Every option is checked before anything is made: a bad one is the error the
         # user sees, never a later one from cleaning up (issue 44 #9).
@@ -285,7 +297,8 @@ class DistributedDataParallel(torch.nn.Module):
             gradient_as_bucket_view=gradient_as_bucket_view, unused_parameters=unused_parameters,
             find_unused_parameters=find_unused_parameters, wire_dtype=wire_dtype, powersgd=powersgd,
             broadcast_buffers=broadcast_buffers, timeout=timeout, quantize=quantize, compression=compression,
-            divergence_check_every=divergence_check_every, try_compression=False)  # the real reducer below checks it, and is cleaned up if it refuses
+            divergence_check_every=divergence_check_every, bucket_autotune=bucket_autotune,
+            try_compression=False)  # the real reducer below checks it, and is cleaned up if it refuses
         self.module = module
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         if not named:
@@ -684,6 +697,14 @@ class DistributedDataParallel(torch.nn.Module):
     def _note_step_mark(self, mark):
         if self._reducer is not None and not self._released:
             self._reducer.note_step_mark(mark)
+
+    def bucket_autotune(self):
+        """What the bucket autotune measured and chose (gradcomm.Reducer.bucket_autotune;
+        state "measuring" until the 4th synced step)."""
+        if self._reducer is None:
+            raise InvalidStateError("gcommInvalidState", "no reducer yet: with a membership it is built at "
+                                    "start_step()" if self._membership is not None else "this wrapper was closed")
+        return self._reducer.bucket_autotune()
 
     def straggler_report(self):
         """Which rank the others waited for in the last window of synced steps, by
