@@ -41,12 +41,14 @@ double predict_finish_us(const BucketPlan& plan, const std::vector<double>& arri
   return lane_free;
 }
 
-size_t choose_cap(const std::vector<size_t>& caps, const std::vector<double>& predicted_us) {
+size_t choose_cap(const std::vector<size_t>& caps, const std::vector<double>& predicted_us,
+                  double first_arrival_us) {
   require(!caps.empty() && caps.size() == predicted_us.size(), "choose_cap: ", caps.size(), " caps and ",
           predicted_us.size(), " predictions");
   size_t chosen =
       static_cast<size_t>(std::min_element(predicted_us.begin(), predicted_us.end()) - predicted_us.begin());
-  const double tie = predicted_us[chosen] * (1 + kTieFraction);
+  const double best = predicted_us[chosen];
+  const double tie = best + std::max(0.0, best - first_arrival_us) * kTieFraction;
   for (size_t k = 0; k < caps.size(); ++k)
     if (predicted_us[k] <= tie && caps[k] > caps[chosen]) chosen = k;
   return chosen;

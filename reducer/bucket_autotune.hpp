@@ -70,8 +70,11 @@ double predict_finish_us(const BucketPlan& plan, const std::vector<double>& arri
                          const LinkModel& link);
 
 // The index in `caps` of the cap to use, from the predictions (`predicted_us[k]`
-// for caps[k]).
-size_t choose_cap(const std::vector<size_t>& caps, const std::vector<double>& predicted_us);
+// for caps[k]) on a clock where the first gradient arrives at `first_arrival_us`:
+// the tie band is a fraction of the span the caps change (from the first arrival
+// to the end), not of the forward and data loading before it.
+size_t choose_cap(const std::vector<size_t>& caps, const std::vector<double>& predicted_us,
+                  double first_arrival_us = 0);
 
 // One rank's measurements as the floats the all-gather carries: the link's two
 // figures, then each gradient's arrival. No complete measured step: a fixed cost

@@ -86,6 +86,7 @@ Reducer::Reducer(comm::Communicator& comm, const gcommTensor_t* grads, size_t n,
       autotune_(GCOMM_BUCKET_AUTOTUNE_REPORT_INITIALIZER) {
   require(grads != nullptr || n == 0, "argument 'grads' is NULL but num_grads is ", n);
   require(n > 0, "a reducer needs at least one gradient (num_grads is 0)");
+  refuse_bad_autotune();  // before anything is allocated
   check_list_length(n, "num_grads");
   if (scaler_ != nullptr)
     require(same_device(scaler_->device(), device_), "the scaler is on ", describe_device(scaler_->device()),
@@ -446,7 +447,7 @@ void Reducer::finalize(gcommStream_t stream) {
     timeline_.end_step(stream);
     side_.mark(stream);
     ++stats_.synced_steps;
-    if (!straggler_settings_agreed_) agree_straggler_settings();
+    if (!settings_agreed_) agree_settings();
     if (stragglers_.enabled() && stragglers_.end_step(comm_.transport(), first_own_nonfinite(stream)))
       attribute_stragglers();
     GCOMM_TRACE(REDUCER, "step ", stats_.synced_steps, " finalized: ", plan_.buckets.size(), " buckets, ",
@@ -529,21 +530,26 @@ void Reducer::maybe_rebuild(const std::vector<size_t>& missing) {
   GCOMM_INFO(REDUCER, "reducer: plan rebuilt in rank 0's ready order\n", describe_plan(plan_));
 }
 
-// Once, at the first synced step: every rank takes rank 0's window and threshold.
-// Each reads its own environment, and a window is an all-gather inside finalize:
-// ranks with different windows would issue different collectives.
-void Reducer::agree_straggler_settings() {
-  straggler_settings_agreed_ = true;
+// Once, at the first synced step: every rank takes rank 0's straggler window and
+// threshold, and whether the bucket autotune runs. Each rank reads its own
+// environment, and both mean collectives inside finalize (a window's all-gather,
+// the autotune's probe and all-gather): ranks that disagreed would issue
+// different collectives.
+void Reducer::agree_settings() {
+  settings_agreed_ = true;
   if (comm_.size() < 2) return;
-  float settings[2] = {static_cast<float>(stragglers_.window()),
-                       static_cast<float>(stragglers_.min_late_ms())};
-  broadcast_from_rank0(settings, sizeof settings, "the straggler settings");
+  float settings[3] = {static_cast<float>(stragglers_.window()),
+                       static_cast<float>(stragglers_.min_late_ms()),
+                       autotune_.state == gcommBucketAutotuneStateMeasuring ? 1.f : 0.f};
+  const float own_autotune = settings[2];
+  broadcast_from_rank0(settings, sizeof settings, "the straggler and bucket autotune settings");
   const int window = static_cast<int>(settings[0]);
   if (window != stragglers_.window() || settings[1] != static_cast<float>(stragglers_.min_late_ms()))
     GCOMM_INFO(REDUCER, "reducer: straggler window ", window, " and threshold ", settings[1],
                " ms taken from rank 0 (this rank's were ", stragglers_.window(), " and ",
                stragglers_.min_late_ms(), ")");
   stragglers_.adopt(window, settings[1]);
+  if (settings[2] != own_autotune) adopt_autotune(settings[2] == 1.f);
 }
 
 // Every rank's accounts travel as float pairs (an all-gather copies bits).

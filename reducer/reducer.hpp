@@ -125,7 +125,11 @@ class Reducer {
   const float* inv_scale() const { return scaler_ != nullptr ? &scaler_->state()->inv_scale : nullptr; }
   void maybe_rebuild(const std::vector<size_t>& missing);
   // Buckets sized for the link (bucket_autotune.hpp; reducer_autotune.cpp).
+  void refuse_bad_autotune() const;
+  bool autotune_possible() const;
   void start_autotune();
+  void measure_or_skip();
+  void adopt_autotune(bool on);  // rank 0's decision (agree_settings)
   void skip_autotune(const std::string& why);
   void autotune_begin_step();
   void autotune_end_step();
@@ -135,12 +139,12 @@ class Reducer {
   // Every rank's accounts of the window just ended, and the verdict (finalize).
   void attribute_stragglers();
   int first_own_nonfinite(gcommStream_t stream);
-  void agree_straggler_settings();
+  void agree_settings();
   // A control collective over host floats (kAllGather or kBroadcast from rank 0);
   // `what` names it in a warning.
   void control_collective(comm::Collective op, const void* in, size_t bytes, void* out, const char* what);
   void broadcast_from_rank0(void* values, size_t bytes, const char* what);
-  bool straggler_settings_agreed_ = false;
+  bool settings_agreed_ = false;
   void check_grad_location(const void* data, size_t index) const;
   // The sharded mode's component; gcommInvalidState naming `what` in all-reduce mode.
   Sharding& sharding(const char* what) const;

@@ -33,37 +33,61 @@ double now_us() {
 
 }  // namespace
 
+// A refused creation allocates nothing: called first thing in the constructor.
+void Reducer::refuse_bad_autotune() const {
+  if (options_.bucket_autotune != gcommBucketAutotuneOn) return;
+  // A host clock at each mark is when the gradient exists on the host; on a GPU
+  // it is when its kernel was enqueued, which says nothing of its arrival.
+  require(device_.kind == gcommDeviceHost,
+          "bucket_autotune = gcommBucketAutotuneOn measures when gradients are marked ready on the host "
+          "clock; on ",
+          describe_device(device_),
+          " a mark is when the gradient's kernel was enqueued, not done: set bucket_cap_bytes instead");
+  require(!options_.grad_as_bucket_view,
+          "bucket_autotune with grad_as_bucket_view: the caller holds addresses into the first plan");
+  require(!options_.sharded,
+          "bucket_autotune in sharded mode: the optimizer's shards are laid out by the first plan");
+}
+
+// Whether this rank could measure; agree_settings makes rank 0's decision everyone's.
+bool Reducer::autotune_possible() const {
+  return device_.kind == gcommDeviceHost && !options_.grad_as_bucket_view && !options_.sharded;
+}
+
 void Reducer::start_autotune() {
   autotune_.bucket_cap_bytes = bucket_cap_bytes_;
   autotune_.first_bucket_bytes = first_bucket_bytes_;
   autotune_.configured_cap_bytes = options_.bucket_cap_bytes;
-  const bool host = device_.kind == gcommDeviceHost;
-  bool on = false;
-  if (options_.bucket_autotune == gcommBucketAutotuneOn) {
-    // A host clock at each mark is when the gradient exists on the host; on a GPU
-    // it is when its kernel was enqueued, which says nothing of its arrival.
-    require(host,
-            "bucket_autotune = gcommBucketAutotuneOn measures when gradients are marked ready on the host "
-            "clock; on ",
-            describe_device(device_),
-            " a mark is when the gradient's kernel was enqueued, not "
-            "done: set bucket_cap_bytes instead");
-    require(!options_.grad_as_bucket_view,
-            "bucket_autotune with grad_as_bucket_view: the caller holds addresses into the first plan");
-    require(!options_.sharded,
-            "bucket_autotune in sharded mode: the optimizer's shards are laid out by the first plan");
-    on = true;
-  } else if (options_.bucket_autotune == gcommBucketAutotuneAuto) {
-    on = host && !options_.grad_as_bucket_view && !options_.sharded &&
-         options_.settings.bucket_autotune.value_or(default_caps(options_));
-  }
-  if (!on) return;
+  const bool on = options_.bucket_autotune == gcommBucketAutotuneOn ||
+                  (options_.bucket_autotune == gcommBucketAutotuneAuto && autotune_possible() &&
+                   options_.settings.bucket_autotune.value_or(default_caps(options_)));
+  if (on) measure_or_skip();
+}
+
+void Reducer::measure_or_skip() {
   autotune_.state = gcommBucketAutotuneStateMeasuring;
   arrivals_ = std::make_unique<ArrivalRecorder>(grads_.size());
   if (comm_.size() < 2) return skip_autotune("one rank: nothing crosses a link");
   if (bucket_payload_bytes_ < kAutotuneMinBytes)
     return skip_autotune(cat("the gradients' ", bucket_payload_bytes_, " wire bytes are below ",
                              kAutotuneMinBytes, ": one or two buckets whatever the cap"));
+}
+
+void Reducer::adopt_autotune(bool on) {
+  GCOMM_INFO(REDUCER, "reducer: bucket autotune ", on ? "on" : "off",
+             " as on rank 0 (this rank's config and ", "GRADCOMM_REDUCER_BUCKET_AUTOTUNE said ",
+             on ? "off" : "on", ")");
+  if (!on) {
+    arrivals_.reset();
+    autotune_.state = gcommBucketAutotuneStateOff;
+  } else if (autotune_possible() && strategy_->kind() == gcommCompressionNone) {
+    measure_or_skip();
+  } else {
+    // Rank 0 will probe at step 4, so this rank must issue the same collectives;
+    // with no arrivals its measurements say "none", and every rank then skips.
+    arrivals_ = std::make_unique<ArrivalRecorder>(grads_.size());
+    autotune_.state = gcommBucketAutotuneStateMeasuring;
+  }
 }
 
 void Reducer::skip_autotune(const std::string& why) {
@@ -127,7 +151,6 @@ LinkModel Reducer::probe_link() {
 // measurements all-gathered and combined, the same choice everywhere, the rebuild.
 void Reducer::choose_bucket_cap() {
   const std::unique_ptr<ArrivalRecorder> arrivals = std::move(arrivals_);
-  autotune_.chosen_at_step = stats_.synced_steps;
   const size_t n = grads_.size();
   const LinkModel own_link = probe_link();
   const std::vector<double> own_arrival =
@@ -153,7 +176,9 @@ void Reducer::choose_bucket_cap() {
   std::vector<double> predicted;
   for (size_t cap : caps)
     predicted.push_back(predict_finish_us(plan_with(cap), measured.arrival_us, measured.link));
-  const size_t k = choose_cap(caps, predicted);
+  const double first_arrival = *std::min_element(measured.arrival_us.begin(), measured.arrival_us.end());
+  const size_t k = choose_cap(caps, predicted, first_arrival);
+  autotune_.chosen_at_step = stats_.synced_steps;
   const size_t configured =
       static_cast<size_t>(std::find(caps.begin(), caps.end(), options_.bucket_cap_bytes) - caps.begin());
   bucket_cap_bytes_ = caps[k];

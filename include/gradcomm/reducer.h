@@ -67,7 +67,8 @@ typedef enum gcommBucketAutotune {
   gcommBucketAutotuneAuto = 0, /**< on for a host communicator with peers whose bucket_cap_bytes and
                                     first_bucket_bytes are the defaults (not with grad_as_bucket_view or
                                     sharded mode); GRADCOMM_REDUCER_BUCKET_AUTOTUNE=0/1 decides instead
-                                    when set */
+                                    when set. Every rank takes rank 0's decision at the first synced
+                                    step (the probe and the all-gather are collectives) */
   gcommBucketAutotuneOn = 1,   /**< always (refused on a GPU, with grad_as_bucket_view, sharded) */
   gcommBucketAutotuneOff = 2   /**< keep bucket_cap_bytes */
 } gcommBucketAutotune_t;

@@ -101,6 +101,10 @@ TEST(BucketAutotune, AmongNearTiesTheLargestCapWins) {
   EXPECT_EQ(choose_cap(caps, {100, 100.3, 120, 100.7}), 1u) << "8 is 0.7% above the best: not a tie";
   EXPECT_EQ(choose_cap(caps, {100.4, 100, 120, 100.45}), 3u);
   EXPECT_EQ(choose_cap(caps, {50, 100, 120, 101}), 0u);
+  // The band is a fraction of the span from the first arrival: 900 us of forward
+  // and data loading before it do not widen it (0.5% of 100 us, not of 1000).
+  EXPECT_EQ(choose_cap(caps, {1000, 1004, 1200, 1100}, 0), 1u);
+  EXPECT_EQ(choose_cap(caps, {1000, 1004, 1200, 1100}, 900), 0u);
   EXPECT_THROW(choose_cap(caps, {1, 2}), Error);
 }
 

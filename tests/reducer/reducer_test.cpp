@@ -362,7 +362,8 @@ TEST_P(ReducerRig, TheBucketAutotuneChoosesOneCapOnEveryRankAndStaysCorrect) {
 void run_autotuned(ReducerRig& rig, const gcommReducerConfig_t& config, int steps,
                    const std::function<bool(int, size_t)>& skip,
                    const std::function<void(int, gcommReducer_t)>& check, int world = 2,
-                   const std::function<gcommStatus_t(gcommReducer_t)>& setup = {}) {
+                   const std::function<gcommStatus_t(gcommReducer_t)>& setup = {},
+                   const std::function<void(int, gcommReducerConfig_t&)>& per_rank = {}) {
   auto comms = rig.make_comms(world);
   rig.run(comms, [&](int rank, gcommComm_t comm, cudaStream_t) -> std::string {
     std::vector<GradMem> mem;
@@ -371,8 +372,10 @@ void run_autotuned(ReducerRig& rig, const gcommReducerConfig_t& config, int step
       mem.emplace_back(dtype, count, false);
       tensors.push_back(mem.back().tensor());
     }
+    gcommReducerConfig_t own = config;
+    if (per_rank) per_rank(rank, own);
     gcommReducer_t r = nullptr;
-    RIG_CHECK(gcommReducerCreate(comm, tensors.data(), tensors.size(), &config, &r));
+    RIG_CHECK(gcommReducerCreate(comm, tensors.data(), tensors.size(), &own, &r));
     if (setup) RIG_CHECK(setup(r));
     for (int step = 0; step < steps; ++step) {
       RIG_CHECK(gcommReducerBeginStep(r, 1));
@@ -423,13 +426,37 @@ TEST_P(ReducerRig, TheBucketAutotuneSkipsWhenARankNeverMarksEveryGradientOrAComp
       [&](int rank, gcommReducer_t r) {
         const gcommBucketAutotuneReport_t got = autotune_report(r);
         EXPECT_EQ(got.state, gcommBucketAutotuneStateSkipped) << "rank " << rank;
-        EXPECT_EQ(got.chosen_at_step, 4u);
+        EXPECT_EQ(got.chosen_at_step, 0u) << "skipped: nothing was chosen";
         EXPECT_EQ(got.bucket_cap_bytes, size_t{25} << 20);
       });
   run_autotuned(
       *this, c, 0, [](int, size_t) { return false; },
       [](int, gcommReducer_t r) { EXPECT_EQ(autotune_report(r).state, gcommBucketAutotuneStateSkipped); }, 2,
       [](gcommReducer_t r) { return gcommReducerEnableCompressionText(r, "int8", nullptr); });
+}
+
+// Each rank reads its own config and environment; the autotune's probe and
+// all-gather are collectives, so every rank takes rank 0's decision at the first
+// synced step. Before that, a rank with it on probed at step 4 while a rank with it
+// off went on to step 5's buckets: they paired different collectives (review of
+// bb2c099; this test failed with a timeout then).
+TEST_P(ReducerRig, RanksThatDisagreeOnTheBucketAutotuneTakeRankZerosDecision) {
+  if (gpu()) GTEST_SKIP() << "host-only: the autotune is refused on a GPU";
+  gcommReducerConfig_t c = GCOMM_REDUCER_CONFIG_INITIALIZER;
+  for (const int rank0 : {gcommBucketAutotuneOn, gcommBucketAutotuneOff}) {
+    const int others = rank0 == gcommBucketAutotuneOn ? gcommBucketAutotuneOff : gcommBucketAutotuneOn;
+    std::vector<gcommBucketAutotuneReport_t> got(3);
+    run_autotuned(
+        *this, c, 5, [](int, size_t) { return false; },
+        [&](int rank, gcommReducer_t r) { got[rank] = autotune_report(r); }, 3, {},
+        [&](int rank, gcommReducerConfig_t& own) { own.bucket_autotune = rank == 0 ? rank0 : others; });
+    for (int rank = 0; rank < 3; ++rank) {
+      EXPECT_EQ(got[rank].state,
+                rank0 == gcommBucketAutotuneOn ? gcommBucketAutotuneStateChosen : gcommBucketAutotuneStateOff)
+          << "rank " << rank << ", rank 0's setting " << rank0;
+      EXPECT_EQ(got[rank].bucket_cap_bytes, got[0].bucket_cap_bytes) << "rank " << rank;
+    }
+  }
 }
 
 TEST_P(ReducerRig, BadBucketAutotuneSettingsAreRefusedWithTheReason) {

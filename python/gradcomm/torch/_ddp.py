@@ -242,8 +242,8 @@ class DistributedDataParallel(torch.nn.Module):
       bucket_cap_mb (None: 25, and on a host link chosen for the link after the
         first steps; docs/reducer.md "Buckets sized for the link"), first_bucket_mb
         (1): bucket sizes in wire bytes.
-      bucket_autotune (None | bool): None: on when bucket_cap_mb is None (on a host
-        link: CPU tensors); True: also with your bucket_cap_mb (refused on a GPU,
+      bucket_autotune (None | bool): None: on when bucket_cap_mb is None and
+        first_bucket_mb is 1 (on a host link: CPU tensors); True: also with your bucket_cap_mb (refused on a GPU,
         with gradient_as_bucket_view); False: never. bucket_autotune() says what
         it measured and chose.
       gradient_as_bucket_view (False): the gradients live in gradcomm's buckets.
