@@ -324,8 +324,8 @@ INSTANTIATE_TEST_SUITE_P(Transports, Sharded,
 
 // On the wire (the socket transport counts each rank's payload): a sharded step
 // sends one reduce-scatter of the padded buckets (plus the 4-byte found-inf
-// agreement and, at a reducer's first synced step, the straggler settings' 8-byte
-// broadcast), about half of what the all-reduce mode's step sends, and the
+// agreement and, at a reducer's first synced step, the 12-byte broadcast of rank
+// 0's straggler and bucket autotune settings), about half of what the all-reduce mode's step sends, and the
 // parameter all-gather sends each rank's shard to every peer.
 TEST(ShardedWire, AStepSendsAReduceScatterAndTheGatherAnAllGather) {
   const Grads grads = odd_grads();
@@ -343,14 +343,14 @@ TEST(ShardedWire, AStepSendsAReduceScatterAndTheGatherAnAllGather) {
     std::string e = one_step(comm, grads, inputs[rank], c, false, nullptr, out);
     if (!e.empty()) return e;
     RIG_CHECK(sent(&b1));
-    // The found-inf agreement alone: one float, all-reduced; and the straggler
-    // settings every reducer takes from rank 0 at its first synced step: two
-    // floats, broadcast.
-    float flag = 0.0f, settings[2] = {0.0f, 0.0f};
+    // The found-inf agreement alone: one float, all-reduced; and the straggler and
+    // bucket autotune settings every reducer takes from rank 0 at its first synced
+    // step: three floats, broadcast.
+    float flag = 0.0f, settings[3] = {0.0f, 0.0f, 0.0f};
     RIG_CHECK(gcommAllReduce(comm, &flag, &flag, 1, gcommFloat32, gcommMax, nullptr));
     uint64_t b_settings = 0;
     RIG_CHECK(sent(&b_settings));
-    RIG_CHECK(gcommBroadcast(comm, settings, settings, 2, gcommFloat32, 0, nullptr));
+    RIG_CHECK(gcommBroadcast(comm, settings, settings, 3, gcommFloat32, 0, nullptr));
     RIG_CHECK(sent(&b2));
     c.mode = gcommReducerSharded;
     std::vector<GradMem> g, p;
@@ -382,7 +382,7 @@ TEST(ShardedWire, AStepSendsAReduceScatterAndTheGatherAnAllGather) {
     }
     RIG_CHECK(gcommReducerDestroy(r));
     const uint64_t all_reduce = b1 - b0, agreement = b2 - b1, sharded = b4 - b3, gather = b5 - b4;
-    // agreement: the found-inf max and the first step's straggler settings (above).
+    // agreement: the found-inf max and the first step's settings broadcast (above).
     const uint64_t peers = world - 1;
     if (sharded != peers * shard_bytes + agreement)
       return "the sharded step sent " + std::to_string(sharded) + " bytes, not a reduce-scatter's " +

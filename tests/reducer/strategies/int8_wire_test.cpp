@@ -190,14 +190,14 @@ TEST_P(Int8Wire, BytesOnTheWireAreAboutAQuarterOfAnF32AllReduce) {
     // f32 ring all-reduce: 2 (W-1)/W 4 bytes a value.
     if (st.f32_allreduce_bytes != 2 * 3 * n * 4 / 4)
       return "f32 equivalent " + std::to_string(st.f32_allreduce_bytes);
-    // The first synced step also takes rank 0's straggler settings: two floats,
-    // broadcast (measured here the same way).
+    // The first synced step also takes rank 0's straggler and bucket autotune
+    // settings: three floats, broadcast (measured here the same way).
     uint64_t settings = 0;
     if (counts) {
-      float two[2] = {0.0f, 0.0f};
+      float three[3] = {0.0f, 0.0f, 0.0f};
       uint64_t before = 0, after = 0;
       RIG_CHECK(gcommCommBytesSent(comm, &before));
-      RIG_CHECK(gcommBroadcast(comm, two, two, 2, gcommFloat32, 0, stream));
+      RIG_CHECK(gcommBroadcast(comm, three, three, 3, gcommFloat32, 0, stream));
       RIG_CHECK(gcommCommBytesSent(comm, &after));
       settings = after - before;
     }
