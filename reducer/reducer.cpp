@@ -3,7 +3,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -368,10 +367,7 @@ void Reducer::mark_ready(size_t index, gcommStream_t stream, std::optional<const
   if (phase_ == Phase::kAccumulating) return;
   timeline_.marked();
   if (rebuild_pending_) ready_order_.push_back(index);
-  if (recording_arrivals_)
-    arrivals_->mark(
-        index, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch())
-                   .count());
+  if (recording_arrivals_) autotune_mark(index);
   size_t b = plan_.bucket_of[index];
   auto& streams = bucket_streams_[b];
   if (std::find(streams.begin(), streams.end(), stream) == streams.end()) streams.push_back(stream);

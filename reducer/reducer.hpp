@@ -132,6 +132,7 @@ class Reducer {
   void adopt_autotune(bool on);  // rank 0's decision (agree_settings)
   void skip_autotune(const std::string& why);
   void autotune_begin_step();
+  void autotune_mark(size_t index);  // a measured step's mark, on the arrivals' clock
   void autotune_end_step();
   void choose_bucket_cap();
   LinkModel probe_link();

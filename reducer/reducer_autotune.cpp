@@ -104,6 +104,10 @@ void Reducer::autotune_begin_step() {
   if (recording_arrivals_) arrivals_->begin_step(last_step_end_us_);
 }
 
+void Reducer::autotune_mark(size_t index) {
+  arrivals_->mark(index, now_us());
+}
+
 void Reducer::autotune_end_step() {
   if (recording_arrivals_) arrivals_->end_step();
   recording_arrivals_ = false;
