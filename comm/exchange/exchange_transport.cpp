@@ -17,10 +17,10 @@ namespace gradcomm::comm {
 
 namespace {
 
-constexpr size_t kPieceBytes = size_t{8} << 20;
-constexpr size_t kPiecesAhead = 2;                  // all-reduce: pieces sent ahead of the one being reduced
+constexpr size_t kPieceBytes = size_t{8} << 20;  // phase by phase: bytes of a piece (bounds the scratch)
+constexpr size_t kPiecesAhead = 2;               // pipelined all-reduce: pieces sent ahead of the one reduced
 constexpr size_t kMinReduceRun = size_t{64} << 10;  // bytes of a slice reduced at a time while receiving
-constexpr size_t kWindowPieces = 64;                // all-reduce: pieces planned at a time (512 MiB of f32)
+constexpr size_t kWindowBytes = size_t{512} << 20;  // pipelined all-reduce: bytes planned at a time
 
 // Rank q's slice of `count` elements starting at `first`: [first + count*q/n, first + count*(q+1)/n).
 struct Slices {
@@ -253,6 +253,10 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
     size_t e = std::max<size_t>(kPieceBytes / dtype_size(dtype), 1);
     return std::max<size_t>(e / n() * n(), n());
   }
+  // The pipelined all-reduce's piece: n slices of the wire's pipelined_slice_bytes.
+  size_t pipelined_piece_elems(gcommDataType_t dtype) const {
+    return std::max<size_t>(links_->pipelined_slice_bytes() / dtype_size(dtype), 1) * n();
+  }
 
   // fn(first, m) for consecutive pieces [first, first + m) of `count` elements,
   // at most `step` each; once with m = 0 for an empty message, whose headers
@@ -328,15 +332,20 @@ class ExchangeTransport final : public Transport, public P2PBatchRunner {
   // and so on, kPiecesAhead pieces ahead. Phase by phase, each phase ended with its
   // slowest flow while the link idled and the next phase waited; here another
   // piece's data is queued behind it (4 ranks on a 1 Gbit lab link: 0.93x the
-  // time at 64 MiB, docs/benchmarks.md). The pieces are planned kWindowPieces at a
-  // time (one run each), so what a call keeps is bounded whatever its count: an
-  // absurd count moves its first bytes at once and fails at its timeout instead of
-  // listing millions of pieces first (issue 44 #7).
+  // time at 64 MiB, docs/benchmarks.md). The pieces are small (the wire's
+  // pipelined_slice_bytes to each peer): a rank's flows to its peers share its
+  // link unevenly, and a flow can run at most kPiecesAhead slices ahead of the
+  // slowest (a receiver holds later slices until it has reduced), so that lag, the
+  // tail the last piece waits for, is a few slices, not megabytes. The pieces are
+  // planned kWindowBytes at a time (one run each), so what a call keeps is bounded
+  // whatever its count: an absurd count moves its first bytes at once and fails at
+  // its timeout instead of listing millions of pieces first (issue 44 #7).
   void all_reduce_pipelined(const CollectiveArgs& a, const std::string& what) {
-    const size_t step = piece_elems(a.dtype);
+    const size_t step = pipelined_piece_elems(a.dtype);
     const size_t pieces = std::max<size_t>(1, a.count / step + (a.count % step != 0 ? 1 : 0));
-    for (size_t first = 0; first < pieces; first += kWindowPieces)
-      pipeline_pieces(a, first, std::min(kWindowPieces, pieces - first), step, what);
+    const size_t window = std::max<size_t>(1, kWindowBytes / (step * dtype_size(a.dtype)));
+    for (size_t first = 0; first < pieces; first += window)
+      pipeline_pieces(a, first, std::min(window, pieces - first), step, what);
     tag_.phase += static_cast<uint32_t>(2 * pieces);
   }
 

@@ -18,7 +18,8 @@
 // Messages larger than 8 MiB go in 8 MiB pieces, which bounds the scratch memory.
 // On wires that can hold a message back (runs_gated_messages: socket, shm) the
 // all-reduce's pieces are pipelined, one run of messages per peer instead of two
-// phases per piece, with the same bits.
+// phases per piece, with the same bits; its pieces are the wire's
+// pipelined_slice_bytes to each peer (socket 32 KiB, shm 8 MiB pieces).
 // A collective runs to completion before the call returns (the stream is
 // ignored), bounded by the timeout. Ranks that call different collectives get
 // gcommInvalidArgument (the rank that noticed) or gcommRemoteError (the others),

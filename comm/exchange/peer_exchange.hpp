@@ -12,6 +12,7 @@
 // reading each other's bytes as data.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -89,6 +90,14 @@ class PeerExchange {
   // message up front (MPI) cannot hold one back; the collectives then run phase
   // by phase.
   virtual bool runs_gated_messages() const { return false; }
+  // The pipelined all-reduce's message to one peer: a slice of this many bytes
+  // (a piece is one slice per rank). Small enough that the uneven shares of a
+  // rank's flows leave the last piece a short tail, large enough that the
+  // per-message cost stays small: each wire measures its own (docs/comm.md).
+  // By default a piece is 8 MiB.
+  virtual size_t pipelined_slice_bytes() const {
+    return (size_t{8} << 20) / static_cast<size_t>(std::max(size(), 1));
+  }
   // run_messages whose messages wait for `gate`: each peer's next message each
   // way starts once gate >= its `after`. `progress` is called whenever the run
   // would wait, and when every message left is held; it advances the gate with

@@ -90,12 +90,13 @@ TEST_P(Conformance, MessagesLargerThanOneSocketPiece) {
   for (const ConformanceCase& k : larger_than_a_piece_cases(n)) ASSERT_EQ(check(k), "");
 }
 
-// An all-reduce of four pieces, which the socket and shm transports pipeline
+// An all-reduce of several pieces, which the socket and shm transports pipeline
 // (two pieces ahead): piece 3's slices wait until piece 0 is reduced (they reuse
-// its staging), and each reduced slice goes out only once it is complete. In
-// place (a peer's gathered slice lands where this rank's slices to the others
-// were), an odd tail, a 2-byte type, against the reference's bits. One case, on 2
-// and 3 ranks: under the sanitizers in CI its 25 MB take minutes.
+// its staging), and each reduced slice goes out only once it is complete. Four of
+// shm's 8 MiB pieces; hundreds of the socket's (32 KiB to each peer). In place (a
+// peer's gathered slice lands where this rank's slices to the others were), an
+// odd tail, a 2-byte type, against the reference's bits. One case, on 2 and 3
+// ranks: under the sanitizers in CI its 25 MB take minutes.
 TEST_P(Conformance, AllReduceOfSeveralPiecesMatchesTheReference) {
   if (GetParam().transport == &kLocal || GetParam().ranks == 1)
     GTEST_SKIP() << "only the socket and shm transports cut a message into pieces, and only with peers";
