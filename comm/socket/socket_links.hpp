@@ -60,8 +60,8 @@ class SocketLinks final : public PeerExchange {
   bool runs_gated_messages() const override { return true; }
   // 32 KiB: a rank's TCP flows share its link unevenly, and with megabyte slices
   // the last piece waited for the slowest flow (4 ranks, 1 Gbit lab links: a
-  // 16 MiB all-reduce at 1.06-1.08x the link's time, 1.00x with 32 KiB; 64 KiB
-  // was up to 3x slower at 10 Gbit; bench/results/2026-11-30-cpu-netlab-slices/).
+  // 16 MiB all-reduce at 1.06-1.08x the link's time, 1.00x with 32 KiB; exactly
+  // 64 KiB was 3x slower at 10 Gbit; bench/results/2026-11-30-cpu-netlab-slices/).
   size_t pipelined_slice_bytes() const override { return size_t{32} << 10; }
   void run_gated_messages(const std::vector<PeerQueue>& queues, const size_t& gate, Deadline deadline,
                           const std::string& what, const std::function<void()>& progress) override;
