@@ -17,8 +17,8 @@ namespace gradcomm::comm {
 
 namespace {
 
-constexpr size_t kPieceBytes = size_t{8} << 20;  // phase by phase: bytes of a piece (bounds the scratch)
-constexpr size_t kPiecesAhead = 2;               // pipelined all-reduce: pieces sent ahead of the one reduced
+constexpr size_t kPieceBytes = kExchangePieceBytes;  // phase by phase: bytes of a piece
+constexpr size_t kPiecesAhead = 2;  // pipelined all-reduce: pieces sent ahead of the one reduced
 constexpr size_t kMinReduceRun = size_t{64} << 10;  // bytes of a slice reduced at a time while receiving
 constexpr size_t kWindowBytes = size_t{512} << 20;  // pipelined all-reduce: bytes planned at a time
 

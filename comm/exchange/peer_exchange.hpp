@@ -64,6 +64,9 @@ struct PeerQueue {
   std::vector<InMessage> in;
 };
 
+// A collective larger than this goes in pieces of it (bounds the scratch memory).
+inline constexpr size_t kExchangePieceBytes = size_t{8} << 20;
+
 class PeerExchange {
  public:
   virtual ~PeerExchange() = default;
@@ -94,9 +97,9 @@ class PeerExchange {
   // (a piece is one slice per rank). Small enough that the uneven shares of a
   // rank's flows leave the last piece a short tail, large enough that the
   // per-message cost stays small: each wire measures its own (docs/comm.md).
-  // By default a piece is 8 MiB.
+  // By default a piece is kExchangePieceBytes, as phase by phase.
   virtual size_t pipelined_slice_bytes() const {
-    return (size_t{8} << 20) / static_cast<size_t>(std::max(size(), 1));
+    return kExchangePieceBytes / static_cast<size_t>(std::max(size(), 1));
   }
   // run_messages whose messages wait for `gate`: each peer's next message each
   // way starts once gate >= its `after`. `progress` is called whenever the run
